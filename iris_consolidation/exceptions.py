@@ -1,0 +1,59 @@
+"""Exceptions raised by the app's services; interfaces translate them."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class IrisConsolidationError(Exception):
+    """Base class of every error this app raises on purpose."""
+
+
+class InvalidInput(IrisConsolidationError):
+    """Input from an operator (user id, threshold, file) is not acceptable."""
+
+
+class UnknownUser(InvalidInput):
+    """No user has the given id or username."""
+
+
+class InvalidThreshold(InvalidInput):
+    """A similarity threshold outside (0, 1]."""
+
+
+class ImportFileInvalid(InvalidInput):
+    """A truths file failed validation; nothing was imported."""
+
+
+class EmbeddingError(IrisConsolidationError):
+    """The embedding model failed or returned vectors of the wrong shape."""
+
+
+class EmbeddingDimensionMismatch(EmbeddingError):
+    """An embedding does not have ``EMBEDDING_DIMENSIONS`` dimensions."""
+
+
+class JudgeUnavailable(IrisConsolidationError):
+    """The judge could not be reached (transport, auth, quota, timeout)."""
+
+
+class JudgeRateLimited(JudgeUnavailable):
+    """The provider answered 429; ``retry_after`` holds the wait in seconds."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class JudgeResponseInvalid(IrisConsolidationError):
+    """The judge replied with text that is not a valid verdict; ``raw`` keeps it."""
+
+    def __init__(self, message: str, *, raw: str = "") -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class StaleClusterError(IrisConsolidationError):
+    """A cluster member changed since it was judged."""
+
+
+class JudgeMisconfigured(ImproperlyConfigured):
+    """The judge settings cannot work (unknown judge, missing API key)."""

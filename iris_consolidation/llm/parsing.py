@@ -1,0 +1,76 @@
+"""Raw model text -> ``Verdict``: strict, pure functions.
+
+Accepts one JSON object, optionally inside a ```json fence. Anything else (prose,
+truncated JSON, wrong types, unknown action names) raises ``JudgeResponseInvalid``
+with the raw text. Ids are not checked against the cluster here: the validator does
+that, so the rejection is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..exceptions import JudgeResponseInvalid
+from .base import Action
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+NOT_JSON = "The judge's reply is not a JSON object."
+BAD_SHAPE = "The judge's reply does not follow the verdict contract: {detail}."
+
+
+def _fail(detail: str, raw: str) -> JudgeResponseInvalid:
+    return JudgeResponseInvalid(BAD_SHAPE.format(detail=detail), raw=raw)
+
+
+def _str_list(value: Any, field: str, raw: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(f"'{field}' must be a list of ids", raw)
+    return tuple(value)
+
+
+def parse_action(item: Any, raw: str) -> Action:
+    """One wire action -> ``Action``; raises ``JudgeResponseInvalid``."""
+    if not isinstance(item, dict):
+        raise _fail("each action must be an object", raw)
+    kind = item.get("action")
+    reason = item.get("reason", "")
+    if not isinstance(reason, str):
+        raise _fail("'reason' must be a string", raw)
+    if kind == "merge":
+        content = item.get("content", "")
+        if not isinstance(content, str):
+            raise _fail("'content' must be a string", raw)
+        return Action(action="merge", ids=_str_list(item.get("ids"), "ids", raw), content=content, reason=reason)
+    if kind == "supersede":
+        new = item.get("new")
+        if not isinstance(new, str):
+            raise _fail("'new' must be one id", raw)
+        return Action(action="supersede", old=_str_list(item.get("old"), "old", raw), new=new, reason=reason)
+    raise _fail(f"unknown action {kind!r}", raw)
+
+
+def parse_verdict(raw: str) -> tuple[tuple[Action, ...], str]:
+    """Parse a reply into ``(actions, reasoning)``.
+
+    Raises ``JudgeResponseInvalid`` for non-JSON, truncated JSON, or a wrong shape.
+    """
+    text = raw.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise JudgeResponseInvalid(NOT_JSON, raw=raw) from exc
+    if not isinstance(data, dict):
+        raise JudgeResponseInvalid(NOT_JSON, raw=raw)
+    actions = data.get("actions")
+    if not isinstance(actions, list):
+        raise _fail("'actions' must be a list", raw)
+    reasoning = data.get("reasoning", "")
+    if not isinstance(reasoning, str):
+        raise _fail("'reasoning' must be a string", raw)
+    return tuple(parse_action(item, raw) for item in actions), reasoning

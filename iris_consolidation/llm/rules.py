@@ -1,0 +1,92 @@
+"""The offline rule judge: deterministic, conservative, no model.
+
+It merges only what it can prove is one statement:
+1. normalised text equal (case, punctuation, contractions), or
+2. the same set of words with every proper name in the same order (so
+   "Alice manages Bob" never merges with "Bob manages Alice").
+Everything else is kept. It is the default judge where no LLM is configured, and
+the deterministic pre-pass that runs before an LLM judge.
+"""
+
+from __future__ import annotations
+
+from .. import textfacts
+from .base import Action, JudgeRequest, MemberView, Verdict
+
+RULES_VERSION = "rules-1"
+REASON_SAME_TEXT = "Same statement: the texts are equal once case, punctuation and contractions are ignored."
+REASON_SAME_WORDS = "Same statement: the same words, with names in the same order."
+
+
+def _signature(member: MemberView) -> tuple[frozenset[str], tuple[str, ...], bool]:
+    return (
+        frozenset(textfacts.tokens(member.content)),
+        tuple(textfacts.proper_names(member.content)),
+        textfacts.polarity(member.content),
+    )
+
+
+def equivalent_groups(members: tuple[MemberView, ...]) -> list[tuple[list[MemberView], str]]:
+    """Groups of two or more members that state the same thing, with the reason.
+
+    Members are compared in the given order; each joins the first group it matches.
+    """
+    groups: list[tuple[list[MemberView], str]] = []
+    for member in members:
+        norm = textfacts.normalise(member.content)
+        sig = _signature(member)
+        for group, _ in groups:
+            head = group[0]
+            if textfacts.normalise(head.content) == norm or _signature(head) == sig:
+                group.append(member)
+                break
+        else:
+            groups.append(([member], ""))
+    result = []
+    for group, _ in groups:
+        if len(group) < 2:
+            continue
+        norms = {textfacts.normalise(m.content) for m in group}
+        result.append((group, REASON_SAME_TEXT if len(norms) == 1 else REASON_SAME_WORDS))
+    return result
+
+
+def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
+    """The provable merges of ``request``: one action per group of equal statements.
+
+    The merged content is a protected member's text when the group has one (it must
+    survive unchanged), else the oldest member's text (members come oldest first).
+    """
+    actions = []
+    for group, reason in equivalent_groups(request.members):
+        protected = [m for m in group if m.protected]
+        if len(protected) > 1:
+            # Two protected truths can never both survive one merge: merge the others
+            # into the first protected one only.
+            group = [m for m in group if not m.protected] + protected[:1]
+            if len(group) < 2:
+                continue
+        keeper = protected[0] if protected else group[0]
+        actions.append(
+            Action(action="merge", ids=tuple(m.alias for m in group), content=keeper.content, reason=reason)
+        )
+    return tuple(actions)
+
+
+class RuleJudge:
+    """``JudgeClient`` that applies ``merge_actions``; never fails, never calls a model."""
+
+    name = "rules"
+
+    @classmethod
+    def from_settings(cls) -> RuleJudge:
+        return cls()
+
+    def judge(self, request: JudgeRequest) -> Verdict:
+        actions = merge_actions(request)
+        reasoning = (
+            "; ".join(f"{'+'.join(a.ids)}: {a.reason}" for a in actions)
+            if actions
+            else "No two members are provably the same statement; all kept."
+        )
+        return Verdict(actions=actions, reasoning=reasoning, model="rules", prompt_version=RULES_VERSION, llm_calls=0)

@@ -1,0 +1,134 @@
+"""``manage.py consolidate_truths``: the operator's door onto services.consolidation."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ... import selectors, tasks
+from ...embeddings import get_embedder
+from ...exceptions import EmbeddingError, InvalidInput
+from ...llm import get_judge_client
+from ...models import ConsolidationRun
+from ...services import consolidation
+
+
+class Command(BaseCommand):
+    help = "Consolidate truths: queue a batch (default), or run it here with --sync or --dry-run."
+
+    DISPATCHED = "Dispatched batch: {run_id}"
+    NOTHING = "Nothing to consolidate: no user has two or more consolidatable truths."
+    DRY_RUN_BANNER = "DRY RUN: clusters are judged and recorded; no truth is changed."
+    FAILED_CLUSTERS = "{failed} cluster(s) failed; their truths are unchanged. See run {run_id} in the admin."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--sync", action="store_true", help="Run in this process instead of queueing.")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Judge and record the verdicts but change no truth (implies --sync)."
+        )
+        parser.add_argument("--user", help="Only this user (id or username).")
+        parser.add_argument("--threshold", help="Cosine similarity threshold in (0, 1] (default: the setting).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            user_id = selectors.get_user(value=options["user"]).pk if options["user"] else None
+            threshold = (
+                consolidation.validate_threshold(options["threshold"]) if options["threshold"] is not None else None
+            )
+            client = get_judge_client()
+            mode = "dry_run" if options["dry_run"] else ("sync" if options["sync"] else "queued")
+            run = consolidation.create_run(
+                trigger="command", mode=mode, threshold=threshold, user_id=user_id, judge=client.name
+            )
+        except (InvalidInput, ImproperlyConfigured) as exc:
+            raise CommandError(str(exc)) from exc
+        if mode == "queued":
+            tasks.enqueue_run(run)
+            self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
+            return
+        self._run_here(run, client, verbosity=options["verbosity"])
+
+    def _run_here(self, run: ConsolidationRun, client: Any, *, verbosity: int) -> None:
+        if run.is_dry_run and verbosity >= 1:
+            self.stdout.write(self.style.WARNING(self.DRY_RUN_BANNER))
+        if verbosity >= 1:
+            self.stdout.write(f"Run {run.pk}: judge {client.name}, threshold {run.threshold}")
+        started = time.monotonic()
+        progress = _Progress(self, verbosity=verbosity, dry_run=run.is_dry_run)
+        try:
+            run = consolidation.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
+        except EmbeddingError as exc:
+            consolidation.fail_run(run.pk, note=str(exc))
+            raise CommandError(str(exc)) from exc
+        finally:
+            progress.close()
+        seconds = time.monotonic() - started
+        if run.users == 0 and verbosity >= 1:
+            self.stdout.write(self.NOTHING)
+        self.stdout.write(_summary(run, seconds))
+        if run.failed:
+            raise CommandError(self.FAILED_CLUSTERS.format(failed=run.failed, run_id=run.pk))
+
+
+def _summary(run: ConsolidationRun, seconds: float) -> str:
+    verb = "would merge" if run.is_dry_run else "merged"
+    return (
+        f"Summary: users={run.users} truths={run.truths} embedded={run.embedded} "
+        f"clusters={run.clusters_found} {verb.replace(' ', '_')}={run.merged} superseded={run.superseded} "
+        f"retired={run.retired} kept={run.kept} rejected={run.rejected} failed={run.failed} "
+        f"llm_calls={run.llm_calls} tokens={run.tokens} embed_seconds={run.embed_seconds:.1f} "
+        f"cluster_seconds={run.cluster_seconds:.1f} seconds={seconds:.1f} run={run.pk}"
+    )
+
+
+class _Progress:
+    """Progress display: a rich bar on a terminal, plain ``[i/n]`` lines otherwise."""
+
+    def __init__(self, command: BaseCommand, *, verbosity: int, dry_run: bool) -> None:
+        self.command = command
+        self.verbosity = verbosity
+        self.dry_run = dry_run
+        self.bar: Any = None
+        self.task: Any = None
+        if verbosity >= 1 and sys.stdout.isatty() and command.stdout._out is sys.stdout:
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True)
+            self.bar.start()
+
+    def __call__(self, stage: str, i: int, n: int, payload: Any) -> None:
+        if self.verbosity < 1:
+            return
+        write = self.command.stdout.write
+        if stage == "user":
+            if self.bar is not None:
+                if self.task is None:
+                    self.task = self.bar.add_task("users", total=n)
+                self.bar.update(self.task, completed=i - 1)
+            else:
+                write(f"[{i}/{n}] user {payload}")
+        elif stage == "clusters" and self.bar is None:
+            write(f"  {len(payload)} clusters")
+        elif stage == "cluster":
+            review = payload
+            if self.bar is None:
+                write(f"  [{i}/{n}] {review.get_outcome_display()}")
+            if self.verbosity >= 2 or (self.dry_run and review.applied_actions):
+                for row in review.snapshot:
+                    write(f"      {row['alias']}: {row['content']}")
+                for action in review.applied_actions:
+                    label = "would " + action["action"] if self.dry_run else action["action"]
+                    target = action.get("content") or action.get("new")
+                    write(f"      -> {label} {action.get('ids') or action.get('old')}: {target}")
+                for rejection in review.rejections:
+                    write(f"      rejected: {rejection['reason']}")
+            if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
+                write(f"      reasoning: {review.reasoning}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

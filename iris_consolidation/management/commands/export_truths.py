@@ -1,0 +1,35 @@
+"""``manage.py export_truths``: truths as JSONL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ... import selectors
+from ...exceptions import UnknownUser
+from ...services import transfer
+
+
+class Command(BaseCommand):
+    help = "Export truths as JSONL, one truth a line (live ones only unless --include-retired)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--user", help="Only this user (id or username).")
+        parser.add_argument("--include-retired", action="store_true", help="Also export retired truths.")
+        parser.add_argument("--output", help="Write to this file instead of standard output.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user_id = None
+        if options["user"]:
+            try:
+                user_id = selectors.get_user(value=options["user"]).pk
+            except UnknownUser as exc:
+                raise CommandError(str(exc)) from exc
+        rows = transfer.iter_export_rows(user_id=user_id, include_retired=options["include_retired"])
+        if options["output"]:
+            with open(options["output"], "w", encoding="utf-8") as out:
+                count = transfer.write_jsonl(rows, out)
+            self.stderr.write(f"Exported {count} truths to {options['output']}.")
+        else:
+            transfer.write_jsonl(rows, self.stdout)  # type: ignore[arg-type]

@@ -1,0 +1,30 @@
+"""``manage.py load_truths FILE.jsonl``: import truths (see services/transfer.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...exceptions import ImportFileInvalid
+from ...services import transfer
+
+
+class Command(BaseCommand):
+    help = "Import truths from a JSONL file (creating users by name); re-loading a file imports nothing twice."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("path", help="A .truths.jsonl file: one JSON object per line.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            result = transfer.load_truths(Path(options["path"]))
+        except ImportFileInvalid as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Loaded {result.created} truths ({result.skipped} already present) "
+                f"from {result.read} lines; {result.users_created} new users."
+            )
+        )

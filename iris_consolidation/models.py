@@ -1,0 +1,283 @@
+"""Tables of the app: truths, consolidation runs, cluster reviews and lineage events.
+
+Models hold data and tiny derived values only; workflows live in ``services/``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
+
+from .querysets import ClusterReviewQuerySet, LiveTruthManager, RunQuerySet, TruthQuerySet
+
+#: Dimensions of every stored embedding: all-MiniLM-L6-v2's (decision D5 in STYLE.md).
+#: pgvector writes it into migrations, so it is a constant, never a setting.
+EMBEDDING_DIMENSIONS = 384
+
+
+class Origin(models.TextChoices):
+    PROMOTED = "promoted", "Promoted from memories"
+    USER = "user", "Created by the user"
+    AGENT = "agent", "Created by the assistant"
+    CONSOLIDATED = "consolidated", "Made by consolidation"
+
+
+#: Origins whose truths consolidation may retire or reword.
+CONSOLIDATABLE_ORIGINS = (Origin.PROMOTED, Origin.CONSOLIDATED)
+
+
+class RetiredReason(models.TextChoices):
+    MERGED = "merged", "Merged into another truth"
+    SUPERSEDED = "superseded", "Superseded by a later truth"
+    UNDONE = "undone", "Consolidation undone"
+
+
+class Truth(models.Model):
+    """A short distilled fact about one user.
+
+    Retirement is a soft delete: ``retired_at`` is set and ``superseded_by`` points at
+    the replacement. ``objects`` shows live truths only; ``all_objects`` shows all.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="truths"
+    )
+    content = models.TextField()
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.PROMOTED)
+    kind = models.CharField(max_length=32, default="fact", help_text="fact, preference, ...")
+    pinned = models.BooleanField(default=False, help_text="Pinned truths are never consolidated.")
+    generation = models.PositiveSmallIntegerField(
+        default=0, help_text="0 for originals; a merge makes max(source generations) + 1."
+    )
+    score = models.FloatField(default=0.0, help_text="Distillation score; a merge keeps the highest.")
+    corroborations = models.PositiveIntegerField(
+        default=1, help_text="Observations backing this truth; a merge sums them."
+    )
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    source = models.TextField(
+        blank=True, help_text="Provenance, e.g. session:<id>; a merge keeps the union, one per line."
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    retired_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    superseded_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="replaces",
+        help_text="The truth that replaced this one when it was retired.",
+    )
+    retired_reason = models.CharField(max_length=16, choices=RetiredReason.choices, blank=True)
+
+    objects = LiveTruthManager()
+    all_objects = TruthQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "truth"
+        base_manager_name = "all_objects"
+        ordering = ["user_id", "created_at", "id"]
+        indexes = [
+            HnswIndex(
+                name="truth_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            models.Index(fields=["user", "retired_at"], name="truth_user_live"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(superseded_by=models.F("id")), name="truth_not_superseded_by_itself"
+            ),
+            models.CheckConstraint(
+                condition=Q(retired_at__isnull=True, retired_reason="")
+                | Q(retired_at__isnull=False) & ~Q(retired_reason=""),
+                name="truth_retirement_complete",
+            ),
+            models.CheckConstraint(
+                condition=Q(origin__in=[c.value for c in Origin]), name="truth_origin_valid"
+            ),
+            models.CheckConstraint(condition=Q(content__regex=r"\S"), name="truth_content_not_blank"),
+        ]
+
+    def __str__(self) -> str:
+        text = self.content if len(self.content) <= 60 else self.content[:57] + "..."
+        return f"#{self.pk} {text}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.retired_at is None
+
+
+class ConsolidationRun(models.Model):
+    """One batch of consolidation: what started it, how, and what came of it."""
+
+    class Trigger(models.TextChoices):
+        COMMAND = "command", "Command"
+        SCHEDULE = "schedule", "Schedule"
+        ADMIN = "admin", "Admin"
+
+    class Mode(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        SYNC = "sync", "Sync"
+        DRY_RUN = "dry_run", "Dry run"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        PARTIAL = "partial", "Partial (some clusters failed)"
+        FAILED = "failed", "Failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.COMMAND)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.QUEUED)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    threshold = models.FloatField(help_text="Cosine similarity threshold used.")
+    judge = models.CharField(max_length=200, blank=True, help_text="Judge and model used.")
+    user_filter = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Only this user's truths, if set.",
+    )
+    users = models.PositiveIntegerField(default=0, help_text="Users to consolidate.")
+    users_done = models.PositiveIntegerField(default=0, help_text="Users whose clusters are built.")
+    truths = models.PositiveIntegerField(default=0, help_text="Consolidatable truths seen.")
+    embedded = models.PositiveIntegerField(default=0, help_text="Truths embedded by this run.")
+    clusters_found = models.PositiveIntegerField(default=0)
+    clusters_done = models.PositiveIntegerField(default=0)
+    merged = models.PositiveIntegerField(default=0, help_text="Merge actions applied.")
+    superseded = models.PositiveIntegerField(default=0, help_text="Supersede actions applied.")
+    retired = models.PositiveIntegerField(default=0, help_text="Truths retired.")
+    kept = models.PositiveIntegerField(default=0, help_text="Clusters left as they were.")
+    rejected = models.PositiveIntegerField(default=0, help_text="Actions the validator rejected.")
+    failed = models.PositiveIntegerField(default=0, help_text="Clusters whose judge failed.")
+    llm_calls = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(default=0.0, help_text="USD, from litellm's price list.")
+    embed_seconds = models.FloatField(default=0.0)
+    cluster_seconds = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    notes = models.TextField(blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "consolidation run"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(threshold__gt=0) & Q(threshold__lte=1), name="run_threshold_in_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {str(self.id)[:8]} ({self.get_mode_display()}, {self.get_status_display()})"
+
+    @property
+    def is_dry_run(self) -> bool:
+        return self.mode == self.Mode.DRY_RUN
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class ClusterReview(models.Model):
+    """One cluster's judgement (dry runs included): members, verdict, what was applied.
+
+    Append-only history: written once when the cluster is done.
+    """
+
+    class Outcome(models.TextChoices):
+        APPLIED = "applied", "Applied"
+        PREVIEW = "preview", "Dry run (not applied)"
+        KEPT = "kept", "Kept (no action)"
+        REJECTED = "rejected", "Rejected by the validator"
+        STALE = "stale", "Stale member"
+        FAILED = "failed", "Judge failed"
+
+    run = models.ForeignKey(ConsolidationRun, on_delete=models.CASCADE, related_name="reviews")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(
+        max_length=64, help_text="Hash of the member ids and contents; one review per run and key."
+    )
+    members = models.ManyToManyField(Truth, related_name="reviews", blank=True)
+    snapshot = models.JSONField(
+        default=list, help_text="Members as the judge saw them: alias, id, content, created_at, ..."
+    )
+    similarities = models.JSONField(default=dict, help_text="Cosine similarity of each member to the seed.")
+    actions = models.JSONField(default=list, help_text="The judge's proposed actions (aliases).")
+    applied_actions = models.JSONField(default=list, help_text="Actions written (or previewed), with truth ids.")
+    rejections = models.JSONField(default=list, help_text="Actions refused, each with its reason.")
+    reasoning = models.TextField(blank=True)
+    proposed_content = models.TextField(blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    applied = models.BooleanField(default=False)
+    skip_reason = models.TextField(blank=True)
+    judge = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    prompt_version = models.CharField(max_length=32, blank=True)
+    tokens = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    raw_response = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ClusterReviewQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "cluster review"
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="review_once_per_run_and_cluster"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Review #{self.pk} ({self.get_outcome_display()})"
+
+
+class LineageEvent(models.Model):
+    """One edge of a truth's lineage: ``source`` was retired into ``result`` (append-only)."""
+
+    class Action(models.TextChoices):
+        MERGE = "merge", "Merge"
+        SUPERSEDE = "supersede", "Supersede"
+        UNDO = "undo", "Undo"
+
+    action = models.CharField(max_length=16, choices=Action.choices)
+    source = models.ForeignKey(Truth, on_delete=models.PROTECT, related_name="lineage_out")
+    result = models.ForeignKey(Truth, on_delete=models.PROTECT, related_name="lineage_in")
+    review = models.ForeignKey(
+        ClusterReview, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    reason = models.TextField(blank=True)
+    actor = models.CharField(max_length=150, blank=True, help_text="Who did it: a judge or a person.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "lineage event"
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(source=models.F("result")), name="lineage_not_self"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()}: #{self.source_id} -> #{self.result_id}"

@@ -1,0 +1,121 @@
+"""QuerySets of the app's models, including every pgvector query.
+
+Cosine distance here (``CosineDistance``, the ``<=>`` operator) matches the HNSW
+index's ``vector_cosine_ops`` opclass declared on ``Truth``; pgvector's cosine
+distance is ``1 - cosine similarity``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.db import models
+from django.db.models import Q
+from pgvector.django import CosineDistance
+
+if TYPE_CHECKING:
+    from .models import Truth
+
+
+class TruthQuerySet(models.QuerySet["Truth"]):
+    """Filters over truths, live or retired."""
+
+    def live(self) -> TruthQuerySet:
+        """Truths not retired."""
+        return self.filter(retired_at__isnull=True)
+
+    def retired(self) -> TruthQuerySet:
+        """Soft-deleted truths."""
+        return self.filter(retired_at__isnull=False)
+
+    def for_user(self, user_id: int) -> TruthQuerySet:
+        """Truths of one user; every consolidation query starts here."""
+        return self.filter(user_id=user_id)
+
+    def consolidatable(self, *, max_generation: int) -> TruthQuerySet:
+        """Live, unpinned truths of origin promoted or consolidated below ``max_generation``.
+
+        The merging service re-checks the same rule under a row lock
+        (``is_consolidatable`` in ``services/merging.py``).
+        """
+        from .models import CONSOLIDATABLE_ORIGINS
+
+        return self.live().filter(
+            pinned=False, origin__in=CONSOLIDATABLE_ORIGINS, generation__lt=max_generation
+        )
+
+    def protected(self, *, max_generation: int) -> TruthQuerySet:
+        """Live truths that consolidation may show to the judge but never retire."""
+        from .models import CONSOLIDATABLE_ORIGINS
+
+        return self.live().filter(
+            Q(pinned=True) | ~Q(origin__in=CONSOLIDATABLE_ORIGINS) | Q(generation__gte=max_generation)
+        )
+
+    def missing_embedding(self, *, model_name: str) -> TruthQuerySet:
+        """Truths with no embedding, or one made by another model than ``model_name``."""
+        return self.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model_name))
+
+    def with_embedding(self) -> TruthQuerySet:
+        return self.filter(embedding__isnull=False)
+
+    def with_cosine_distance(self, vector: Sequence[float]) -> TruthQuerySet:
+        """Annotate ``distance`` = cosine distance (0..2) to ``vector``."""
+        return self.annotate(distance=CosineDistance("embedding", vector))
+
+    def nearest_to(
+        self, vector: Sequence[float], *, limit: int, min_similarity: float
+    ) -> TruthQuerySet:
+        """Up to ``limit`` truths with cosine similarity >= ``min_similarity``, nearest first.
+
+        Ties are broken by ``created_at`` then id so the order is stable.
+        """
+        return (
+            self.with_embedding()
+            .with_cosine_distance(vector)
+            .filter(distance__lte=1.0 - min_similarity)
+            .order_by("distance", "created_at", "id")[:limit]
+        )
+
+
+class LiveTruthManager(models.Manager.from_queryset(TruthQuerySet)):  # type: ignore[misc]
+    """Default manager: live truths only. Use ``Truth.all_objects`` for retired ones."""
+
+    def get_queryset(self) -> TruthQuerySet:
+        return super().get_queryset().filter(retired_at__isnull=True)
+
+
+class RunQuerySet(models.QuerySet):
+    """Filters over consolidation runs."""
+
+    def in_progress(self) -> RunQuerySet:
+        return self.filter(status__in=["pending", "running"])
+
+    def dry_runs(self) -> RunQuerySet:
+        return self.filter(mode="dry_run")
+
+
+class ClusterReviewQuerySet(models.QuerySet):
+    """Filters over cluster reviews."""
+
+    def in_run(self, run_id: object) -> ClusterReviewQuerySet:
+        return self.filter(run_id=run_id)
+
+    def applied(self) -> ClusterReviewQuerySet:
+        return self.filter(applied=True)
+
+
+def set_hnsw_search(*, ef_search: int) -> None:
+    """Tune pgvector's HNSW search for the current transaction (``SET LOCAL``).
+
+    ``hnsw.ef_search`` trades speed for recall (see conf ``HNSW_EF_SEARCH``);
+    ``hnsw.iterative_scan = strict_order`` (pgvector >= 0.8) keeps scanning the index
+    when the ``user_id`` filter removes candidates, with results still in distance
+    order. Must run inside ``transaction.atomic()``.
+    """
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.ef_search = %s", [int(ef_search)])
+        cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")

@@ -1,0 +1,234 @@
+"""Apply a validated verdict atomically and record the cluster's review.
+
+``record_review`` is the only write path of phase 2. In one transaction it locks the
+run row and the member rows (``select_for_update``, ids in ascending order so two
+workers never deadlock), drops any action whose members changed since the judge
+saw them (freshness), enforces the per-run retirement cap, applies the rest, writes
+the ``ClusterReview`` and one ``LineageEvent`` per retired truth, and updates the
+run's counters. Rows are never deleted: sources are retired with ``superseded_by``.
+It is idempotent: a review already recorded for the same run and cluster key is
+returned unchanged, so a task delivered twice applies its verdict once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ..conf import app_settings
+from ..llm.base import Action, Verdict
+from ..models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
+from ..signals import truth_changed
+from .judging import is_protected
+from .validation import Rejection
+
+logger = logging.getLogger(__name__)
+
+STALE_MEMBER = "{alias!r} changed or was retired after the judge saw it; the action was dropped."
+CAP_REACHED = "The run reached its cap of {cap} retirements (IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN); this action waits for the next run."
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewDraft:
+    """Everything phase 2 learnt about one cluster before writing.
+
+    ``snapshot`` holds the members as judged (alias, id, content, updated_at, ...);
+    ``embeddings`` maps each merged content to its fresh vector.
+    """
+
+    run_id: Any
+    user_id: int
+    key: str
+    snapshot: tuple[dict[str, Any], ...]
+    similarities: dict[str, float]
+    judge: str
+    verdict: Verdict | None = None
+    accepted: tuple[Action, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    error: str = ""
+    embeddings: dict[str, Any] = field(default_factory=dict)
+    llm_calls: int = 0
+
+    def member_id(self, alias: str) -> int:
+        for row in self.snapshot:
+            if row["alias"] == alias:
+                return int(row["id"])
+        raise KeyError(alias)
+
+
+def _is_fresh(truth: Truth | None, row: dict[str, Any], *, retiring: bool, max_generation: int) -> bool:
+    if truth is None or truth.retired_at is not None:
+        return False
+    if truth.content != row["content"] or truth.updated_at.isoformat() != row["updated_at"]:
+        return False
+    if retiring and is_protected(truth, max_generation=max_generation):
+        return False
+    return True
+
+
+def _retire(truth: Truth, *, into: Truth, reason: str, now: Any) -> None:
+    truth.retired_at = now
+    truth.superseded_by = into
+    truth.retired_reason = reason
+    truth.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
+
+
+def _merged_truth(action: Action, sources: Sequence[Truth], embedding: Any, embedding_model: str) -> Truth:
+    """The new consolidated truth of a merge (DESIGN.md, "Apply a merge")."""
+    provenance: list[str] = []
+    for s in sorted(sources, key=lambda t: (t.created_at, t.pk)):
+        for line in s.source.splitlines():
+            if line and line not in provenance:
+                provenance.append(line)
+    kinds = [s.kind for s in sources]
+    truth = Truth(
+        user_id=sources[0].user_id,
+        content=action.content.strip(),
+        origin=Origin.CONSOLIDATED,
+        kind=max(set(kinds), key=kinds.count),
+        generation=max(s.generation for s in sources) + 1,
+        score=max(s.score for s in sources),
+        corroborations=sum(s.corroborations for s in sources),
+        source="\n".join(provenance),
+        created_at=max(s.created_at for s in sources),
+        embedding=embedding,
+        embedding_model=embedding_model if embedding is not None else "",
+    )
+    truth.full_clean(exclude=["embedding", "user", "superseded_by"])
+    truth.save()
+    return truth
+
+
+def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "", actor: str = "") -> ClusterReview:
+    """Apply ``draft.accepted`` (unless ``dry_run``) and record the review; see module doc.
+
+    Transaction: one, around everything. Side effects: ``truth_changed`` signals after
+    commit. Returns the new (or already existing) ``ClusterReview``.
+    """
+    max_generation = app_settings.MAX_GENERATION
+    cap = app_settings.MAX_RETIREMENTS_PER_RUN
+    changed: list[tuple[Truth, str, str]] = []
+    with transaction.atomic():
+        run = ConsolidationRun.objects.select_for_update().get(pk=draft.run_id)
+        existing = ClusterReview.objects.filter(run=run, key=draft.key).first()
+        if existing is not None:
+            return existing
+        ids = sorted(int(row["id"]) for row in draft.snapshot)
+        locked = {t.pk: t for t in Truth.all_objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+        rows = {row["alias"]: row for row in draft.snapshot}
+
+        rejections = list(draft.rejections)
+        applied: list[dict[str, Any]] = []
+        retired_count = 0
+        events: list[LineageEvent] = []
+        now = timezone.now()
+        for action in draft.accepted if not draft.error else ():
+            if action.action == "merge":
+                protected = [a for a in action.ids if rows[a]["protected"]]
+                retiring = [a for a in action.ids if a not in protected]
+            else:
+                retiring = list(action.old)
+            stale = [
+                a
+                for a in action.members()
+                if not _is_fresh(locked.get(rows[a]["id"]), rows[a], retiring=a in retiring, max_generation=max_generation)
+            ]
+            if stale:
+                rejections.append(Rejection(action=action, reason=STALE_MEMBER.format(alias=stale[0])))
+                continue
+            if run.retired + retired_count + len(retiring) > cap:
+                rejections.append(Rejection(action=action, reason=CAP_REACHED.format(cap=cap)))
+                continue
+            entry: dict[str, Any] = {**action.as_wire(), "truth_ids": {a: rows[a]["id"] for a in action.members()}}
+            retired_count += len(retiring)
+            if dry_run:
+                applied.append(entry)
+                continue
+            sources = [locked[rows[a]["id"]] for a in action.members()]
+            if action.action == "merge":
+                if protected:
+                    result = locked[rows[protected[0]]["id"]]
+                else:
+                    result = _merged_truth(action, sources, draft.embeddings.get(action.content.strip()), embedding_model)
+                    changed.append((result, "created", action.reason))
+                reason = RetiredReason.MERGED
+                kind = LineageEvent.Action.MERGE
+            else:
+                result = locked[rows[action.new]["id"]]
+                reason = RetiredReason.SUPERSEDED
+                kind = LineageEvent.Action.SUPERSEDE
+            for alias in retiring:
+                source = locked[rows[alias]["id"]]
+                _retire(source, into=result, reason=reason, now=now)
+                changed.append((source, "retired", action.reason))
+                events.append(
+                    LineageEvent(action=kind, source=source, result=result, reason=action.reason, actor=actor or draft.judge)
+                )
+            entry["result_id"] = result.pk
+            applied.append(entry)
+
+        if draft.error:
+            outcome = ClusterReview.Outcome.FAILED
+        elif applied:
+            outcome = ClusterReview.Outcome.PREVIEW if dry_run else ClusterReview.Outcome.APPLIED
+        elif rejections:
+            stale_only = all(r.reason.endswith("the action was dropped.") for r in rejections)
+            outcome = ClusterReview.Outcome.STALE if stale_only else ClusterReview.Outcome.REJECTED
+        else:
+            outcome = ClusterReview.Outcome.KEPT
+        verdict = draft.verdict
+        review = ClusterReview.objects.create(
+            run=run,
+            user_id=draft.user_id,
+            key=draft.key,
+            snapshot=list(draft.snapshot),
+            similarities=draft.similarities,
+            actions=[a.as_wire() for a in verdict.actions] if verdict else [],
+            applied_actions=applied,
+            rejections=[r.as_dict() for r in rejections],
+            reasoning=verdict.reasoning if verdict else "",
+            proposed_content="\n".join(a.content for a in verdict.actions if a.action == "merge") if verdict else "",
+            outcome=outcome,
+            applied=bool(applied) and not dry_run,
+            skip_reason="; ".join(r.reason for r in rejections) if not applied else "",
+            judge=draft.judge,
+            model=verdict.model if verdict else "",
+            prompt_version=verdict.prompt_version if verdict else "",
+            tokens=verdict.tokens if verdict else 0,
+            cost=verdict.cost if verdict else 0.0,
+            latency_ms=verdict.latency_ms if verdict else 0,
+            attempts=verdict.attempts if verdict else 0,
+            error=draft.error,
+            raw_response=verdict.raw if verdict else "",
+        )
+        review.members.set(ids)
+        for event in events:
+            event.review = review
+        LineageEvent.objects.bulk_create(events)
+        merges = sum(1 for a in applied if a["action"] == "merge")
+        ConsolidationRun.objects.filter(pk=run.pk).update(
+            clusters_done=F("clusters_done") + 1,
+            merged=F("merged") + merges,
+            superseded=F("superseded") + (len(applied) - merges),
+            retired=F("retired") + retired_count,
+            kept=F("kept") + (1 if not applied and not draft.error else 0),
+            rejected=F("rejected") + len(rejections),
+            failed=F("failed") + (1 if draft.error else 0),
+            llm_calls=F("llm_calls") + (verdict.llm_calls if verdict else draft.llm_calls),
+            tokens=F("tokens") + (verdict.tokens if verdict else 0),
+            cost=F("cost") + (verdict.cost if verdict else 0.0),
+        )
+        for truth, what, why in changed:
+            transaction.on_commit(
+                lambda t=truth, w=what, r=why: truth_changed.send(
+                    sender=Truth, truth=t, action=w, reason=r, review=review
+                )
+            )
+    logger.info("run %s review %s: %s", draft.run_id, review.pk, outcome)
+    return review

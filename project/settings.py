@@ -1,0 +1,145 @@
+"""Settings of the runnable project: the only place that reads the environment.
+
+Every ``IRIS_CONSOLIDATION_*`` variable maps to the Django setting of the same name;
+the app's defaults live in ``iris_consolidation/conf.py``. With no ``DATABASE_URL``
+the project uses an embedded PostgreSQL 18 + pgvector (see ``project/embedded_db.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import environ
+
+# litellm downloads a price list at import unless told otherwise; there is no network.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    env.read_env(BASE_DIR / ".env")
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="dev-only-insecure-key-change-me")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",  # pgvector's HnswIndex needs it (check postgres.E005)
+    "django_q",
+    "iris_consolidation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "project.wsgi.application"
+
+# --- Database: PostgreSQL with pgvector, everywhere -------------------------------
+EMBEDDED_PGDATA = Path(env("IRIS_EMBEDDED_PGDATA", default=str(BASE_DIR / ".pgdata")))
+if env("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+else:
+    DATABASES = {
+        "default": {
+            # A thin wrapper over django.db.backends.postgresql that starts the
+            # embedded server on the first connection (not at import).
+            "ENGINE": "project.embedded_db",
+            "NAME": "postgres",
+            "USER": "postgres",
+            "HOST": str(EMBEDDED_PGDATA),
+            "PGDATA": str(EMBEDDED_PGDATA),
+        }
+    }
+DATABASES["default"].setdefault("TEST", {})
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# --- django-q2 --------------------------------------------------------------------
+# ORM broker by default (no extra server); REDIS_URL switches to Redis.
+Q_CLUSTER = {
+    "name": "iris",
+    "workers": env.int("Q_WORKERS", default=2),
+    "timeout": 150,  # above the 120 s cluster task timeout
+    "retry": 180,  # must stay above timeout, or the ORM broker re-delivers a running task
+    "max_attempts": 3,
+    "queue_limit": 50,
+    "catch_up": True,
+    "ack_failures": True,
+    "save_limit": 1000,
+    "label": "Django Q2",
+}
+REDIS_URL = env("REDIS_URL", default="")
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- iris_consolidation (defaults and meaning in iris_consolidation/conf.py) ------
+_IRIS = {
+    "SIMILARITY_THRESHOLD": env.float,
+    "MAX_CLUSTER_SIZE": env.int,
+    "MIN_CLUSTER_SIZE": env.int,
+    "USER_JOB_TIMEOUT": env.int,
+    "CLUSTER_JOB_TIMEOUT": env.int,
+    "JOBS_PER_MINUTE": env.int,
+    "MAX_GENERATION": env.int,
+    "RETRY_WINDOW": env.int,
+    "MAX_RETIREMENTS_PER_RUN": env.int,
+    "JUDGE": env.str,
+    "MODEL": env.str,
+    "LLM_API_BASE": env.str,
+    "LLM_TIMEOUT": env.float,
+    "EMBEDDING_MODEL": env.str,
+    "EMBEDDING_BATCH_SIZE": env.int,
+}
+for _name, _cast in _IRIS.items():
+    _var = f"IRIS_CONSOLIDATION_{_name}"
+    if _var in os.environ:
+        globals()[_var] = _cast(_var)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "iris_consolidation": {"handlers": ["console"], "level": env("IRIS_LOG_LEVEL", default="WARNING")},
+        "LiteLLM": {"level": "WARNING"},
+    },
+}
