@@ -1,0 +1,145 @@
+"""Shared fixtures: network guard, sync queue, factories, controlled vectors, the LLM stub."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # live_server + Playwright's sync API
+
+from tests.llm_stub import StubLLMServer  # noqa: E402
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+NO_SHARED = f"needs the team's shared folder at {SHARED} (absent in a user's clone)"
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _check_address(sock: socket.socket, address: Any) -> None:
+    if sock.family == getattr(socket, "AF_UNIX", None):
+        return
+    host = address[0] if isinstance(address, tuple) else address
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        if host in ("localhost",):
+            return
+    raise RuntimeError(f"Test tried to reach {address!r}: tests may only talk to 127.0.0.1 / ::1.")
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection to a non-loopback address fails the test."""
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        _check_address(self, address)
+        return _real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> Any:
+        _check_address(self, address)
+        return _real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+@pytest.fixture(autouse=True)
+def q_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """django-q2 runs tasks in process (Conf is frozen at import; patch it, as django-q2's tests do)."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", True)
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    """The team's shared/ folder; tests that need it skip in a user's clone."""
+    if not SHARED.is_dir():
+        pytest.skip(NO_SHARED)
+    return SHARED
+
+
+# --- factories -------------------------------------------------------------------
+
+def unit_vector(*components: float, dims: int = 384) -> np.ndarray:
+    """A unit vector whose first components are ``components`` (the rest 0)."""
+    v = np.zeros(dims, dtype=np.float32)
+    v[: len(components)] = components
+    return v / np.linalg.norm(v)
+
+
+def vector_at(similarity: float, *, axis: int = 0, towards: int = 1, dims: int = 384) -> np.ndarray:
+    """A unit vector with cosine similarity ``similarity`` to the basis vector ``axis``."""
+    v = np.zeros(dims, dtype=np.float32)
+    v[axis] = similarity
+    v[towards] = float(np.sqrt(max(0.0, 1 - similarity**2)))
+    return v
+
+
+@pytest.fixture
+def user_factory(django_user_model: Any) -> Any:
+    counter = {"n": 0}
+
+    def make(username: str | None = None, **kwargs: Any) -> Any:
+        counter["n"] += 1
+        return django_user_model.objects.create(username=username or f"user{counter['n']}", **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def truth_factory(user_factory: Any) -> Any:
+    """``truth_factory(content, user=..., embedding=..., **fields)``; times increase per call."""
+    from django.utils import timezone
+
+    from iris_consolidation.models import Truth
+
+    state: dict[str, Any] = {"n": 0, "user": None, "t0": timezone.now() - timedelta(days=30)}
+
+    def make(content: str = "Likes tea", *, user: Any = None, embedding: Any = None, **fields: Any) -> Truth:
+        state["n"] += 1
+        if user is None:
+            state["user"] = state["user"] or user_factory()
+            user = state["user"]
+        fields.setdefault("created_at", state["t0"] + timedelta(minutes=state["n"]))
+        if embedding is not None:
+            fields.setdefault("embedding_model", "all-MiniLM-L6-v2-onnx-int8")
+        return Truth.objects.create(user=user, content=content, embedding=embedding, **fields)
+
+    return make
+
+
+@pytest.fixture
+def run_factory() -> Any:
+    from iris_consolidation.services import consolidation
+
+    def make(mode: str = "sync", threshold: float = 0.75, user_id: int | None = None, **kwargs: Any) -> Any:
+        return consolidation.create_run(trigger="command", mode=mode, threshold=threshold, user_id=user_id, **kwargs)
+
+    return make
+
+
+# --- the LLM stub ------------------------------------------------------------------
+
+@pytest.fixture
+def llm_server(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[StubLLMServer]:
+    """A scripted OpenAI-compatible server on 127.0.0.1, with the LLM judge pointed at it."""
+    server = StubLLMServer().start()
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    settings.IRIS_CONSOLIDATION_JUDGE = "llm"
+    settings.IRIS_CONSOLIDATION_MODEL = "openai/stub-judge"
+    settings.IRIS_CONSOLIDATION_LLM_API_BASE = server.url
+    settings.IRIS_CONSOLIDATION_LLM_TIMEOUT = 5.0
+    yield server
+    server.stop()

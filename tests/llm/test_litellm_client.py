@@ -1,0 +1,62 @@
+"""The LLM judge through litellm against the scripted stub server."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from iris_consolidation.exceptions import JudgeMisconfigured, JudgeRateLimited, JudgeResponseInvalid
+from iris_consolidation.llm import get_judge_client
+from iris_consolidation.llm.base import JudgeRequest, MemberView
+from tests import llm_stub
+
+
+def _request() -> JudgeRequest:
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    return JudgeRequest(
+        members=(
+            MemberView(alias="t1", content="Works as a nurse", created_at=t),
+            MemberView(alias="t2", content="Is a nurse", created_at=t.replace(day=2)),
+        )
+    )
+
+
+def test_verdict_travels_through_litellm(llm_server):
+    llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Works as a nurse", "reason": "same"}])]
+
+    verdict = get_judge_client().judge(_request())
+
+    assert [a.ids for a in verdict.actions] == [("t1", "t2")]
+    assert verdict.tokens == 70 and verdict.llm_calls == 1
+    sent = llm_server.chat_requests()[0]
+    assert sent["json"]["model"] == "stub-judge"
+    assert [t["id"] for t in llm_server.truths_of(sent)] == ["t1", "t2"]
+
+
+def test_rate_limit_reports_the_providers_wait(llm_server):
+    llm_server.script = [llm_stub.error(429, headers={"retry-after": "17"})]
+
+    with pytest.raises(JudgeRateLimited) as info:
+        get_judge_client().judge(_request())
+
+    assert info.value.retry_after == 17.0
+    assert len(llm_server.chat_requests()) == 1  # litellm's own retries are off
+
+
+def test_truncated_reply_is_retried_then_invalid(llm_server):
+    llm_server.script = [llm_stub.text('{"actions": [{"action": "mer', finish_reason="length")]
+
+    with pytest.raises(JudgeResponseInvalid):
+        get_judge_client().judge(_request())
+
+    assert len(llm_server.chat_requests()) == 2
+
+
+def test_missing_api_key_is_a_configuration_error(settings, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    settings.IRIS_CONSOLIDATION_JUDGE = "llm"
+    settings.IRIS_CONSOLIDATION_MODEL = "anthropic/claude-sonnet-4-5"
+
+    with pytest.raises(JudgeMisconfigured, match="ANTHROPIC_API_KEY"):
+        get_judge_client()
