@@ -118,11 +118,14 @@ def consolidate_cluster(
     the caller can wait and try again.
     """
     run = ConsolidationRun.objects.get(pk=run_id)
-    truths = list(Truth.objects.filter(pk__in=cluster.member_ids))
-    key = judging.cluster_key(truths)
+    # The key covers retired members too: once this cluster's merge has retired its
+    # sources, a second delivery of the task must still find the review it wrote.
+    members = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
+    key = judging.cluster_key(members)
     existing = run.reviews.filter(key=key).first()
     if existing is not None:
         return existing
+    truths = [t for t in members if t.is_live]
     request, by_alias = judging.build_request(truths)
     sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
     draft_args: dict[str, Any] = {

@@ -1,0 +1,44 @@
+"""Small helpers shared by the foundation tests (plain functions, no fixtures).
+
+``truth_state()`` photographs every truth row (live and retired, every column) so a
+test can assert that a failed or dry write left the table exactly as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _plain(value: Any) -> Any:
+    """Embeddings come back as lists or numpy arrays depending on pgvector's version."""
+    if hasattr(value, "tolist"):
+        return [round(float(x), 6) for x in value.tolist()]
+    if isinstance(value, list):
+        return [round(float(x), 6) for x in value]
+    return value
+
+
+def truth_state() -> dict[int, dict[str, Any]]:
+    """Every truth row, keyed by id, with every column (embedding as a rounded list)."""
+    from iris_consolidation.models import Truth
+
+    return {row["id"]: {k: _plain(v) for k, v in row.items()} for row in Truth.all_objects.order_by("id").values()}
+
+
+def history_counts() -> dict[str, int]:
+    """Row counts of the tables a consolidation writes besides truths."""
+    from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Truth
+
+    return {
+        "truths": Truth.all_objects.count(),
+        "reviews": ClusterReview.objects.count(),
+        "events": LineageEvent.objects.count(),
+        "runs": ConsolidationRun.objects.count(),
+        "memberships": ClusterReview.members.through.objects.count(),
+    }
+
+
+def parse_summary(output: str) -> dict[str, str]:
+    """The ``key=value`` pairs of the command's ``Summary:`` line."""
+    line = next(line for line in output.splitlines() if line.startswith("Summary: "))
+    return dict(part.split("=", 1) for part in line.removeprefix("Summary: ").split())
