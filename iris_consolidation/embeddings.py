@@ -28,6 +28,12 @@ from .models import EMBEDDING_DIMENSIONS
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
 
+WRONG_DIMENSIONS = (
+    "Embedding model {model!r} returned {got} dimensions; the truth table stores {expected}. "
+    "Pick a model that gives {expected} dimensions (IRIS_CONSOLIDATION_EMBEDDING_MODEL)."
+)
+WRONG_COUNT = "Embedding model {model!r} returned {got} vectors for {expected} texts."
+
 
 class Embedder(Protocol):
     """Turns texts into unit vectors of ``EMBEDDING_DIMENSIONS`` floats."""
@@ -51,14 +57,10 @@ def check_dimensions(vectors: np.ndarray, *, expected_rows: int, model_name: str
     if vectors.ndim != 2 or vectors.shape[1] != EMBEDDING_DIMENSIONS:
         got = vectors.shape[1] if vectors.ndim == 2 else vectors.shape
         raise EmbeddingDimensionMismatch(
-            f"Embedding model {model_name!r} returned {got} dimensions; the truth table "
-            f"stores {EMBEDDING_DIMENSIONS}. Pick a model that gives {EMBEDDING_DIMENSIONS} "
-            "dimensions (IRIS_CONSOLIDATION_EMBEDDING_MODEL)."
+            WRONG_DIMENSIONS.format(model=model_name, got=got, expected=EMBEDDING_DIMENSIONS)
         )
     if vectors.shape[0] != expected_rows:
-        raise EmbeddingError(
-            f"Embedding model {model_name!r} returned {vectors.shape[0]} vectors for {expected_rows} texts."
-        )
+        raise EmbeddingError(WRONG_COUNT.format(model=model_name, got=vectors.shape[0], expected=expected_rows))
     return vectors
 
 

@@ -111,9 +111,9 @@ class LiteLLMJudge:
             raise JudgeUnavailable(f"{self.model} did not answer: {type(exc).__name__}") from exc
         except litellm.AuthenticationError as exc:
             raise JudgeUnavailable(f"{self.model} refused the credentials (authentication error).") from exc
-        except litellm.exceptions.APIError as exc:  # 500s, bad gateway, ...
-            raise JudgeUnavailable(f"{self.model} failed: {type(exc).__name__}") from exc
-        except litellm.exceptions.OpenAIError as exc:
+        except tuple(litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:
+            # 500, 502, 503, 400, 404, ...: litellm's InternalServerError and its siblings
+            # subclass openai's classes, not litellm.APIError, so name them all.
             raise JudgeUnavailable(f"{self.model} failed: {type(exc).__name__}") from exc
 
     def judge(self, request: JudgeRequest) -> Verdict:
@@ -158,7 +158,8 @@ class LiteLLMJudge:
 
 
 class LiteLLMEmbedder:
-    """``Embedder`` over ``litellm.embedding``, asked for 384 dimensions.
+    """``Embedder`` over ``litellm.embedding``, asked for 384 dimensions where the
+    provider supports choosing them (OpenAI ``text-embedding-3-*`` and others).
 
     Raises ``EmbeddingDimensionMismatch`` if the model answers with another size and
     ``EmbeddingError`` if the call fails.
@@ -178,6 +179,10 @@ class LiteLLMEmbedder:
             "model": self.model_name,
             "input": list(texts),
             "dimensions": EMBEDDING_DIMENSIONS,
+            # litellm refuses ``dimensions`` for models it does not know to support it
+            # (any openai/<name> but text-embedding-3-*) instead of sending the call;
+            # drop it there and let check_dimensions reject a wrong size clearly.
+            "drop_params": True,
             "timeout": float(app_settings.LLM_TIMEOUT),
             "num_retries": 0,
             "max_retries": 0,

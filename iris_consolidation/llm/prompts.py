@@ -58,6 +58,9 @@ def build_messages(request: JudgeRequest) -> list[dict[str, str]]:
     between ``<truths>`` tags (the wire contract).
     """
     payload = json.dumps({"truths": [m.as_wire() for m in request.members]}, ensure_ascii=False)
+    # "<" and ">" only occur inside JSON strings here; escaping them keeps the JSON
+    # equal once parsed and stops a truth's text from closing the <truths> tags.
+    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e")
     system = SYSTEM_PROMPT
     if any(m.generation >= 2 for m in request.members):
         system += "\n\n" + EXTRA_SCRUTINY

@@ -1,0 +1,76 @@
+"""How the LLM judge and the remote embedder report what the server does wrong,
+through litellm against the stub (no retries of their own: the queue retries)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from iris_consolidation.embeddings import WRONG_DIMENSIONS
+from iris_consolidation.exceptions import EmbeddingDimensionMismatch, JudgeUnavailable
+from iris_consolidation.llm import get_judge_client
+from iris_consolidation.llm.base import JudgeRequest, MemberView
+from iris_consolidation.llm.litellm_client import LiteLLMEmbedder
+from tests import llm_stub
+
+
+def _request() -> JudgeRequest:
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    return JudgeRequest(
+        members=(
+            MemberView(alias="t1", content="Works as a nurse", created_at=t),
+            MemberView(alias="t2", content="Is a nurse", created_at=t.replace(day=2)),
+        )
+    )
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 500, 502, 503])
+def test_http_error_is_reported_as_judge_unavailable(llm_server, status):
+    llm_server.script = [llm_stub.error(status)]
+
+    with pytest.raises(JudgeUnavailable) as info:
+        get_judge_client().judge(_request())
+
+    assert str(info.value).startswith("openai/stub-judge ")
+    assert "test-key-not-secret" not in str(info.value)
+    assert len(llm_server.chat_requests()) == 1
+
+
+def test_a_server_that_does_not_answer_in_time_is_unavailable(llm_server, settings):
+    settings.IRIS_CONSOLIDATION_LLM_TIMEOUT = 0.5
+    llm_server.script = [llm_stub.hang(2.0)]
+
+    with pytest.raises(JudgeUnavailable, match="did not answer"):
+        get_judge_client().judge(_request())
+
+
+def test_malformed_reply_then_good_reply_counts_two_calls(llm_server):
+    llm_server.script = [llm_stub.text("Sure! Here is my answer: merge them."), llm_stub.verdict([])]
+
+    verdict = get_judge_client().judge(_request())
+
+    assert (verdict.actions, verdict.attempts, verdict.llm_calls, verdict.tokens) == ((), 2, 2, 140)
+
+
+def test_embedder_asks_text_embedding_3_models_for_384_dimensions(llm_server):
+    embedder = LiteLLMEmbedder(model="openai/text-embedding-3-small", api_base=llm_server.url)
+
+    vectors = embedder.embed(["Likes tea", "Works as a nurse"])
+
+    (request,) = llm_server.requests
+    assert request["json"]["dimensions"] == 384
+    assert request["json"]["input"] == ["Likes tea", "Works as a nurse"]
+    assert vectors.shape == (2, 384)
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx([1.0, 1.0])
+
+
+def test_embedder_refuses_vectors_of_another_size(llm_server):
+    llm_server.embedding_dimensions = 1536
+    embedder = LiteLLMEmbedder(model="openai/any-embedder", api_base=llm_server.url)
+
+    with pytest.raises(EmbeddingDimensionMismatch) as info:
+        embedder.embed(["Likes tea"])
+
+    assert str(info.value) == WRONG_DIMENSIONS.format(model="openai/any-embedder", got=1536, expected=384)
