@@ -4,7 +4,8 @@ File format (one JSON object per line), as in ``shared/data/*.truths.jsonl``:
 ``user`` (username; created if missing), ``content``, ``origin``, ``created_at``
 (ISO 8601), ``source``; optional ``pinned``, ``generation``, ``score``, ``kind``,
 ``corroborations``. Import validates the whole file first and writes nothing if any
-line is bad; it is idempotent: a (user, source) pair already present is skipped.
+line is bad; it is idempotent: a (user, source) pair already present is skipped, and
+a line without a source is skipped when its user already has that content at that time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from ..models import Origin, Truth
 
 BAD_LINE = "{path}:{line}: {problem}. Nothing was imported; fix the line and load again."
 REQUIRED = ("user", "content", "origin", "created_at")
+MAX_SMALL = 32767  # PostgreSQL smallint: Truth.generation
+MAX_INT = 2147483647  # PostgreSQL integer: Truth.corroborations
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,8 +40,15 @@ class LoadResult:
     users_created: int
 
 
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _parse_line(raw: str) -> dict[str, Any]:
-    data = json.loads(raw)
+    try:
+        data = json.loads(raw.rstrip("\r\n"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the line is not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(data, dict):
         raise ValueError("the line is not a JSON object")
     for name in REQUIRED:
@@ -54,10 +64,13 @@ def _parse_line(raw: str) -> dict[str, Any]:
     if created is None or created.tzinfo is None:
         raise ValueError("'created_at' must be an ISO 8601 time with a time zone")
     generation = data.get("generation", 0)
-    if not isinstance(generation, int) or generation < 0:
-        raise ValueError("'generation' must be a whole number >= 0")
+    if not _is_whole(generation) or not 0 <= generation <= MAX_SMALL:
+        raise ValueError(f"'generation' must be a whole number from 0 to {MAX_SMALL}")
+    corroborations = data.get("corroborations", 1)
+    if not _is_whole(corroborations) or not 1 <= corroborations <= MAX_INT:
+        raise ValueError("'corroborations' must be a whole number >= 1")
     score = data.get("score", 0.0)
-    if not isinstance(score, (int, float)):
+    if not isinstance(score, (int, float)) or isinstance(score, bool):
         raise ValueError("'score' must be a number")
     if not isinstance(data.get("pinned", False), bool):
         raise ValueError("'pinned' must be true or false")
@@ -71,7 +84,7 @@ def _parse_line(raw: str) -> dict[str, Any]:
         "generation": generation,
         "score": float(score),
         "kind": str(data.get("kind") or "fact")[:32],
-        "corroborations": int(data.get("corroborations", 1) or 1),
+        "corroborations": corroborations,
     }
 
 
@@ -86,6 +99,12 @@ def parse_truths(lines: Iterable[str], *, path: str = "<input>") -> list[dict[st
         except (ValueError, TypeError) as exc:
             raise ImportFileInvalid(BAD_LINE.format(path=path, line=number, problem=exc)) from None
     return rows
+
+
+def _identity(user_id: int, source: str, content: str, created_at: datetime) -> tuple[Any, ...]:
+    """What makes a line "already imported": its user and source, or, for a line
+    without a source, its user, content and time."""
+    return (user_id, source) if source else (user_id, "", content, created_at)
 
 
 def load_truths(path: Path) -> LoadResult:
@@ -107,16 +126,17 @@ def load_truths(path: Path) -> LoadResult:
             user.set_unusable_password()
             user.save()
             users[name] = user
-        seen = set(
-            Truth.all_objects.filter(user__in=users.values())
-            .exclude(source="")
-            .values_list("user_id", "source")
-        )
+        seen = {
+            _identity(user_id, source, content, created_at)
+            for user_id, source, content, created_at in Truth.all_objects.filter(user__in=users.values()).values_list(
+                "user_id", "source", "content", "created_at"
+            )
+        }
         new = []
         for r in rows:
             user = users[r.pop("user")]
-            key = (user.pk, r["source"])
-            if r["source"] and key in seen:
+            key = _identity(user.pk, r["source"], r["content"], r["created_at"])
+            if key in seen:
                 continue
             seen.add(key)
             new.append(Truth(user=user, **r))

@@ -14,6 +14,9 @@ from ...services import transfer
 class Command(BaseCommand):
     help = "Export truths as JSONL, one truth a line (live ones only unless --include-retired)."
 
+    EXPORTED = "Exported {count} truths to {path}."
+    CANNOT_WRITE = "Cannot write {path}: {error}. Pick a writable --output path."
+
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", help="Only this user (id or username).")
         parser.add_argument("--include-retired", action="store_true", help="Also export retired truths.")
@@ -28,8 +31,12 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
         rows = transfer.iter_export_rows(user_id=user_id, include_retired=options["include_retired"])
         if options["output"]:
-            with open(options["output"], "w", encoding="utf-8") as out:
+            try:
+                out = open(options["output"], "w", encoding="utf-8")
+            except OSError as exc:
+                raise CommandError(self.CANNOT_WRITE.format(path=options["output"], error=exc.strerror)) from exc
+            with out:
                 count = transfer.write_jsonl(rows, out)
-            self.stderr.write(f"Exported {count} truths to {options['output']}.")
+            self.stderr.write(self.EXPORTED.format(count=count, path=options["output"]))
         else:
             transfer.write_jsonl(rows, self.stdout)  # type: ignore[arg-type]

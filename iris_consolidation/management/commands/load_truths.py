@@ -14,6 +14,8 @@ from ...services import transfer
 class Command(BaseCommand):
     help = "Import truths from a JSONL file (creating users by name); re-loading a file imports nothing twice."
 
+    LOADED = "Loaded {created} truths ({skipped} already present) from {read} lines; {users_created} new users."
+
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", help="A .truths.jsonl file: one JSON object per line.")
 
@@ -24,7 +26,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         self.stdout.write(
             self.style.SUCCESS(
-                f"Loaded {result.created} truths ({result.skipped} already present) "
-                f"from {result.read} lines; {result.users_created} new users."
+                self.LOADED.format(
+                    created=result.created, skipped=result.skipped, read=result.read, users_created=result.users_created
+                )
             )
         )
