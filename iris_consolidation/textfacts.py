@@ -57,9 +57,10 @@ def tokens(text: str) -> list[str]:
 
 
 def numbers(text: str) -> set[str]:
-    """Every number in ``text`` as written ("3", "2023", "3:30"), plus number words."""
+    """Every number in ``text`` as written ("3", "2023", "3:30"), plus number words,
+    hyphenated ones whole ("twenty-one")."""
     found = set(re.findall(r"\d+(?:[.,:/-]\d+)*", text))
-    words = set(tokens(text)) & _NUMBER_WORDS
+    words = {t for t in tokens(text) if t in _NUMBER_WORDS or _NUMBER_WORDS.intersection(t.split("-"))}
     return found | words
 
 
@@ -114,4 +115,13 @@ def contains_detail(text: str, detail: str) -> bool:
     probe = normalise(detail)
     if probe and f" {probe} " in haystack:
         return True
-    return detail.lower() in _ascii_fold(text).lower() and not detail.isalpha()
+    if detail.isalpha():
+        return False
+    # Inside a longer word ("Jean-Luc's"), but a number never inside another
+    # number: "2" is not in "12", "2.5" or "1.2".
+    pattern = re.escape(detail.lower())
+    if detail[:1].isdigit():
+        pattern = r"(?<!\d)(?<!\d[.,:/-])" + pattern
+    if detail[-1:].isdigit():
+        pattern += r"(?![.,:/-]?\d)"
+    return re.search(pattern, _ascii_fold(text).lower()) is not None

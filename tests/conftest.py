@@ -143,3 +143,113 @@ def llm_server(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[StubL
     settings.IRIS_CONSOLIDATION_LLM_TIMEOUT = 5.0
     yield server
     server.stop()
+
+
+# --- a real django-q2 worker ------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class QCluster:
+    """A running ``manage.py qcluster`` process (see the ``qcluster`` fixture)."""
+
+    def __init__(self, process: Any, log: Path) -> None:
+        self.process = process
+        self.log = log
+
+    def output(self) -> str:
+        """What the worker printed so far (for assertion messages)."""
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def wait_for(self, condition: Any, *, timeout: float = 120.0, interval: float = 0.25) -> Any:
+        """Poll ``condition()`` until it returns something truthy; return it.
+
+        Fails the test after ``timeout`` seconds, or at once if the worker died.
+        """
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                return value
+            if self.process.poll() is not None:
+                pytest.fail(f"qcluster exited with {self.process.returncode}:\n{self.output()}")
+            time.sleep(interval)
+        pytest.fail(f"condition not met within {timeout} s; qcluster output:\n{self.output()}")
+
+    def stop(self, *, grace: float = 30.0) -> None:
+        """SIGTERM to the worker (django-q2 stops its own pool); SIGKILL to its group after ``grace`` s."""
+        import signal
+        import subprocess
+
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)  # the cluster stops its own children
+        try:
+            self.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+def _database_url(db: dict[str, Any]) -> str:
+    """A ``DATABASE_URL`` for the connection ``db`` (the test database): a unix socket
+    folder (the embedded server) goes in ``?host=``, a network host in the netloc."""
+    from urllib.parse import quote
+
+    user = quote(db.get("USER") or "", safe="")
+    password = db.get("PASSWORD") or ""
+    auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    host = db.get("OPTIONS", {}).get("host") or db.get("HOST") or ""
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    if host.startswith("/"):
+        return f"postgres://{auth}{port and 'localhost' + port}/{db['NAME']}?host={host}"
+    return f"postgres://{auth}{host}{port}/{db['NAME']}"
+
+
+@pytest.fixture
+def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    """Start real ``python manage.py qcluster`` workers on the test database: ``qcluster(**env)``.
+
+    Use it in ``@pytest.mark.django_db(transaction=True)`` tests: the worker is another
+    process and sees committed rows only. The worker reaches the test database through
+    ``DATABASE_URL`` (so ``project/settings.py`` picks the plain postgresql backend) and
+    uses the ORM broker; ``env`` adds variables (e.g. ``IRIS_CONSOLIDATION_JUDGE``),
+    as ``override_settings`` cannot reach another process. In this test process
+    ``async_task`` queues instead of running inline (``q_sync`` is turned off). Each
+    worker runs in its own process group and is stopped at teardown, before the test
+    database is flushed.
+    """
+    import subprocess
+    import sys
+
+    from django.db import connection
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+    database_url = _database_url(connection.settings_dict)
+    started: list[QCluster] = []
+
+    def start(**env: str) -> QCluster:
+        environment = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+        environment.update(
+            DATABASE_URL=database_url,
+            Q_WORKERS="1",
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            PYTHONUNBUFFERED="1",
+            **env,
+        )
+        log = tmp_path / f"qcluster-{len(started)}.log"
+        with log.open("w") as out:
+            process = subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        worker = QCluster(process, log)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()

@@ -63,7 +63,7 @@ def parse_verdict(raw: str) -> tuple[tuple[Action, ...], str]:
         text = fenced.group(1)
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, ValueError) as exc:
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         raise JudgeResponseInvalid(NOT_JSON, raw=raw) from exc
     if not isinstance(data, dict):
         raise JudgeResponseInvalid(NOT_JSON, raw=raw)

@@ -43,6 +43,7 @@ def duplicates(truth_factory):
 
 # --- bad input: one-line error, nothing changed -------------------------------------------
 
+
 @pytest.mark.parametrize("value", ["0", "1.5", "abc", "-0.2", "nan", ""])
 def test_threshold_outside_zero_one_is_refused(duplicates, value):
     before = truth_state()
@@ -131,7 +132,11 @@ def test_error_exits_with_status_one_and_a_single_line_on_stderr(db):
 
     result = subprocess.run(
         [sys.executable, "manage.py", "consolidate_truths", "--threshold", "abc"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
     assert result.returncode == 1
@@ -139,6 +144,7 @@ def test_error_exits_with_status_one_and_a_single_line_on_stderr(db):
 
 
 # --- modes and output --------------------------------------------------------------------
+
 
 def test_default_mode_queues_a_batch_and_prints_its_id(duplicates):
     output = run_command()
@@ -156,10 +162,36 @@ def test_sync_prints_a_summary_of_the_run(duplicates):
 
     run = ConsolidationRun.objects.get()
     summary = parse_summary(output)
-    assert {k: summary[k] for k in ("users", "truths", "embedded", "clusters", "merged", "superseded", "retired",
-                                    "kept", "rejected", "failed", "llm_calls", "tokens", "run")} == {
-        "users": "1", "truths": "3", "embedded": "0", "clusters": "1", "merged": "1", "superseded": "0",
-        "retired": "2", "kept": "0", "rejected": "0", "failed": "0", "llm_calls": "0", "tokens": "0",
+    assert {
+        k: summary[k]
+        for k in (
+            "users",
+            "truths",
+            "embedded",
+            "clusters",
+            "merged",
+            "superseded",
+            "retired",
+            "kept",
+            "rejected",
+            "failed",
+            "llm_calls",
+            "tokens",
+            "run",
+        )
+    } == {
+        "users": "1",
+        "truths": "3",
+        "embedded": "0",
+        "clusters": "1",
+        "merged": "1",
+        "superseded": "0",
+        "retired": "2",
+        "kept": "0",
+        "rejected": "0",
+        "failed": "0",
+        "llm_calls": "0",
+        "tokens": "0",
         "run": str(run.pk),
     }
     assert float(summary["seconds"]) >= 0.0

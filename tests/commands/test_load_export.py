@@ -21,12 +21,32 @@ from tests.helpers import truth_state
 pytestmark = pytest.mark.django_db
 
 LINES = [
-    {"user": "alice", "content": "Has a son named Tomas", "origin": "promoted", "created_at": "2023-05-08T13:56:00Z",
-     "source": "session:1/0"},
-    {"user": "alice", "content": "Prefers tea to coffee", "origin": "user", "created_at": "2023-05-09T10:00:00+02:00",
-     "source": "session:2/0", "pinned": True, "generation": 2, "score": 0.75, "kind": "preference"},
-    {"user": "bob", "content": "Lives in Lisbon", "origin": "agent", "created_at": "2023-06-01T08:30:00Z",
-     "source": "session:7/3", "corroborations": 4},
+    {
+        "user": "alice",
+        "content": "Has a son named Tomas",
+        "origin": "promoted",
+        "created_at": "2023-05-08T13:56:00Z",
+        "source": "session:1/0",
+    },
+    {
+        "user": "alice",
+        "content": "Prefers tea to coffee",
+        "origin": "user",
+        "created_at": "2023-05-09T10:00:00+02:00",
+        "source": "session:2/0",
+        "pinned": True,
+        "generation": 2,
+        "score": 0.75,
+        "kind": "preference",
+    },
+    {
+        "user": "bob",
+        "content": "Lives in Lisbon",
+        "origin": "agent",
+        "created_at": "2023-06-01T08:30:00Z",
+        "source": "session:7/3",
+        "corroborations": 4,
+    },
 ]
 
 
@@ -52,6 +72,7 @@ def export(*args: str) -> list[dict]:
 
 # --- round trip ------------------------------------------------------------------------
 
+
 def test_load_then_export_gives_back_every_field(tmp_path):
     load(write(tmp_path, LINES))
     target = tmp_path / "out.jsonl"
@@ -63,15 +84,48 @@ def test_load_then_export_gives_back_every_field(tmp_path):
     assert err.getvalue().strip() == Export.EXPORTED.format(count=3, path=target)
     ids = list(Truth.objects.order_by("user__username", "created_at").values_list("pk", flat=True))
     assert rows == [
-        {"id": ids[0], "user": "alice", "content": "Has a son named Tomas", "origin": "promoted", "pinned": False,
-         "generation": 0, "score": 0.0, "kind": "fact", "created_at": "2023-05-08T13:56:00Z", "retired_at": None,
-         "superseded_by": None, "source": "session:1/0"},
-        {"id": ids[1], "user": "alice", "content": "Prefers tea to coffee", "origin": "user", "pinned": True,
-         "generation": 2, "score": 0.75, "kind": "preference", "created_at": "2023-05-09T08:00:00Z",
-         "retired_at": None, "superseded_by": None, "source": "session:2/0"},
-        {"id": ids[2], "user": "bob", "content": "Lives in Lisbon", "origin": "agent", "pinned": False,
-         "generation": 0, "score": 0.0, "kind": "fact", "created_at": "2023-06-01T08:30:00Z", "retired_at": None,
-         "superseded_by": None, "source": "session:7/3"},
+        {
+            "id": ids[0],
+            "user": "alice",
+            "content": "Has a son named Tomas",
+            "origin": "promoted",
+            "pinned": False,
+            "generation": 0,
+            "score": 0.0,
+            "kind": "fact",
+            "created_at": "2023-05-08T13:56:00Z",
+            "retired_at": None,
+            "superseded_by": None,
+            "source": "session:1/0",
+        },
+        {
+            "id": ids[1],
+            "user": "alice",
+            "content": "Prefers tea to coffee",
+            "origin": "user",
+            "pinned": True,
+            "generation": 2,
+            "score": 0.75,
+            "kind": "preference",
+            "created_at": "2023-05-09T08:00:00Z",
+            "retired_at": None,
+            "superseded_by": None,
+            "source": "session:2/0",
+        },
+        {
+            "id": ids[2],
+            "user": "bob",
+            "content": "Lives in Lisbon",
+            "origin": "agent",
+            "pinned": False,
+            "generation": 0,
+            "score": 0.0,
+            "kind": "fact",
+            "created_at": "2023-06-01T08:30:00Z",
+            "retired_at": None,
+            "superseded_by": None,
+            "source": "session:7/3",
+        },
     ]
     assert Truth.objects.get(source="session:7/3").corroborations == 4
 
@@ -153,10 +207,14 @@ def test_blank_lines_are_skipped(tmp_path):
 
 # --- bad files: one line naming the line, nothing imported ------------------------------------
 
+
 @pytest.mark.parametrize(
     ("bad", "problem"),
     [
-        ('{"user": "carol", "content": "x", ', "the line is not valid JSON (Expecting property name enclosed in double quotes at column 35)"),
+        (
+            '{"user": "carol", "content": "x", ',
+            "the line is not valid JSON (Expecting property name enclosed in double quotes at column 35)",
+        ),
         ("[1, 2]", "the line is not a JSON object"),
         ({**LINES[0], "origin": "rumour"}, "'origin' must be one of promoted, user, agent, consolidated"),
         ({k: v for k, v in LINES[0].items() if k != "content"}, "field 'content' is missing"),
@@ -173,9 +231,24 @@ def test_blank_lines_are_skipped(tmp_path):
         ({**LINES[0], "score": "high"}, "'score' must be a number"),
         ({**LINES[0], "pinned": "yes"}, "'pinned' must be true or false"),
     ],
-    ids=["truncated-json", "not-object", "unknown-origin", "no-content", "no-user", "no-created-at", "blank-content",
-         "user-not-string", "naive-time", "not-a-time", "negative-generation", "fractional-generation",
-         "boolean-generation", "negative-corroborations", "score-not-number", "pinned-not-bool"],
+    ids=[
+        "truncated-json",
+        "not-object",
+        "unknown-origin",
+        "no-content",
+        "no-user",
+        "no-created-at",
+        "blank-content",
+        "user-not-string",
+        "naive-time",
+        "not-a-time",
+        "negative-generation",
+        "fractional-generation",
+        "boolean-generation",
+        "negative-corroborations",
+        "score-not-number",
+        "pinned-not-bool",
+    ],
 )
 def test_a_bad_line_is_reported_by_number_and_nothing_is_imported(tmp_path, bad, problem):
     path = write(tmp_path, [LINES[0], LINES[1], bad, LINES[2]])
@@ -204,7 +277,9 @@ def test_a_bad_line_in_a_reload_leaves_earlier_imports_alone(tmp_path):
     before = truth_state()
 
     with pytest.raises(CommandError):
-        load(write(tmp_path, [{**LINES[0], "content": "Has a daughter"}, {**LINES[1], "origin": "x"}], name="more.jsonl"))
+        load(
+            write(tmp_path, [{**LINES[0], "content": "Has a daughter"}, {**LINES[1], "origin": "x"}], name="more.jsonl")
+        )
 
     assert truth_state() == before
 
@@ -219,6 +294,7 @@ def test_a_missing_file_is_a_one_line_error(tmp_path):
 
 
 # --- export options ------------------------------------------------------------------------
+
 
 @pytest.fixture
 def merged(tmp_path):

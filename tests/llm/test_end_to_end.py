@@ -9,10 +9,11 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from iris_consolidation.llm.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_messages
 from iris_consolidation.llm.base import JudgeRequest, MemberView
+from iris_consolidation.llm.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_messages
 from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
+from iris_consolidation.services.validation import NUMBERS_DIFFER, UNKNOWN_ID
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import parse_summary, truth_state
@@ -49,7 +50,10 @@ def test_llm_verdict_is_applied_end_to_end(llm_server, family):
         assert Truth.all_objects.get(pk=source.pk).superseded_by_id == merged.pk
     review = ClusterReview.objects.get()
     assert (review.outcome, review.reasoning, review.judge, review.model) == (
-        "applied", "Both say he has a son, Tomas.", "llm:openai/stub-judge", "openai/stub-judge"
+        "applied",
+        "Both say he has a son, Tomas.",
+        "llm:openai/stub-judge",
+        "openai/stub-judge",
     )
     assert (review.prompt_version, review.tokens, review.attempts) == (PROMPT_VERSION, 70, 1)
     assert json.loads(review.raw_response)["actions"] == [MERGE]
@@ -72,10 +76,20 @@ def test_the_request_follows_the_wire_contract(llm_server, family):
     assert body["temperature"] == 0
     assert body["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}
     assert llm_server.truths_of(request) == [
-        {"id": "t1", "content": a.content, "created_at": a.created_at.isoformat().replace("+00:00", "Z"),
-         "generation": 0, "protected": False},
-        {"id": "t2", "content": b.content, "created_at": b.created_at.isoformat().replace("+00:00", "Z"),
-         "generation": 0, "protected": False},
+        {
+            "id": "t1",
+            "content": a.content,
+            "created_at": a.created_at.isoformat().replace("+00:00", "Z"),
+            "generation": 0,
+            "protected": False,
+        },
+        {
+            "id": "t2",
+            "content": b.content,
+            "created_at": b.created_at.isoformat().replace("+00:00", "Z"),
+            "generation": 0,
+            "protected": False,
+        },
     ]
     headers = {name.lower(): value for name, value in request["headers"].items()}
     assert headers["authorization"] == "Bearer test-key-not-secret"
@@ -119,7 +133,7 @@ def test_a_verdict_naming_unknown_ids_is_rejected_and_recorded(llm_server, famil
     assert truth_state() == before
     review = ClusterReview.objects.get()
     assert review.outcome == "rejected"
-    assert review.rejections[0]["reason"] == "The action names 't9', which is not a member of this cluster."
+    assert review.rejections[0]["reason"] == UNKNOWN_ID.format(alias="t9")
 
 
 def test_truth_text_reaches_the_model_as_quoted_data(llm_server, truth_factory):
@@ -155,3 +169,17 @@ def _t0():
     from datetime import UTC, datetime
 
     return datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_a_merge_of_different_spelled_out_quantities_is_rejected(llm_server, truth_factory):
+    a = truth_factory("Has twenty-one cats", embedding=vector_at(1.0))
+    truth_factory("Has twenty-two cats", user=a.user, embedding=vector_at(0.95))
+    llm_server.script = [llm_stub.verdict([{**MERGE, "content": "Has twenty-one cats"}])]
+    before = truth_state()
+
+    sync()
+
+    assert truth_state() == before
+    assert ClusterReview.objects.get().rejections[0]["reason"] == NUMBERS_DIFFER.format(
+        a="t1", b="t2", numbers="twenty-one, twenty-two"
+    )

@@ -33,6 +33,7 @@ def ids(clusters: list[clustering.CandidateCluster]) -> list[tuple[int, ...]]:
 
 # --- threshold edges -------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("threshold", "clustered"), [(0.7999, True), (0.8, True), (0.8001, False)])
 def test_threshold_edge_around_a_similarity_of_point_eight(truth_factory, threshold, clustered):
     seed = truth_factory("a", embedding=vector_at(1.0))
@@ -62,14 +63,19 @@ def test_similarities_are_reported_against_the_seed(truth_factory):
     (cluster,) = clustering.find_clusters(user_id=seed.user_id, threshold=0.8)
 
     assert cluster.member_ids == (seed.pk, near.pk, far.pk)
-    assert cluster.similarities == pytest.approx((1.0, math.cos(math.radians(20)), math.cos(math.radians(35))), abs=1e-5)
+    assert cluster.similarities == pytest.approx(
+        (1.0, math.cos(math.radians(20)), math.cos(math.radians(35))), abs=1e-5
+    )
 
 
 # --- chaining --------------------------------------------------------------------
 
+
 def test_a_chain_splits_into_clusters_around_seeds(truth_factory):
     # a-b, b-c and c-d are 30 degrees apart (0.866); a-c is 60 degrees (0.5).
-    a, b, c, d = (truth_factory(name, embedding=at_angle(angle)) for name, angle in zip("abcd", (0, 30, 60, 90)))
+    a, b, c, d = (
+        truth_factory(name, embedding=at_angle(angle)) for name, angle in (("a", 0), ("b", 30), ("c", 60), ("d", 90))
+    )
 
     clusters = clustering.find_clusters(user_id=a.user_id, threshold=0.8)
 
@@ -88,6 +94,7 @@ def test_member_near_another_member_but_far_from_the_seed_stays_out(truth_factor
 
 
 # --- size caps and minimum size -----------------------------------------------------
+
 
 def test_max_size_two_makes_pairs_and_drops_the_odd_one_out(truth_factory):
     truths = [truth_factory(f"t{i}", embedding=vector_at(1.0)) for i in range(5)]
@@ -165,6 +172,7 @@ def test_seed_whose_nearest_neighbours_are_all_taken_still_finds_a_free_one(trut
 
 # --- what may seed and what may join ---------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "protection",
     [{"origin": Origin.USER}, {"origin": Origin.AGENT}, {"generation": 5}, {"pinned": True}],
@@ -211,6 +219,7 @@ def test_truths_without_an_embedding_are_left_out(truth_factory):
 
 # --- user isolation ------------------------------------------------------------------
 
+
 def test_identical_truths_of_other_users_never_fill_a_cluster(truth_factory, user_factory):
     alice, bob, carol = user_factory("alice"), user_factory("bob"), user_factory("carol")
     mine = [truth_factory("x", user=alice, embedding=vector_at(1.0 - i / 100)) for i in range(2)]
@@ -238,6 +247,7 @@ def test_every_cluster_holds_truths_of_its_own_user_only(truth_factory, user_fac
 
 
 # --- stable order -----------------------------------------------------------------------
+
 
 def test_clusters_are_the_same_on_every_call(truth_factory):
     rng = np.random.default_rng(7)
@@ -274,6 +284,7 @@ def test_equally_near_members_are_ordered_by_creation_time_then_id(truth_factory
 
 
 # --- embedding ------------------------------------------------------------------------------
+
 
 def test_embed_missing_works_in_batches_and_skips_retired_truths(truth_factory):
     truths = [truth_factory(f"Fact number {i}") for i in range(5)]

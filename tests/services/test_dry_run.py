@@ -63,7 +63,9 @@ def test_dry_run_records_its_reviews_as_previews(duplicates, run_factory, embedd
 def test_dry_run_with_the_llm_judge_previews_a_supersede(llm_server, truth_factory, run_factory, embedder):
     old = truth_factory("Lives in Lisbon", embedding=vector_at(1.0))
     new = truth_factory("Lives in Berlin", user=old.user, embedding=vector_at(0.9))
-    llm_server.script = [llm_stub.verdict([{"action": "supersede", "old": ["t1"], "new": "t2", "reason": "moved"}], "moved in May")]
+    llm_server.script = [
+        llm_stub.verdict([{"action": "supersede", "old": ["t1"], "new": "t2", "reason": "moved"}], "moved in May")
+    ]
     before = truth_state()
 
     run = consolidation.run_sync(run=run_factory(mode="dry_run"), client=get_judge_client(), embedder=embedder)
@@ -73,6 +75,12 @@ def test_dry_run_with_the_llm_judge_previews_a_supersede(llm_server, truth_facto
     assert (review.outcome, review.reasoning, review.model) == ("preview", "moved in May", "openai/stub-judge")
     assert review.applied_actions[0]["truth_ids"] == {"t1": old.pk, "t2": new.pk}
     assert (run.superseded, run.retired, run.llm_calls, run.tokens) == (1, 1, 1, 70)
+
+
+def _without_embeddings(state: dict) -> dict:
+    return {
+        pk: {k: v for k, v in row.items() if k not in ("embedding", "embedding_model")} for pk, row in state.items()
+    }
 
 
 def test_dry_run_stores_missing_embeddings_and_nothing_else(truth_factory, run_factory, embedder):
@@ -87,8 +95,7 @@ def test_dry_run_stores_missing_embeddings_and_nothing_else(truth_factory, run_f
     after = truth_state()
     assert run.embedded == 2 and run.merged == 1
     assert set(Truth.objects.values_list("embedding_model", flat=True)) == {LOCAL_MODEL_NAME}
-    strip = lambda state: {pk: {k: v for k, v in row.items() if k not in ("embedding", "embedding_model")} for pk, row in state.items()}  # noqa: E731
-    assert strip(after) == strip(before)
+    assert _without_embeddings(after) == _without_embeddings(before)
 
 
 def test_a_real_run_after_a_dry_run_applies_what_the_dry_run_previewed(duplicates, run_factory, embedder):

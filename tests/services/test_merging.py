@@ -52,12 +52,23 @@ def _sql(statement: str) -> None:
 def nurse(truth_factory):
     """Two paraphrases the rule judge merges, with different figures to combine."""
     a = truth_factory(
-        "Works as a nurse", embedding=vector_at(1.0), score=0.4, corroborations=2, generation=1,
-        source="session:1", kind="job", origin=Origin.CONSOLIDATED,
+        "Works as a nurse",
+        embedding=vector_at(1.0),
+        score=0.4,
+        corroborations=2,
+        generation=1,
+        source="session:1",
+        kind="job",
+        origin=Origin.CONSOLIDATED,
     )
     b = truth_factory(
-        "works as a nurse.", user=a.user, embedding=vector_at(0.99), score=0.9, corroborations=3,
-        source="session:2\nsession:1", kind="job",
+        "works as a nurse.",
+        user=a.user,
+        embedding=vector_at(0.99),
+        score=0.9,
+        corroborations=3,
+        source="session:2\nsession:1",
+        kind="job",
     )
     return a, b
 
@@ -76,7 +87,9 @@ def test_merge_creates_the_consolidated_truth_and_retires_its_sources(nurse, run
     a, b = nurse
     run = run_factory()
 
-    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
+    review = consolidation.consolidate_cluster(
+        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
+    )
 
     merged = Truth.objects.get(origin=Origin.CONSOLIDATED, generation=2)
     assert merged.content == "Works as a nurse"
@@ -99,10 +112,16 @@ def test_merge_records_one_lineage_event_per_source_with_the_reason(nurse, run_f
     a, b = nurse
     run = run_factory()
 
-    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
+    review = consolidation.consolidate_cluster(
+        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
+    )
 
     merged = Truth.objects.get(origin=Origin.CONSOLIDATED, generation=2)
-    events = list(LineageEvent.objects.order_by("source_id").values_list("action", "source_id", "result_id", "review_id", "reason", "actor"))
+    events = list(
+        LineageEvent.objects.order_by("source_id").values_list(
+            "action", "source_id", "result_id", "review_id", "reason", "actor"
+        )
+    )
     assert events == [
         ("merge", a.pk, merged.pk, review.pk, REASON_SAME_TEXT, "rules"),
         ("merge", b.pk, merged.pk, review.pk, REASON_SAME_TEXT, "rules"),
@@ -126,7 +145,9 @@ def test_merge_into_a_protected_member_keeps_it_unchanged(truth_factory, run_fac
     assert review.applied_actions[0]["result_id"] == pinned.pk
 
 
-def test_truth_changed_is_sent_after_commit_for_each_changed_truth(nurse, run_factory, embedder, django_capture_on_commit_callbacks):
+def test_truth_changed_is_sent_after_commit_for_each_changed_truth(
+    nurse, run_factory, embedder, django_capture_on_commit_callbacks
+):
     a, b = nurse
     received = []
 
@@ -147,18 +168,25 @@ def test_truth_changed_is_sent_after_commit_for_each_changed_truth(nurse, run_fa
 
     merged = Truth.objects.get(origin=Origin.CONSOLIDATED, generation=2)
     assert sorted(received) == sorted(
-        [(merged.pk, "created", REASON_SAME_TEXT, review.pk), (a.pk, "retired", REASON_SAME_TEXT, review.pk),
-         (b.pk, "retired", REASON_SAME_TEXT, review.pk)]
+        [
+            (merged.pk, "created", REASON_SAME_TEXT, review.pk),
+            (a.pk, "retired", REASON_SAME_TEXT, review.pk),
+            (b.pk, "retired", REASON_SAME_TEXT, review.pk),
+        ]
     )
 
 
 def test_cluster_delivered_twice_is_applied_and_counted_once(nurse, run_factory, embedder):
     a, b = nurse
     run = run_factory()
-    first = consolidation.consolidate_cluster(run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
+    first = consolidation.consolidate_cluster(
+        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
+    )
     state = truth_state()
 
-    again = consolidation.consolidate_cluster(run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
+    again = consolidation.consolidate_cluster(
+        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
+    )
 
     assert again.pk == first.pk
     assert truth_state() == state
@@ -168,6 +196,7 @@ def test_cluster_delivered_twice_is_applied_and_counted_once(nurse, run_factory,
 
 
 # --- all or nothing ---------------------------------------------------------------------
+
 
 def test_a_constraint_violation_on_the_review_rolls_back_the_merge(nurse, run_factory, embedder):
     a, b = nurse
@@ -193,7 +222,9 @@ def test_after_a_failed_write_the_same_cluster_applies_cleanly(nurse, run_factor
         consolidation.consolidate_cluster(run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
     _sql(f"ALTER TABLE {REVIEW_TABLE} DROP CONSTRAINT test_refuse_applied")
 
-    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
+    review = consolidation.consolidate_cluster(
+        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
+    )
 
     assert review.outcome == ClusterReview.Outcome.APPLIED
     assert Truth.all_objects.count() == 3
@@ -224,7 +255,9 @@ def test_a_trigger_failing_on_lineage_after_retirements_rolls_everything_back(nu
     assert history_counts() == counts
 
 
-def test_a_receiver_failing_in_the_second_merge_undoes_the_first(two_pairs, run_factory, embedder, django_capture_on_commit_callbacks):
+def test_a_receiver_failing_in_the_second_merge_undoes_the_first(
+    two_pairs, run_factory, embedder, django_capture_on_commit_callbacks
+):
     a, b, c, d = two_pairs
     run = run_factory()
     before, counts = truth_state(), history_counts()
@@ -232,7 +265,10 @@ def test_a_receiver_failing_in_the_second_merge_undoes_the_first(two_pairs, run_
 
     def explode_on_second_merge(sender, instance, created, **kwargs):
         if created and instance.origin == Origin.CONSOLIDATED:
-            written = (Truth.all_objects.filter(origin=Origin.CONSOLIDATED).count(), Truth.all_objects.retired().count())
+            written = (
+                Truth.all_objects.filter(origin=Origin.CONSOLIDATED).count(),
+                Truth.all_objects.retired().count(),
+            )
             seen.append(written)
             if len(seen) == 2:
                 raise RuntimeError("disk full")
@@ -241,7 +277,10 @@ def test_a_receiver_failing_in_the_second_merge_undoes_the_first(two_pairs, run_
     truth_changed.connect(lambda **kw: changed.append(kw["truth"].pk), weak=False, dispatch_uid="test-changed")
     post_save.connect(explode_on_second_merge, sender=Truth, dispatch_uid="test-explode")
     try:
-        with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(RuntimeError, match="disk full"):
+        with (
+            django_capture_on_commit_callbacks(execute=True) as callbacks,
+            pytest.raises(RuntimeError, match="disk full"),
+        ):
             consolidation.consolidate_cluster(
                 run_id=run.pk, cluster=_cluster(a, b, c, d), client=RuleJudge(), embedder=embedder
             )
@@ -277,6 +316,8 @@ def test_merged_truth_takes_the_time_of_its_newest_source(truth_factory, run_fac
     a = truth_factory("Likes tea", embedding=vector_at(1.0), created_at=t0)
     b = truth_factory("likes tea", user=a.user, embedding=vector_at(0.99), created_at=t0 + timedelta(days=3))
 
-    consolidation.consolidate_cluster(run_id=run_factory().pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
+    consolidation.consolidate_cluster(
+        run_id=run_factory().pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
+    )
 
     assert Truth.objects.get().created_at == t0 + timedelta(days=3)

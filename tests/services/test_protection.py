@@ -101,7 +101,9 @@ def test_merge_of_two_protected_truths_is_refused(llm_server, truth_factory, run
 
 
 @pytest.mark.parametrize("kind", PROTECTIONS)
-def test_protected_truth_may_absorb_a_duplicate_with_its_exact_text(llm_server, truth_factory, run_factory, embedder, kind):
+def test_protected_truth_may_absorb_a_duplicate_with_its_exact_text(
+    llm_server, truth_factory, run_factory, embedder, kind
+):
     protected = truth_factory("Works as a nurse", embedding=vector_at(1.0), **PROTECTIONS[kind])
     dup = truth_factory("Is a nurse", user=protected.user, embedding=vector_at(0.9))
     llm_server.script = [llm_stub.verdict([_merge(["t1", "t2"], "Works as a nurse")])]
@@ -118,6 +120,7 @@ def test_protected_truth_may_absorb_a_duplicate_with_its_exact_text(llm_server, 
 
 
 # --- re-checked under the lock ----------------------------------------------------------
+
 
 class ChangesAfterJudging:
     """A judge that takes long enough for the world to change: it asks the real
@@ -184,7 +187,9 @@ def test_truth_edited_after_judging_is_not_retired(llm_server, truth_factory, ru
         truth.save()
 
     review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(old, new), client=ChangesAfterJudging(get_judge_client(), edit),
+        run_id=run_factory().pk,
+        cluster=_cluster(old, new),
+        client=ChangesAfterJudging(get_judge_client(), edit),
         embedder=embedder,
     )
 
@@ -205,7 +210,9 @@ def test_truth_retired_elsewhere_after_judging_is_left_alone(llm_server, truth_f
         )
 
     review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(old, new), client=ChangesAfterJudging(get_judge_client(), retire_elsewhere),
+        run_id=run_factory().pk,
+        cluster=_cluster(old, new),
+        client=ChangesAfterJudging(get_judge_client(), retire_elsewhere),
         embedder=embedder,
     )
 

@@ -1,0 +1,45 @@
+"""A queued run executed by a real ``qcluster`` worker process on the ORM broker."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django_q.models import OrmQ, Success
+
+from iris_consolidation.models import ClusterReview, ConsolidationRun, Origin, Truth
+from iris_consolidation.tasks import group_name
+from tests.conftest import vector_at
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queued_run_is_executed_by_a_real_qcluster_worker(qcluster, truth_factory, user_factory):
+    users = [user_factory("alice"), user_factory("bob")]
+    for user in users:
+        truth_factory("Works as a nurse", user=user, embedding=vector_at(1.0))
+        truth_factory("works as a nurse.", user=user, embedding=vector_at(0.99))
+        truth_factory("Likes tea", user=user, embedding=vector_at(0.1, towards=2))
+    worker = qcluster()
+    out = StringIO()
+
+    call_command("consolidate_truths", stdout=out)
+
+    run_id = re.fullmatch(r"Dispatched batch: (\S+)\n", out.getvalue()).group(1)
+    assert OrmQ.objects.count() == 2  # one phase 1 task per user, waiting for the worker
+    run = worker.wait_for(lambda: ConsolidationRun.objects.filter(pk=run_id, finished_at__isnull=False).first())
+    assert (run.mode, run.status) == (ConsolidationRun.Mode.QUEUED, ConsolidationRun.Status.DONE)
+    assert (run.users, run.users_done, run.clusters_found, run.clusters_done) == (2, 2, 2, 2)
+    assert (run.merged, run.retired, run.failed) == (1 * 2, 2 * 2, 0)
+    for user in users:
+        assert sorted(Truth.objects.filter(user=user).values_list("content", flat=True)) == [
+            "Likes tea",
+            "Works as a nurse",
+        ]
+        merged = Truth.objects.get(user=user, origin=Origin.CONSOLIDATED)
+        assert merged.embedding is not None
+        assert Truth.all_objects.filter(user=user, superseded_by=merged).count() == 2
+    assert ClusterReview.objects.filter(run_id=run_id, outcome="applied").count() == 2
+    done = sorted(Success.objects.filter(group=group_name(run_id)).values_list("func", flat=True))
+    assert done == ["iris_consolidation.tasks.consolidate_cluster"] * 2 + ["iris_consolidation.tasks.plan_user"] * 2

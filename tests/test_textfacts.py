@@ -1,0 +1,167 @@
+"""``textfacts``: the pure text functions the rule judge and the validator rely on."""
+
+from __future__ import annotations
+
+import pytest
+
+from iris_consolidation import textfacts
+
+# --- normalise and tokens ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I'm a nurse.", "i am a nurse"),
+        ("I’m a NURSE!!", "i am a nurse"),
+        ("  Works   as\ta nurse  ", "works as a nurse"),
+        ("Can't swim", "can not swim"),
+        ("cannot swim", "can not swim"),
+        ("Won't fly", "will not fly"),
+        ("Doesn't like coffee", "does not like coffee"),
+        ("They've got 2 cats; she'll adopt a 3rd", "they have got 2 cats she will adopt a 3 rd"),
+        ("Jean-Luc likes crème brûlée", "jean-luc likes crème brûlée"),
+        ("Met at 3:30pm on 1990-05-03, paid 1,000.50", "met at 3:30 pm on 1990-05-03 paid 1,000.50"),
+        ("ﬁne ＡＢＣ", "fine abc"),
+        ("", ""),
+        ("!!! ... ???", ""),
+    ],
+)
+def test_normalise(text, expected):
+    assert textfacts.normalise(text) == expected
+
+
+def test_two_spellings_of_one_statement_normalise_equal():
+    assert textfacts.normalise("I'm a nurse.") == textfacts.normalise("i am a NURSE")
+    assert textfacts.normalise("Doesn’t eat meat") == textfacts.normalise("does not eat meat!")
+
+
+def test_tokens_keep_their_order():
+    assert textfacts.tokens("Alice manages Bob") == ["alice", "manages", "bob"]
+    assert textfacts.tokens("Bob manages Alice") == ["bob", "manages", "alice"]
+
+
+# --- numbers ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Has 2 cats", {"2"}),
+        ("Has two cats and 3 dogs", {"two", "3"}),
+        ("Born 1990-05-03 at 3:30, weighs 3.5 kg, owns 1,000 books", {"1990-05-03", "3:30", "3.5", "1,000"}),
+        ("Second child, born on the 2nd", {"second", "2"}),
+        ("Has twenty-one cats", {"twenty-one"}),
+        ("Holds one-on-one meetings", {"one-on-one"}),
+        ("Is well-known and someone", set()),
+        ("Likes tea", set()),
+    ],
+)
+def test_numbers(text, expected):
+    assert textfacts.numbers(text) == expected
+
+
+def test_hyphenated_number_words_tell_quantities_apart():
+    assert textfacts.numbers("Has twenty-one cats") != textfacts.numbers("Has twenty-two cats")
+
+
+# --- proper names and dates ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Alice manages Bob", ["alice", "bob"]),
+        ("Bob manages Alice", ["bob", "alice"]),
+        ("I love Paris", ["paris"]),
+        ("The dog of Anna", ["anna"]),
+        ("He moved to Berlin in May", ["berlin", "may"]),
+        ("Met O'Brien on Monday", ["met", "o'brien", "monday"]),
+        ("Jean-Luc cooks", ["jean-luc"]),
+        ("works as a nurse", []),
+        ("", []),
+    ],
+)
+def test_proper_names_in_order(text, expected):
+    assert textfacts.proper_names(text) == expected
+
+
+def test_a_capitalised_first_word_counts_as_a_name_when_in_doubt():
+    """Conservative by design: a detail the validator cannot rule out must be kept."""
+    assert textfacts.proper_names("Moved to Berlin") == ["moved", "berlin"]
+
+
+def test_dates_are_month_and_weekday_names():
+    assert textfacts.dates("Met on Monday, 3 May; back in sept") == {"monday", "may", "sept"}
+    assert textfacts.dates("Likes tea") == set()
+
+
+# --- negation -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "negated"),
+    [
+        ("Likes coffee", False),
+        ("Does not like coffee", True),
+        ("Doesn't like coffee", True),
+        ("Doesn’t like coffee", True),
+        ("Never drinks coffee", True),
+        ("No longer lives in Lisbon", True),
+        ("Dislikes coffee", True),
+        ("hates coffee", True),
+        ("Lives without a car", True),
+        ("Never says no", False),
+        ("Is not without friends", False),
+        ("Lives in Nottingham and is notable", False),
+        ("Knows nobody there", True),
+        ("", False),
+    ],
+)
+def test_polarity(text, negated):
+    assert textfacts.polarity(text) is negated
+
+
+def test_negations_lists_the_negation_words():
+    assert textfacts.negations("Never says no to tea") == {"never", "no"}
+    assert textfacts.negations("Likes tea") == set()
+
+
+# --- details and contains_detail -----------------------------------------------------------------
+
+
+def test_details_gather_numbers_dates_and_names_lower_case():
+    assert textfacts.details("Met Anna on 3 May 2023 with two friends") == {"met", "anna", "3", "may", "2023", "two"}
+
+
+@pytest.mark.parametrize(
+    ("text", "detail", "found"),
+    [
+        ("Has 2 cats", "2", True),
+        ("Has 12 cats", "2", False),
+        ("Has 2.5 cats", "2", False),
+        ("Paid 1.2 euros", "2", False),
+        ("Has 2, maybe 3 cats", "2", True),
+        ("Born on the 2nd", "2", True),
+        ("Meets at 3:30pm", "3:30", True),
+        ("Meets at 13:30", "3:30", False),
+        ("Owns 1,000,000 books", "1,000", False),
+        ("Born 1990-05-03", "1990-05-03", True),
+        ("Lives in Berlin", "berlin", True),
+        ("Lives in BERLIN", "berlin", True),
+        ("Drives a Berlingo", "berlin", False),
+        ("Met Jean-Luc's mother", "jean-luc", True),
+        ("Met O’Brien", "o'brien", True),
+        ("Has twenty-one cats", "twenty-one", True),
+        ("Has twenty-two cats", "twenty-one", False),
+        ("", "2", False),
+    ],
+)
+def test_contains_detail_matches_whole_words_and_whole_numbers(text, detail, found):
+    assert textfacts.contains_detail(text, detail) is found
+
+
+def test_every_detail_of_a_text_is_contained_in_that_text():
+    text = "Met Anna and Jean-Luc on 3 May 2023 at 3:30, paid 1,000.50 for twenty-one tickets"
+
+    assert all(textfacts.contains_detail(text, d) for d in textfacts.details(text))
