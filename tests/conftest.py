@@ -193,7 +193,7 @@ class QCluster:
             self.process.wait(timeout=10)
 
 
-def _database_url(db: dict[str, Any]) -> str:
+def database_url(db: dict[str, Any]) -> str:
     """A ``DATABASE_URL`` for the connection ``db`` (the test database): a unix socket
     folder (the embedded server) goes in ``?host=``, a network host in the netloc."""
     from urllib.parse import quote
@@ -215,7 +215,7 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: P
     Use it in ``@pytest.mark.django_db(transaction=True)`` tests: the worker is another
     process and sees committed rows only. The worker reaches the test database through
     ``DATABASE_URL`` (so ``project/settings.py`` picks the plain postgresql backend) and
-    uses the ORM broker; ``env`` adds variables (e.g. ``IRIS_CONSOLIDATION_JUDGE``),
+    the broker of the settings (ORM unless REDIS_URL); ``env`` adds variables (e.g. ``IRIS_CONSOLIDATION_JUDGE``),
     as ``override_settings`` cannot reach another process. In this test process
     ``async_task`` queues instead of running inline (``q_sync`` is turned off). Each
     worker runs in its own process group and is stopped at teardown, before the test
@@ -228,18 +228,18 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: P
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "SYNC", False)
-    database_url = _database_url(connection.settings_dict)
+    url = database_url(connection.settings_dict)
     started: list[QCluster] = []
 
     def start(**env: str) -> QCluster:
-        environment = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-        environment.update(
-            DATABASE_URL=database_url,
-            Q_WORKERS="1",
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
-            PYTHONUNBUFFERED="1",
+        environment = {
+            **os.environ,  # REDIS_URL, if set, picks the same broker as this process
+            "DATABASE_URL": url,
+            "Q_WORKERS": "1",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "PYTHONUNBUFFERED": "1",
             **env,
-        )
+        }
         log = tmp_path / f"qcluster-{len(started)}.log"
         with log.open("w") as out:
             process = subprocess.Popen(

@@ -19,7 +19,7 @@ from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.selectors import UNKNOWN_USER
 from iris_consolidation.services.consolidation import BAD_THRESHOLD
-from tests.conftest import vector_at
+from tests.conftest import database_url, vector_at
 from tests.helpers import parse_summary, truth_state
 
 pytestmark = pytest.mark.django_db
@@ -126,7 +126,7 @@ def test_remote_embedding_model_of_the_right_dimension_embeds_the_truths(llm_ser
 def test_error_exits_with_status_one_and_a_single_line_on_stderr(db):
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://postgres@/{connection.settings_dict['NAME']}?host={connection.settings_dict['HOST']}",
+        "DATABASE_URL": database_url(connection.settings_dict),
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     }
 
