@@ -1,10 +1,10 @@
-"""lineage_display: the tree, the picture's layout, review cards and run progress."""
+"""lineage_display (the tree, the picture's layout) and run_display (review cards, run progress)."""
 
 from __future__ import annotations
 
 import pytest
 
-from iris_consolidation import lineage_display, selectors
+from iris_consolidation import lineage_display, run_display, selectors
 from iris_consolidation.llm.base import Action
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services import undo
@@ -102,7 +102,7 @@ def test_review_card_of_a_preview_says_nothing_was_written(user_factory):
         reasoning="Both describe Tomas.",
     )
 
-    card = lineage_display.review_card(review)
+    card = run_display.review_card(review)
 
     assert card.is_preview and not card.undoable
     assert [m.text for m in card.members] == [a.content, b.content]
@@ -122,7 +122,7 @@ def test_review_card_of_a_rejected_verdict_says_why(user_factory):
         reasoning="They look alike.",
     )
 
-    card = lineage_display.review_card(review)
+    card = run_display.review_card(review)
 
     assert card.outcome == "rejected" and not card.applied
     assert card.decisions[0].status.startswith("not applied: ")
@@ -132,8 +132,8 @@ def test_review_card_of_a_rejected_verdict_says_why(user_factory):
 def test_run_progress_counts_users_and_clusters():
     run = ConsolidationRun(threshold=0.75, status="running", users=2, users_done=2, clusters_found=8, clusters_done=2)
 
-    progress = lineage_display.run_progress(run)
+    progress = run_display.run_progress(run)
 
     assert progress.in_progress and progress.percent == 40  # (2 + 2) of (2 + 8)
     run.status = "done"
-    assert lineage_display.run_progress(run).percent == 100
+    assert run_display.run_progress(run).percent == 100

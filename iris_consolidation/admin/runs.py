@@ -21,7 +21,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import capfirst
 
-from .. import lineage_display, selectors, tasks
+from .. import run_display, selectors, tasks
 from ..exceptions import ApplyRefused
 from ..models import ClusterReview, ConsolidationRun, LineageEvent
 from ..services import dry_runs
@@ -167,7 +167,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="progress")
     def progress_display(self, obj: ConsolidationRun) -> str:
-        p = lineage_display.run_progress(obj)
+        p = run_display.run_progress(obj)
         return (
             f"{p.clusters_done} of {p.clusters_found} clusters reviewed, {p.users_done} of {p.users} users planned"
             + (" (in progress)" if p.in_progress else "")
@@ -195,10 +195,10 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             application = selectors.get_application(run=obj) if obj.is_dry_run else None
             context.update(
                 run=obj,
-                progress=lineage_display.run_progress(obj),
+                progress=run_display.run_progress(obj),
                 refresh_seconds=REFRESH_SECONDS,
                 review_page=page,
-                review_cards=lineage_display.review_cards(page.object_list),
+                review_cards=run_display.review_cards(page.object_list),
                 outcome=outcome,
                 outcome_counts=[(value, label, counts.get(value, 0)) for value, label in ClusterReview.Outcome.choices],
                 review_total=sum(counts.values()),
@@ -300,7 +300,7 @@ class ClusterReviewAdmin(ReviewUndoMixin, ReadOnlyAdmin):
         obj: ClusterReview | None = None,
     ) -> Any:
         if obj is not None:
-            card = lineage_display.review_card(obj, undo_events=selectors.get_review_undo_events(review=obj))
+            card = run_display.review_card(obj, undo_events=selectors.get_review_undo_events(review=obj))
             context.update(card=card, run=obj.run, can_undo=can_change_truths(request))
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
