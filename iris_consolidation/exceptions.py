@@ -57,3 +57,19 @@ class StaleClusterError(IrisConsolidationError):
 
 class JudgeMisconfigured(ImproperlyConfigured):
     """The judge settings cannot work (unknown judge, missing API key)."""
+
+
+class UndoRefused(IrisConsolidationError):
+    """An undo that cannot be done as asked; nothing was changed."""
+
+
+class ConsolidatedFurther(UndoRefused):
+    """The truth to undo was itself consolidated later; ``later_truth_id`` names the step to undo first."""
+
+    def __init__(self, message: str, *, later_truth_id: int) -> None:
+        super().__init__(message)
+        self.later_truth_id = later_truth_id
+
+
+class ApplyRefused(IrisConsolidationError):
+    """A dry run whose verdicts cannot be applied (not a dry run, unfinished, already applied, empty)."""

@@ -172,6 +172,14 @@ class ConsolidationRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     notes = models.TextField(blank=True)
+    source_run = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="applications",
+        help_text="The dry run whose verdicts this run applies (re-validated and re-checked for freshness).",
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -255,7 +263,12 @@ class ClusterReview(models.Model):
 
 
 class LineageEvent(models.Model):
-    """One edge of a truth's lineage: ``source`` was retired into ``result`` (append-only)."""
+    """One edge of a truth's lineage: ``source`` was retired into ``result`` (append-only).
+
+    An ``undo`` event reverses an earlier merge or supersede: ``source`` is the
+    consolidated truth whose making was undone, ``result`` a truth restored as live,
+    ``review`` the review undone, ``actor`` the person and ``reason`` their reason.
+    """
 
     class Action(models.TextChoices):
         MERGE = "merge", "Merge"

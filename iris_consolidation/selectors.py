@@ -1,15 +1,19 @@
-"""Reads that span models: users to consolidate, run summaries, lineage.
+"""Reads that span models: users to consolidate, lineage, undo steps, run reviews.
 
 Selectors return querysets, ids or small frozen dataclasses; they never write.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib.auth import get_user_model
-from django.db.models import Model
+from django.db import connection
+from django.db.models import Count, Model, Prefetch, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from .exceptions import UnknownUser
-from .models import Truth
+from .models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
 
 UNKNOWN_USER = "No user has the id or username {value!r}. Check the value, e.g. with export_truths."
 
@@ -33,8 +37,182 @@ def list_user_ids_to_consolidate(*, user_id: int | None, max_generation: int) ->
     qs = Truth.objects.consolidatable(max_generation=max_generation)
     if user_id is not None:
         qs = qs.filter(user_id=user_id)
-    from django.db.models import Count
+    counts = qs.values("user_id").annotate(n=Count("id")).filter(n__gte=2).order_by("user_id")
+    return list(counts.values_list("user_id", flat=True))
 
-    return list(
-        qs.values("user_id").annotate(n=Count("id")).filter(n__gte=2).order_by("user_id").values_list("user_id", flat=True)
+
+# --- lineage -----------------------------------------------------------------------
+
+#: Deepest walk of a lineage, in steps. Merges stop at generation 5 (MAX_GENERATION),
+#: but chains of supersedes keep a truth's generation, so the walk has its own bound.
+LINEAGE_MAX_DEPTH = 64
+
+_WALK_SQL = """
+WITH RECURSIVE walk(id, next_id, depth) AS (
+    SELECT e.id, e.{step_from}, 1 FROM {table} e
+    WHERE e.{step_to} = %s AND e.action IN ('merge', 'supersede')
+  UNION
+    SELECT e.id, e.{step_from}, w.depth + 1 FROM {table} e
+    JOIN walk w ON e.{step_to} = w.next_id
+    WHERE e.action IN ('merge', 'supersede') AND w.depth < %s
+)
+SELECT id FROM walk
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LineageGraph:
+    """A truth's lineage as recorded facts (no formatting).
+
+    ``ancestry``: merge and supersede events into ``root`` and, transitively, into its
+    sources, down to generation 0. ``forward``: merge and supersede events out of
+    ``root`` and onwards (what it became). ``undos``: undo events touching any truth
+    of either. Events are ordered oldest first and carry ``source``, ``result`` and
+    ``review`` (with ``review.run``) already loaded. Every truth belongs to
+    ``root``'s user.
+    """
+
+    root: Truth
+    ancestry: tuple[LineageEvent, ...]
+    forward: tuple[LineageEvent, ...]
+    undos: tuple[LineageEvent, ...]
+
+
+def _walk(*, root: Truth, backwards: bool, max_depth: int) -> list[LineageEvent]:
+    table = connection.ops.quote_name(LineageEvent._meta.db_table)
+    sql = _WALK_SQL.format(
+        table=table,
+        step_to="result_id" if backwards else "source_id",
+        step_from="source_id" if backwards else "result_id",
     )
+    return list(
+        LineageEvent.objects.filter(pk__in=RawSQL(sql, [root.pk, max_depth]))
+        # Never show another user's truth, even if a row were to link across users.
+        .filter(source__user_id=root.user_id, result__user_id=root.user_id)
+        .select_related("source", "result", "review", "review__run")
+        .defer("source__embedding", "result__embedding", "review__raw_response")
+        .order_by("created_at", "id")
+    )
+
+
+def get_lineage(*, truth: Truth, max_depth: int = LINEAGE_MAX_DEPTH) -> LineageGraph:
+    """The lineage of ``truth``: ancestors to generation 0, descendants, undos.
+
+    Queries: three, whatever the size (two recursive CTEs and one for undo events).
+    ``max_depth`` bounds each walk in steps (cycles can only appear after undos and
+    are cut there). Reads only.
+    """
+    ancestry = _walk(root=truth, backwards=True, max_depth=max_depth)
+    forward = _walk(root=truth, backwards=False, max_depth=max_depth)
+    ids = {truth.pk}
+    for event in (*ancestry, *forward):
+        ids.update((event.source_id, event.result_id))
+    undos = list(
+        LineageEvent.objects.filter(action=LineageEvent.Action.UNDO)
+        .filter(Q(source_id__in=ids) | Q(result_id__in=ids))
+        .filter(source__user_id=truth.user_id, result__user_id=truth.user_id)
+        .select_related("source", "result")
+        .defer("source__embedding", "result__embedding")
+        .order_by("created_at", "id")
+    )
+    return LineageGraph(root=truth, ancestry=tuple(ancestry), forward=tuple(forward), undos=tuple(undos))
+
+
+# --- undo --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class UndoStep:
+    """One consolidation step into ``truth`` that is still in force.
+
+    ``events``: the merge or supersede events of one review whose sources are still
+    retired into ``truth``. ``creates_truth``: whether that review made ``truth``
+    (a merge result), in which case undoing it retires ``truth``.
+    """
+
+    truth: Truth
+    review: ClusterReview | None
+    events: tuple[LineageEvent, ...]
+    creates_truth: bool
+
+    @property
+    def source_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(e.source_id for e in self.events))
+
+    @property
+    def action(self) -> str:
+        return self.events[0].action
+
+
+def list_undo_steps(*, truth: Truth) -> list[UndoStep]:
+    """The steps into ``truth`` that an undo could reverse, latest first (one query).
+
+    A step is in force while its sources are still retired into ``truth``; the
+    latest one is the only one an undo of ``truth`` may reverse.
+    """
+    events = (
+        LineageEvent.objects.filter(result_id=truth.pk)
+        .filter(action__in=[LineageEvent.Action.MERGE, LineageEvent.Action.SUPERSEDE])
+        .filter(source__superseded_by_id=truth.pk, source__retired_at__isnull=False)
+        .exclude(source__retired_reason=RetiredReason.UNDONE)
+        .select_related("source", "review")
+        .defer("source__embedding", "review__raw_response")
+        .order_by("-created_at", "-id")
+    )
+    grouped: dict[int | None, list[LineageEvent]] = {}
+    for event in events:
+        grouped.setdefault(event.review_id, []).append(event)
+    steps = []
+    for group in grouped.values():
+        review = group[0].review
+        if review is not None:
+            creates = truth.pk not in {int(row["id"]) for row in review.snapshot}
+        else:
+            creates = truth.origin == Origin.CONSOLIDATED and all(e.action == LineageEvent.Action.MERGE for e in group)
+        steps.append(UndoStep(truth=truth, review=review, events=tuple(group), creates_truth=creates))
+    return steps
+
+
+def has_consolidation_history(*, truth: Truth) -> bool:
+    """Whether any merge or supersede ever led into ``truth`` (undone or not)."""
+    return (
+        LineageEvent.objects.filter(result_id=truth.pk)
+        .exclude(action=LineageEvent.Action.UNDO)
+        .exists()
+    )
+
+
+# --- runs and reviews --------------------------------------------------------------
+
+
+def list_run_reviews(*, run: ConsolidationRun, outcome: str | None = None) -> QuerySet[ClusterReview]:
+    """The run's reviews, oldest first, each with ``undo_events`` prefetched (one extra query).
+
+    ``outcome``: one of ``ClusterReview.Outcome`` to filter by, or None for all.
+    """
+    reviews = ClusterReview.objects.filter(run=run).select_related("user").defer("raw_response")
+    if outcome:
+        reviews = reviews.filter(outcome=outcome)
+    return reviews.order_by("created_at", "id").prefetch_related(
+        Prefetch(
+            "events",
+            queryset=LineageEvent.objects.filter(action=LineageEvent.Action.UNDO).order_by("created_at", "id"),
+            to_attr="undo_events",
+        )
+    )
+
+
+def count_reviews_by_outcome(*, run: ConsolidationRun) -> dict[str, int]:
+    """``{outcome: count}`` of the run's reviews (one query)."""
+    rows = ClusterReview.objects.filter(run=run).values("outcome").annotate(n=Count("id")).order_by()
+    return {row["outcome"]: row["n"] for row in rows}
+
+
+def get_review_undo_events(*, review: ClusterReview) -> list[LineageEvent]:
+    """Undo events that reversed (part of) ``review``, oldest first."""
+    return list(review.events.filter(action=LineageEvent.Action.UNDO).order_by("created_at", "id"))
+
+
+def get_application(*, run: ConsolidationRun) -> ConsolidationRun | None:
+    """The run that applied the dry run ``run``'s verdicts, if any."""
+    return run.applications.order_by("created_at").first()

@@ -88,3 +88,45 @@ def consolidate_cluster(run_id: str, cluster: dict[str, Any]) -> dict[str, Any]:
         raise
     consolidation.finish_run_if_complete(run_id)
     return {"review_id": review.pk, "outcome": review.outcome}
+
+
+def enqueue_users(user_ids: list[int], *, mode: str, trigger: str, judge: str = "") -> list[ConsolidationRun]:
+    """Create one run per user (``mode`` queued or dry_run) and enqueue each; return the runs.
+
+    Used by the admin's "consolidate the users of the selected truths" actions: the
+    request only creates the runs and queues their phase 1 tasks.
+    """
+    runs = []
+    for user_id in sorted(set(user_ids)):
+        run = consolidation.create_run(trigger=trigger, mode=mode, user_id=user_id, judge=judge)
+        enqueue_run(run)
+        runs.append(run)
+    return runs
+
+
+def enqueue_application(run: ConsolidationRun, review_ids: list[int]) -> int:
+    """Enqueue one ``apply_review`` task per preview review of ``run.source_run``; returns the count."""
+    for review_id in review_ids:
+        async_task(
+            apply_review,
+            str(run.pk),
+            review_id,
+            task_name=f"iris:apply:{str(run.pk)[:8]}:review{review_id}",
+            group=group_name(run.pk),
+            timeout=app_settings.CLUSTER_JOB_TIMEOUT,
+        )
+    consolidation.finish_run_if_complete(run.pk)
+    return len(review_ids)
+
+
+def apply_review(run_id: str, review_id: int) -> dict[str, Any]:
+    """Task: apply one previewed verdict of a dry run; the run is finished by its last review."""
+    from .embeddings import LocalEmbedder
+    from .services import dry_runs
+
+    embedder = get_embedder()
+    if isinstance(embedder, LocalEmbedder):
+        embedder = LocalEmbedder(threads=1)  # one onnxruntime thread per queue worker
+    review = dry_runs.apply_review(run_id=run_id, review_id=review_id, embedder=embedder)
+    consolidation.finish_run_if_complete(run_id)
+    return {"review_id": review.pk, "outcome": review.outcome}

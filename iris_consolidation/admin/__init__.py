@@ -1,0 +1,16 @@
+"""Admin registrations: the operator's console.
+
+- ``truths``: the truth list (filters, search, pin/unpin and run actions) and pages;
+- ``lineage``: the lineage view mixin (ancestors to generation 0, forwards, as a picture);
+- ``undo``: the undo confirmation pages of truths and reviews;
+- ``runs``: runs (progress, reviews, applying a dry run), reviews, lineage events;
+- ``base``: permission helpers and read-only history admins.
+
+Seeing anything needs the view permission on truths (runs and reviews show truth
+text); pinning, running, applying and undoing need the change permission on truths.
+"""
+
+from .runs import ClusterReviewAdmin, ConsolidationRunAdmin, LineageEventAdmin
+from .truths import TruthAdmin
+
+__all__ = ["ClusterReviewAdmin", "ConsolidationRunAdmin", "LineageEventAdmin", "TruthAdmin"]

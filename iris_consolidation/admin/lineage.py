@@ -1,0 +1,72 @@
+"""The lineage view: why a truth exists, what it replaced, and what it became.
+
+A mixin for the ``Truth`` admin, built like Django's ``history_view``: our route
+comes before the admin's catch-all, the object is loaded through the admin's
+queryset, the permission is the view-or-change permission (decision D3), the data
+comes from ``selectors.get_lineage`` and ``lineage_display.rows_for``, and the page is
+a ``TemplateResponse`` over a fallback list of templates. GET only; it writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils.text import capfirst
+
+from .. import lineage_display, selectors
+from .base import can_change_truths, missing_object, template_list, url_name
+
+#: Query parameter that opens every box of the tree (``?expand=all``).
+EXPAND_PARAM = "expand"
+TITLE = "Lineage of truth #{pk}"
+
+
+class LineageViewMixin:
+    """Adds ``<id>/lineage/`` (URL name ``<app>_<model>_lineage``) to a ``ModelAdmin`` of truths."""
+
+    #: Template of the page; None means ``admin/<app>/<model>/lineage.html`` then ``admin/<app>/lineage.html``.
+    lineage_template: str | list[str] | None = None
+
+    def get_urls(self) -> list[Any]:
+        urls = [
+            path(
+                "<path:object_id>/lineage/",
+                self.admin_site.admin_view(self.lineage_view),  # type: ignore[attr-defined]
+                name=url_name(self.opts, "lineage"),  # type: ignore[attr-defined]
+            )
+        ]
+        return urls + super().get_urls()  # type: ignore[misc]
+
+    def lineage_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The lineage page of one truth; needs the view or change permission."""
+        admin: Any = self
+        obj = admin.get_object(request, unquote(object_id))
+        if obj is None:
+            return missing_object(admin, request, object_id)
+        if not admin.has_view_or_change_permission(request, obj):
+            raise PermissionDenied
+        expanded = request.GET.get(EXPAND_PARAM) == "all"
+        graph = selectors.get_lineage(truth=obj)
+        display = lineage_display.rows_for(graph, open_depth=10**6 if expanded else lineage_display.OPEN_DEPTH)
+        context = {
+            **admin.admin_site.each_context(request),
+            "opts": admin.opts,
+            "object": obj,
+            "title": TITLE.format(pk=obj.pk),
+            "subtitle": None,
+            "module_name": str(capfirst(admin.opts.verbose_name_plural)),
+            "preserved_filters": admin.get_preserved_filters(request),
+            "lineage": display,
+            "expanded": expanded,
+            "can_undo": can_change_truths(request),
+            **(extra_context or {}),
+        }
+        request.current_app = admin.admin_site.name
+        return TemplateResponse(request, self.lineage_template or template_list(admin.opts, "lineage.html"), context)

@@ -1,0 +1,238 @@
+"""The truth admin: list, filters, search, actions, change page with Lineage and Undo.
+
+Actions enqueue and report; they never compute in the request. Truths are never
+deleted here (retirement is the only removal, and it is consolidation's job).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from .. import selectors, tasks
+from ..exceptions import InvalidInput
+from ..llm import get_judge_client
+from ..models import EMBEDDING_DIMENSIONS, ConsolidationRun, Truth
+from ..services import curation
+from .base import can_change_truths, url_name
+from .lineage import LineageViewMixin
+from .undo import TruthUndoMixin
+
+PINNED = "Pinned {count} truth(s); retired truths are left as they were."
+UNPINNED = "Unpinned {count} truth(s); retired truths are left as they were."
+QUEUED = "Queued {what} for {users} user(s): {links}. Their pages show progress."
+QUEUE_FAILED = "Nothing was queued: {error}"
+WHAT = {ConsolidationRun.Mode.DRY_RUN: "a dry run", ConsolidationRun.Mode.QUEUED: "a consolidation run"}
+
+
+class LiveFilter(admin.SimpleListFilter):
+    """Live truths by default; retired ones, or all, on request."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("live", "Live"), ("retired", "Retired"), ("all", "All")]
+
+    def choices(self, changelist: Any) -> Any:
+        value = self.value() or "live"
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": value == lookup,
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        value = self.value() or "live"
+        if value == "live":
+            return queryset.live()
+        if value == "retired":
+            return queryset.retired()
+        return queryset
+
+
+class ScoreFilter(admin.SimpleListFilter):
+    """Distillation score in quarters."""
+
+    title = "score"
+    parameter_name = "score"
+    RANGES = {"0": (None, 0.25), "1": (0.25, 0.5), "2": (0.5, 0.75), "3": (0.75, None)}
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("0", "below 0.25"), ("1", "0.25 to 0.5"), ("2", "0.5 to 0.75"), ("3", "0.75 and above")]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        if self.value() not in self.RANGES:
+            return queryset
+        low, high = self.RANGES[self.value()]
+        if low is not None:
+            queryset = queryset.filter(score__gte=low)
+        if high is not None:
+            queryset = queryset.filter(score__lt=high)
+        return queryset
+
+
+@admin.register(Truth)
+class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
+    """Truths of every user; live ones by default. Embeddings are shown as presence only."""
+
+    list_display = [
+        "id",
+        "content_display",
+        "user_display",
+        "origin",
+        "pinned",
+        "generation",
+        "score",
+        "is_live_display",
+        "created_at",
+        "lineage_link",
+    ]
+    list_display_links = ["id", "content_display"]
+    list_filter = [
+        LiveFilter,
+        ("user", admin.RelatedOnlyFieldListFilter),
+        "origin",
+        "pinned",
+        "generation",
+        ScoreFilter,
+        "kind",
+        "created_at",
+    ]
+    search_fields = ["content", "user__username", "user__email"]
+    list_select_related = ["user"]
+    list_per_page = 100
+    actions = ["pin_selected", "unpin_selected", "queue_dry_run", "queue_real_run"]
+    raw_id_fields = ["user"]
+    fieldsets = [
+        (None, {"fields": ["user", "content", "kind", "pinned", "score", "source"]}),
+        ("Consolidation", {"fields": ["origin", "generation", "corroborations", "embedding_status"]}),
+        ("Retirement", {"fields": ["retired_at", "retired_reason", "superseded_by"]}),
+        ("Times", {"fields": ["created_at", "updated_at"]}),
+    ]
+    HISTORY_FIELDS = [
+        "origin",
+        "generation",
+        "corroborations",
+        "embedding_status",
+        "retired_at",
+        "retired_reason",
+        "superseded_by",
+        "created_at",
+        "updated_at",
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Truth]:
+        # Every truth, retired ones included (LiveFilter shows live ones by default);
+        # the vector itself is never loaded, only whether it is present.
+        return (
+            Truth.all_objects.select_related("user", "superseded_by")
+            .defer("embedding", "superseded_by__embedding")
+            .annotate(embedding_present=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField()))
+        )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Truth | None = None) -> list[str]:
+        if obj is None:
+            return ["embedding_status", "retired_at", "retired_reason", "superseded_by", "created_at", "updated_at"]
+        if obj.retired_at is not None:
+            # A retired truth is history: shown, never edited.
+            return ["user", "content", "kind", "pinned", "score", "source", *self.HISTORY_FIELDS]
+        return ["user", *self.HISTORY_FIELDS]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Truth | None = None) -> bool:
+        return False  # nothing is ever deleted: consolidation retires
+
+    def save_model(self, request: HttpRequest, obj: Truth, form: Any, change: bool) -> None:
+        if change and "content" in form.changed_data:
+            # The old vector describes the old text; the next run embeds the new one.
+            obj.embedding = None
+            obj.embedding_model = ""
+        super().save_model(request, obj, form, change)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Truth | None = None,
+    ) -> Any:
+        if obj is not None:
+            context["undo_available"] = (
+                obj.retired_at is None and can_change_truths(request) and bool(selectors.list_undo_steps(truth=obj))
+            )
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
+
+    # --- columns -------------------------------------------------------------------
+
+    @admin.display(description="content", ordering="content")
+    def content_display(self, obj: Truth) -> str:
+        return obj.content if len(obj.content) <= 90 else obj.content[:89] + "…"
+
+    @admin.display(description="user", ordering="user__username")
+    def user_display(self, obj: Truth) -> str:
+        url = reverse("admin:iris_consolidation_truth_changelist") + f"?user__id__exact={obj.user_id}"
+        return format_html('<a href="{}" title="Only this user\'s truths">{}</a>', url, obj.user)
+
+    @admin.display(description="live", boolean=True, ordering="retired_at")
+    def is_live_display(self, obj: Truth) -> bool:
+        return obj.retired_at is None
+
+    @admin.display(description="lineage")
+    def lineage_link(self, obj: Truth) -> str:
+        url = reverse(f"admin:{url_name(self.opts, 'lineage')}", args=[obj.pk])
+        return format_html('<a href="{}">Lineage</a>', url)
+
+    @admin.display(description="embedding")
+    def embedding_status(self, obj: Truth) -> str:
+        present = getattr(obj, "embedding_present", None)
+        if present is None:  # an object not loaded through get_queryset
+            present = obj.embedding is not None
+        if not present:
+            return "absent (made by the next run)"
+        return f"present, {EMBEDDING_DIMENSIONS} dimensions ({obj.embedding_model or 'unknown model'})"
+
+    # --- actions -------------------------------------------------------------------
+
+    @admin.action(description="Pin selected truths (never consolidated)", permissions=["change"])
+    def pin_selected(self, request: HttpRequest, queryset: QuerySet[Truth]) -> None:
+        count = curation.set_pinned(truth_ids=queryset.values_list("pk", flat=True), pinned=True)
+        self.message_user(request, PINNED.format(count=count), messages.SUCCESS)
+
+    @admin.action(description="Unpin selected truths", permissions=["change"])
+    def unpin_selected(self, request: HttpRequest, queryset: QuerySet[Truth]) -> None:
+        count = curation.set_pinned(truth_ids=queryset.values_list("pk", flat=True), pinned=False)
+        self.message_user(request, UNPINNED.format(count=count), messages.SUCCESS)
+
+    @admin.action(description="Queue a dry run (preview) for the users of the selected truths", permissions=["change"])
+    def queue_dry_run(self, request: HttpRequest, queryset: QuerySet[Truth]) -> None:
+        self._queue(request, queryset, mode=ConsolidationRun.Mode.DRY_RUN)
+
+    @admin.action(description="Queue a consolidation run for the users of the selected truths", permissions=["change"])
+    def queue_real_run(self, request: HttpRequest, queryset: QuerySet[Truth]) -> None:
+        self._queue(request, queryset, mode=ConsolidationRun.Mode.QUEUED)
+
+    def _queue(self, request: HttpRequest, queryset: QuerySet[Truth], *, mode: str) -> None:
+        user_ids = list(queryset.order_by().values_list("user_id", flat=True).distinct())
+        try:
+            runs = tasks.enqueue_users(
+                user_ids, mode=mode, trigger=ConsolidationRun.Trigger.ADMIN, judge=get_judge_client().name
+            )
+        except (InvalidInput, ImproperlyConfigured) as exc:
+            self.message_user(request, QUEUE_FAILED.format(error=exc), messages.ERROR)
+            return
+        links = format_html_join(
+            ", ",
+            '<a href="{}">run {}</a>',
+            ((reverse("admin:iris_consolidation_consolidationrun_change", args=[r.pk]), str(r.pk)[:8]) for r in runs),
+        )
+        message = format_html(QUEUED, what=WHAT[mode], users=len(runs), links=links)
+        self.message_user(request, message, messages.SUCCESS)

@@ -1,0 +1,175 @@
+"""Builds real lineages for tests and benchmarks: verdicts go through the validator and
+``merging.record_review``, exactly as a run's phase 2 writes them (only the judge call
+is replaced by a verdict written here)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from iris_consolidation.llm.base import Action, Verdict
+from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
+from iris_consolidation.services import consolidation, judging, merging, validation
+
+MODEL = "openai/stub-judge"
+PROMPT_VERSION = "judge-3"
+JUDGE = f"llm:{MODEL}"
+
+#: Ways of saying one fact; a generation-5 lineage merges dozens of them.
+PARAPHRASES = (
+    "Has a son named Tomas",
+    "Is the father of a boy called Tomas",
+    "Tomas is his son",
+    "Has a little boy, Tomas",
+    "Has often mentioned his son Tomas",
+    "His son is called Tomas",
+    "Is dad to Tomas",
+    "He talks about his son Tomas",
+)
+TOPICS = (
+    "school",
+    "football",
+    "holidays",
+    "birthdays",
+    "homework",
+    "swimming",
+    "bedtime",
+    "music",
+    "cooking",
+    "the park",
+    "drawing",
+    "reading",
+    "bikes",
+    "the zoo",
+    "chess",
+    "camping",
+)
+#: Merged contents by generation: each keeps the name, so the validator accepts them.
+MERGED = {
+    1: "Has a son named Tomas",
+    2: "Has a son called Tomas",
+    3: "Is the father of a son named Tomas",
+    4: "Has a son, Tomas",
+    5: "Is the father of Tomas, his son",
+}
+
+
+def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {
+            "alias": alias,
+            "id": t.pk,
+            "content": t.content,
+            "created_at": t.created_at.isoformat(),
+            "updated_at": t.updated_at.isoformat(),
+            "generation": t.generation,
+            "origin": t.origin,
+            "pinned": t.pinned,
+            "score": t.score,
+            "protected": request.member(alias).protected,
+        }
+        for alias, t in by_alias.items()
+    )
+
+
+def new_run(*, mode: str = "sync", user_id: int | None = None) -> ConsolidationRun:
+    """A finished run to hang reviews on."""
+    run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user_id, judge=JUDGE)
+    run.status = ConsolidationRun.Status.DONE
+    run.started_at = timezone.now() - timedelta(seconds=3)
+    run.finished_at = timezone.now()
+    run.save()
+    return run
+
+
+def judge_and_record(
+    truths: Sequence[Truth],
+    actions: Sequence[Action],
+    *,
+    run: ConsolidationRun,
+    reasoning: str,
+    tokens: int = 420,
+    latency_ms: int = 830,
+) -> ClusterReview:
+    """Validate ``actions`` over ``truths`` (aliases t1, t2... oldest first) and record them."""
+    request, by_alias = judging.build_request(list(truths))
+    verdict = Verdict(
+        actions=tuple(actions),
+        reasoning=reasoning,
+        raw='{"actions": [], "reasoning": "recorded by the test builder"}',
+        model=MODEL,
+        prompt_version=PROMPT_VERSION,
+        tokens=tokens,
+        latency_ms=latency_ms,
+        llm_calls=1,
+    )
+    result = validation.validate(request, verdict.actions, max_length=1000, max_generation=5)
+    draft = merging.ReviewDraft(
+        run_id=run.pk,
+        user_id=truths[0].user_id,
+        key=judging.cluster_key(list(truths)),
+        snapshot=_snapshot(by_alias, request),
+        similarities={alias: round(1.0 - i * 0.03, 3) for i, alias in enumerate(by_alias)},
+        judge=JUDGE,
+        verdict=verdict,
+        accepted=result.accepted,
+        rejections=result.rejections,
+    )
+    return merging.record_review(draft=draft, dry_run=run.is_dry_run)
+
+
+def merge(truths: Sequence[Truth], *, content: str, run: ConsolidationRun, reasoning: str | None = None) -> Truth:
+    """Merge ``truths`` into a new truth with ``content``; returns it (raises if refused)."""
+    ordered = sorted(truths, key=lambda t: (t.created_at, t.pk))
+    aliases = tuple(f"t{i}" for i in range(1, len(ordered) + 1))
+    action = Action(action="merge", ids=aliases, content=content, reason="All members state the same fact.")
+    review = judge_and_record(
+        ordered,
+        [action],
+        run=run,
+        reasoning=reasoning or f"{' and '.join(aliases)} say the same thing about Tomas in other words; merged.",
+    )
+    assert review.applied or review.outcome == ClusterReview.Outcome.PREVIEW, review.skip_reason
+    if review.outcome == ClusterReview.Outcome.PREVIEW:
+        return ordered[0]
+    return Truth.all_objects.get(pk=review.applied_actions[0]["result_id"])
+
+
+def supersede(old: Truth, new: Truth, *, run: ConsolidationRun, reasoning: str) -> ClusterReview:
+    """Retire ``old`` in favour of the later ``new``."""
+    action = Action(action="supersede", old=("t1",), new="t2", reason="The later statement replaces the earlier one.")
+    review = judge_and_record([old, new], [action], run=run, reasoning=reasoning)
+    assert review.applied, review.skip_reason
+    return review
+
+
+def originals(user: Any, count: int, *, start: Any = None) -> list[Truth]:
+    """``count`` promoted generation-0 paraphrases about Tomas, one minute apart."""
+    start = start or timezone.now() - timedelta(days=60)
+    return [
+        Truth.objects.create(
+            user=user,
+            content=f"{PARAPHRASES[i % len(PARAPHRASES)]} (said while talking about {TOPICS[i % len(TOPICS)]})",
+            created_at=start + timedelta(minutes=i),
+            score=0.5 + (i % 5) / 10,
+            source=f"session:{1000 + i}",
+        )
+        for i in range(count)
+    ]
+
+
+def generation_tree(user: Any, *, generations: int = 5) -> tuple[Truth, list[Truth], list[ConsolidationRun]]:
+    """A truth of generation ``generations`` built by pairwise merges from
+    ``2 ** generations`` originals, one run per generation (32 originals for 5).
+    Returns (root, originals, runs)."""
+    level = originals(user, 2**generations)
+    first = list(level)
+    runs = []
+    for generation in range(1, generations + 1):
+        run = new_run(user_id=user.pk)
+        runs.append(run)
+        level = [merge(level[i : i + 2], content=MERGED[min(generation, 5)], run=run) for i in range(0, len(level), 2)]
+    return level[0], first, runs
