@@ -78,6 +78,7 @@ class LiteLLMJudge:
         self.timeout = timeout
         self.attempts = max(1, attempts)
         self.name = f"llm:{model}"
+        self.calls_model = True
 
     @classmethod
     def from_settings(cls) -> LiteLLMJudge:
