@@ -74,6 +74,10 @@ CHANGE_MARKERS = (
     "has since", "used to", "was moved", "got rid",
 )
 
+#: Words that say a state has ended ("Worked there until 2023", "used to"): such a
+#: statement covers another span of time than one without them.
+TIME_ENDED = ("until", "till", "formerly", "former", "previously", "used to", "anymore", "any more", "no longer")
+
 _stemmer = snowballstemmer.stemmer("english")
 
 
@@ -252,3 +256,18 @@ def states_change(text: str) -> bool:
     """Whether ``text`` says a state changed ("Moved to Berlin", "no longer", "now")."""
     haystack = f" {normalise(text)} "
     return any(f" {marker} " in haystack for marker in CHANGE_MARKERS)
+
+
+def time_ended(text: str) -> bool:
+    """Whether ``text`` says its state has ended ("until 2023", "used to", "no longer")."""
+    haystack = f" {normalise(text)} "
+    return any(f" {marker} " in haystack for marker in TIME_ENDED)
+
+
+def reordered(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` use the same words with content words in another order
+    ("Works as an accountant at Birch" / "Birch as an accountant at Works")."""
+    words_a, words_b = tokens(a), tokens(b)
+    if sorted(words_a) != sorted(words_b):
+        return False
+    return [w for w in words_a if w not in STOPWORDS] != [w for w in words_b if w not in STOPWORDS]

@@ -21,6 +21,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-list d
 
 import litellm  # noqa: E402
 
+litellm.suppress_debug_info = True  # no "Give Feedback" banners on the operator's terminal
+
 from ..conf import app_settings  # noqa: E402
 from ..exceptions import (  # noqa: E402
     EmbeddingError,

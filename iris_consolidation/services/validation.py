@@ -11,10 +11,11 @@ The rules (DESIGN.md "Validation", issue 3), checked in this order for each acti
   created by the user or the assistant) is never retired or reworded: it may survive a
   merge whose content is exactly its text, and at most one protected member per merge;
 - merge: two or more members; content non-empty and at most ``max_length`` characters;
-  members whose negation, names or numbers differ never merge, nor a role swap (same
-  words, names in another order), nor a contrast (the same frame with one thing swapped,
-  "Owns a red bicycle" / "Owns a red car"); the content keeps every number, date and
-  name of every source and their negation, names them in no swapped order, and adds no
+  members whose negation, names, numbers, dates or span of time ("until", "used to")
+  differ never merge, nor a role swap (same words, names in another order), nor a contrast (the same frame with one thing swapped,
+  "Owns a red bicycle" / "Owns a red car"); in a merge of three or more members every
+  two share a word or detail (no chain A~B~C, as in clustering); the content keeps every number, date and
+  name of every source and their negation, reorders no source's words, and adds no
   detail and no content word that no source stated; the result stays below the limit;
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``), and the new one says the state changed
@@ -48,6 +49,9 @@ POLARITY_DIFFERS = "{a!r} and {b!r} differ in negation; a statement never merges
 NAMES_DIFFER = "{a!r} and {b!r} name different people or things ({names}); they stay apart."
 NUMBERS_DIFFER = "{a!r} and {b!r} give different numbers ({numbers}); they stay apart."
 ROLE_SWAP = "{a!r} and {b!r} use the same words with names in another order (a role swap); they stay apart."
+CHAINED = "{a!r} and {b!r} share no word or detail; a merge of three or more members must not chain unrelated facts."
+REORDERED = "The merged content uses the words of {alias!r} in another order, which can swap who does what."
+TIME_SPAN_DIFFERS = "{a!r} and {b!r} cover different spans of time (one says its state ended); they stay apart."
 CONTRAST = "{a!r} and {b!r} say different things in the same frame ({words}); distinct facts stay apart."
 SUPERSEDE_SELF = "A supersede cannot retire its own 'new' member."
 SUPERSEDE_EMPTY = "A supersede needs at least one 'old' member."
@@ -95,6 +99,8 @@ def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> st
         return NAMES_DIFFER.format(a=a.alias, b=b.alias, names=", ".join(sorted(names_a ^ names_b)))
     if _role_swap(a.content, b.content, known=known):
         return ROLE_SWAP.format(a=a.alias, b=b.alias)
+    if textfacts.time_ended(a.content) != textfacts.time_ended(b.content):
+        return TIME_SPAN_DIFFERS.format(a=a.alias, b=b.alias)
     nums_a = {n.lower() for n in textfacts.numbers(a.content)}
     nums_b = {n.lower() for n in textfacts.numbers(b.content)}
     if nums_a and nums_b and nums_a != nums_b:
@@ -119,6 +125,8 @@ def _check_content(content: str, members: list[MemberView], *, known: frozenset[
             return POLARITY_DIFFERS.format(a=member.alias, b=MERGED_CONTENT)
         if _role_swap(member.content, content, known=known):
             return ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
+        if textfacts.reordered(member.content, content):
+            return REORDERED.format(alias=member.alias)
     stated = set().union(*(textfacts.details(m.content, known=known) for m in members))
     for detail in sorted(textfacts.details(content, known=known) - stated):
         if not any(textfacts.contains_detail(m.content, detail) for m in members):
@@ -154,7 +162,17 @@ def _check_merge(
             conflict = _pair_conflict(a, b, known=known)
             if conflict:
                 return conflict
+            if len(members) > 2 and not _share(a.content, b.content, known=known):
+                return CHAINED.format(a=a.alias, b=b.alias)
     return _check_content(content, members, known=known)
+
+
+def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
+    """Whether ``a`` and ``b`` share a content word or a detail."""
+    if textfacts.details(a, known=known) & textfacts.details(b, known=known):
+        return True
+    stems_b = textfacts.content_stems(b)
+    return any(textfacts.same_stem(x, y) for x in textfacts.content_stems(a) for y in stems_b)
 
 
 def _check_supersede(action: Action, request: JudgeRequest) -> str | None:
