@@ -16,7 +16,7 @@ The rules (DESIGN.md "Validation", issue 3), checked in this order for each acti
   "Owns a red bicycle" / "Owns a red car"); in a merge of three or more members every
   two share a word or detail (no chain A~B~C, as in clustering); the content keeps every number, date and
   name of every source and their negation, reorders no source's words, and adds no
-  detail and no content word that no source stated; the result stays below the limit;
+  detail and no content word that no source stated;
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``), and the new one says the state changed
   ("moved", "now", "no longer", ... see ``textfacts.CHANGE_MARKERS``), so a still-true
@@ -57,7 +57,6 @@ SUPERSEDE_SELF = "A supersede cannot retire its own 'new' member."
 SUPERSEDE_EMPTY = "A supersede needs at least one 'old' member."
 SUPERSEDE_BACKWARDS = "{old!r} was stated after {new!r}; the newer statement never retires in favour of an older one."
 SUPERSEDE_NO_CHANGE = "{new!r} does not say that anything changed (e.g. moved, now, no longer); {old!r} stays as a fact of its own."
-GENERATION_LIMIT = "The merge would make generation {generation}; the limit is {limit}."
 MERGED_CONTENT = "merged content"
 
 
@@ -137,9 +136,7 @@ def _check_content(content: str, members: list[MemberView], *, known: frozenset[
     return None
 
 
-def _check_merge(
-    action: Action, request: JudgeRequest, *, max_length: int, max_generation: int, known: frozenset[str]
-) -> str | None:
+def _check_merge(action: Action, request: JudgeRequest, *, max_length: int, known: frozenset[str]) -> str | None:
     members = [request.member(alias) for alias in action.ids]
     if len(members) < 2:
         return TOO_FEW
@@ -153,10 +150,6 @@ def _check_merge(
         return TOO_LONG.format(length=len(content), limit=max_length)
     if protected and content != protected[0].content.strip():
         return PROTECTED_RETIRED.format(alias=protected[0].alias)
-    if not protected:
-        generation = max(m.generation for m in members) + 1
-        if generation > max_generation:
-            return GENERATION_LIMIT.format(generation=generation, limit=max_generation)
     for i, a in enumerate(members):
         for b in members[i + 1 :]:
             conflict = _pair_conflict(a, b, known=known)
@@ -164,7 +157,7 @@ def _check_merge(
                 return conflict
             if len(members) > 2 and not _share(a.content, b.content, known=known):
                 return CHAINED.format(a=a.alias, b=b.alias)
-    return _check_content(content, members, known=known)
+    return _check_content(content, members, known=known | textfacts.known_names([content]))
 
 
 def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
@@ -227,9 +220,7 @@ def validate(
                 reason = AT_GENERATION_LIMIT.format(alias=limit[0], limit=max_generation)
         if reason is None:
             if action.action == "merge":
-                reason = _check_merge(
-                    action, request, max_length=max_length, max_generation=max_generation, known=known
-                )
+                reason = _check_merge(action, request, max_length=max_length, known=known)
             else:
                 reason = _check_supersede(action, request)
         if reason is None:
