@@ -29,10 +29,14 @@ SHARED_EVAL = Path(os.environ.get("IRIS_SHARED_DIR") or ROOT.parent / "shared") 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--golden", nargs="*", default=[str(SHARED_EVAL / "judge_golden.jsonl"), str(SHARED_EVAL / "public_cases.jsonl")]
+        "--golden",
+        nargs="*",
+        default=[str(SHARED_EVAL / "judge_golden.jsonl"), str(SHARED_EVAL / "public_cases.jsonl")],
     )
     parser.add_argument("--mode", nargs="*", help="Modes to run (default: all).")
-    parser.add_argument("--timeout", type=float, default=1.0, help="Judge timeout in seconds (the timeout mode waits 2x).")
+    parser.add_argument(
+        "--timeout", type=float, default=1.0, help="Judge timeout in seconds (the timeout mode waits 2x)."
+    )
     args = parser.parse_args()
 
     import django

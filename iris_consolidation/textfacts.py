@@ -37,7 +37,9 @@ _CONTRACTIONS = [
 ]
 _WORD = re.compile(r"[0-9]+(?:[.,:/-][0-9]+)*|[^\W\d_]+(?:['’-][^\W\d_]+)*", re.UNICODE)
 _RAW_WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*|[.!?;:]", re.UNICODE)
-NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "dislikes", "hates"})
+NEGATIONS = frozenset(
+    {"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "dislikes", "hates"}
+)
 MONTHS = frozenset(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday "
@@ -64,14 +66,43 @@ STOPWORDS = frozenset(
 )
 #: Words of preference, reduced to one stem so that "Likes green best" and "Favourite
 #: colour is green" share it.
-_PREFERENCE = frozenset("like likes liked love loves loved enjoy enjoys enjoyed prefer prefers preferred favourite favourites favorite favorites fond".split())
+_PREFERENCE = frozenset(
+    "like likes liked love loves loved enjoy enjoys enjoyed prefer prefers preferred "
+    "favourite favourites favorite favorites fond".split()
+)
 #: Words in a newer statement that say the state changed, so an older one may retire
 #: in its favour. Phrases are matched on the normalised text.
 CHANGE_MARKERS = (
-    "now", "no longer", "anymore", "any more", "not anymore", "instead", "moved", "moves", "switched",
-    "replaced", "changed", "stopped", "quit", "left", "became", "becomes", "started", "new",
-    "rescheduled", "updated", "married", "divorced", "graduated", "retired", "sold", "gave up",
-    "has since", "used to", "was moved", "got rid",
+    "now",
+    "no longer",
+    "anymore",
+    "any more",
+    "not anymore",
+    "instead",
+    "moved",
+    "moves",
+    "switched",
+    "replaced",
+    "changed",
+    "stopped",
+    "quit",
+    "left",
+    "became",
+    "becomes",
+    "started",
+    "new",
+    "rescheduled",
+    "updated",
+    "married",
+    "divorced",
+    "graduated",
+    "retired",
+    "sold",
+    "gave up",
+    "has since",
+    "used to",
+    "was moved",
+    "got rid",
 )
 
 #: Words that say a state has ended ("Worked there until 2023", "used to"): such a
@@ -218,7 +249,10 @@ def content_stems(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
     return {
         stem(_singular(t))
         for t in words
-        if t not in STOPWORDS and t not in NEGATIONS and _singular(t) not in skip and t not in skip
+        if t not in STOPWORDS
+        and t not in NEGATIONS
+        and _singular(t) not in skip
+        and t not in skip
         and not t[0].isdigit()
     }
 

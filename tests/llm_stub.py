@@ -46,7 +46,9 @@ def text(content: str, finish_reason: str = "stop") -> Reply:
 
 
 def error(status: int, *, headers: dict[str, str] | None = None, message: str = "scripted error") -> Reply:
-    return Reply(status=status, headers=headers or {}, body={"error": {"message": message, "type": "scripted", "code": status}})
+    return Reply(
+        status=status, headers=headers or {}, body={"error": {"message": message, "type": "scripted", "code": status}}
+    )
 
 
 def hang(seconds: float, then: Reply | None = None) -> Reply:
@@ -108,7 +110,16 @@ class StubLLMServer:
                     vector = [0.0] * dims
                     vector[hash(item) % dims] = 1.0
                     data.append({"object": "embedding", "index": i, "embedding": vector})
-                self._send(200, {"object": "list", "data": data, "model": payload.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}}, {})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": data,
+                        "model": payload.get("model"),
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    },
+                    {},
+                )
 
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
                 raw = json.dumps(body).encode()
@@ -217,7 +228,8 @@ def _swap_names(truths: list[dict[str, Any]]) -> Reply:
         names = re.findall(r"\b[A-Z][a-z]+\b", t["content"])
         if len(set(names)) >= 2:
             a, b = names[0], next(n for n in names if n != names[0])
-            swapped = re.sub(rf"\b({a}|{b})\b", lambda m: b if m.group(0) == a else a, t["content"])
+            swap = {a: b, b: a}
+            swapped = re.sub(rf"\b({a}|{b})\b", lambda m, swap=swap: swap[m.group(0)], t["content"])
             return verdict([_merge([x["id"] for x in truths], swapped)])
     return verdict([], "no two names to swap")
 

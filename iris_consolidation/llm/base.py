@@ -7,7 +7,7 @@ actions over aliases; members named in no action are kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 

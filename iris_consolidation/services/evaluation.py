@@ -228,9 +228,7 @@ def _score_case(case: Case, by_alias: dict[str, Truth], reviews: list[ClusterRev
     together = [set(a["ids"]) if a["action"] == "merge" else {*a["old"], a["new"]} for a in case.actions]
     for key in applied:
         joined = set(key[1]) | (set(key[2]) if key[0] == "supersede" else set())
-        apart = sorted(
-            f"{x}+{y}" for x in joined for y in joined if x < y and not any({x, y} <= t for t in together)
-        )
+        apart = sorted(f"{x}+{y}" for x in joined for y in joined if x < y and not any({x, y} <= t for t in together))
         if apart:
             harms.append(f"{_describe(key)} joins {', '.join(apart)}, expected apart")
     for alias, truth in by_alias.items():

@@ -41,7 +41,9 @@ def is_protected(truth: Truth, *, max_generation: int) -> bool:
     return truth.pinned or truth.origin not in CONSOLIDATABLE_ORIGINS or truth.generation >= max_generation
 
 
-def build_request(truths: Sequence[Truth], *, max_generation: int | None = None) -> tuple[JudgeRequest, dict[str, Truth]]:
+def build_request(
+    truths: Sequence[Truth], *, max_generation: int | None = None
+) -> tuple[JudgeRequest, dict[str, Truth]]:
     """A ``JudgeRequest`` over ``truths`` (sorted oldest first, aliased t1, t2, ...),
     and the alias -> truth map. Aliases are valid for this call only."""
     max_generation = max_generation or app_settings.MAX_GENERATION
@@ -214,13 +216,11 @@ def judge_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed: 
         rejections.extend(result.rejections)
     combined = _combine(state.parts, state.raws, state.calls)
     if combined is not None:
+        notes = [PREPASS_REASONING.format(reasoning=pre_verdict.reasoning)] if pre.accepted else []
         combined = replace(
             combined,
             actions=(*pre_verdict.actions, *combined.actions),
-            reasoning="\n".join(
-                r for r in (PREPASS_REASONING.format(reasoning=pre_verdict.reasoning) if pre.accepted else "",
-                            combined.reasoning) if r
-            ),
+            reasoning="\n".join([*notes, combined.reasoning]),
         )
     error = ""
     if state.failed:

@@ -12,11 +12,12 @@ The rules (DESIGN.md "Validation", issue 3), checked in this order for each acti
   merge whose content is exactly its text, and at most one protected member per merge;
 - merge: two or more members; content non-empty and at most ``max_length`` characters;
   members whose negation, names, numbers, dates or span of time ("until", "used to")
-  differ never merge, nor a role swap (same words, names in another order), nor a contrast (the same frame with one thing swapped,
-  "Owns a red bicycle" / "Owns a red car"); in a merge of three or more members every
-  two share a word or detail (no chain A~B~C, as in clustering); the content keeps every number, date and
-  name of every source and their negation, reorders no source's words, and adds no
-  detail and no content word that no source stated;
+  differ never merge, nor a role swap (same words, names in another order), nor a
+  contrast (the same frame with one thing swapped: "Owns a red bicycle" / "Owns a red
+  car"); in a merge of three or more members every two share a word or detail (no
+  chain A~B~C, as in clustering); the content keeps every number, date and name of
+  every source and their negation, reorders no source's words, and adds no detail and
+  no content word that no source stated;
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``), and the new one says the state changed
   ("moved", "now", "no longer", ... see ``textfacts.CHANGE_MARKERS``), so a still-true
@@ -56,7 +57,9 @@ CONTRAST = "{a!r} and {b!r} say different things in the same frame ({words}); di
 SUPERSEDE_SELF = "A supersede cannot retire its own 'new' member."
 SUPERSEDE_EMPTY = "A supersede needs at least one 'old' member."
 SUPERSEDE_BACKWARDS = "{old!r} was stated after {new!r}; the newer statement never retires in favour of an older one."
-SUPERSEDE_NO_CHANGE = "{new!r} does not say that anything changed (e.g. moved, now, no longer); {old!r} stays as a fact of its own."
+SUPERSEDE_NO_CHANGE = (
+    "{new!r} does not say that anything changed (e.g. moved, now, no longer); {old!r} stays as a fact of its own."
+)
 MERGED_CONTENT = "merged content"
 
 

@@ -172,7 +172,12 @@ def test_pairs_are_scored_through_embedding_clustering_and_the_judge(tmp_path):
     _write_jsonl(tmp_path / "d.truths.jsonl", truths)
     texts = [t["content"] for t in truths]
     pairs = [
-        {"user": "p1", "a": a, "b": b, "label": "same" if {a, b} == {texts[0], texts[1]} or {a, b} == {texts[2], texts[3]} else "different"}
+        {
+            "user": "p1",
+            "a": a,
+            "b": b,
+            "label": "same" if {a, b} == {texts[0], texts[1]} or {a, b} == {texts[2], texts[3]} else "different",
+        }
         for i, a in enumerate(texts)
         for b in texts[i + 1 :]
     ]
@@ -188,7 +193,12 @@ def test_pairs_are_scored_through_embedding_clustering_and_the_judge(tmp_path):
 @pytest.mark.slow
 def test_personachat_pairs_score_with_the_rule_judge(shared_dir):
     lines = _eval(
-        "--pairs", str(shared_dir / "data" / "personachat_revised.pairs.jsonl"), "--threshold", "0.75", "--judge", "rules"
+        "--pairs",
+        str(shared_dir / "data" / "personachat_revised.pairs.jsonl"),
+        "--threshold",
+        "0.75",
+        "--judge",
+        "rules",
     )
 
     assert lines[-1].startswith("pairs=2908 same=324 ")

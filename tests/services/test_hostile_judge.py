@@ -138,16 +138,31 @@ def test_newest_statement_never_retires_in_favour_of_the_oldest(llm_server, trut
 @pytest.mark.parametrize(
     ("mode", "contents", "reason"),
     [
-        ("drop_number", ("Runs 10 km every Sunday", "Does a 10 km run each Sunday"),
-         v.LOST_DETAIL.format(detail="10", alias="t1")),
-        ("drop_date", ("Birthday is on 14 March", "Was born on March 14"),
-         v.LOST_DETAIL.format(detail="march", alias="t1")),
-        ("drop_name", ("Has a son named Tomas", "Is the father of a boy called Tomas"),
-         v.LOST_DETAIL.format(detail="tomas", alias="t1")),
-        ("drop_negation", ("Does not eat meat", "Never eats meat"),
-         v.POLARITY_DIFFERS.format(a="t1", b=v.MERGED_CONTENT)),
-        ("role_swap", ("Nadia manages Oskar", "Nadia is the manager of Oskar"),
-         v.ROLE_SWAP.format(a="t1", b=v.MERGED_CONTENT)),
+        (
+            "drop_number",
+            ("Runs 10 km every Sunday", "Does a 10 km run each Sunday"),
+            v.LOST_DETAIL.format(detail="10", alias="t1"),
+        ),
+        (
+            "drop_date",
+            ("Birthday is on 14 March", "Was born on March 14"),
+            v.LOST_DETAIL.format(detail="march", alias="t1"),
+        ),
+        (
+            "drop_name",
+            ("Has a son named Tomas", "Is the father of a boy called Tomas"),
+            v.LOST_DETAIL.format(detail="tomas", alias="t1"),
+        ),
+        (
+            "drop_negation",
+            ("Does not eat meat", "Never eats meat"),
+            v.POLARITY_DIFFERS.format(a="t1", b=v.MERGED_CONTENT),
+        ),
+        (
+            "role_swap",
+            ("Nadia manages Oskar", "Nadia is the manager of Oskar"),
+            v.ROLE_SWAP.format(a="t1", b=v.MERGED_CONTENT),
+        ),
         ("no_reason", ("Likes tea", "Enjoys tea"), v.NO_REASON),
     ],
 )
@@ -211,9 +226,7 @@ def test_failing_cluster_is_bisected_and_the_judgeable_half_applied(llm_server, 
     assert [len(llm_server.truths_of(r)) for r in llm_server.chat_requests()] == [4, 4, 2, 2, 2]
 
 
-def test_timeout_stops_the_model_for_that_user_but_not_the_pre_pass(
-    llm_server, truth_factory, run_factory, settings
-):
+def test_timeout_stops_the_model_for_that_user_but_not_the_pre_pass(llm_server, truth_factory, run_factory, settings):
     settings.IRIS_CONSOLIDATION_LLM_TIMEOUT = 0.5
     first = [truth_factory("Likes tea"), truth_factory("Enjoys tea")]
     second = [
@@ -247,9 +260,7 @@ def test_timeout_stops_the_model_for_that_user_but_not_the_pre_pass(
 
 
 @pytest.mark.parametrize("status", [401, 500])
-def test_auth_and_server_errors_fail_the_cluster_and_change_nothing(
-    llm_server, truth_factory, run_factory, status
-):
+def test_auth_and_server_errors_fail_the_cluster_and_change_nothing(llm_server, truth_factory, run_factory, status):
     a = truth_factory("Likes tea")
     b = truth_factory("Enjoys tea")
     llm_server.script = [llm_stub.error(status)]
@@ -278,7 +289,14 @@ def test_model_sees_the_pre_pass_result_and_can_merge_it_further(llm_server, tru
     c = truth_factory("Volunteers with the HVRA on weekends")
     llm_server.script = [
         llm_stub.verdict(
-            [{"action": "merge", "ids": ["t1", "t3"], "content": "Volunteers with the HVRA on weekends", "reason": "same"}]
+            [
+                {
+                    "action": "merge",
+                    "ids": ["t1", "t3"],
+                    "content": "Volunteers with the HVRA on weekends",
+                    "reason": "same",
+                }
+            ]
         )
     ]
 

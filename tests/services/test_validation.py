@@ -18,7 +18,9 @@ def _request(*contents: str, **flags: dict[str, object]) -> JudgeRequest:
     members = []
     for i, content in enumerate(contents, start=1):
         alias = f"t{i}"
-        members.append(MemberView(alias=alias, content=content, created_at=T0 + timedelta(days=i), **flags.get(alias, {})))
+        members.append(
+            MemberView(alias=alias, content=content, created_at=T0 + timedelta(days=i), **flags.get(alias, {}))
+        )
     return JudgeRequest(members=tuple(members))
 
 
@@ -73,9 +75,7 @@ def test_a_member_takes_part_in_one_action_only():
 
 def test_merged_content_is_bounded_in_length():
     request = _request("Likes tea", "Enjoys tea")
-    assert _reasons(request, _merge(("t1", "t2"), "Likes tea"), max_length=5) == [
-        v.TOO_LONG.format(length=9, limit=5)
-    ]
+    assert _reasons(request, _merge(("t1", "t2"), "Likes tea"), max_length=5) == [v.TOO_LONG.format(length=9, limit=5)]
 
 
 def test_protected_member_survives_only_with_its_own_text():
@@ -103,20 +103,34 @@ def test_member_at_the_generation_limit_takes_part_in_nothing():
 @pytest.mark.parametrize(
     ("contents", "content", "reason"),
     [
-        (("Runs 10 km every Sunday", "Does a 10 km run each Sunday"), "Runs every Sunday",
-         v.LOST_DETAIL.format(detail="10", alias="t1")),
-        (("Birthday is on 14 March", "Was born on March 14"), "Birthday is on 14",
-         v.LOST_DETAIL.format(detail="march", alias="t1")),
-        (("Has a son named Tomas", "Is the father of a boy called Tomas"), "Has a son",
-         v.LOST_DETAIL.format(detail="tomas", alias="t1")),
-        (("Does not eat meat", "Never eats meat"), "Eats meat",
-         v.POLARITY_DIFFERS.format(a="t1", b=v.MERGED_CONTENT)),
+        (
+            ("Runs 10 km every Sunday", "Does a 10 km run each Sunday"),
+            "Runs every Sunday",
+            v.LOST_DETAIL.format(detail="10", alias="t1"),
+        ),
+        (
+            ("Birthday is on 14 March", "Was born on March 14"),
+            "Birthday is on 14",
+            v.LOST_DETAIL.format(detail="march", alias="t1"),
+        ),
+        (
+            ("Has a son named Tomas", "Is the father of a boy called Tomas"),
+            "Has a son",
+            v.LOST_DETAIL.format(detail="tomas", alias="t1"),
+        ),
+        (("Does not eat meat", "Never eats meat"), "Eats meat", v.POLARITY_DIFFERS.format(a="t1", b=v.MERGED_CONTENT)),
         (("Likes tea", "Enjoys tea"), "Likes tea since 2019", v.INVENTED_DETAIL.format(detail="2019")),
         (("Likes tea", "Enjoys tea"), "Likes green tea", v.INVENTED_WORDS.format(words="'green'")),
-        (("Nadia manages Oskar", "Nadia is the manager of Oskar"), "Oskar manages Nadia",
-         v.ROLE_SWAP.format(a="t1", b=v.MERGED_CONTENT)),
-        (("Works as an accountant at Birch", "Is an accountant at Birch"), "Birch as an accountant at Works",
-         v.REORDERED.format(alias="t1")),
+        (
+            ("Nadia manages Oskar", "Nadia is the manager of Oskar"),
+            "Oskar manages Nadia",
+            v.ROLE_SWAP.format(a="t1", b=v.MERGED_CONTENT),
+        ),
+        (
+            ("Works as an accountant at Birch", "Is an accountant at Birch"),
+            "Birch as an accountant at Works",
+            v.REORDERED.format(alias="t1"),
+        ),
     ],
 )
 def test_merged_content_keeps_every_detail_and_adds_none(contents, content, reason):
@@ -127,13 +141,28 @@ def test_merged_content_keeps_every_detail_and_adds_none(contents, content, reas
     ("contents", "reason"),
     [
         (("Likes jazz", "Does not like jazz"), v.POLARITY_DIFFERS.format(a="t1", b="t2")),
-        (("Sister Ines lives in Lyon", "Brother Hugo lives in Lyon"), v.NAMES_DIFFER.format(a="t1", b="t2", names="hugo, ines")),
+        (
+            ("Sister Ines lives in Lyon", "Brother Hugo lives in Lyon"),
+            v.NAMES_DIFFER.format(a="t1", b="t2", names="hugo, ines"),
+        ),
         (("Has two cats", "Has three cats"), v.NUMBERS_DIFFER.format(a="t1", b="t2", numbers="three, two")),
-        (("Plays tennis on Tuesdays", "Plays tennis on Thursdays"), v.NAMES_DIFFER.format(a="t1", b="t2", names="thursdays, tuesdays")),
+        (
+            ("Plays tennis on Tuesdays", "Plays tennis on Thursdays"),
+            v.NAMES_DIFFER.format(a="t1", b="t2", names="thursdays, tuesdays"),
+        ),
         (("Nadia manages Oskar", "Oskar manages Nadia"), v.ROLE_SWAP.format(a="t1", b="t2")),
-        (("Is allergic to peanuts", "Is allergic to shellfish"), v.CONTRAST.format(a="t1", b="t2", words="peanut / shellfish")),
-        (("Drinks coffee with oat milk", "Drinks tea with oat milk"), v.CONTRAST.format(a="t1", b="t2", words="coffe / tea")),
-        (("Works on the payments team", "Worked on the payments team until 2023"), v.TIME_SPAN_DIFFERS.format(a="t1", b="t2")),
+        (
+            ("Is allergic to peanuts", "Is allergic to shellfish"),
+            v.CONTRAST.format(a="t1", b="t2", words="peanut / shellfish"),
+        ),
+        (
+            ("Drinks coffee with oat milk", "Drinks tea with oat milk"),
+            v.CONTRAST.format(a="t1", b="t2", words="coffe / tea"),
+        ),
+        (
+            ("Works on the payments team", "Worked on the payments team until 2023"),
+            v.TIME_SPAN_DIFFERS.format(a="t1", b="t2"),
+        ),
     ],
 )
 def test_members_that_say_different_things_never_merge_even_losslessly(contents, reason):
@@ -141,7 +170,9 @@ def test_members_that_say_different_things_never_merge_even_losslessly(contents,
 
 
 def test_three_members_that_only_chain_never_merge():
-    request = _request("Takes the 7:40 train to work", "Reads on the train during the commute", "Reads mystery novels before bed")
+    request = _request(
+        "Takes the 7:40 train to work", "Reads on the train during the commute", "Reads mystery novels before bed"
+    )
     content = "Takes the 7:40 train to work; Reads on the train during the commute; Reads mystery novels before bed"
     assert _reasons(request, _merge(("t1", "t2", "t3"), content)) == [v.CHAINED.format(a="t1", b="t3")]
 

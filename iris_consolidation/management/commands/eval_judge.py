@@ -42,7 +42,9 @@ class Command(BaseCommand):
                 cases = evaluation.load_cases(Path(options["golden"]))
                 report = evaluation.score_golden(cases, client=client, embedder=embedder)
             else:
-                threshold = options["threshold"] if options["threshold"] is not None else app_settings.SIMILARITY_THRESHOLD
+                threshold = (
+                    options["threshold"] if options["threshold"] is not None else app_settings.SIMILARITY_THRESHOLD
+                )
                 pairs = evaluation.score_pairs(
                     Path(options["pairs"]), threshold=threshold, client=client, embedder=embedder
                 )
