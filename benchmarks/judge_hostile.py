@@ -3,12 +3,16 @@
 Usage (from the repository root, with the project's database reachable):
 
     python benchmarks/judge_hostile.py [--golden FILE ...] [--mode MODE ...] [--timeout SECONDS]
+                                       [--pairs FILE --threshold F ...]
 
 For each mode of ``tests.llm_stub.HOSTILE_MODES`` it starts the scripted
 OpenAI-compatible stub on 127.0.0.1, points the LLM judge at it through litellm and
 runs ``services.evaluation.score_golden`` (the real pre-pass, prompt, judge,
 validator and merge, rolled back at the end). Prints one row per mode and file:
-correct/total, harmful, model calls, seconds. Nothing is written to the database.
+correct/total, harmful, model calls, seconds. With ``--pairs`` it also scores the
+same/different pairs per mode and threshold (``services.evaluation.score_pairs``):
+a mode that merges whatever the clustering offers shows how much of it the
+validator lets through. Nothing is written to the database.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ def main() -> int:
     parser.add_argument(
         "--timeout", type=float, default=1.0, help="Judge timeout in seconds (the timeout mode waits 2x)."
     )
+    parser.add_argument("--pairs", help="A pairs file to score per mode, e.g. personachat_revised.pairs.jsonl.")
+    parser.add_argument("--threshold", type=float, nargs="*", default=[0.75], help="Thresholds for --pairs.")
     args = parser.parse_args()
 
     import django
@@ -50,7 +56,7 @@ def main() -> int:
     from tests.llm_stub import HOSTILE_MODES, StubLLMServer, hostile
 
     files = [Path(f) for f in args.golden if Path(f).is_file()]
-    if not files:
+    if not files and not args.pairs:
         print(f"No golden file found ({', '.join(args.golden)}).", file=sys.stderr)
         return 2
     cases = {f: evaluation.load_cases(f) for f in files}
@@ -80,6 +86,19 @@ def main() -> int:
                     for result in report.results:
                         for harm in result.harms:
                             print(f"    {result.case.id}: {harm}")
+                for threshold in args.threshold if args.pairs else []:
+                    started = time.monotonic()
+                    pairs = evaluation.score_pairs(
+                        Path(args.pairs), threshold=threshold, client=client, embedder=embedder
+                    )
+                    figures = " ".join(
+                        f"{name}={'n/a' if value is None else f'{value:.3f}'}"
+                        for name, value in (("precision", pairs.precision), ("recall", pairs.recall), ("f1", pairs.f1))
+                    )
+                    print(
+                        f"{mode:<17} pairs@{threshold:<14} tp={pairs.tp} fp={pairs.fp} fn={pairs.fn} {figures} "
+                        f"rejected={pairs.rejected} calls={pairs.llm_calls} {time.monotonic() - started:.1f}s"
+                    )
     finally:
         server.stop()
     return 0
