@@ -15,7 +15,7 @@ from django.db.models import Q
 from pgvector.django import CosineDistance
 
 if TYPE_CHECKING:
-    pass
+    from .models import Truth
 
 
 class TruthQuerySet(models.QuerySet["Truth"]):
