@@ -134,7 +134,7 @@ def consolidate_cluster(
     """Phase 2 for one cluster: judge (outside any transaction), validate, record.
 
     For a judge that calls a model, the deterministic pre-pass runs first and the
-    model's failures are isolated (``judging.judge_cluster``); once the model is found
+    model's failures are isolated (``judging.decide_cluster``); once the model is found
     unreachable, later clusters of the same user in this run get the pre-pass only,
     and the run's notes say so. Returns the ``ClusterReview``. Raises
     ``JudgeRateLimited`` (nothing recorded) so the caller can wait and try again.
@@ -158,7 +158,7 @@ def consolidate_cluster(
     if len(truths) < 2:
         return merging.record_review(draft=merging.ReviewDraft(**draft_args, error=STALE_CLUSTER), dry_run=run.is_dry_run)
     stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=cluster.user_id)
-    judgement = judging.judge_cluster(request=request, client=client, model_allowed=not stopped)
+    judgement = judging.decide_cluster(request=request, client=client, model_allowed=not stopped)
     error = judgement.error
     if stopped and judgement.failed:
         error = LLM_TIER_STOPPED

@@ -4,7 +4,7 @@ call the injected client with failure isolation, validate every verdict.
 The client comes from the caller (``llm.get_judge_client()``); calls happen outside
 any transaction. Nothing here writes: ``merging.record_review`` applies the result.
 
-For a judge that calls a model (``client.calls_model``), ``judge_cluster`` works in
+For a judge that calls a model (``client.calls_model``), ``decide_cluster`` works in
 two stages:
 1. **Pre-pass** (no model call): the rule judge's provable merges (normalised text
    equal, or the same words with names in the same order), validated like any verdict.
@@ -135,7 +135,7 @@ def _judge_bisecting(request: JudgeRequest, client: JudgeClient, state: _Bisecti
         state.failed.extend(m.alias for m in request.members)
         return
     try:
-        verdict = client.judge(request)
+        verdict = judge_cluster(request=request, client=client)
     except JudgeResponseInvalid as exc:
         state.calls += int(getattr(exc, "llm_calls", 1))
         state.errors.append(str(exc))
@@ -170,7 +170,16 @@ def _combine(parts: list[tuple[JudgeRequest, Verdict]], raws: list[str], calls: 
     )
 
 
-def judge_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed: bool = True) -> Judgement:
+def judge_cluster(*, request: JudgeRequest, client: JudgeClient) -> Verdict:
+    """The client's verdict on ``request``, unvalidated (one call; see ``decide_cluster``).
+
+    Raises what the client raises: ``JudgeUnavailable`` (``JudgeRateLimited``) or
+    ``JudgeResponseInvalid``. Makes the client's model calls; writes nothing.
+    """
+    return client.judge(request)
+
+
+def decide_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed: bool = True) -> Judgement:
     """Judge and validate one cluster (see the module docstring); never writes.
 
     ``model_allowed=False`` runs the pre-pass only (the model tier was stopped for this

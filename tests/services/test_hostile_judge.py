@@ -324,7 +324,7 @@ def test_member_changed_after_judging_drops_the_action(llm_server, truth_factory
     ]
     run = run_factory()
     request, by_alias = judging.build_request([a, b])
-    judgement = judging.judge_cluster(request=request, client=get_judge_client())
+    judgement = judging.decide_cluster(request=request, client=get_judge_client())
     Truth.objects.filter(pk=b.pk).update(content="Enjoys green tea")
 
     review = merging.record_review(
