@@ -246,6 +246,9 @@ class ClusterReview(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
+    failed_members = models.JSONField(
+        default=list, blank=True, help_text="Aliases whose judgement failed even alone (bisection); kept as they were."
+    )
     raw_response = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 

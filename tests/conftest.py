@@ -18,7 +18,9 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # live_server + Play
 
 from tests.llm_stub import StubLLMServer  # noqa: E402
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+# The team's shared/ folder sits beside the repository (CI lays it out so); a worktree
+# elsewhere points at it with IRIS_SHARED_DIR.
+SHARED = Path(os.environ.get("IRIS_SHARED_DIR") or Path(__file__).resolve().parent.parent.parent / "shared")
 NO_SHARED = f"needs the team's shared folder at {SHARED} (absent in a user's clone)"
 
 _real_connect = socket.socket.connect

@@ -8,11 +8,17 @@ sets ``handler`` to a function of the parsed request. Every request is recorded 
 - ``text(content, finish_reason="stop")``: any content (malformed or cut-off JSON);
 - ``error(status, headers=..., body=...)``: an HTTP error, e.g. 429 with retry-after;
 - ``hang(seconds)``: sleep before answering (a timeout on the client side).
+
+``hostile(mode)`` is a ``handler`` that plays a careless or hostile model: it reads
+the truths of each request and answers with the attack named by ``mode`` (see
+``HOSTILE_MODES``). ``benchmarks/judge_hostile.py`` scores the golden set against
+each mode; the tests assert what each attack leaves in the database.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -40,7 +46,9 @@ def text(content: str, finish_reason: str = "stop") -> Reply:
 
 
 def error(status: int, *, headers: dict[str, str] | None = None, message: str = "scripted error") -> Reply:
-    return Reply(status=status, headers=headers or {}, body={"error": {"message": message, "type": "scripted", "code": status}})
+    return Reply(
+        status=status, headers=headers or {}, body={"error": {"message": message, "type": "scripted", "code": status}}
+    )
 
 
 def hang(seconds: float, then: Reply | None = None) -> Reply:
@@ -102,7 +110,16 @@ class StubLLMServer:
                     vector = [0.0] * dims
                     vector[hash(item) % dims] = 1.0
                     data.append({"object": "embedding", "index": i, "embedding": vector})
-                self._send(200, {"object": "list", "data": data, "model": payload.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}}, {})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": data,
+                        "model": payload.get("model"),
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    },
+                    {},
+                )
 
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
                 raw = json.dumps(body).encode()
@@ -151,3 +168,118 @@ class StubLLMServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+# --- a hostile model ---------------------------------------------------------------
+
+#: Attack -> what the stub answers for a cluster (t1 is the oldest member).
+HOSTILE_MODES: dict[str, str] = {
+    "merge_all": "merges every member, content = all texts joined",
+    "shortest": "merges every member into the shortest member's text",
+    "outside_ids": "merges the cluster plus ids that are not in it",
+    "retire_protected": "supersedes the protected members by the newest other one",
+    "wrong_supersede": "supersedes the newest member by the oldest",
+    "supersede_newest": "supersedes every older member by the newest",
+    "drop_number": "merges every member, content = all texts without their numbers",
+    "drop_date": "merges every member, content = all texts without months and weekdays",
+    "drop_name": "merges every member, content = all texts without capitalised names",
+    "drop_negation": "merges every member, content = all texts without negations",
+    "role_swap": "merges every member into a text whose first two names are swapped",
+    "no_reason": "merges every member (all texts joined) and gives no reason",
+    "non_json": "answers prose",
+    "cut_json": "answers a verdict cut off mid-way (finish_reason=length)",
+    "cut_json_stop": "answers a verdict cut off mid-way (finish_reason=stop)",
+    "timeout": "answers after the client's timeout",
+}
+
+_NUMBER = re.compile(
+    r"\b(\d+(?:[.,:/-]\d+)*|one|two|three|four|five|six|seven|eight|nine|ten|twice|once|dozen)\b", re.IGNORECASE
+)
+_DATE = re.compile(
+    r"\b(january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b",
+    re.IGNORECASE,
+)
+_NAME = re.compile(r"(?<=[\w,(] )[A-Z][\w-]*|\b[a-z]+[A-Z][\w]*")
+_NEGATION = re.compile(r"\b(not|never|no|none|nobody|nothing|without|no longer)\b\s*", re.IGNORECASE)
+
+
+def _tidy(text: str) -> str:
+    return re.sub(r"\s+([,.;)])", r"\1", re.sub(r"\s{2,}", " ", text)).strip()
+
+
+def _truths(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    return StubLLMServer.truths_of({"json": payload})
+
+
+def _merge(ids: list[str], content: str, reason: str = "They are the same fact.") -> dict[str, Any]:
+    return {"action": "merge", "ids": ids, "content": content, "reason": reason}
+
+
+def _merge_stripped(truths: list[dict[str, Any]], pattern: re.Pattern[str]) -> Reply:
+    if not any(pattern.search(t["content"]) for t in truths):
+        return verdict([], "nothing to drop here")
+    content = "; ".join(_tidy(pattern.sub("", t["content"])) for t in truths)
+    return verdict([_merge([t["id"] for t in truths], content)])
+
+
+def _swap_names(truths: list[dict[str, Any]]) -> Reply:
+    for t in truths:
+        names = re.findall(r"\b[A-Z][a-z]+\b", t["content"])
+        if len(set(names)) >= 2:
+            a, b = names[0], next(n for n in names if n != names[0])
+            swap = {a: b, b: a}
+            swapped = re.sub(rf"\b({a}|{b})\b", lambda m, swap=swap: swap[m.group(0)], t["content"])
+            return verdict([_merge([x["id"] for x in truths], swapped)])
+    return verdict([], "no two names to swap")
+
+
+def hostile(mode: str, *, hang_seconds: float = 10.0) -> Callable[[dict[str, Any]], Reply]:
+    """A ``handler`` answering every chat request with the attack ``mode``."""
+    if mode not in HOSTILE_MODES:
+        raise ValueError(f"unknown hostile mode {mode!r}; choose one of {', '.join(HOSTILE_MODES)}")
+
+    def handler(payload: dict[str, Any]) -> Reply:
+        truths = _truths(payload)
+        ids = [t["id"] for t in truths]
+        texts = [t["content"] for t in truths]
+        newest = max(truths, key=lambda t: (t["created_at"], t["id"]))
+        oldest = min(truths, key=lambda t: (t["created_at"], t["id"]))
+        if mode == "merge_all":
+            return verdict([_merge(ids, "; ".join(texts))])
+        if mode == "shortest":
+            return verdict([_merge(ids, min(texts, key=len))])
+        if mode == "outside_ids":
+            return verdict([_merge([*ids, "t99", "t0"], "; ".join(texts))])
+        if mode == "retire_protected":
+            protected = [t["id"] for t in truths if t["protected"]]
+            others = [t for t in truths if not t["protected"]]
+            if not protected or not others:
+                return verdict([], "no protected member to retire")
+            new = max(others, key=lambda t: (t["created_at"], t["id"]))["id"]
+            return verdict([{"action": "supersede", "old": protected, "new": new, "reason": "outdated"}])
+        if mode == "wrong_supersede":
+            return verdict([{"action": "supersede", "old": [newest["id"]], "new": oldest["id"], "reason": "changed"}])
+        if mode == "supersede_newest":
+            old = [i for i in ids if i != newest["id"]]
+            return verdict([{"action": "supersede", "old": old, "new": newest["id"], "reason": "the latest wins"}])
+        if mode == "drop_number":
+            return _merge_stripped(truths, _NUMBER)
+        if mode == "drop_date":
+            return _merge_stripped(truths, _DATE)
+        if mode == "drop_name":
+            return _merge_stripped(truths, _NAME)
+        if mode == "drop_negation":
+            return _merge_stripped(truths, _NEGATION)
+        if mode == "role_swap":
+            return _swap_names(truths)
+        if mode == "no_reason":
+            return verdict([_merge(ids, "; ".join(texts), reason="")])
+        if mode == "non_json":
+            return text(f"Sure! {ids[0]} and {ids[1]} say the same thing, so I would merge them.")
+        if mode in ("cut_json", "cut_json_stop"):
+            full = json.dumps({"actions": [_merge(ids, "; ".join(texts))], "reasoning": "same"})
+            return text(full[: len(full) // 2], finish_reason="length" if mode == "cut_json" else "stop")
+        return hang(hang_seconds)
+
+    return handler

@@ -7,7 +7,7 @@ actions over aliases; members named in no action are kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -43,6 +43,10 @@ class JudgeRequest:
 
     def aliases(self) -> set[str]:
         return {m.alias for m in self.members}
+
+    def subset(self, aliases: tuple[str, ...]) -> JudgeRequest:
+        """The request over ``aliases`` only (same aliases, same order)."""
+        return JudgeRequest(members=tuple(m for m in self.members if m.alias in aliases))
 
     def member(self, alias: str) -> MemberView:
         for m in self.members:
@@ -99,5 +103,8 @@ class JudgeClient(Protocol):
 
     #: Short description stored on runs and reviews, e.g. "rules" or "llm:openai/gpt".
     name: str
+    #: True for a judge that asks a model: the orchestrator then runs the deterministic
+    #: pre-pass first and isolates the model's failures (retry, bisection).
+    calls_model: bool
 
     def judge(self, request: JudgeRequest) -> Verdict: ...

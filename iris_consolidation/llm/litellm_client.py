@@ -20,6 +20,9 @@ import numpy as np
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-list download
 
 import litellm  # noqa: E402
+import openai  # noqa: E402  (litellm's exceptions derive from the OpenAI client's)
+
+litellm.suppress_debug_info = True  # no "Give Feedback" banners on the operator's terminal
 
 from ..conf import app_settings  # noqa: E402
 from ..exceptions import (  # noqa: E402
@@ -78,6 +81,7 @@ class LiteLLMJudge:
         self.timeout = timeout
         self.attempts = max(1, attempts)
         self.name = f"llm:{model}"
+        self.calls_model = True
 
     @classmethod
     def from_settings(cls) -> LiteLLMJudge:
@@ -91,6 +95,14 @@ class LiteLLMJudge:
         _check_environment(judge.model, judge.api_base)
         return judge
 
+    def _json_mode(self) -> bool:
+        """Whether the provider takes ``response_format`` (JSON output mode); the reply
+        is parsed strictly either way."""
+        try:
+            return "response_format" in (litellm.get_supported_openai_params(model=self.model) or [])
+        except Exception:  # unknown provider: send plain text and parse strictly
+            return False
+
     def _complete(self, messages: list[dict[str, str]]) -> Any:
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -99,8 +111,9 @@ class LiteLLMJudge:
             "num_retries": 0,
             "max_retries": 0,
             "temperature": 0,
-            "response_format": {"type": "json_object"},
         }
+        if self._json_mode():
+            kwargs["response_format"] = {"type": "json_object"}
         if self.api_base:
             kwargs["api_base"] = self.api_base
         try:
@@ -111,9 +124,9 @@ class LiteLLMJudge:
             raise JudgeUnavailable(f"{self.model} did not answer: {type(exc).__name__}") from exc
         except litellm.AuthenticationError as exc:
             raise JudgeUnavailable(f"{self.model} refused the credentials (authentication error).") from exc
-        except tuple(litellm.exceptions.LITELLM_EXCEPTION_TYPES) as exc:
-            # 500, 502, 503, 400, 404, ...: litellm's InternalServerError and its siblings
-            # subclass openai's classes, not litellm.APIError, so name them all.
+        except litellm.exceptions.APIError as exc:  # 500s, bad gateway, ...
+            raise JudgeUnavailable(f"{self.model} failed: {type(exc).__name__}") from exc
+        except openai.OpenAIError as exc:  # every other status litellm maps (500, 400, ...)
             raise JudgeUnavailable(f"{self.model} failed: {type(exc).__name__}") from exc
 
     def judge(self, request: JudgeRequest) -> Verdict:

@@ -19,6 +19,7 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 NOT_JSON = "The judge's reply is not a JSON object."
 BAD_SHAPE = "The judge's reply does not follow the verdict contract: {detail}."
+DUPLICATE_KEY = "a key appears twice in one object ({key!r})"
 
 
 def _fail(detail: str, raw: str) -> JudgeResponseInvalid:
@@ -52,17 +53,33 @@ def parse_action(item: Any, raw: str) -> Action:
     raise _fail(f"unknown action {kind!r}", raw)
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
 def parse_verdict(raw: str) -> tuple[tuple[Action, ...], str]:
     """Parse a reply into ``(actions, reasoning)``.
 
-    Raises ``JudgeResponseInvalid`` for non-JSON, truncated JSON, or a wrong shape.
+    Raises ``JudgeResponseInvalid`` for non-JSON, truncated JSON, text around the
+    object, a key given twice (which one would count is ambiguous), or a wrong shape.
     """
     text = raw.strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        raise _fail(DUPLICATE_KEY.format(key=str(exc)), raw) from exc
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         raise JudgeResponseInvalid(NOT_JSON, raw=raw) from exc
     if not isinstance(data, dict):

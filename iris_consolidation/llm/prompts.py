@@ -11,7 +11,7 @@ import json
 
 from .base import JudgeRequest
 
-PROMPT_VERSION = "judge-2026-11-29.1"
+PROMPT_VERSION = "judge-2026-11-29.2"
 
 SYSTEM_PROMPT = """\
 You maintain an assistant's long-term memory of ONE person. You are shown a small
@@ -22,13 +22,18 @@ doubt, keep them apart.
 Rules:
 - MERGE truths that state the same fact in other words or another language. The merged
   content must keep every detail of every source: all names, numbers, dates, places and
-  qualifiers. Prefer the more specific wording. Never invent anything.
-- SUPERSEDE when a later truth reports a change of state of the same thing ("Lives in
-  Lisbon" then "Moved to Berlin"): the truth stated last (latest created_at) is "new",
-  the earlier ones are "old".
-- KEEP (name them in no action) distinct facts on one topic, a statement and its
-  negation, different numbers or quantities, different people or pets, and sentences
-  whose roles are swapped ("A manages B" vs "B manages A").
+  qualifiers, and the negation if any. Prefer the more specific wording, written in the
+  language of the oldest truth, with words taken from the sources. Never invent
+  anything. The oldest truth's provenance is kept by the system.
+- SUPERSEDE when a later truth says the state of the same thing changed ("Lives in
+  Lisbon" then "Moved to Berlin"; "now", "no longer", "switched", "replaced"): the truth
+  stated last (latest created_at) is "new", the earlier ones are "old". Never retire the
+  later truth in favour of an earlier one.
+- KEEP (name them in no action) distinct facts on one topic ("allergic to peanuts" vs
+  "allergic to shellfish"), a statement and its negation, different numbers, dates or
+  quantities, different people or pets, a fact that ended ("until 2023") vs one still
+  true, and sentences whose roles are swapped ("A manages B" vs "B manages A").
+- Each truth takes part in at most one action; use only the ids you were given.
 - A truth with "protected": true must never be retired or reworded. It may absorb an
   unprotected duplicate only if the merged content is exactly its text.
 - Truths with generation 2 or more are already consolidations: merge them again only

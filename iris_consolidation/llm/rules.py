@@ -18,10 +18,10 @@ REASON_SAME_TEXT = "Same statement: the texts are equal once case, punctuation a
 REASON_SAME_WORDS = "Same statement: the same words, with names in the same order."
 
 
-def _signature(member: MemberView) -> tuple[frozenset[str], tuple[str, ...], bool]:
+def _signature(member: MemberView, known: frozenset[str]) -> tuple[frozenset[str], tuple[str, ...], bool]:
     return (
         frozenset(textfacts.tokens(member.content)),
-        tuple(textfacts.proper_names(member.content)),
+        tuple(textfacts.proper_names(member.content, known=known)),
         textfacts.polarity(member.content),
     )
 
@@ -31,13 +31,14 @@ def equivalent_groups(members: tuple[MemberView, ...]) -> list[tuple[list[Member
 
     Members are compared in the given order; each joins the first group it matches.
     """
+    known = textfacts.known_names(m.content for m in members)
     groups: list[tuple[list[MemberView], str]] = []
     for member in members:
         norm = textfacts.normalise(member.content)
-        sig = _signature(member)
+        sig = _signature(member, known)
         for group, _ in groups:
             head = group[0]
-            if textfacts.normalise(head.content) == norm or _signature(head) == sig:
+            if textfacts.normalise(head.content) == norm or _signature(head, known) == sig:
                 group.append(member)
                 break
         else:
@@ -77,6 +78,8 @@ class RuleJudge:
     """``JudgeClient`` that applies ``merge_actions``; never fails, never calls a model."""
 
     name = "rules"
+    #: The orchestrator runs no deterministic pre-pass before this judge: it is one.
+    calls_model = False
 
     @classmethod
     def from_settings(cls) -> RuleJudge:

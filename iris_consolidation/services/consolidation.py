@@ -15,21 +15,27 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 from .. import selectors
 from ..conf import app_settings
 from ..embeddings import Embedder
-from ..exceptions import InvalidThreshold, JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
+from ..exceptions import InvalidThreshold, JudgeRateLimited
 from ..llm.base import JudgeClient
 from ..models import ConsolidationRun, Truth
-from . import clustering, judging, merging, validation
+from . import clustering, judging, merging
 
 logger = logging.getLogger(__name__)
 
 BAD_THRESHOLD = "The threshold must be a number in (0, 1], e.g. 0.75; got {value!r}."
 STALE_CLUSTER = "Fewer than two members of this cluster are still live; nothing to judge."
+LLM_TIER_STOPPED = (
+    "LLM judge unavailable: stopped for this user earlier in the run; the pre-pass was applied, "
+    "the rest waits for the next run."
+)
+NOTE_LLM_STOPPED = "LLM judge stopped for user {user_id} (pre-pass applied, the rest waits for the next run): {error}"
 
 
 def validate_threshold(value: Any) -> float:
@@ -108,14 +114,30 @@ def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any],
     )
 
 
+def llm_tier_stopped(*, run_id: Any, user_id: int) -> bool:
+    """Whether the model tier of ``run_id`` was stopped for ``user_id``: one of the
+    user's clusters found the model unreachable (transport, auth, quota)."""
+    from ..models import ClusterReview
+
+    return ClusterReview.objects.filter(
+        run_id=run_id, user_id=user_id, error__startswith=judging.JUDGE_UNAVAILABLE.split(":")[0]
+    ).exists()
+
+
+def _note_on_run(run_id: Any, note: str) -> None:
+    ConsolidationRun.objects.filter(pk=run_id).update(notes=Concat(F("notes"), Value(note + "\n")))
+
+
 def consolidate_cluster(
     *, run_id: Any, cluster: clustering.CandidateCluster, client: JudgeClient, embedder: Embedder
 ) -> Any:
     """Phase 2 for one cluster: judge (outside any transaction), validate, record.
 
-    Returns the ``ClusterReview``. A judge failure is recorded as a failed review and
-    leaves every truth as it was. Raises ``JudgeRateLimited`` (nothing recorded) so
-    the caller can wait and try again.
+    For a judge that calls a model, the deterministic pre-pass runs first and the
+    model's failures are isolated (``judging.decide_cluster``); once the model is found
+    unreachable, later clusters of the same user in this run get the pre-pass only,
+    and the run's notes say so. Returns the ``ClusterReview``. Raises
+    ``JudgeRateLimited`` (nothing recorded) so the caller can wait and try again.
     """
     run = ConsolidationRun.objects.get(pk=run_id)
     # The key covers retired members too: once this cluster's merge has retired its
@@ -138,34 +160,33 @@ def consolidate_cluster(
     }
     if len(truths) < 2:
         return merging.record_review(draft=merging.ReviewDraft(**draft_args, error=STALE_CLUSTER), dry_run=run.is_dry_run)
-    try:
-        verdict = judging.judge_cluster(request=request, client=client)
-    except JudgeRateLimited:
-        raise
-    except (JudgeUnavailable, JudgeResponseInvalid) as exc:
-        logger.warning("run %s: judge failed on a cluster of user %s: %s", run.pk, cluster.user_id, exc)
-        calls = getattr(exc, "llm_calls", 1 if isinstance(exc, JudgeResponseInvalid) else 0)
-        return merging.record_review(
-            draft=merging.ReviewDraft(**draft_args, error=f"{type(exc).__name__}: {exc}", llm_calls=calls),
-            dry_run=run.is_dry_run,
-        )
-    result = validation.validate(
-        request,
-        verdict.actions,
-        max_length=app_settings.MAX_CONTENT_LENGTH,
-        max_generation=app_settings.MAX_GENERATION,
-    )
+    stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=cluster.user_id)
+    judgement = judging.decide_cluster(request=request, client=client, model_allowed=not stopped)
+    error = judgement.error
+    if stopped and judgement.failed:
+        error = LLM_TIER_STOPPED
+    if judgement.unavailable:
+        logger.warning("run %s: judge unavailable for user %s: %s", run.pk, cluster.user_id, judgement.error)
+        _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=cluster.user_id, error=judgement.error))
     embeddings: dict[str, Any] = {}
     new_contents = [
         a.content.strip()
-        for a in result.accepted
-        if a.action == "merge" and not any(request.member(i).protected for i in a.ids)
+        for a in judgement.accepted
+        if a.action == "merge" and not any(request.member(i).protected for i in a.ids if i in request.aliases())
     ]
     if new_contents and not run.is_dry_run:
         vectors = embedder.embed(new_contents)
         embeddings = dict(zip(new_contents, vectors, strict=True))
     draft = merging.ReviewDraft(
-        **draft_args, verdict=verdict, accepted=result.accepted, rejections=result.rejections, embeddings=embeddings
+        **draft_args,
+        verdict=judgement.verdict,
+        accepted=judgement.accepted,
+        rejections=judgement.rejections,
+        prepass=judgement.prepass,
+        failed=judgement.failed,
+        error=error,
+        embeddings=embeddings,
+        llm_calls=judgement.llm_calls,
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run, embedding_model=embedder.model_name)
 

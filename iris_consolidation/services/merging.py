@@ -39,7 +39,10 @@ class ReviewDraft:
     """Everything phase 2 learnt about one cluster before writing.
 
     ``snapshot`` holds the members as judged (alias, id, content, updated_at, ...);
-    ``embeddings`` maps each merged content to its fresh vector.
+    ``embeddings`` maps each merged content to its fresh vector. The first ``prepass``
+    accepted actions come from the deterministic pre-pass; a later action naming a
+    member of a pre-pass merge acts on that merge's result. ``failed`` lists the
+    aliases whose judgement failed; ``llm_calls`` counts every model call made.
     """
 
     run_id: Any
@@ -51,6 +54,8 @@ class ReviewDraft:
     verdict: Verdict | None = None
     accepted: tuple[Action, ...] = ()
     rejections: tuple[Rejection, ...] = ()
+    prepass: int = 0
+    failed: tuple[str, ...] = ()
     error: str = ""
     embeddings: dict[str, Any] = field(default_factory=dict)
     llm_calls: int = 0
@@ -128,16 +133,25 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
         retired_count = 0
         events: list[LineageEvent] = []
         now = timezone.now()
-        for action in draft.accepted if not draft.error else ():
+        # alias -> the truth it stands for now; a pre-pass merge moves its members'
+        # aliases onto its result, so that a later action acts on the merged truth.
+        current = {alias: locked.get(int(row["id"])) for alias, row in rows.items()}
+        moved: set[str] = set()
+        for index, action in enumerate(draft.accepted):
             if action.action == "merge":
-                protected = [a for a in action.ids if rows[a]["protected"]]
+                protected = [
+                    a for a in action.ids
+                    if (is_protected(current[a], max_generation=max_generation) if a in moved else rows[a]["protected"])
+                ]
                 retiring = [a for a in action.ids if a not in protected]
             else:
+                protected = []
                 retiring = list(action.old)
             stale = [
                 a
                 for a in action.members()
-                if not _is_fresh(locked.get(rows[a]["id"]), rows[a], retiring=a in retiring, max_generation=max_generation)
+                if a not in moved
+                and not _is_fresh(current[a], rows[a], retiring=a in retiring, max_generation=max_generation)
             ]
             if stale:
                 rejections.append(Rejection(action=action, reason=STALE_MEMBER.format(alias=stale[0])))
@@ -145,38 +159,46 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             if run.retired + retired_count + len(retiring) > cap:
                 rejections.append(Rejection(action=action, reason=CAP_REACHED.format(cap=cap)))
                 continue
-            entry: dict[str, Any] = {**action.as_wire(), "truth_ids": {a: rows[a]["id"] for a in action.members()}}
+            entry: dict[str, Any] = {
+                **action.as_wire(),
+                "stage": "prepass" if index < draft.prepass else "judge",
+                "truth_ids": {a: current[a].pk for a in action.members()},  # type: ignore[union-attr]
+            }
             retired_count += len(retiring)
             if dry_run:
                 applied.append(entry)
                 continue
-            sources = [locked[rows[a]["id"]] for a in action.members()]
+            sources = [current[a] for a in action.members()]
             if action.action == "merge":
                 if protected:
-                    result = locked[rows[protected[0]]["id"]]
+                    result = current[protected[0]]
                 else:
                     result = _merged_truth(action, sources, draft.embeddings.get(action.content.strip()), embedding_model)
                     changed.append((result, "created", action.reason))
                 reason = RetiredReason.MERGED
                 kind = LineageEvent.Action.MERGE
             else:
-                result = locked[rows[action.new]["id"]]
+                result = current[action.new]
                 reason = RetiredReason.SUPERSEDED
                 kind = LineageEvent.Action.SUPERSEDE
             for alias in retiring:
-                source = locked[rows[alias]["id"]]
+                source = current[alias]
                 _retire(source, into=result, reason=reason, now=now)
                 changed.append((source, "retired", action.reason))
                 events.append(
                     LineageEvent(action=kind, source=source, result=result, reason=action.reason, actor=actor or draft.judge)
                 )
+            if action.action == "merge":
+                for alias in action.ids:
+                    current[alias] = result
+                    moved.add(alias)
             entry["result_id"] = result.pk
             applied.append(entry)
 
-        if draft.error:
-            outcome = ClusterReview.Outcome.FAILED
-        elif applied:
+        if applied:
             outcome = ClusterReview.Outcome.PREVIEW if dry_run else ClusterReview.Outcome.APPLIED
+        elif draft.error:
+            outcome = ClusterReview.Outcome.FAILED
         elif rejections:
             stale_only = all(r.reason.endswith("the action was dropped.") for r in rejections)
             outcome = ClusterReview.Outcome.STALE if stale_only else ClusterReview.Outcome.REJECTED
@@ -205,6 +227,7 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             latency_ms=verdict.latency_ms if verdict else 0,
             attempts=verdict.attempts if verdict else 0,
             error=draft.error,
+            failed_members=list(draft.failed),
             raw_response=verdict.raw if verdict else "",
         )
         review.members.set(ids)
@@ -220,7 +243,7 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             kept=F("kept") + (1 if not applied and not draft.error else 0),
             rejected=F("rejected") + len(rejections),
             failed=F("failed") + (1 if draft.error else 0),
-            llm_calls=F("llm_calls") + (verdict.llm_calls if verdict else draft.llm_calls),
+            llm_calls=F("llm_calls") + (draft.llm_calls or (verdict.llm_calls if verdict else 0)),
             tokens=F("tokens") + (verdict.tokens if verdict else 0),
             cost=F("cost") + (verdict.cost if verdict else 0.0),
         )

@@ -1,0 +1,99 @@
+"""``manage.py eval_judge``: score the judge and the validator (services/evaluation.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...conf import app_settings
+from ...embeddings import get_embedder
+from ...exceptions import InvalidInput
+from ...llm import get_judge_client
+from ...services import evaluation
+
+
+def _figure(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+class Command(BaseCommand):
+    help = (
+        "Score the judge and validator on a golden set (--golden FILE) or on same/different "
+        "pairs (--pairs FILE, with its .truths.jsonl beside it). Nothing is written."
+    )
+
+    HARMFUL = "{harmful} case(s) were harmful: the validator let a damaging verdict through."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--golden", help="A golden-set JSONL file, e.g. ../shared/eval/judge_golden.jsonl.")
+        source.add_argument("--pairs", help="A pairs JSONL file, e.g. ../shared/data/personachat_revised.pairs.jsonl.")
+        parser.add_argument("--judge", choices=sorted(app_settings.JUDGE_CLIENTS), help="Judge (default: the setting).")
+        parser.add_argument("--threshold", help="Similarity threshold for --pairs (default: the setting).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            client = get_judge_client(options["judge"])
+            embedder = get_embedder()
+            if options["golden"]:
+                cases = evaluation.load_cases(Path(options["golden"]))
+                report = evaluation.score_golden(cases, client=client, embedder=embedder)
+            else:
+                threshold = (
+                    options["threshold"] if options["threshold"] is not None else app_settings.SIMILARITY_THRESHOLD
+                )
+                pairs = evaluation.score_pairs(
+                    Path(options["pairs"]), threshold=threshold, client=client, embedder=embedder
+                )
+        except (InvalidInput, ImproperlyConfigured) as exc:
+            raise CommandError(str(exc)) from exc
+        if options["golden"]:
+            self._print_golden(report, client.name)
+            if report.harmful:
+                raise CommandError(self.HARMFUL.format(harmful=report.harmful))
+        else:
+            self._print_pairs(pairs)
+
+    def _print_golden(self, report: evaluation.GoldenReport, judge: str) -> None:
+        write = self.stdout.write
+        write(f"judge {judge}: {report.total} cases, {report.llm_calls} model calls")
+        for r in report.results:
+            verdict = "correct" if r.correct else "wrong"
+            line = f"{r.case.id:<4} {r.case.expected:<13} {verdict:<7} {'HARMFUL ' if r.harmful else ''}"
+            line += "applied: " + ("; ".join(r.applied) or "nothing")
+            write(line)
+            for harm in r.harms:
+                write(f"     harm: {harm}")
+            if not r.correct and self.verbosity_level >= 1:
+                for reason in r.rejections[:2]:
+                    write(f"     rejected: {reason}")
+                if r.error:
+                    write(f"     error: {r.error[:200]}")
+        for expected, (good, total) in sorted(report.by_expected.items()):
+            write(f"{expected}: {good}/{total}")
+        write(f"correct={report.correct}/{report.total} harmful={report.harmful}")
+
+    def _print_pairs(self, r: evaluation.PairsReport) -> None:
+        write = self.stdout.write
+        write(
+            f"judge {r.judge}, threshold {r.threshold}: {r.users} users, {r.truths} truths, {r.clusters} clusters, "
+            f"{r.merged} merges, {r.superseded} supersedes, {r.rejected} rejected, {r.failed} failed, "
+            f"{r.llm_calls} model calls"
+        )
+        write(
+            f"clustered together: tp={r.clustered_tp} fp={r.clustered_fp} "
+            f"precision={_figure(r.clustered_precision)} recall={_figure(r.clustered_recall)}"
+        )
+        if r.unmatched:
+            write(f"{r.unmatched} pair(s) name a text missing from the truths file; skipped")
+        write(
+            f"pairs={r.pairs} same={r.same} tp={r.tp} fp={r.fp} fn={r.fn} "
+            f"precision={_figure(r.precision)} recall={_figure(r.recall)} f1={_figure(r.f1)}"
+        )
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        self.verbosity_level = options.get("verbosity", 1)
+        return super().execute(*args, **options)
