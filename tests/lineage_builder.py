@@ -29,33 +29,7 @@ PARAPHRASES = (
     "Is dad to Tomas",
     "He talks about his son Tomas",
 )
-TOPICS = (
-    "school",
-    "football",
-    "holidays",
-    "birthdays",
-    "homework",
-    "swimming",
-    "bedtime",
-    "music",
-    "cooking",
-    "the park",
-    "drawing",
-    "reading",
-    "bikes",
-    "the zoo",
-    "chess",
-    "camping",
-)
 #: Merged contents by generation: each keeps the name, so the validator accepts them.
-MERGED = {
-    1: "Has a son named Tomas",
-    2: "Has a son called Tomas",
-    3: "Is the father of a son named Tomas",
-    4: "Has a son, Tomas",
-    5: "Is the father of Tomas, his son",
-}
-
 
 def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
     return tuple(
@@ -152,7 +126,7 @@ def originals(user: Any, count: int, *, start: Any = None) -> list[Truth]:
     return [
         Truth.objects.create(
             user=user,
-            content=f"{PARAPHRASES[i % len(PARAPHRASES)]} (said while talking about {TOPICS[i % len(TOPICS)]})",
+            content=PARAPHRASES[i % len(PARAPHRASES)],
             created_at=start + timedelta(minutes=i),
             score=0.5 + (i % 5) / 10,
             source=f"session:{1000 + i}",
@@ -171,5 +145,7 @@ def generation_tree(user: Any, *, generations: int = 5) -> tuple[Truth, list[Tru
     for generation in range(1, generations + 1):
         run = new_run(user_id=user.pk)
         runs.append(run)
-        level = [merge(level[i : i + 2], content=MERGED[min(generation, 5)], run=run) for i in range(0, len(level), 2)]
+        # Each merge keeps the older member's wording: a text its sources stated, which
+        # the validator accepts (it refuses words that no source used).
+        level = [merge(level[i : i + 2], content=level[i].content, run=run) for i in range(0, len(level), 2)]
     return level[0], first, runs
