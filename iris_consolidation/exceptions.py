@@ -57,3 +57,7 @@ class StaleClusterError(IrisConsolidationError):
 
 class JudgeMisconfigured(ImproperlyConfigured):
     """The judge settings cannot work (unknown judge, missing API key)."""
+
+
+class InvalidWindow(InvalidInput):
+    """A ``--since`` value that is not ``last``, an ISO 8601 time or a duration."""
