@@ -79,6 +79,11 @@ class LiteLLMJudge:
         self.attempts = max(1, attempts)
         self.name = f"llm:{model}"
 
+    @property
+    def prompt_version(self) -> str:
+        """The prompt's version (``prompts.PROMPT_VERSION``); part of the verdict cache key."""
+        return PROMPT_VERSION
+
     @classmethod
     def from_settings(cls) -> LiteLLMJudge:
         """Build from ``IRIS_CONSOLIDATION_*``; raises ``JudgeMisconfigured`` if a key is missing."""

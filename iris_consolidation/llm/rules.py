@@ -77,6 +77,7 @@ class RuleJudge:
     """``JudgeClient`` that applies ``merge_actions``; never fails, never calls a model."""
 
     name = "rules"
+    prompt_version = RULES_VERSION
 
     @classmethod
     def from_settings(cls) -> RuleJudge:
