@@ -100,3 +100,7 @@ class LineageEventAdmin(ReadOnlyAdmin):
     list_display = ["id", "action", "source", "result", "review", "actor", "created_at"]
     list_filter = ["action"]
     list_select_related = ["source", "result", "review"]
+
+
+# Incremental passes (issue 6): audit, cursors, cache, live settings.
+from . import incremental_admin  # noqa: E402,F401
