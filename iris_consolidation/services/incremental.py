@@ -18,8 +18,12 @@ time, ``window_until``) is written only when a real run completes with no failed
 cluster, so a partial run leaves the previous one and the next ``--since last``
 covers the gap.
 
-Positions use ``updated_at``, which ``Truth.save()`` sets; a host that edits truths
-with ``QuerySet.update()`` must set ``updated_at`` itself or the edit is not seen.
+Limits, by design: positions use ``updated_at``, which ``Truth.save()`` sets; a host
+that edits truths with ``QuerySet.update()`` must set ``updated_at`` itself (and clear
+``embedding`` when the content changes, so phase 1 re-embeds it). A truth whose
+transaction commits while a pass reads its seeds, with an ``updated_at`` older than
+seeds already visible, can be passed over until it changes again or ``--full`` runs.
+A new threshold does not re-seed old truths either: run ``--full`` once after one.
 """
 
 from __future__ import annotations
@@ -244,7 +248,11 @@ def _blocked_by_user(run: ConsolidationRun) -> dict[int, Position | None]:
     cluster that ran out of its rate-limit window): that user's cursor stays put.
     """
     blocked: dict[int, Position | None] = {}
-    for review in run.reviews.only("id", "user_id", "outcome", "error", "rejections", "snapshot"):
+    clean = run.reviews.filter(
+        outcome__in=[ClusterReview.Outcome.APPLIED, ClusterReview.Outcome.KEPT], rejections=[], error=""
+    )
+    candidates = run.reviews.exclude(pk__in=clean.values("pk"))
+    for review in candidates.only("id", "user_id", "outcome", "error", "rejections", "snapshot"):
         if review_completes(review):
             continue
         positions = [p for p in (_position(row) for row in review.snapshot or ()) if p is not None]

@@ -226,6 +226,6 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             cost=F("cost") + (verdict.cost if verdict else 0.0),
         )
         # Audit rows now, signals after commit (services/truth_events.py).
-        truth_events.send_signals_for(changed, review=review, run=run, actor=actor or draft.judge)
+        truth_events.record_change_tuples(changed, review=review, run=run, actor=actor or draft.judge)
     logger.info("run %s review %s: %s", draft.run_id, review.pk, outcome)
     return review

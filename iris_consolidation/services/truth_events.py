@@ -5,6 +5,11 @@ Every service that creates, retires, restores or undoes a truth calls
 (``TruthChange``, append-only) are written in that transaction, so they roll back
 with it; the signals are sent with ``transaction.on_commit``, so a receiver sees
 each change once, after it is durable, and never one that was rolled back.
+
+Callers here: ``merging.record_review`` (created, retired) and ``transfer.load_truths``
+(created). An undo or restore service must call ``record_changes`` with
+``RESTORED`` for each source brought back and ``UNDONE`` for the truth it retires.
+Truths a host creates with the ORM directly are not seen unless it calls it too.
 """
 
 from __future__ import annotations
@@ -82,6 +87,6 @@ def record_changes(
     return rows
 
 
-def send_signals_for(changes: Sequence[tuple[Truth, str, str]], **kwargs: Any) -> list[TruthChange]:
+def record_change_tuples(changes: Sequence[tuple[Truth, str, str]], **kwargs: Any) -> list[TruthChange]:
     """``record_changes`` over ``(truth, action, reason)`` tuples (the merge path's shape)."""
     return record_changes([Change(truth=t, action=a, reason=r) for t, a, r in changes], **kwargs)

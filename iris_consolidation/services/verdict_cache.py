@@ -8,7 +8,8 @@ needs to be deleted to invalidate an entry. Only "keep" verdicts (no action) are
 cached: a merge or supersede changes the members, so its cluster never recurs.
 
 A judge that declares no ``prompt_version`` is never cached, since nothing would
-tell when its behaviour changed.
+tell when its behaviour changed. Dry runs store their "keep" verdicts too: keeping
+changes nothing, so a previewed keep is the same decision a real run would apply.
 """
 
 from __future__ import annotations

@@ -227,3 +227,21 @@ def test_last_checkpoint_of_a_single_user_run_does_not_cover_everyone(run_factor
 
     assert incremental.last_checkpoint(user_id=None) is None
     assert incremental.last_checkpoint(user_id=alice.pk).pk == single.pk
+
+
+def test_queued_run_moves_the_cursor_when_its_last_cluster_finishes(llm_server, truth_factory, user_factory):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    user = user_factory()
+    make_pairs(truth_factory, user, 2)
+
+    call_command("consolidate_truths", stdout=StringIO())  # queued; the test queue runs tasks in process
+    call_command("consolidate_truths", stdout=StringIO())
+
+    first, second = ConsolidationRun.objects.order_by("created_at")
+    assert (first.mode, first.status, first.clusters_found) == ("queued", "done", 2)
+    assert ConsolidationCursor.objects.get(user=user).run_id == first.pk
+    assert (second.seeds, second.clusters_found) == (0, 0)
+    assert len(llm_server.chat_requests()) == 2
