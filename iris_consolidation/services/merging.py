@@ -110,7 +110,8 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
 
     Transaction: one, around everything. Side effects: one ``TruthChange`` row per
     changed truth, and ``truth_changed`` signals after commit. The retirement cap is
-    the run's (``live_settings.retirement_cap``). Returns the new (or already existing) ``ClusterReview``.
+    the run's (``live_settings.retirement_cap``). Returns the new (or already
+    existing) ``ClusterReview``.
     """
     max_generation = app_settings.MAX_GENERATION
     changed: list[tuple[Truth, str, str]] = []
