@@ -60,6 +60,17 @@ DEFAULTS: dict[str, Any] = {
     # pgvector hnsw.ef_search for neighbour queries; 100 found 98.5% of true pairs
     # >= 0.8 cosine at 100k x 384 against 95.5% for the default 40 (shared/NOTES.md).
     "HNSW_EF_SEARCH": 100,
+    # --- incremental passes and live settings (the live settings record overrides these) ---
+    # Days a "--since last" window reaches back when no run has written a checkpoint yet.
+    "DAYS_FALLBACK": 1,
+    # Whether scheduled passes run at all (manual runs always do).
+    "ENABLED": True,
+    # Hours between scheduled passes: weekly, as DESIGN.md's Sunday schedule.
+    "SCHEDULE_INTERVAL_HOURS": 168,
+    # Scheduled passes only preview (dry run) and change no truth.
+    "SCHEDULED_DRY_RUN_ONLY": False,
+    # Usernames or ids of the only users consolidated; empty: everyone.
+    "USER_ALLOWLIST": [],
 }
 
 

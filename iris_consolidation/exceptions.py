@@ -73,3 +73,7 @@ class ConsolidatedFurther(UndoRefused):
 
 class ApplyRefused(IrisConsolidationError):
     """A dry run whose verdicts cannot be applied (not a dry run, unfinished, already applied, empty)."""
+
+
+class InvalidWindow(InvalidInput):
+    """A ``--since`` value that is not ``last``, an ISO 8601 time or a duration."""

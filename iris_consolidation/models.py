@@ -6,6 +6,7 @@ Models hold data and tiny derived values only; workflows live in ``services/``.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -180,6 +181,28 @@ class ConsolidationRun(models.Model):
         related_name="applications",
         help_text="The dry run whose verdicts this run applies (re-validated and re-checked for freshness).",
     )
+    # --- incremental passes (issue 6): window, checkpoint, report, effective settings ---
+    window_mode = models.CharField(
+        max_length=16, blank=True, help_text="How seeds were chosen: cursor, full, last, fallback, duration, iso."
+    )
+    window_since = models.DateTimeField(
+        null=True, blank=True, help_text="Seeds changed at or after this time (empty: per-user cursor or full)."
+    )
+    window_until = models.DateTimeField(
+        null=True, blank=True, help_text="When the run took its snapshot; becomes the checkpoint on success."
+    )
+    previous_checkpoint = models.DateTimeField(
+        null=True, blank=True, help_text="The last successful run's checkpoint when this run was created."
+    )
+    checkpoint = models.DateTimeField(
+        null=True, blank=True, db_index=True, help_text="Written only when the run completed with no failed cluster."
+    )
+    seeds = models.PositiveIntegerField(default=0, help_text="Truths used as cluster seeds.")
+    cache_hits = models.PositiveIntegerField(default=0, help_text="Clusters answered from the verdict cache.")
+    inventory = models.JSONField(default=dict, blank=True, help_text="Counts before/after, main changes, LLM use.")
+    effective_settings = models.JSONField(
+        default=dict, blank=True, help_text="Live settings in force when the run was created."
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -297,3 +320,186 @@ class LineageEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_action_display()}: #{self.source_id} -> #{self.result_id}"
+
+
+# --- Incremental passes (issue 6): cursor, per-user pass, verdict cache, audit, live settings ---
+
+
+class ConsolidationCursor(models.Model):
+    """Per user, the position ``(updated_at, truth_id)`` up to which truths have been judged.
+
+    A pass seeds clusters only with truths positioned after it. It moves only over
+    clusters fully judged and applied, never in a dry run (``services/incremental.py``).
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
+    updated_at = models.DateTimeField(help_text="updated_at of the last truth covered.")
+    truth_id = models.BigIntegerField(help_text="id of the last truth covered (ties on updated_at).")
+    run = models.ForeignKey(
+        ConsolidationRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The run that last moved the cursor.",
+    )
+    moved_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "consolidation cursor"
+
+    def __str__(self) -> str:
+        return f"Cursor of user {self.user_id}: {self.updated_at.isoformat()} #{self.truth_id}"
+
+
+class UserPass(models.Model):
+    """What one run did for one user in phase 1: the seed bound, the seeds, the cursor move."""
+
+    run = models.ForeignKey(ConsolidationRun, on_delete=models.CASCADE, related_name="user_passes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    bound_updated_at = models.DateTimeField(
+        null=True, blank=True, help_text="Seeds were positioned after this (empty: every truth)."
+    )
+    bound_id = models.BigIntegerField(null=True, blank=True)
+    cursor_updated_at = models.DateTimeField(null=True, blank=True, help_text="The user's cursor before the run.")
+    cursor_id = models.BigIntegerField(null=True, blank=True)
+    covers_cursor = models.BooleanField(
+        default=False, help_text="The seeds cover everything after the cursor, so the cursor may move."
+    )
+    seeds = models.PositiveIntegerField(default=0)
+    last_seed_updated_at = models.DateTimeField(null=True, blank=True)
+    last_seed_id = models.BigIntegerField(null=True, blank=True)
+    advanced_updated_at = models.DateTimeField(null=True, blank=True, help_text="The cursor after the run.")
+    advanced_id = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "user pass"
+        constraints = [models.UniqueConstraint(fields=["run", "user"], name="user_pass_once_per_run")]
+
+    def __str__(self) -> str:
+        return f"Pass of user {self.user_id} in run {str(self.run_id)[:8]}"
+
+
+class VerdictCacheEntry(models.Model):
+    """A "keep" verdict on one cluster state: members (content hashes), prompt version, model.
+
+    ``key`` hashes all of them, so any change to a member, the prompt or the model
+    misses the entry; entries are never updated except for their hit counters.
+    """
+
+    key = models.CharField(max_length=64, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=64)
+    member_hashes = models.JSONField(default=list, help_text="sha256 of each member as the judge saw it, sorted.")
+    reasoning = models.TextField(blank=True)
+    hits = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_hit_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "cached verdict"
+        verbose_name_plural = "cached verdicts"
+
+    def __str__(self) -> str:
+        return f"keep: {len(self.member_hashes)} members, {self.model} / {self.prompt_version}"
+
+
+class TruthChange(models.Model):
+    """Append-only audit of every creation, retirement, restoration and undo of a truth.
+
+    Written in the same transaction as the change (``services/truth_events.py``); the
+    ``truth_changed`` signal is sent after that transaction commits.
+    """
+
+    class Action(models.TextChoices):
+        CREATED = "created", "Created"
+        RETIRED = "retired", "Retired"
+        RESTORED = "restored", "Restored"
+        UNDONE = "undone", "Undone"
+
+    truth = models.ForeignKey(Truth, on_delete=models.PROTECT, related_name="changes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    reason = models.TextField(blank=True)
+    content = models.TextField(blank=True, help_text="The truth's text at the time of the change.")
+    review = models.ForeignKey(
+        ClusterReview, null=True, blank=True, on_delete=models.PROTECT, related_name="truth_changes"
+    )
+    run = models.ForeignKey(
+        ConsolidationRun, null=True, blank=True, on_delete=models.PROTECT, related_name="truth_changes"
+    )
+    actor = models.CharField(max_length=150, blank=True, help_text="A judge, a person or an import.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name = "truth change"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "created_at"], name="truth_change_user_time")]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} #{self.truth_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Append-only: a change is a fact about the past, so rows are never rewritten.
+        if not self._state.adding:
+            raise ValueError("Truth changes are append-only; they cannot be edited.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("Truth changes are append-only; they cannot be deleted.")
+
+
+class LiveSettings(models.Model):
+    """The one editable settings record (pk 1): empty fields fall back to the Django settings.
+
+    Read at the start of every run (``services/live_settings.py``), so a change takes
+    effect on the next run without a restart.
+    """
+
+    SINGLETON_ID = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=SINGLETON_ID, editable=False)
+    enabled = models.BooleanField(
+        null=True, blank=True, help_text="Scheduled passes run. Empty: IRIS_CONSOLIDATION_ENABLED."
+    )
+    interval_hours = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Hours between scheduled passes. Empty: IRIS_CONSOLIDATION_SCHEDULE_INTERVAL_HOURS.",
+    )
+    scheduled_dry_run_only = models.BooleanField(
+        null=True, blank=True,
+        help_text="Scheduled passes only preview (dry run). Empty: IRIS_CONSOLIDATION_SCHEDULED_DRY_RUN_ONLY.",
+    )
+    allowed_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="+",
+        help_text="Only these users are consolidated. Empty: IRIS_CONSOLIDATION_USER_ALLOWLIST (empty: everyone).",
+    )
+    max_retirements_per_run = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Most truths one run may retire. Empty: IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN.",
+    )
+    similarity_threshold = models.FloatField(
+        null=True, blank=True, help_text="Cosine similarity in (0, 1]. Empty: IRIS_CONSOLIDATION_SIMILARITY_THRESHOLD."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "live settings"
+        verbose_name_plural = "live settings"
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="live_settings_singleton"),
+            models.CheckConstraint(
+                condition=Q(similarity_threshold__isnull=True)
+                | Q(similarity_threshold__gt=0) & Q(similarity_threshold__lte=1),
+                name="live_settings_threshold_in_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(interval_hours__isnull=True) | Q(interval_hours__gte=1),
+                name="live_settings_interval_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return "Live settings"

@@ -130,3 +130,15 @@ def apply_review(run_id: str, review_id: int) -> dict[str, Any]:
     review = dry_runs.apply_review(run_id=run_id, review_id=review_id, embedder=embedder)
     consolidation.finish_run_if_complete(run_id)
     return {"review_id": review.pk, "outcome": review.outcome}
+
+
+def scheduled_pass() -> dict[str, Any]:
+    """Task for the schedule: start an incremental pass if the live settings say so.
+
+    Honours ``enabled``, the interval and "scheduled passes dry-run only"
+    (``services/live_settings.start_scheduled_pass``); returns what it decided.
+    """
+    from .services import live_settings
+
+    run, decision = live_settings.start_scheduled_pass()
+    return {"run_id": str(run.pk) if run else None, "mode": decision.mode if run else None, "reason": decision.reason}

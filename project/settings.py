@@ -128,6 +128,11 @@ _IRIS = {
     "LLM_TIMEOUT": env.float,
     "EMBEDDING_MODEL": env.str,
     "EMBEDDING_BATCH_SIZE": env.int,
+    "DAYS_FALLBACK": env.float,
+    "ENABLED": env.bool,
+    "SCHEDULE_INTERVAL_HOURS": env.int,
+    "SCHEDULED_DRY_RUN_ONLY": env.bool,
+    "USER_ALLOWLIST": env.list,
 }
 for _name, _cast in _IRIS.items():
     _var = f"IRIS_CONSOLIDATION_{_name}"

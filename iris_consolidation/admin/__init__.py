@@ -10,6 +10,7 @@ Seeing anything needs the view permission on truths (runs and reviews show truth
 text); pinning, running, applying and undoing need the change permission on truths.
 """
 
+from . import incremental  # noqa: F401  (audit, cursors, verdict cache, live settings)
 from .runs import ClusterReviewAdmin, ConsolidationRunAdmin, LineageEventAdmin
 from .truths import TruthAdmin
 

@@ -83,6 +83,11 @@ class LiteLLMJudge:
         self.name = f"llm:{model}"
         self.calls_model = True
 
+    @property
+    def prompt_version(self) -> str:
+        """The prompt's version (``prompts.PROMPT_VERSION``); part of the verdict cache key."""
+        return PROMPT_VERSION
+
     @classmethod
     def from_settings(cls) -> LiteLLMJudge:
         """Build from ``IRIS_CONSOLIDATION_*``; raises ``JudgeMisconfigured`` if a key is missing."""

@@ -80,6 +80,7 @@ class RuleJudge:
     name = "rules"
     #: The orchestrator runs no deterministic pre-pass before this judge: it is one.
     calls_model = False
+    prompt_version = RULES_VERSION
 
     @classmethod
     def from_settings(cls) -> RuleJudge:

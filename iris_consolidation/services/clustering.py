@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q
 
 from ..conf import app_settings
 from ..embeddings import Embedder
@@ -78,10 +79,13 @@ def find_clusters(
     max_size: int | None = None,
     min_size: int | None = None,
     max_generation: int | None = None,
+    seed_filter: Q | None = None,
 ) -> list[CandidateCluster]:
     """Greedy clusters of one user's truths (see the module docstring). Writes nothing.
 
     ``threshold`` is a cosine similarity in (0, 1]; the rest default to the settings.
+    ``seed_filter`` restricts which truths may seed a cluster (incremental passes:
+    truths changed after the cursor); neighbours are still any live truth.
     Queries: one for the seeds, then one pgvector nearest-neighbour query per seed not
     yet clustered (more only when many of its neighbours are already taken).
     """
@@ -94,6 +98,7 @@ def find_clusters(
         Truth.objects.for_user(user_id)
         .consolidatable(max_generation=max_generation)
         .with_embedding()
+        .filter(seed_filter if seed_filter is not None else Q())
         .order_by("created_at", "id")
         .values_list("id", "embedding")
     )

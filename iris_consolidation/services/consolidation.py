@@ -25,7 +25,7 @@ from ..embeddings import Embedder
 from ..exceptions import InvalidThreshold, JudgeRateLimited
 from ..llm.base import JudgeClient
 from ..models import ConsolidationRun, Truth
-from . import clustering, judging, merging
+from . import clustering, incremental, inventory, judging, live_settings, merging, verdict_cache
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +50,32 @@ def validate_threshold(value: Any) -> float:
 
 
 def create_run(
-    *, trigger: str, mode: str, threshold: float | None = None, user_id: int | None = None, judge: str = ""
+    *,
+    trigger: str,
+    mode: str,
+    threshold: float | None = None,
+    user_id: int | None = None,
+    judge: str = "",
+    since: str | None = None,
+    full: bool = False,
 ) -> ConsolidationRun:
-    """Create a pending run. ``threshold`` defaults to the setting; raises ``InvalidThreshold``."""
-    value = validate_threshold(app_settings.SIMILARITY_THRESHOLD if threshold is None else threshold)
-    return ConsolidationRun.objects.create(
-        trigger=trigger, mode=mode, threshold=value, user_filter_id=user_id, judge=judge
+    """Create a pending run.
+
+    ``threshold`` defaults to the live settings' (else the Django setting's);
+    ``since``/``full`` choose the window (``incremental.resolve_window``; default:
+    the per-user cursor). The live settings in force are stored on the run. Raises
+    ``InvalidThreshold`` or ``InvalidWindow``; nothing is written then.
+    """
+    effective = live_settings.get_effective_settings()
+    value = validate_threshold(effective.similarity_threshold if threshold is None else threshold)
+    window = incremental.resolve_window(since=since, full=full, user_id=user_id)
+    run = ConsolidationRun(
+        trigger=trigger, mode=mode, threshold=value, user_filter_id=user_id, judge=judge,
+        effective_settings=effective.as_dict(),
     )
+    incremental.apply_window(run, window)
+    run.save(force_insert=True)
+    return run
 
 
 def start_run(run: ConsolidationRun) -> list[int]:
@@ -64,10 +83,14 @@ def start_run(run: ConsolidationRun) -> list[int]:
     user_ids = selectors.list_user_ids_to_consolidate(
         user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION
     )
+    allowed = live_settings.allowed_user_ids(run)
+    if allowed:
+        user_ids = [pk for pk in user_ids if pk in set(allowed)]
     run.users = len(user_ids)
     run.status = ConsolidationRun.Status.RUNNING
     run.started_at = timezone.now()
     run.save(update_fields=["users", "status", "started_at"])
+    inventory.capture_before(run)
     return user_ids
 
 
@@ -82,7 +105,8 @@ def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clusteri
     embedded = clustering.embed_missing(user_id=user_id, embedder=embedder)
     embed_seconds = time.monotonic() - started
     started = time.monotonic()
-    clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold)
+    seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
+    clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
     cluster_seconds = time.monotonic() - started
     truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
     ConsolidationRun.objects.filter(pk=run_id).update(
@@ -161,7 +185,16 @@ def consolidate_cluster(
     if len(truths) < 2:
         return merging.record_review(draft=merging.ReviewDraft(**draft_args, error=STALE_CLUSTER), dry_run=run.is_dry_run)
     stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=cluster.user_id)
-    judgement = judging.decide_cluster(request=request, client=client, model_allowed=not stopped)
+    cached = verdict_cache.use_cached_keep(user_id=cluster.user_id, request=request, client=client, run_id=run.pk)
+    if cached is not None:
+        # Judged "keep" before in exactly this state, by this model and prompt: no call.
+        judgement = judging.Judgement(verdict=cached)
+    else:
+        judgement = judging.decide_cluster(request=request, client=client, model_allowed=not stopped)
+        if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
+            verdict_cache.store_keep(
+                user_id=cluster.user_id, request=request, client=client, verdict=judgement.verdict
+            )
     error = judgement.error
     if stopped and judgement.failed:
         error = LLM_TIER_STOPPED
@@ -194,8 +227,10 @@ def consolidate_cluster(
 def finish_run_if_complete(run_id: Any) -> bool:
     """Set the final status once every user is planned and every cluster reviewed.
 
-    Status: ``partial`` if some clusters failed, else ``done``. Returns True if the run
-    is (now) finished. Idempotent.
+    Status: ``partial`` if some clusters failed, else ``done``. On finishing, writes
+    the checkpoint (``done`` real runs only), moves the users' cursors over what was
+    fully judged and applied, and completes the inventory report. Returns True if the
+    run is (now) finished. Idempotent.
     """
     with transaction.atomic():
         run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
@@ -205,15 +240,24 @@ def finish_run_if_complete(run_id: Any) -> bool:
             return False
         run.status = ConsolidationRun.Status.PARTIAL if run.failed else ConsolidationRun.Status.DONE
         run.finished_at = timezone.now()
-        run.save(update_fields=["status", "finished_at"])
+        incremental.write_checkpoint(run)
+        incremental.advance_cursors(run)
+        inventory.complete(run)
+        run.save(update_fields=["status", "finished_at", "checkpoint", "inventory"])
         return True
 
 
 def fail_run(run_id: Any, *, note: str) -> None:
-    """Mark a run failed with ``note`` (e.g. the embedder broke); truths are untouched."""
+    """Mark a run failed with ``note`` (e.g. the embedder broke); truths are untouched.
+
+    No checkpoint and no cursor move; the inventory is completed for the report.
+    """
     ConsolidationRun.objects.filter(pk=run_id).update(
         status=ConsolidationRun.Status.FAILED, finished_at=timezone.now(), notes=note
     )
+    run = ConsolidationRun.objects.get(pk=run_id)
+    inventory.complete(run)
+    run.save(update_fields=["inventory"])
 
 
 ProgressCallback = Callable[[str, int, int, Any], None]

@@ -24,7 +24,7 @@ from django.utils import timezone
 from ..conf import app_settings
 from ..llm.base import Action, Verdict
 from ..models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
-from ..signals import truth_changed
+from . import live_settings, truth_events
 from .judging import is_protected
 from .validation import Rejection
 
@@ -113,14 +113,16 @@ def _merged_truth(action: Action, sources: Sequence[Truth], embedding: Any, embe
 def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "", actor: str = "") -> ClusterReview:
     """Apply ``draft.accepted`` (unless ``dry_run``) and record the review; see module doc.
 
-    Transaction: one, around everything. Side effects: ``truth_changed`` signals after
-    commit. Returns the new (or already existing) ``ClusterReview``.
+    Transaction: one, around everything. Side effects: one ``TruthChange`` row per
+    changed truth, and ``truth_changed`` signals after commit. The retirement cap is
+    the run's (``live_settings.retirement_cap``). Returns the new (or already
+    existing) ``ClusterReview``.
     """
     max_generation = app_settings.MAX_GENERATION
-    cap = app_settings.MAX_RETIREMENTS_PER_RUN
     changed: list[tuple[Truth, str, str]] = []
     with transaction.atomic():
         run = ConsolidationRun.objects.select_for_update().get(pk=draft.run_id)
+        cap = live_settings.retirement_cap(run)
         existing = ClusterReview.objects.filter(run=run, key=draft.key).first()
         if existing is not None:
             return existing
@@ -247,11 +249,7 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             tokens=F("tokens") + (verdict.tokens if verdict else 0),
             cost=F("cost") + (verdict.cost if verdict else 0.0),
         )
-        for truth, what, why in changed:
-            transaction.on_commit(
-                lambda t=truth, w=what, r=why: truth_changed.send(
-                    sender=Truth, truth=t, action=w, reason=r, review=review
-                )
-            )
+        # Audit rows now, signals after commit (services/truth_events.py).
+        truth_events.record_change_tuples(changed, review=review, run=run, actor=actor or draft.judge)
     logger.info("run %s review %s: %s", draft.run_id, review.pk, outcome)
     return review

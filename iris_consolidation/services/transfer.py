@@ -23,11 +23,13 @@ from django.utils.dateparse import parse_datetime
 
 from ..exceptions import ImportFileInvalid
 from ..models import Origin, Truth
+from . import truth_events
 
 BAD_LINE = "{path}:{line}: {problem}. Nothing was imported; fix the line and load again."
 REQUIRED = ("user", "content", "origin", "created_at")
 MAX_SMALL = 32767  # PostgreSQL smallint: Truth.generation
 MAX_INT = 2147483647  # PostgreSQL integer: Truth.corroborations
+IMPORTED = "Imported from {path}."
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +143,10 @@ def load_truths(path: Path) -> LoadResult:
             seen.add(key)
             new.append(Truth(user=user, **r))
         Truth.all_objects.bulk_create(new, batch_size=1000)
+        reason = IMPORTED.format(path=path.name)
+        truth_events.record_changes(
+            [truth_events.Change(truth=t, action=truth_events.CREATED, reason=reason) for t in new], actor="import"
+        )
     return LoadResult(read=len(rows), created=len(new), skipped=len(rows) - len(new), users_created=len(missing))
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import selectors, tasks
+from ... import inventory_display, selectors, tasks
 from ...embeddings import get_embedder
 from ...exceptions import EmbeddingError, InvalidInput
 from ...llm import get_judge_client
@@ -32,6 +32,15 @@ class Command(BaseCommand):
         )
         parser.add_argument("--user", help="Only this user (id or username).")
         parser.add_argument("--threshold", help="Cosine similarity threshold in (0, 1] (default: the setting).")
+        window = parser.add_mutually_exclusive_group()
+        window.add_argument(
+            "--since",
+            help="Seed clusters only with truths changed since: 'last' (the last successful run's checkpoint), "
+            "an ISO 8601 time, or a duration such as 7d (default: each user's cursor).",
+        )
+        window.add_argument(
+            "--full", action="store_true", help="Seed clusters with every truth, ignoring the cursors."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -42,10 +51,13 @@ class Command(BaseCommand):
             client = get_judge_client()
             mode = "dry_run" if options["dry_run"] else ("sync" if options["sync"] else "queued")
             run = consolidation.create_run(
-                trigger="command", mode=mode, threshold=threshold, user_id=user_id, judge=client.name
+                trigger="command", mode=mode, threshold=threshold, user_id=user_id, judge=client.name,
+                since=options["since"], full=options["full"],
             )
         except (InvalidInput, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
+        if options["verbosity"] >= 1:
+            self.stdout.write(inventory_display.window_line(run))
         if mode == "queued":
             tasks.enqueue_run(run)
             self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
@@ -70,6 +82,9 @@ class Command(BaseCommand):
         if run.users == 0 and verbosity >= 1:
             self.stdout.write(self.NOTHING)
         self.stdout.write(_summary(run, seconds))
+        if verbosity >= 1:
+            for line in inventory_display.report_lines(run, verbosity=verbosity):
+                self.stdout.write(line)
         if run.failed:
             raise CommandError(self.FAILED_CLUSTERS.format(failed=run.failed, run_id=run.pk))
 

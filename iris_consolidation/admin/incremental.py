@@ -1,0 +1,105 @@
+"""Admin of the incremental-pass records: the truth change audit, cursors, user passes,
+cached verdicts (all read-only) and the editable live settings singleton.
+
+Imported by the admin package's ``__init__`` so that autodiscovery registers these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+
+from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
+from ..services.live_settings import get_effective_settings
+from .base import ReadOnlyAdmin
+
+
+@admin.register(TruthChange)
+class TruthChangeAdmin(ReadOnlyAdmin):
+    """The append-only audit of creations, retirements, restorations and undos."""
+
+    list_display = ["id", "created_at", "action", "truth", "user", "short_reason", "actor", "review", "run"]
+    list_filter = ["action", "created_at", "actor"]
+    search_fields = ["content", "reason", "user__username", "=truth__id"]
+    list_select_related = ["truth", "user", "review", "run"]
+    date_hierarchy = "created_at"
+    raw_id_fields = ["truth", "user", "review", "run"]
+
+    @admin.display(description="reason")
+    def short_reason(self, obj: TruthChange) -> str:
+        return obj.reason if len(obj.reason) <= 80 else obj.reason[:77] + "..."
+
+
+@admin.register(ConsolidationCursor)
+class ConsolidationCursorAdmin(ReadOnlyAdmin):
+    list_display = ["user", "updated_at", "truth_id", "run", "moved_at"]
+    list_select_related = ["user", "run"]
+    search_fields = ["user__username"]
+
+
+@admin.register(UserPass)
+class UserPassAdmin(ReadOnlyAdmin):
+    list_display = ["id", "run", "user", "seeds", "covers_cursor", "cursor_updated_at", "advanced_updated_at"]
+    list_filter = ["covers_cursor"]
+    list_select_related = ["run", "user"]
+    search_fields = ["user__username"]
+
+
+@admin.register(VerdictCacheEntry)
+class VerdictCacheEntryAdmin(ReadOnlyAdmin):
+    list_display = ["id", "user", "model", "prompt_version", "members", "hits", "created_at", "last_hit_at"]
+    list_filter = ["model", "prompt_version"]
+    list_select_related = ["user"]
+    search_fields = ["user__username", "reasoning"]
+
+    @admin.display(description="members")
+    def members(self, obj: VerdictCacheEntry) -> int:
+        return len(obj.member_hashes or ())
+
+
+@admin.register(LiveSettings)
+class LiveSettingsAdmin(admin.ModelAdmin):
+    """The one settings record; its list page leads straight to it (or to "add" before it exists)."""
+
+    fields = [
+        "enabled",
+        "interval_hours",
+        "scheduled_dry_run_only",
+        "allowed_users",
+        "max_retirements_per_run",
+        "similarity_threshold",
+        "in_force",
+        "updated_at",
+    ]
+    readonly_fields = ["in_force", "updated_at"]
+    raw_id_fields = ["allowed_users"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return super().has_add_permission(request) and not LiveSettings.objects.exists()
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        if not self.has_view_or_change_permission(request):
+            return super().changelist_view(request, extra_context)  # the admin's own 403
+        row = LiveSettings.objects.filter(pk=LiveSettings.SINGLETON_ID).first()
+        opts = self.model._meta
+        if row is not None:
+            return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[row.pk]))
+        if self.has_add_permission(request):
+            return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_add"))
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="in force for the next run")
+    def in_force(self, obj: LiveSettings) -> str:
+        effective = get_effective_settings()
+        users = ", ".join(str(pk) for pk in effective.allowed_user_ids) or "every user"
+        return (
+            f"enabled={effective.enabled}; interval={effective.interval_hours} h; "
+            f"scheduled dry-run only={effective.scheduled_dry_run_only}; users={users}; "
+            f"cap={effective.max_retirements_per_run} retirements/run; threshold={effective.similarity_threshold}"
+        )

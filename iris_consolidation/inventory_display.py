@@ -1,0 +1,93 @@
+"""Turns a run's window and inventory report into plain text lines (presenter).
+
+Used by ``consolidate_truths``; the services store data, this module only formats it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .models import ConsolidationRun
+
+WINDOW_CURSOR = "Window: truths changed after each user's cursor (a first, full pass for users without one)."
+WINDOW_FULL = "Window: full pass (every consolidatable truth; cursors ignored)."
+WINDOW_SINCE = "Window: truths changed since {since} ({how}) until {until}."
+WINDOW_HOW = {
+    "last": "the last successful run's checkpoint",
+    "fallback": "no checkpoint yet: IRIS_CONSOLIDATION_DAYS_FALLBACK days back",
+    "duration": "--since duration",
+    "iso": "--since time",
+}
+CHECKPOINT_WRITTEN = "Checkpoint: {old} -> {new}."
+CHECKPOINT_KEPT = "Checkpoint: {old} kept ({why}); the next --since last run starts there."
+NO_CHANGES = "Changes: none."
+
+
+def _when(value: datetime | str | None) -> str:
+    if value is None:
+        return "none"
+    text = value if isinstance(value, str) else value.isoformat()
+    return text.replace("+00:00", "Z")
+
+
+def window_line(run: ConsolidationRun) -> str:
+    """One line saying which truths seed this run's clusters."""
+    if run.window_mode == "full":
+        return WINDOW_FULL
+    if run.window_mode in WINDOW_HOW:
+        return WINDOW_SINCE.format(
+            since=_when(run.window_since), how=WINDOW_HOW[run.window_mode], until=_when(run.window_until)
+        )
+    return WINDOW_CURSOR
+
+
+def _counts(label: str, data: dict[str, Any]) -> str:
+    kinds = ", ".join(f"{k} {n}" for k, n in data.get("by_kind", {}).items()) or "-"
+    origins = ", ".join(f"{k} {n}" for k, n in data.get("by_origin", {}).items()) or "-"
+    return f"  {label}: live {data.get('live', 0)}; by kind: {kinds}; by origin: {origins}"
+
+
+def checkpoint_line(run: ConsolidationRun) -> str:
+    """Old and new checkpoint, or why the old one stays."""
+    old = _when(run.previous_checkpoint)
+    if run.checkpoint is not None:
+        return CHECKPOINT_WRITTEN.format(old=old, new=_when(run.checkpoint))
+    if run.is_dry_run:
+        why = "dry run"
+    elif run.failed:
+        why = f"{run.failed} cluster(s) failed"
+    else:
+        why = f"run {run.get_status_display().lower()}"
+    return CHECKPOINT_KEPT.format(old=old, why=why)
+
+
+def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:
+    """The inventory report: counts before/after, main changes, LLM use, checkpoint."""
+    data = run.inventory or {}
+    lines = ["Inventory:"]
+    if "before" in data:
+        lines.append(_counts("before", data["before"]))
+    if "after" in data:
+        lines.append(_counts("after ", data["after"]))
+    llm = data.get("llm", {})
+    cost = f"${llm.get('cost', 0.0):.4f}" if llm.get("cost_known", True) else "unknown (no price for this model)"
+    lines.append(
+        f"  seeds {data.get('seeds', run.seeds)}; LLM calls {llm.get('calls', run.llm_calls)}, "
+        f"tokens {llm.get('tokens', run.tokens)}, cost {cost}; cached verdicts {llm.get('cache_hits', run.cache_hits)}"
+    )
+    changes = data.get("changes") or []
+    if not changes:
+        lines.append(NO_CHANGES)
+    else:
+        lines.append(f"Most significant changes ({len(changes)}):")
+        for item in changes:
+            verb = item["action"] if item.get("applied") else f"would {item['action']}"
+            ids = ", ".join(f"#{pk}" for pk in item.get("truth_ids", []))
+            lines.append(f"  {verb} {ids} -> {item.get('content', '')!r} (score {item.get('score', 0):.2f})")
+            lines.append(f"      reason: {item.get('reason') or '-'}")
+            if verbosity >= 2:
+                for text in item.get("sources", []):
+                    lines.append(f"      was: {text}")
+    lines.append(checkpoint_line(run))
+    return lines
