@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -65,12 +66,21 @@ def start_run(run: ConsolidationRun) -> list[int]:
     return user_ids
 
 
-def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:
-    """Phase 1 for one user: embed missing embeddings, build clusters, count them on the run.
+@dataclass(frozen=True, kw_only=True)
+class UserPlan:
+    """Phase 1's result for one user: the clusters and the figures the run counts."""
 
-    Writes embeddings and the run's counters (not truths' content). Raises
-    ``EmbeddingError`` if the embedder fails.
-    """
+    user_id: int
+    clusters: list[clustering.CandidateCluster]
+    truths: int
+    embedded: int
+    embed_seconds: float
+    cluster_seconds: float
+
+
+def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPlan:
+    """Phase 1 for one user without counting it on the run: embed missing embeddings,
+    build clusters. Writes embeddings only. Raises ``EmbeddingError`` if the embedder fails."""
     run = ConsolidationRun.objects.get(pk=run_id)
     started = time.monotonic()
     embedded = clustering.embed_missing(user_id=user_id, embedder=embedder)
@@ -79,15 +89,37 @@ def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clusteri
     clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold)
     cluster_seconds = time.monotonic() - started
     truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
+    return UserPlan(
+        user_id=user_id,
+        clusters=clusters,
+        truths=truths,
+        embedded=embedded,
+        embed_seconds=embed_seconds,
+        cluster_seconds=cluster_seconds,
+    )
+
+
+def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
+    """Add one planned user to the run's counters (callers make it happen once)."""
     ConsolidationRun.objects.filter(pk=run_id).update(
         users_done=F("users_done") + 1,
-        truths=F("truths") + truths,
-        embedded=F("embedded") + embedded,
-        clusters_found=F("clusters_found") + len(clusters),
-        embed_seconds=F("embed_seconds") + embed_seconds,
-        cluster_seconds=F("cluster_seconds") + cluster_seconds,
+        truths=F("truths") + plan.truths,
+        embedded=F("embedded") + plan.embedded,
+        clusters_found=F("clusters_found") + len(plan.clusters),
+        embed_seconds=F("embed_seconds") + plan.embed_seconds,
+        cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
     )
-    return clusters
+
+
+def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:
+    """Phase 1 for one user: embed missing embeddings, build clusters, count them on the run.
+
+    Writes embeddings and the run's counters (not truths' content). Raises
+    ``EmbeddingError`` if the embedder fails.
+    """
+    plan = build_user_plan(run_id=run_id, user_id=user_id, embedder=embedder)
+    count_user_plan(run_id=run_id, plan=plan)
+    return plan.clusters
 
 
 def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
@@ -109,17 +141,24 @@ def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any],
 
 
 def consolidate_cluster(
-    *, run_id: Any, cluster: clustering.CandidateCluster, client: JudgeClient, embedder: Embedder
+    *,
+    run_id: Any,
+    cluster: clustering.CandidateCluster,
+    client: JudgeClient,
+    embedder: Embedder,
+    key: str | None = None,
 ) -> Any:
     """Phase 2 for one cluster: judge (outside any transaction), validate, record.
 
     Returns the ``ClusterReview``. A judge failure is recorded as a failed review and
     leaves every truth as it was. Raises ``JudgeRateLimited`` (nothing recorded) so
-    the caller can wait and try again.
+    the caller can wait and try again. ``key`` names the review (one per run and key);
+    by default it is derived from the live members, queued jobs pass a stable one so
+    that a second delivery finds the first one's review whatever it changed.
     """
     run = ConsolidationRun.objects.get(pk=run_id)
     truths = list(Truth.objects.filter(pk__in=cluster.member_ids))
-    key = judging.cluster_key(truths)
+    key = key or judging.cluster_key(truths)
     existing = run.reviews.filter(key=key).first()
     if existing is not None:
         return existing
@@ -165,6 +204,28 @@ def consolidate_cluster(
         **draft_args, verdict=verdict, accepted=result.accepted, rejections=result.rejections, embeddings=embeddings
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run, embedding_model=embedder.model_name)
+
+
+def record_cluster_failure(
+    *, run_id: Any, cluster: clustering.CandidateCluster, judge: str, error: str, key: str, llm_calls: int = 0
+) -> Any:
+    """Record a failed review for a cluster that got no verdict (timeouts, rate limits past
+    the retry window, lost workers); its truths stay as they were. Idempotent per key."""
+    run = ConsolidationRun.objects.get(pk=run_id)
+    truths = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
+    request, by_alias = judging.build_request(truths)
+    sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
+    draft = merging.ReviewDraft(
+        run_id=run.pk,
+        user_id=cluster.user_id,
+        key=key,
+        snapshot=_snapshot(by_alias, request),
+        similarities={alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
+        judge=judge,
+        error=error,
+        llm_calls=llm_calls,
+    )
+    return merging.record_review(draft=draft, dry_run=run.is_dry_run)
 
 
 def finish_run_if_complete(run_id: Any) -> bool:
