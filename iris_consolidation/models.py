@@ -340,7 +340,15 @@ class ConsolidationJob(models.Model):
     class Meta:
         verbose_name = "consolidation job"
         ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["run", "status"], name="job_run_status")]
+        indexes = [
+            models.Index(fields=["run", "status"], name="job_run_status"),
+            # The recovery sweep looks at unfinished jobs of every run, each minute.
+            models.Index(
+                fields=["status", "dispatched_at"],
+                condition=Q(status__in=["queued", "running", "waiting"]),
+                name="job_active",
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["run", "key"], name="job_once_per_run_and_key"),
         ]

@@ -45,7 +45,8 @@ def max_throttle_sleep() -> float:
     """Seconds a cluster task may wait in its worker for room under the rate limit.
 
     What is left of ``CLUSTER_JOB_TIMEOUT`` after ``LLM_TIMEOUT`` and a margin; a longer
-    wait puts the job back in the queue (through a schedule) instead of holding a worker.
+    wait puts the job back in the queue (through a schedule, due that much before the
+    room appears) instead of holding a worker.
     """
     return max(0.0, float(app_settings.CLUSTER_JOB_TIMEOUT) - float(app_settings.LLM_TIMEOUT) - THROTTLE_SLEEP_MARGIN)
 
@@ -62,14 +63,18 @@ def _pass_throttle(job: ConsolidationJob, *, sleep: Callable[[float], None], clo
     short; returns False if the job was put back to wait instead."""
     limit = int(app_settings.JOBS_PER_MINUTE)
     period = float(app_settings.RATE_LIMIT_PERIOD)
+    most = max_throttle_sleep()
     while True:
         wait = throttling.acquire(name=throttling.CLUSTER_JOBS, limit=limit, period=period)
         if wait <= 0:
             return True
-        if wait <= max_throttle_sleep():
+        if wait <= most:
             sleep(wait)
             continue
-        jobs.defer(job, until=clock() + timedelta(seconds=wait), note=THROTTLED.format(limit=limit, period=period))
+        # Come back early by what a worker may wait: the scheduler fires up to 30 s late
+        # anyway, and the rest of the wait is then taken in the worker, up to the second.
+        until = clock() + timedelta(seconds=wait - most)
+        jobs.defer(job, until=until, note=THROTTLED.format(limit=limit, period=period))
         return False
 
 

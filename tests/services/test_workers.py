@@ -106,11 +106,14 @@ def test_long_wait_under_the_limit_puts_the_job_back_in_the_queue(rules_judge, c
     settings.IRIS_CONSOLIDATION_LLM_TIMEOUT = 60.0  # leaves 45 s of the 120 s timeout: too short
     throttling.acquire(name=throttling.CLUSTER_JOBS, limit=1, period=60)
 
-    assert _judge(claimed, sleep=pytest.fail) == {"job": claimed.pk, "outcome": "throttled"}
+    assert _judge(claimed, sleep=pytest.fail, clock=timezone.now) == {"job": claimed.pk, "outcome": "throttled"}
 
     claimed.refresh_from_db()
     assert (claimed.status, claimed.throttled, claimed.rate_limited, claimed.faults) == ("waiting", 1, 0, 0)
-    assert NOW < claimed.not_before <= NOW + timedelta(seconds=61)
+    # Due 45 s (the most a worker may wait: 120 - 60 - 15) before the window has room.
+    room = throttling.recent_starts(name=throttling.CLUSTER_JOBS)[0] + 60 + throttling.START_MARGIN
+    assert claimed.not_before.timestamp() == pytest.approx(room - workers.max_throttle_sleep(), abs=2)
+    assert workers.max_throttle_sleep() == 45
     assert Schedule.objects.get(func=jobs.CLUSTER_TASK).next_run == claimed.not_before
 
 
