@@ -154,3 +154,60 @@ def test_unexpected_error_is_a_fault_requeued_until_job_attempts(two_clusters, s
     assert job.review.outcome == "failed"
     assert (run.status, run.failed) == ("failed", 1)
     assert Truth.objects.filter(pk__in=cluster["member_ids"]).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_deliveries_judging_at_once_apply_the_verdict_once(two_clusters):
+    """Both deliveries get past the claim (the first one's lease ran out while it was
+    slow) and reach the judge together; the write happens once."""
+    import threading
+
+    from django.db import connection
+
+    from iris_consolidation.llm.rules import RuleJudge
+    from iris_consolidation.services import workers
+
+    barrier = threading.Barrier(2, timeout=10)
+
+    class TogetherJudge(RuleJudge):
+        def judge(self, request):
+            barrier.wait()  # both deliveries hold a verdict before either writes
+            return super().judge(request)
+
+    run = _queued_run()
+    consolidation.start_run(run)
+    members = two_clusters["alice"]
+    from iris_consolidation.services.clustering import CandidateCluster
+
+    job = jobs.ensure_cluster_job(
+        run.pk,
+        CandidateCluster(user_id=members[0].user_id, member_ids=tuple(t.pk for t in members), similarities=(1.0, 0.95)),
+    )
+    claimed = jobs.claim(job.pk)
+    outcomes: list[str] = []
+
+    def deliver() -> None:
+        try:
+            result = workers.judge_cluster_job(claimed, client=TogetherJudge(), embedder=_Embedder())
+            outcomes.append(result["outcome"])
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    run.refresh_from_db()
+    assert outcomes == ["applied", "applied"]  # the second found the first one's review
+    assert ClusterReview.objects.filter(run=run).count() == 1
+    assert Truth.all_objects.filter(origin=Origin.CONSOLIDATED).count() == 1
+    assert (run.merged, run.retired, run.clusters_done) == (1, 2, 1)
+
+
+class _Embedder:
+    model_name = "fixed"
+
+    def embed(self, texts):
+        return [vector_at(1.0) for _ in texts]

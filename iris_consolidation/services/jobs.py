@@ -198,11 +198,23 @@ def ensure_cluster_job(run_id: Any, cluster: CandidateCluster) -> Job:
 
 
 def _fail_locked(job: Job, error: str, now: datetime) -> None:
-    """Fail ``job`` (row locked by the caller): a cluster gets a failed review, counted once."""
+    """Fail ``job`` (row locked by the caller): a cluster gets a failed review, counted once.
+
+    If a delivery recorded the cluster's review before dying, that review stands (the
+    key is taken) and the job is done, or failed, as the review says.
+    """
     if job.kind == Job.Kind.CLUSTER:
         job.review = consolidation.record_cluster_failure(
             run_id=job.run_id, cluster=candidate(job), judge="", error=error, key=review_key(job)
         )
+        if job.review.outcome != ClusterReview.Outcome.FAILED:
+            job.status = Status.DONE
+            job.error = ""
+            job.finished_at = now
+            job.lease_until = None
+            job.save()
+            return
+        error = job.review.error
     else:
         run = ConsolidationRun.objects.select_for_update().get(pk=job.run_id)
         note = PHASE1_FAILED.format(user_id=job.user_id, error=error)

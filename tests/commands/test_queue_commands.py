@@ -103,6 +103,16 @@ def test_status_shows_the_last_run_the_next_due_and_what_is_in_flight(failed_run
     assert lines[5] == Status.LOCK_FREE
 
 
+def test_status_says_when_the_weekly_run_is_overdue():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Schedule.objects.filter(name=scheduling.WEEKLY).update(next_run=timezone.now() - timedelta(days=3))
+
+    assert _run("consolidation_status").splitlines()[1].endswith(Status.OVERDUE)
+
+
 def test_status_without_runs_or_schedule(settings):
     settings.IRIS_CONSOLIDATION_SCHEDULE_CRON = ""
     scheduling.ensure_schedules()

@@ -154,6 +154,7 @@ def test_sigkill_mid_run_and_restart_applies_every_cluster_exactly_once(qcluster
     wait_until(lambda: run.reviews.count() >= 12, timeout=60, what="a quarter of the clusters")
     first.kill()
     at_kill = Counter(ConsolidationJob.objects.filter(run=run).values_list("status", flat=True))
+    running_at_kill = list(ConsolidationJob.objects.filter(run=run, status="running").values_list("pk", flat=True))
     reviews_at_kill = run.reviews.count()
     qclusters.start()
     run = _finished(run, qclusters, timeout=180)
@@ -165,6 +166,8 @@ def test_sigkill_mid_run_and_restart_applies_every_cluster_exactly_once(qcluster
         f"{len(recorder.calls)} LLM calls for 50 clusters"
     )
     assert at_kill["done"] < 55 and reviews_at_kill < 50  # the kill landed mid-run
+    for job in ConsolidationJob.objects.filter(pk__in=running_at_kill):  # lost with the worker, then recovered
+        assert (job.status, job.faults) == ("done", 1), job
     assert (run.status, run.clusters_found, run.clusters_done, run.merged, run.retired, run.failed) == (
         "done",
         50,
@@ -194,7 +197,7 @@ def _most_in_any_window(times: list[float], seconds: float) -> int:
     return max((sum(1 for u in times[i:] if u - t < seconds) for i, t in enumerate(times)), default=0)
 
 
-def test_two_clusters_share_the_jobs_per_minute_limit(qclusters, llm_server, make_pairs):
+def test_two_qcluster_processes_share_the_jobs_per_minute_limit(qclusters, llm_server, make_pairs):
     # 5 per 6 s stands in for 10 per 60 s (benchmarks/queue_rate.py measures the real one).
     limit, period = 5, 6.0
     qclusters.configure(JOBS_PER_MINUTE=limit, RATE_LIMIT_PERIOD=period)

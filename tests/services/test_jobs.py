@@ -203,3 +203,21 @@ def test_abandon_run_fails_its_unfinished_jobs_and_the_run(job, run):
     assert (job.status, job.error) == ("failed", jobs.ABANDONED.format(reason="holder died"))
     assert (run.status, run.finished_at) == ("failed", NOW)
     assert "holder died" in run.notes
+
+
+def test_giving_up_on_a_job_whose_verdict_was_written_keeps_the_verdict(job, run, settings):
+    """The worker died after the write, as often as JOB_ATTEMPTS allows."""
+    settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
+    from iris_consolidation.models import Truth
+
+    claimed = jobs.claim(job.pk, now=NOW)
+    applied = consolidation.record_cluster_failure(  # stands in for any recorded review
+        run_id=run.pk, cluster=jobs.candidate(claimed), judge="rules", error="", key=jobs.review_key(claimed)
+    )
+
+    assert jobs.claim(job.pk, now=claimed.lease_until + timedelta(seconds=1)) is None
+
+    job.refresh_from_db()
+    assert (job.status, job.review_id, job.error) == ("done", applied.pk, "")
+    assert ClusterReview.objects.filter(run=run).count() == 1
+    assert Truth.objects.filter(pk__in=job.member_ids).count() == 2

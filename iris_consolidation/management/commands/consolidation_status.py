@@ -24,6 +24,7 @@ class Command(BaseCommand):
     )
     NO_RUN = "Last run: none yet."
     NEXT_DUE = "Next due: {when} (cron '{cron}' in {tz})"
+    OVERDUE = " - overdue: it starts within a minute of a qcluster running"
     NOT_SCHEDULED = "Next due: not scheduled (IRIS_CONSOLIDATION_SCHEDULE_CRON is empty, or migrate has not run)."
     IN_FLIGHT = "In flight: {count}"
     FLIGHT_ROW = "  {run_id} ({trigger}, {status}) started {started}: jobs " + " ".join(
@@ -58,7 +59,8 @@ class Command(BaseCommand):
             write(self.NOT_SCHEDULED)
         else:
             tz = timezone.get_current_timezone_name()
-            write(self.NEXT_DUE.format(when=_when(status.next_due), cron=status.cron, tz=tz))
+            overdue = self.OVERDUE if status.next_due < timezone.now() else ""
+            write(self.NEXT_DUE.format(when=_when(status.next_due), cron=status.cron, tz=tz) + overdue)
         write(self.IN_FLIGHT.format(count=len(status.in_flight)))
         for progress in status.in_flight:
             write(
