@@ -210,7 +210,7 @@ def test_two_qcluster_processes_share_the_jobs_per_minute_limit(qclusters, llm_s
     times = recorder.times()
     span = max(times) - min(times)
     busiest = _most_in_any_window(times, period)
-    print(f"\ntwo clusters, limit {limit}/{period:g}s: {len(times)} calls in {span:.1f} s, busiest window {busiest}")
+    print(f"\ntwo qclusters, limit {limit}/{period:g}s: {len(times)} calls in {span:.1f} s, busiest window {busiest}")
     assert (run.status, run.merged) == ("done", 15)
     assert len(times) == 15
     assert busiest <= limit
