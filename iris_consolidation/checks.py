@@ -61,3 +61,20 @@ def check_vector_extension(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 )
             ]
     return []
+
+
+@register()
+def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """E004 the weekly schedule's cron expression does not parse."""
+    from croniter import croniter
+
+    cron = app_settings.SCHEDULE_CRON
+    if cron and not croniter.is_valid(cron):
+        return [
+            Error(
+                f"IRIS_CONSOLIDATION_SCHEDULE_CRON is {cron!r}; use a cron expression such as "
+                "'0 5 * * 0', or '' for no schedule.",
+                id="iris_consolidation.E004",
+            )
+        ]
+    return []

@@ -28,12 +28,26 @@ DEFAULTS: dict[str, Any] = {
     # django-q2 timeouts in seconds: per-user phase 1 task, per-cluster phase 2 task.
     "USER_JOB_TIMEOUT": 60,
     "CLUSTER_JOB_TIMEOUT": 120,
-    # Cluster (judge) tasks started per minute across all workers.
+    # Cluster (judge) tasks started per minute across all workers and machines (the
+    # count lives in the database); 0 for no limit. Phase 1 is not limited.
     "JOBS_PER_MINUTE": 10,
     # Truths at this generation are never consolidated again (hard limit from DESIGN.md).
     "MAX_GENERATION": 5,
     # Seconds during which a rate-limited cluster task keeps being re-queued.
     "RETRY_WINDOW": 7200,
+    # Seconds over which JOBS_PER_MINUTE is counted (a sliding window). 60 gives the
+    # per-minute limit the name says; tests shorten it to stay fast.
+    "RATE_LIMIT_PERIOD": 60,
+    # Deliveries of one queued job that may end in a timeout, a dead worker or an
+    # unexpected error before the job is recorded as failed. Rate limits do not count.
+    "JOB_ATTEMPTS": 3,
+    # Cron expression of the weekly scheduled run, in TIME_ZONE (Sunday 05:00); "" for none.
+    "SCHEDULE_CRON": "0 5 * * 0",
+    # Seconds a scheduled run's no-overlap lock lasts without progress before another
+    # scheduled run may take it over (its holder is taken for dead). Renewed by every
+    # finished job and by the recovery sweep; above RETRY_WINDOW so a run waiting on a
+    # provider's rate limit keeps its lock.
+    "SCHEDULE_LOCK_TTL": 10800,
     # Most truths one run may retire; the rest wait for the next run.
     "MAX_RETIREMENTS_PER_RUN": 1000,
     # "rules" (offline, deterministic) or "llm" (litellm, model below).

@@ -96,6 +96,17 @@ class RunQuerySet(models.QuerySet):
         return self.filter(mode="dry_run")
 
 
+class JobQuerySet(models.QuerySet):
+    """Filters over consolidation jobs (queued tasks of a run)."""
+
+    def active(self) -> JobQuerySet:
+        """Jobs not finished: queued, running or waiting."""
+        return self.filter(status__in=["queued", "running", "waiting"])
+
+    def in_run(self, run_id: object) -> JobQuerySet:
+        return self.filter(run_id=run_id)
+
+
 class ClusterReviewQuerySet(models.QuerySet):
     """Filters over cluster reviews."""
 

@@ -1,93 +1,134 @@
 """django-q2 entry points (thin) and the helpers that enqueue them.
 
-Tasks take primitive arguments (ids), call one service and return a small dict.
-Phase 1: ``plan_user`` per user, which enqueues ``consolidate_cluster`` per cluster,
-all in the run's group ``iris_consolidation:run:<id>``.
+Tasks take primitive arguments (ids), claim their job row, call one service and return
+a small dict. Phase 1: ``plan_user`` per user, which creates and sends a
+``consolidate_cluster`` task per cluster, all in the run's group
+``iris_consolidation:run:<id>``. ``scheduled_consolidation`` is the weekly schedule's
+task, ``recover_jobs`` the minutely sweep. A delivery that ends in an exception (a
+timeout included) is counted as a fault on its job, which is re-queued by this app,
+never by broker redelivery, and the exception goes on to django-q2, which records it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.dateparse import parse_datetime
+from django_q.exceptions import TimeoutException
 from django_q.tasks import async_task
 
 from .conf import app_settings
-from .embeddings import get_embedder
-from .exceptions import JudgeRateLimited
+from .embeddings import Embedder, LocalEmbedder, get_embedder
 from .llm import get_judge_client
-from .models import ConsolidationRun
-from .services import consolidation
+from .models import ConsolidationJob, ConsolidationRun
+from .services import consolidation, jobs, scheduling, workers
 from .services.clustering import CandidateCluster
 
 logger = logging.getLogger(__name__)
 
+TIMED_OUT = "Timed out after {seconds} s ({setting})."
+CRASHED = "{kind}: {error}"
+
 
 def group_name(run_id: Any) -> str:
     """The django-q2 group of a run's tasks."""
-    return f"iris_consolidation:run:{run_id}"
+    return jobs.group_name(run_id)
 
 
 def enqueue_run(run: ConsolidationRun) -> int:
     """Start ``run`` and enqueue one ``plan_user`` task per user; returns the count.
 
-    A run with no user to consolidate is finished at once.
+    The tasks are sent when the current transaction commits. A run with no user to
+    consolidate is finished at once.
     """
-    user_ids = consolidation.start_run(run)
-    for user_id in user_ids:
-        async_task(
-            plan_user,
-            str(run.pk),
-            user_id,
-            task_name=f"iris:plan:{str(run.pk)[:8]}:user{user_id}",
-            group=group_name(run.pk),
-            timeout=app_settings.USER_JOB_TIMEOUT,
-        )
-    consolidation.finish_run_if_complete(run.pk)
-    return len(user_ids)
+    return len(jobs.start_queued_run(run))
 
 
 def enqueue_cluster(run_id: Any, cluster: CandidateCluster) -> None:
-    """Enqueue phase 2 for one cluster."""
-    async_task(
-        consolidate_cluster,
-        str(run_id),
-        cluster.as_task_args(),
-        task_name=f"iris:cluster:{str(run_id)[:8]}:{cluster.seed_id}",
-        group=group_name(run_id),
-        timeout=app_settings.CLUSTER_JOB_TIMEOUT,
-    )
+    """Enqueue phase 2 for one cluster (its job row is created if missing)."""
+    jobs.dispatch(jobs.ensure_cluster_job(run_id, cluster))
 
 
-def plan_user(run_id: str, user_id: int) -> dict[str, int]:
-    """Task: phase 1 for one user, then enqueue its clusters."""
-    from .embeddings import LocalEmbedder
-
+@functools.cache
+def _worker_embedder() -> Embedder:
     embedder = get_embedder()
     if isinstance(embedder, LocalEmbedder):
-        embedder = LocalEmbedder(threads=1)  # one onnxruntime thread per queue worker
-    clusters = consolidation.plan_user(run_id=run_id, user_id=user_id, embedder=embedder)
-    for cluster in clusters:
-        enqueue_cluster(run_id, cluster)
-    consolidation.finish_run_if_complete(run_id)
-    return {"user_id": user_id, "clusters": len(clusters)}
+        return LocalEmbedder(threads=1)  # one onnxruntime thread per queue worker
+    return embedder
+
+
+@receiver(setting_changed)
+def _clear_worker_embedder(*, setting: str, **kwargs: object) -> None:
+    if setting.startswith("IRIS_CONSOLIDATION_"):
+        _worker_embedder.cache_clear()
+
+
+def _broker_idle() -> bool:
+    """Whether the broker's queue holds no task ready to be fetched."""
+    from django_q.brokers import get_broker
+
+    try:
+        return int(get_broker().queue_size() or 0) == 0
+    except Exception:  # an unreachable broker says nothing about lost messages
+        logger.exception("could not read the broker's queue size")
+        return False
+
+
+def _settle(run_id: Any) -> None:
+    """Recover the run's stalled jobs and refresh its status (after every delivery)."""
+    jobs.recover(broker_idle=_broker_idle, run_id=run_id)
+
+
+def _run_claimed(job: ConsolidationJob, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        result = work()
+    except TimeoutException:
+        setting = f"IRIS_CONSOLIDATION_{job.kind.upper()}_JOB_TIMEOUT"
+        _fault(job, TIMED_OUT.format(seconds=jobs.timeout_of(job.kind), setting=setting))
+        raise
+    except Exception as exc:
+        _fault(job, CRASHED.format(kind=type(exc).__name__, error=exc))
+        raise
+    _settle(job.run_id)
+    return result
+
+
+def _fault(job: ConsolidationJob, error: str) -> None:
+    try:
+        jobs.record_fault(job, error=error)
+        _settle(job.run_id)
+    except BaseException:  # the lease expiry will recover the job; keep the first error
+        logger.exception("run %s: could not record a fault on job %s", job.run_id, job.key)
+
+
+def plan_user(run_id: str, user_id: int) -> dict[str, Any]:
+    """Task: phase 1 for one user, then send its cluster tasks."""
+    job = jobs.claim(jobs.ensure_user_job(run_id, int(user_id)).pk, worker=jobs.worker_name())
+    if job is None:
+        return {"user_id": user_id, "skipped": True}
+    return _run_claimed(job, lambda: workers.plan_user_job(job, embedder=_worker_embedder()))
 
 
 def consolidate_cluster(run_id: str, cluster: dict[str, Any]) -> dict[str, Any]:
-    """Task: phase 2 for one cluster; the run is finished by its last cluster."""
+    """Task: phase 2 for one cluster (rate-limited); the run is finished by its last job."""
     candidate = CandidateCluster(
         user_id=int(cluster["user_id"]),
-        member_ids=tuple(cluster["member_ids"]),
-        similarities=tuple(cluster["similarities"]),
+        member_ids=tuple(int(i) for i in cluster["member_ids"]),
+        similarities=tuple(float(s) for s in cluster["similarities"]),
     )
-    try:
-        review = consolidation.consolidate_cluster(
-            run_id=run_id, cluster=candidate, client=get_judge_client(), embedder=get_embedder()
-        )
-    except JudgeRateLimited:
-        raise
-    consolidation.finish_run_if_complete(run_id)
-    return {"review_id": review.pk, "outcome": review.outcome}
+    job = jobs.claim(jobs.ensure_cluster_job(run_id, candidate).pk, worker=jobs.worker_name())
+    if job is None:
+        return {"seed_id": candidate.seed_id, "skipped": True}
+    return _run_claimed(
+        job,
+        lambda: workers.judge_cluster_job(job, client=get_judge_client(), embedder=_worker_embedder()),
+    )
 
 
 def enqueue_users(user_ids: list[int], *, mode: str, trigger: str, judge: str = "") -> list[ConsolidationRun]:
@@ -142,3 +183,18 @@ def scheduled_pass() -> dict[str, Any]:
 
     run, decision = live_settings.start_scheduled_pass()
     return {"run_id": str(run.pk) if run else None, "mode": decision.mode if run else None, "reason": decision.reason}
+
+
+def scheduled_consolidation(scheduled_for: str | datetime | None = None) -> dict[str, Any]:
+    """Task of the weekly schedule: start the slot's run unless it ran or one is in progress."""
+    slot = parse_datetime(scheduled_for) if isinstance(scheduled_for, str) else scheduled_for
+    started = scheduling.start_scheduled_run(scheduled_for=slot)
+    if started.run is None:
+        logger.info("scheduled consolidation skipped: %s", started.skipped)
+        return {"slot": started.slot.isoformat(), "skipped": started.skipped}
+    return {"slot": started.slot.isoformat(), "run_id": str(started.run.pk)}
+
+
+def recover_jobs() -> dict[str, int]:
+    """Task of the minutely sweep: re-queue jobs left by dead workers or lost messages."""
+    return jobs.recover(broker_idle=_broker_idle)

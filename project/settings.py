@@ -93,14 +93,19 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 
 # --- django-q2 --------------------------------------------------------------------
 # ORM broker by default (no extra server); REDIS_URL switches to Redis.
+Q_WORKERS = env.int("Q_WORKERS", default=2)
 Q_CLUSTER = {
-    "name": "iris",
-    "workers": env.int("Q_WORKERS", default=2),
+    # Q_NAME keeps deployments (or test sessions) sharing one Redis apart.
+    "name": env("Q_NAME", default="iris"),
+    "workers": Q_WORKERS,
     "timeout": 150,  # above the 120 s cluster task timeout
     "retry": 180,  # must stay above timeout, or the ORM broker re-delivers a running task
     "max_attempts": 3,
-    "queue_limit": 50,
-    "catch_up": True,
+    # Few tasks fetched ahead: a fetched task waits in the worker's memory, where a
+    # crash loses it (Redis) or the ORM broker's retry clock runs on it.
+    "queue_limit": Q_WORKERS,
+    # A missed schedule fires once when the cluster comes back, not once per missed slot.
+    "catch_up": False,
     "ack_failures": True,
     "save_limit": 1000,
     "label": "Django Q2",
@@ -121,6 +126,10 @@ _IRIS = {
     "JOBS_PER_MINUTE": env.int,
     "MAX_GENERATION": env.int,
     "RETRY_WINDOW": env.int,
+    "RATE_LIMIT_PERIOD": env.float,
+    "JOB_ATTEMPTS": env.int,
+    "SCHEDULE_CRON": env.str,
+    "SCHEDULE_LOCK_TTL": env.int,
     "MAX_RETIREMENTS_PER_RUN": env.int,
     "JUDGE": env.str,
     "MODEL": env.str,

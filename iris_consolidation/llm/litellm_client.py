@@ -67,6 +67,23 @@ def _retry_after(exc: Exception) -> float | None:
     return None
 
 
+_warmed = False
+
+
+def _warm_up(model: str) -> None:
+    """Make litellm's lazy first-call imports now (about 0.4-1 s), with an offline mock
+    reply, so that a judge call starts its HTTP request right after the rate limiter
+    lets it (the limit counts starts; the provider counts arrivals). Once per process."""
+    global _warmed
+    if _warmed:
+        return
+    _warmed = True
+    try:
+        litellm.completion(model=model, messages=[{"role": "user", "content": "warm-up"}], mock_response="{}")
+    except Exception:  # only a speed-up: a model litellm cannot mock still works
+        logger.debug("litellm warm-up failed for %s", model, exc_info=True)
+
+
 class LiteLLMJudge:
     """``JudgeClient`` over ``litellm.completion``: one call per cluster, JSON output.
 
@@ -98,6 +115,7 @@ class LiteLLMJudge:
             attempts=int(app_settings.LLM_ATTEMPTS),
         )
         _check_environment(judge.model, judge.api_base)
+        _warm_up(judge.model)
         return judge
 
     def _json_mode(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -94,12 +95,21 @@ def start_run(run: ConsolidationRun) -> list[int]:
     return user_ids
 
 
-def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:
-    """Phase 1 for one user: embed missing embeddings, build clusters, count them on the run.
+@dataclass(frozen=True, kw_only=True)
+class UserPlan:
+    """Phase 1's result for one user: the clusters and the figures the run counts."""
 
-    Writes embeddings and the run's counters (not truths' content). Raises
-    ``EmbeddingError`` if the embedder fails.
-    """
+    user_id: int
+    clusters: list[clustering.CandidateCluster]
+    truths: int
+    embedded: int
+    embed_seconds: float
+    cluster_seconds: float
+
+
+def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPlan:
+    """Phase 1 for one user without counting it on the run: embed missing embeddings,
+    build clusters. Writes embeddings only. Raises ``EmbeddingError`` if the embedder fails."""
     run = ConsolidationRun.objects.get(pk=run_id)
     started = time.monotonic()
     embedded = clustering.embed_missing(user_id=user_id, embedder=embedder)
@@ -109,15 +119,37 @@ def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clusteri
     clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
     cluster_seconds = time.monotonic() - started
     truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
+    return UserPlan(
+        user_id=user_id,
+        clusters=clusters,
+        truths=truths,
+        embedded=embedded,
+        embed_seconds=embed_seconds,
+        cluster_seconds=cluster_seconds,
+    )
+
+
+def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
+    """Add one planned user to the run's counters (callers make it happen once)."""
     ConsolidationRun.objects.filter(pk=run_id).update(
         users_done=F("users_done") + 1,
-        truths=F("truths") + truths,
-        embedded=F("embedded") + embedded,
-        clusters_found=F("clusters_found") + len(clusters),
-        embed_seconds=F("embed_seconds") + embed_seconds,
-        cluster_seconds=F("cluster_seconds") + cluster_seconds,
+        truths=F("truths") + plan.truths,
+        embedded=F("embedded") + plan.embedded,
+        clusters_found=F("clusters_found") + len(plan.clusters),
+        embed_seconds=F("embed_seconds") + plan.embed_seconds,
+        cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
     )
-    return clusters
+
+
+def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:
+    """Phase 1 for one user: embed missing embeddings, build clusters, count them on the run.
+
+    Writes embeddings and the run's counters (not truths' content). Raises
+    ``EmbeddingError`` if the embedder fails.
+    """
+    plan = build_user_plan(run_id=run_id, user_id=user_id, embedder=embedder)
+    count_user_plan(run_id=run_id, plan=plan)
+    return plan.clusters
 
 
 def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
@@ -153,7 +185,12 @@ def _note_on_run(run_id: Any, note: str) -> None:
 
 
 def consolidate_cluster(
-    *, run_id: Any, cluster: clustering.CandidateCluster, client: JudgeClient, embedder: Embedder
+    *,
+    run_id: Any,
+    cluster: clustering.CandidateCluster,
+    client: JudgeClient,
+    embedder: Embedder,
+    key: str | None = None,
 ) -> Any:
     """Phase 2 for one cluster: judge (outside any transaction), validate, record.
 
@@ -162,12 +199,13 @@ def consolidate_cluster(
     unreachable, later clusters of the same user in this run get the pre-pass only,
     and the run's notes say so. Returns the ``ClusterReview``. Raises
     ``JudgeRateLimited`` (nothing recorded) so the caller can wait and try again.
+    ``key`` names the review (one per run and key); by default it is derived from the
+    members, retired ones included, so that a second delivery of the task finds the
+    review it wrote after its merge retired the sources; queued jobs pass a stable one.
     """
     run = ConsolidationRun.objects.get(pk=run_id)
-    # The key covers retired members too: once this cluster's merge has retired its
-    # sources, a second delivery of the task must still find the review it wrote.
     members = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
-    key = judging.cluster_key(members)
+    key = key or judging.cluster_key(members)
     existing = run.reviews.filter(key=key).first()
     if existing is not None:
         return existing
@@ -222,6 +260,28 @@ def consolidate_cluster(
         llm_calls=judgement.llm_calls,
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run, embedding_model=embedder.model_name)
+
+
+def record_cluster_failure(
+    *, run_id: Any, cluster: clustering.CandidateCluster, judge: str, error: str, key: str, llm_calls: int = 0
+) -> Any:
+    """Record a failed review for a cluster that got no verdict (timeouts, rate limits past
+    the retry window, lost workers); its truths stay as they were. Idempotent per key."""
+    run = ConsolidationRun.objects.get(pk=run_id)
+    truths = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
+    request, by_alias = judging.build_request(truths)
+    sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
+    draft = merging.ReviewDraft(
+        run_id=run.pk,
+        user_id=cluster.user_id,
+        key=key,
+        snapshot=_snapshot(by_alias, request),
+        similarities={alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
+        judge=judge,
+        error=error,
+        llm_calls=llm_calls,
+    )
+    return merging.record_review(draft=draft, dry_run=run.is_dry_run)
 
 
 def finish_run_if_complete(run_id: Any) -> bool:

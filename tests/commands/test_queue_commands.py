@@ -1,0 +1,123 @@
+"""``retry_consolidation`` and ``consolidation_status``."""
+
+from __future__ import annotations
+
+import uuid
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django_q.models import Schedule
+
+from iris_consolidation import tasks
+from iris_consolidation.management.commands.consolidation_status import Command as Status
+from iris_consolidation.management.commands.retry_consolidation import Command as Retry
+from iris_consolidation.models import ConsolidationJob, ConsolidationRun
+from iris_consolidation.services import consolidation, scheduling
+from tests.conftest import vector_at
+
+pytestmark = pytest.mark.django_db
+
+
+def _run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+@pytest.fixture
+def failed_run(truth_factory, settings, django_capture_on_commit_callbacks):
+    """A queued run whose only cluster failed (the judge could not be built)."""
+    truth_factory("Works as a nurse", embedding=vector_at(1.0))
+    truth_factory("Works as a nurse.", embedding=vector_at(0.95))
+    settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
+    settings.IRIS_CONSOLIDATION_JUDGE = "nonexistent"
+    run = consolidation.create_run(trigger="command", mode="queued")
+    with pytest.raises(Exception, match="Unknown judge"), django_capture_on_commit_callbacks(execute=True):
+        tasks.enqueue_run(run)
+    run.refresh_from_db()
+    assert (run.status, run.failed) == ("failed", 1)
+    settings.IRIS_CONSOLIDATION_JUDGE = "rules"
+    return run
+
+
+def test_retry_requeues_the_failed_cluster_and_the_run_completes(failed_run, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        out = _run("retry_consolidation", str(failed_run.pk))
+
+    failed_run.refresh_from_db()
+    assert out.strip() == Retry.REQUEUED.format(count=1, run_id=failed_run.pk)
+    assert (failed_run.status, failed_run.failed, failed_run.merged, failed_run.clusters_done) == ("done", 0, 1, 1)
+    job = ConsolidationJob.objects.get(run=failed_run, kind="cluster")
+    assert (job.status, job.round) == ("done", 1)
+
+
+def test_retry_with_nothing_failed_says_so(failed_run, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        _run("retry_consolidation", str(failed_run.pk))
+
+    assert _run("retry_consolidation", str(failed_run.pk)).strip() == Retry.NOTHING.format(run_id=failed_run.pk)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("not-a-uuid", Retry.BAD_ID.format(value="not-a-uuid")),
+        (str(uuid.UUID(int=7)), Retry.UNKNOWN_RUN.format(value=str(uuid.UUID(int=7)))),
+    ],
+)
+def test_retry_refuses_a_bad_or_unknown_run_id(value, message):
+    with pytest.raises(CommandError) as info:
+        _run("retry_consolidation", value)
+
+    assert str(info.value) == message and info.value.returncode == 1
+
+
+def test_retry_refuses_a_run_that_was_not_queued():
+    run = consolidation.create_run(trigger="command", mode="sync")
+
+    with pytest.raises(CommandError, match="only queued runs have jobs to retry"):
+        _run("retry_consolidation", str(run.pk))
+
+
+def test_status_shows_the_last_run_the_next_due_and_what_is_in_flight(failed_run, settings):
+    from django.utils import timezone
+
+    from iris_consolidation.management.commands.consolidation_status import _when
+
+    in_flight = consolidation.create_run(trigger="schedule", mode="queued")
+    in_flight.status = "running"
+    in_flight.save()
+    ConsolidationJob.objects.create(run=in_flight, kind="user", key="user:1", user_id=failed_run.jobs.first().user_id)
+    weekly = Schedule.objects.get(name=scheduling.WEEKLY)
+
+    lines = _run("consolidation_status").splitlines()
+
+    assert lines[0].startswith(f"Last run: {in_flight.pk} (schedule, running)")
+    assert lines[1] == Status.NEXT_DUE.format(
+        when=_when(weekly.next_run), cron="0 5 * * 0", tz=timezone.get_current_timezone_name()
+    )
+    assert lines[2] == Status.IN_FLIGHT.format(count=1)
+    assert lines[3].endswith("jobs queued=1 running=0 waiting=0 done=0 failed=0")
+    assert lines[4] == Status.BY_STATUS.format(counts="pending=0 running=1 done=0 partial=0 failed=1")
+    assert lines[5] == Status.LOCK_FREE
+
+
+def test_status_says_when_the_weekly_run_is_overdue():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Schedule.objects.filter(name=scheduling.WEEKLY).update(next_run=timezone.now() - timedelta(days=3))
+
+    assert _run("consolidation_status").splitlines()[1].endswith(Status.OVERDUE)
+
+
+def test_status_without_runs_or_schedule(settings):
+    settings.IRIS_CONSOLIDATION_SCHEDULE_CRON = ""
+    scheduling.ensure_schedules()
+
+    lines = _run("consolidation_status").splitlines()
+
+    assert lines[:3] == [Status.NO_RUN, Status.NOT_SCHEDULED, Status.IN_FLIGHT.format(count=0)]
+    assert ConsolidationRun.objects.count() == 0

@@ -1,0 +1,213 @@
+"""The django-q2 entry points run in process (q_sync): a queued run end to end, duplicates."""
+
+from __future__ import annotations
+
+import pytest
+
+from iris_consolidation import tasks
+from iris_consolidation.models import ClusterReview, ConsolidationJob, Origin, Truth
+from iris_consolidation.services import consolidation, jobs
+from tests import llm_stub
+from tests.conftest import vector_at
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def two_clusters(user_factory, truth_factory):
+    alice, bob = user_factory("alice"), user_factory("bob")
+    return {
+        "alice": [
+            truth_factory("Works as a nurse", user=alice, embedding=vector_at(1.0)),
+            truth_factory("Works as a nurse.", user=alice, embedding=vector_at(0.95)),
+        ],
+        "bob": [
+            truth_factory("Plays the cello", user=bob, embedding=vector_at(1.0)),
+            truth_factory("Plays the cello.", user=bob, embedding=vector_at(0.95)),
+        ],
+    }
+
+
+def _queued_run():
+    return consolidation.create_run(trigger="command", mode="queued", judge="rules")
+
+
+def test_queued_run_goes_through_both_phases_and_is_done(two_clusters, django_capture_on_commit_callbacks):
+    run = _queued_run()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.enqueue_run(run) == 2
+
+    run.refresh_from_db()
+    counts = jobs.job_counts(run.pk)
+    assert (run.status, run.users_done, run.clusters_found, run.clusters_done, run.merged) == ("done", 2, 2, 2, 2)
+    assert counts == {"queued": 0, "running": 0, "waiting": 0, "done": 4, "failed": 0}
+    assert run.finished_at is not None
+    assert Truth.objects.filter(origin=Origin.CONSOLIDATED).count() == 2
+
+
+def test_run_without_users_is_done_at_once(django_capture_on_commit_callbacks):
+    run = _queued_run()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.enqueue_run(run) == 0
+
+    run.refresh_from_db()
+    assert run.status == "done" and run.finished_at is not None
+
+
+def test_cluster_task_delivered_twice_applies_its_verdict_once(two_clusters, django_capture_on_commit_callbacks):
+    run = _queued_run()
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.enqueue_run(run)
+    job = ConsolidationJob.objects.get(run=run, kind="cluster", user__username="alice")
+    cluster = {"user_id": job.user_id, "member_ids": job.member_ids, "similarities": job.similarities}
+
+    with django_capture_on_commit_callbacks(execute=True):
+        again = tasks.consolidate_cluster(str(run.pk), cluster)
+
+    run.refresh_from_db()
+    assert again == {"seed_id": job.member_ids[0], "skipped": True}
+    assert (run.clusters_done, run.merged, run.retired) == (2, 2, 4)
+    assert Truth.all_objects.filter(origin=Origin.CONSOLIDATED).count() == 2
+    assert ClusterReview.objects.filter(run=run).count() == 2
+
+
+def test_plan_task_delivered_twice_counts_the_user_once(two_clusters, django_capture_on_commit_callbacks):
+    run = _queued_run()
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.enqueue_run(run)
+    alice = two_clusters["alice"][0].user_id
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.plan_user(str(run.pk), alice) == {"user_id": alice, "skipped": True}
+
+    run.refresh_from_db()
+    assert (run.users_done, run.clusters_found) == (2, 2)
+    assert ConsolidationJob.objects.filter(run=run, kind="cluster").count() == 2
+
+
+def test_redelivery_after_the_write_finishes_the_job_without_asking_the_judge_again(
+    llm_server, two_clusters, django_capture_on_commit_callbacks
+):
+    """A worker that died after recording its review but before marking its job done."""
+    llm_server.handler = lambda payload: llm_stub.verdict(
+        [
+            {
+                "action": "merge",
+                "ids": ["t1", "t2"],
+                "content": llm_server.truths_of({"json": payload})[0]["content"],
+                "reason": "same",
+            }
+        ]
+    )
+    run = consolidation.create_run(trigger="command", mode="queued", user_id=two_clusters["alice"][0].user_id)
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.enqueue_run(run)
+    job = ConsolidationJob.objects.get(run=run, kind="cluster")
+    from django.utils import timezone
+
+    ConsolidationJob.objects.filter(pk=job.pk).update(status="running", lease_until=timezone.now(), review=None)
+    run.refresh_from_db()
+    calls = len(llm_server.chat_requests())
+
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.consolidate_cluster(
+            str(run.pk), {"user_id": job.user_id, "member_ids": job.member_ids, "similarities": job.similarities}
+        )
+
+    job.refresh_from_db()
+    assert (job.status, job.faults, job.deliveries) == ("done", 1, 2)
+    assert job.review.outcome == "applied"
+    assert len(llm_server.chat_requests()) == calls == 1
+    assert Truth.all_objects.filter(origin=Origin.CONSOLIDATED).count() == 1
+
+
+def test_unexpected_error_is_a_fault_requeued_until_job_attempts(two_clusters, settings):
+    from iris_consolidation.exceptions import JudgeMisconfigured
+    from iris_consolidation.services.clustering import CandidateCluster
+
+    settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 2
+    run = _queued_run()
+    consolidation.start_run(run)
+    members = two_clusters["alice"]
+    cluster = {"user_id": members[0].user_id, "member_ids": [t.pk for t in members], "similarities": [1.0, 0.95]}
+    job = jobs.ensure_cluster_job(
+        run.pk,
+        CandidateCluster(user_id=members[0].user_id, member_ids=tuple(cluster["member_ids"]), similarities=(1.0, 0.95)),
+    )
+    settings.IRIS_CONSOLIDATION_JUDGE = "nonexistent"  # get_judge_client raises JudgeMisconfigured
+
+    with pytest.raises(JudgeMisconfigured):  # django-q2 records the failure
+        tasks.consolidate_cluster(str(run.pk), cluster)
+    job.refresh_from_db()
+    assert (job.status, job.faults) == ("queued", 1)
+
+    with pytest.raises(JudgeMisconfigured):
+        tasks.consolidate_cluster(str(run.pk), cluster)
+    job.refresh_from_db()
+    run.refresh_from_db()
+    assert (job.status, job.faults) == ("failed", 2)
+    assert job.error.startswith(
+        jobs.GAVE_UP.format(faults=2, attempts=2, error="JudgeMisconfigured: Unknown judge")[:60]
+    )
+    assert job.review.outcome == "failed"
+    assert (run.status, run.failed) == ("failed", 1)
+    assert Truth.objects.filter(pk__in=cluster["member_ids"]).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_deliveries_judging_at_once_apply_the_verdict_once(two_clusters):
+    """Both deliveries get past the claim (the first one's lease ran out while it was
+    slow) and reach the judge together; the write happens once."""
+    import threading
+
+    from django.db import connection
+
+    from iris_consolidation.llm.rules import RuleJudge
+    from iris_consolidation.services import workers
+
+    barrier = threading.Barrier(2, timeout=10)
+
+    class TogetherJudge(RuleJudge):
+        def judge(self, request):
+            barrier.wait()  # both deliveries hold a verdict before either writes
+            return super().judge(request)
+
+    run = _queued_run()
+    consolidation.start_run(run)
+    members = two_clusters["alice"]
+    from iris_consolidation.services.clustering import CandidateCluster
+
+    job = jobs.ensure_cluster_job(
+        run.pk,
+        CandidateCluster(user_id=members[0].user_id, member_ids=tuple(t.pk for t in members), similarities=(1.0, 0.95)),
+    )
+    claimed = jobs.claim(job.pk)
+    outcomes: list[str] = []
+
+    def deliver() -> None:
+        try:
+            result = workers.judge_cluster_job(claimed, client=TogetherJudge(), embedder=_Embedder())
+            outcomes.append(result["outcome"])
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    run.refresh_from_db()
+    assert outcomes == ["applied", "applied"]  # the second found the first one's review
+    assert ClusterReview.objects.filter(run=run).count() == 1
+    assert Truth.all_objects.filter(origin=Origin.CONSOLIDATED).count() == 1
+    assert (run.merged, run.retired, run.clusters_done) == (1, 2, 1)
+
+
+class _Embedder:
+    model_name = "fixed"
+
+    def embed(self, texts):
+        return [vector_at(1.0) for _ in texts]
