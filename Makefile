@@ -6,10 +6,12 @@ SHARED_DATA := ../shared/data/locomo_observations.truths.jsonl
 DEMO_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),samples/demo.truths.jsonl)
 # The demo uses the offline rule judge whatever .env says; `make demo DEMO_JUDGE=llm` to change.
 DEMO_JUDGE ?= rules
+# The dry run lists each would-be merge for the small sample, only its summary for larger files.
+DEMO_VERBOSITY ?= $(if $(findstring samples/,$(DEMO_DATA)),1,0)
 PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install demo test test-fast test-slow bench
+.PHONY: install demo test test-fast test-slow bench db-stop
 
 install: $(VENV)/.installed
 
@@ -27,7 +29,7 @@ demo: install
 	@echo "== load $(DEMO_DATA)"
 	@$(PY) manage.py load_truths "$(DEMO_DATA)"
 	@echo "== dry run (judge: $(DEMO_JUDGE); nothing is changed)"
-	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --dry-run --verbosity 0
+	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --dry-run --verbosity $(DEMO_VERBOSITY)
 	@echo "== consolidate (judge: $(DEMO_JUDGE))"
 	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --sync --verbosity 0
 
@@ -49,3 +51,9 @@ test-slow: install
 
 bench: install
 	$(PY) benchmarks/phase1.py
+
+# The embedded PostgreSQL keeps running between commands (a fast shutdown; it restarts on next use).
+db-stop:
+	@pid=$$(head -1 .pgdata/postmaster.pid 2>/dev/null); \
+	if [ -n "$$pid" ] && kill -INT "$$pid" 2>/dev/null; then echo "Stopped the embedded PostgreSQL (pid $$pid)."; \
+	else echo "The embedded PostgreSQL is not running."; fi
