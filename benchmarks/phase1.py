@@ -76,8 +76,7 @@ _CITIES = (
 ).split()
 _PETS = "dog cat parrot rabbit tortoise hamster ferret goldfish horse gecko".split()
 _FOODS = (
-    "ramen paella dumplings lasagne tacos falafel pho risotto curry sushi pierogi goulash couscous "
-    "empanadas moussaka"
+    "ramen paella dumplings lasagne tacos falafel pho risotto curry sushi pierogi goulash couscous empanadas moussaka"
 ).split()
 _HOBBIES = (
     "rock climbing pottery chess birdwatching sailing knitting running photography gardening "
@@ -94,26 +93,62 @@ _DAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
 
 # Each fact has paraphrase templates; restatements reuse the first one with case/punctuation changes.
 _FACTS: list[tuple[list[str], dict[str, list[Any]]]] = [
-    (["Has a {pet} named {name}", "Owns a {pet} called {name}", "{name} is the name of their {pet}"],
-     {"pet": _PETS, "name": _NAMES}),
-    (["Works as a {job} in {city}", "Is employed as a {job} in {city}", "Has a job as a {job} in {city}"],
-     {"job": _JOBS, "city": _CITIES}),
-    (["Loves eating {food} with their {rel} {name}", "Enjoys {food} with their {rel} {name}",
-      "Often shares {food} with their {rel} {name}"],
-     {"food": _FOODS, "rel": _RELS, "name": _NAMES}),
-    (["Goes {hobby} every {day} with {name}", "Does {hobby} with {name} on {day}s",
-      "Spends {day}s {hobby} with {name}"],
-     {"hobby": _HOBBIES, "day": _DAYS, "name": _NAMES}),
-    (["Visited {city} in {month} {year}", "Travelled to {city} in {month} {year}",
-      "Took a trip to {city} in {month} {year}"],
-     {"city": _CITIES, "month": _MONTHS, "year": list(range(1995, 2026))}),
-    (["Is learning {lang} to talk with their {rel} {name}", "Studies {lang} so they can speak with {name}",
-      "Takes {lang} lessons for their {rel} {name}"],
-     {"lang": _LANGS, "rel": _RELS, "name": _NAMES}),
-    (["Was born in {city} in {year}", "Their birthplace is {city}, {year}", "Came into the world in {city} in {year}"],
-     {"city": _CITIES, "year": list(range(1940, 2010))}),
-    (["Their {rel} {name} lives in {city}", "{name}, their {rel}, lives in {city}", "Has a {rel} called {name} in {city}"],
-     {"rel": _RELS, "name": _NAMES, "city": _CITIES}),
+    (
+        ["Has a {pet} named {name}", "Owns a {pet} called {name}", "{name} is the name of their {pet}"],
+        {"pet": _PETS, "name": _NAMES},
+    ),
+    (
+        ["Works as a {job} in {city}", "Is employed as a {job} in {city}", "Has a job as a {job} in {city}"],
+        {"job": _JOBS, "city": _CITIES},
+    ),
+    (
+        [
+            "Loves eating {food} with their {rel} {name}",
+            "Enjoys {food} with their {rel} {name}",
+            "Often shares {food} with their {rel} {name}",
+        ],
+        {"food": _FOODS, "rel": _RELS, "name": _NAMES},
+    ),
+    (
+        [
+            "Goes {hobby} every {day} with {name}",
+            "Does {hobby} with {name} on {day}s",
+            "Spends {day}s {hobby} with {name}",
+        ],
+        {"hobby": _HOBBIES, "day": _DAYS, "name": _NAMES},
+    ),
+    (
+        [
+            "Visited {city} in {month} {year}",
+            "Travelled to {city} in {month} {year}",
+            "Took a trip to {city} in {month} {year}",
+        ],
+        {"city": _CITIES, "month": _MONTHS, "year": list(range(1995, 2026))},
+    ),
+    (
+        [
+            "Is learning {lang} to talk with their {rel} {name}",
+            "Studies {lang} so they can speak with {name}",
+            "Takes {lang} lessons for their {rel} {name}",
+        ],
+        {"lang": _LANGS, "rel": _RELS, "name": _NAMES},
+    ),
+    (
+        [
+            "Was born in {city} in {year}",
+            "Their birthplace is {city}, {year}",
+            "Came into the world in {city} in {year}",
+        ],
+        {"city": _CITIES, "year": list(range(1940, 2010))},
+    ),
+    (
+        [
+            "Their {rel} {name} lives in {city}",
+            "{name}, their {rel}, lives in {city}",
+            "Has a {rel} called {name} in {city}",
+        ],
+        {"rel": _RELS, "name": _NAMES, "city": _CITIES},
+    ),
 ]
 
 
@@ -186,6 +221,7 @@ def synthetic_vectors(n: int, *, grouped: float, seed: int) -> tuple[Any, int]:
 
 # --- child processes -------------------------------------------------------------
 
+
 def child_setup(args: argparse.Namespace) -> dict[str, Any]:
     """Insert ``n`` truths of one user into the bench database (HNSW index rebuilt once)."""
     _setup_django(BENCH_DB)
@@ -223,7 +259,9 @@ def child_setup(args: argparse.Namespace) -> dict[str, Any]:
             if vectors is not None:
                 fields = {"embedding": vectors[i], "embedding_model": LOCAL_MODEL_NAME}
             rows.append(
-                Truth(user=user, content=texts[i], created_at=base + timedelta(seconds=i), source=f"bench:{i}", **fields)
+                Truth(
+                    user=user, content=texts[i], created_at=base + timedelta(seconds=i), source=f"bench:{i}", **fields
+                )
             )
         Truth.all_objects.bulk_create(rows)
     insert_seconds = time.monotonic() - started
@@ -261,6 +299,7 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
         return execute(sql, params, many, context)
 
     rss_before = _rss_mb()
+    load_before = os.getloadavg()[0]
     started = time.monotonic()
     with connection.execute_wrapper(count):
         clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
@@ -278,12 +317,26 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
         "clustered_truths": sum(sizes),
         "rss_before_mb": round(rss_before, 1),
         "peak_rss_mb": round(_rss_mb(), 1),
+        # 1-minute load average before and after: on 2 cores, above ~2 means other work competed.
+        "load": f"{load_before:.1f}-{os.getloadavg()[0]:.1f}",
     }
 
 
 def _child(kind: str, mode: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", kind, "--mode", mode, "--n", str(n),
-           "--grouped", str(args.grouped), "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        kind,
+        "--mode",
+        mode,
+        "--n",
+        str(n),
+        "--grouped",
+        str(args.grouped),
+        "--seed",
+        str(args.seed),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stdout + done.stderr)
@@ -292,6 +345,7 @@ def _child(kind: str, mode: str, n: int, args: argparse.Namespace) -> dict[str, 
 
 
 # --- the parent ------------------------------------------------------------------
+
 
 def _admin(sql: str) -> None:
     from django.db import connection
@@ -336,8 +390,11 @@ def main() -> None:
     _setup_django()
     from django.db import connection, connections
 
-    print(f"server: {connection.vendor} {connection.settings_dict.get('HOST') or ''} "
-          f"(bench databases {TEMPLATE_DB}, {BENCH_DB}); cpus: {os.cpu_count()}", flush=True)
+    print(
+        f"server: {connection.vendor} {connection.settings_dict.get('HOST') or ''} "
+        f"(bench databases {TEMPLATE_DB}, {BENCH_DB}); cpus: {os.cpu_count()}",
+        flush=True,
+    )
     _prepare_template()
     results = []
     try:
@@ -348,8 +405,11 @@ def main() -> None:
                 connections.close_all()
                 print(f"\n== {n:,} truths, embedding {mode}", flush=True)
                 setup = _child("setup", mode, n, args)
-                print(f"   setup: insert {setup['insert_seconds']} s, HNSW index {setup['index_seconds']} s, "
-                      f"planted groups {setup['planted_groups']:,}", flush=True)
+                print(
+                    f"   setup: insert {setup['insert_seconds']} s, HNSW index {setup['index_seconds']} s, "
+                    f"planted groups {setup['planted_groups']:,}",
+                    flush=True,
+                )
                 measured = _child("phase1", mode, n, args)
                 row = {"n": n, "mode": mode, **setup, **measured}
                 results.append(row)
@@ -358,7 +418,7 @@ def main() -> None:
                     f"{row['cluster_seconds']} s), {row['truths_per_second']:,} truths/s, "
                     f"{row['queries']:,} queries, {row['clusters']:,} clusters "
                     f"({row['clustered_truths']:,} truths), peak RSS {row['peak_rss_mb']} MB "
-                    f"(before phase 1: {row['rss_before_mb']} MB)",
+                    f"(before phase 1: {row['rss_before_mb']} MB), load average {row['load']}",
                     flush=True,
                 )
     finally:
@@ -367,13 +427,17 @@ def main() -> None:
             _admin(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
             _admin(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}" WITH (FORCE)')
 
-    print("\n| truths | embedding | phase 1 s | embed s | cluster s | truths/s | queries | clusters | planted "
-          "| peak RSS MB |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "\n| truths | embedding | phase 1 s | embed s | cluster s | truths/s | queries | clusters | planted "
+        "| peak RSS MB | load |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in results:
-        print(f"| {r['n']:,} | {r['mode']} | {r['seconds']} | {r['embed_seconds']} | {r['cluster_seconds']} | "
-              f"{r['truths_per_second']:,} | {r['queries']:,} | {r['clusters']:,} | {r['planted_groups']:,} | "
-              f"{r['peak_rss_mb']} |")
+        print(
+            f"| {r['n']:,} | {r['mode']} | {r['seconds']} | {r['embed_seconds']} | {r['cluster_seconds']} | "
+            f"{r['truths_per_second']:,} | {r['queries']:,} | {r['clusters']:,} | {r['planted_groups']:,} | "
+            f"{r['peak_rss_mb']} | {r['load']} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
