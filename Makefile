@@ -2,25 +2,58 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED_DATA := ../shared/data/locomo_observations.truths.jsonl
+# The LoCoMo truths where the team's shared folder is beside the clone, else the project's sample.
 DEMO_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),samples/demo.truths.jsonl)
+# The demo uses the offline rule judge whatever .env says; `make demo DEMO_JUDGE=llm` to change.
+DEMO_JUDGE ?= rules
+# The dry run lists each would-be merge for the small sample, only its summary for larger files.
+DEMO_VERBOSITY ?= $(if $(findstring samples/,$(DEMO_DATA)),1,0)
+PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install demo test test-slow
+.PHONY: install demo test test-fast test-slow bench db-stop
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: requirements/base.txt requirements/test.txt requirements/nodeps.txt
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements/test.txt
-	$(PY) -m pip install -q --no-deps -r requirements/nodeps.txt
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements/test.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements/nodeps.txt
 	touch $@
 
 demo: install
-	$(PY) manage.py migrate --verbosity 0
-	$(PY) manage.py load_truths $(DEMO_DATA)
-	$(PY) manage.py consolidate_truths --dry-run --verbosity 0
-	$(PY) manage.py consolidate_truths --sync
+	@test -f "$(DEMO_DATA)" || { echo "make demo: no truths file at $(DEMO_DATA); set DEMO_DATA=path/to/file.truths.jsonl" >&2; exit 2; }
+	@echo "== migrate"
+	@$(PY) manage.py migrate --verbosity 0
+	@echo "== load $(DEMO_DATA)"
+	@$(PY) manage.py load_truths "$(DEMO_DATA)"
+	@echo "== dry run (judge: $(DEMO_JUDGE); nothing is changed)"
+	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --dry-run --verbosity $(DEMO_VERBOSITY)
+	@echo "== consolidate (judge: $(DEMO_JUDGE))"
+	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --sync --verbosity 0
+
+# pytest's exit 5 means it collected no test: report it, and fail.
+define run_pytest
+	@$(PY) -m pytest $(1) $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests (exit 5); counted as a failure." >&2; fi; \
+	exit $$rc
+endef
 
 test: install
-	$(PY) -m pytest
+	$(call run_pytest,)
+
+test-fast: install
+	$(call run_pytest,-m "not slow and not browser")
+
+test-slow: install
+	$(call run_pytest,-m slow)
+
+bench: install
+	$(PY) benchmarks/phase1.py
+
+# The embedded PostgreSQL keeps running between commands (a fast shutdown; it restarts on next use).
+db-stop:
+	@pid=$$(head -1 .pgdata/postmaster.pid 2>/dev/null); \
+	if [ -n "$$pid" ] && kill -INT "$$pid" 2>/dev/null; then echo "Stopped the embedded PostgreSQL (pid $$pid)."; \
+	else echo "The embedded PostgreSQL is not running."; fi

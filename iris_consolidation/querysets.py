@@ -64,12 +64,25 @@ class TruthQuerySet(models.QuerySet["Truth"]):
         """Annotate ``distance`` = cosine distance (0..2) to ``vector``."""
         return self.annotate(distance=CosineDistance("embedding", vector))
 
+    def nearest(self, vector: Sequence[float], *, limit: int) -> TruthQuerySet:
+        """The ``limit`` truths nearest to ``vector`` (annotated ``distance``), nearest first.
+
+        Ties are broken by ``created_at`` then id so the order is stable. There is no
+        distance filter on purpose: filter the rows afterwards. A filter on the distance
+        inside the query makes pgvector's HNSW iterative scan read up to
+        ``hnsw.max_scan_tuples`` (20,000) index tuples whenever fewer than ``limit`` rows
+        pass it, which is almost always (measured: 43 ms a query at 10,000 truths against
+        a few ms without; pgvector's README, "Distance filters", gives the same advice).
+        """
+        return self.with_embedding().with_cosine_distance(vector).order_by("distance", "created_at", "id")[:limit]
+
     def nearest_to(
         self, vector: Sequence[float], *, limit: int, min_similarity: float
     ) -> TruthQuerySet:
         """Up to ``limit`` truths with cosine similarity >= ``min_similarity``, nearest first.
 
-        Ties are broken by ``created_at`` then id so the order is stable.
+        Ties are broken by ``created_at`` then id so the order is stable. Slow on large
+        tables with an HNSW index (see ``nearest``): prefer ``nearest`` and filter after.
         """
         return (
             self.with_embedding()

@@ -135,6 +135,7 @@ _IRIS = {
     "MODEL": env.str,
     "LLM_API_BASE": env.str,
     "LLM_TIMEOUT": env.float,
+    "LLM_ATTEMPTS": env.int,
     "EMBEDDING_MODEL": env.str,
     "EMBEDDING_BATCH_SIZE": env.int,
     "DAYS_FALLBACK": env.float,
@@ -142,10 +143,12 @@ _IRIS = {
     "SCHEDULE_INTERVAL_HOURS": env.int,
     "SCHEDULED_DRY_RUN_ONLY": env.bool,
     "USER_ALLOWLIST": env.list,
+    "MAX_CONTENT_LENGTH": env.int,
+    "HNSW_EF_SEARCH": env.int,
 }
 for _name, _cast in _IRIS.items():
     _var = f"IRIS_CONSOLIDATION_{_name}"
-    if _var in os.environ:
+    if os.environ.get(_var, "").strip():  # unset or empty: the app's default
         globals()[_var] = _cast(_var)
 
 LOGGING = {

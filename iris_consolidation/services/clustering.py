@@ -87,7 +87,8 @@ def find_clusters(
     ``seed_filter`` restricts which truths may seed a cluster (incremental passes:
     truths changed after the cursor); neighbours are still any live truth.
     Queries: one for the seeds, then one pgvector nearest-neighbour query per seed not
-    yet clustered (more only when many of its neighbours are already taken).
+    yet clustered (more only when more than ``4 * max_size`` of its neighbours are
+    within the threshold but already taken).
     """
     threshold = app_settings.SIMILARITY_THRESHOLD if threshold is None else threshold
     max_size = max_size or app_settings.MAX_CLUSTER_SIZE
@@ -103,6 +104,7 @@ def find_clusters(
         .values_list("id", "embedding")
     )
     pool = Truth.objects.for_user(user_id)
+    max_distance = 1.0 - threshold
     assigned: set[int] = set()
     clusters: list[CandidateCluster] = []
     with transaction.atomic():
@@ -112,11 +114,13 @@ def find_clusters(
                 continue
             limit = max_size * 4
             while True:
-                rows = list(
-                    pool.nearest_to(vector, limit=limit, min_similarity=threshold).values_list("id", "distance")
-                )
-                members = [(pk, 1.0 - d) for pk, d in rows if pk != seed_id and pk not in assigned]
-                if len(members) >= max_size - 1 or len(rows) < limit:
+                # The k nearest, then the threshold in Python (see TruthQuerySet.nearest).
+                rows = list(pool.nearest(vector, limit=limit).values_list("id", "distance"))
+                within = [(pk, d) for pk, d in rows if d <= max_distance]
+                members = [(pk, 1.0 - d) for pk, d in within if pk != seed_id and pk not in assigned]
+                # Done when the cluster is full, the user has no more truths, or the
+                # nearest rows already reach past the threshold.
+                if len(members) >= max_size - 1 or len(rows) < limit or len(within) < len(rows):
                     break
                 limit *= 4
             members = members[: max_size - 1]
