@@ -123,6 +123,8 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
         why_not = [str(r["reason"]) for r in review.rejections or []]
         if review.error:
             why_not.append(review.error)
+        if review.outcome == ClusterReview.Outcome.STALE and not review.rejections and review.skip_reason:
+            why_not.append(review.skip_reason)  # not judged: the cluster changed first
         if review.outcome == ClusterReview.Outcome.KEPT:
             why_not.append("The judge proposed no change: every member is kept.")
         if review.outcome == ClusterReview.Outcome.PREVIEW:

@@ -64,6 +64,46 @@ def q_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Conf, "SYNC", True)
 
 
+@pytest.fixture(scope="session")
+def _maintenance_connection(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Any]:
+    """An autocommit connection of its own to the test database (VACUUM cannot run in
+    the test's transaction), opened on first use."""
+    import psycopg
+    from django.db import connection
+
+    holder: dict[str, Any] = {}
+
+    def get() -> Any:
+        if "conn" not in holder:
+            with django_db_blocker.unblock():
+                holder["conn"] = psycopg.connect(database_url(connection.settings_dict), autocommit=True)
+        return holder["conn"]
+
+    yield get
+    if "conn" in holder:
+        holder["conn"].close()
+
+
+@pytest.fixture(autouse=True)
+def _vacuumed_truths(request: pytest.FixtureRequest) -> None:
+    """Clear the dead rows earlier tests left in the truth table before a database test.
+
+    Each test's rows are rolled back, but their entries stay in the HNSW index until
+    a VACUUM, and tests reuse the same few controlled vectors: hundreds of dead
+    duplicates then crowd the approximate search and a true neighbour is missed now
+    and then (a cluster not found). Production has autovacuum and real, varied
+    embeddings; the tests get a clean index before each one.
+    """
+    if request.node.get_closest_marker("django_db") is None and not {"db", "transactional_db"} & set(
+        request.fixturenames
+    ):
+        return
+    from iris_consolidation.models import Truth
+
+    conn = request.getfixturevalue("_maintenance_connection")()
+    conn.execute(f'VACUUM "{Truth._meta.db_table}"')
+
+
 @pytest.fixture
 def shared_dir() -> Path:
     """The team's shared/ folder; tests that need it skip in a user's clone."""

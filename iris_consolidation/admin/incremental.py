@@ -14,12 +14,20 @@ from django.urls import reverse
 
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
 from ..services.live_settings import get_effective_settings
-from .base import ReadOnlyAdmin
+from .base import ReadOnlyAdmin, can_view_truths
+
+#: Audit columns and fields that quote a truth (its text, or a reason that may quote
+#: it): personal data, shown only to staff who may also view truths.
+TRUTH_TEXT = frozenset({"truth", "content", "reason", "short_reason"})
 
 
 @admin.register(TruthChange)
 class TruthChangeAdmin(ReadOnlyAdmin):
-    """The append-only audit of creations, retirements, restorations and undos."""
+    """The append-only audit of creations, retirements, restorations and undos.
+
+    Its own view permission opens it, as for any model (an auditor need not read
+    truths); what quotes a truth stays behind the truths' view permission.
+    """
 
     list_display = ["id", "created_at", "action", "truth", "user", "short_reason", "actor", "review", "run"]
     list_filter = ["action", "created_at", "actor"]
@@ -28,9 +36,34 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     raw_id_fields = ["truth", "user", "review", "run"]
 
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Skip ReadOnlyAdmin's truth gate: the columns below honour it instead.
+        return admin.ModelAdmin.has_view_permission(self, request, obj)
+
+    def get_list_display(self, request: HttpRequest) -> list[str]:
+        if can_view_truths(request):
+            return list(self.list_display)
+        return ["truth_number" if f == "truth" else f for f in self.list_display if f not in TRUTH_TEXT - {"truth"}]
+
+    def get_list_select_related(self, request: HttpRequest) -> list[str]:
+        return [f for f in self.list_select_related if f != "truth" or can_view_truths(request)]
+
+    def get_search_fields(self, request: HttpRequest) -> list[str]:
+        return [f for f in self.search_fields if can_view_truths(request) or f not in ("content", "reason")]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        fields = list(super().get_fields(request, obj))
+        if can_view_truths(request):
+            return fields
+        return ["truth_number" if f == "truth" else f for f in fields if f not in TRUTH_TEXT - {"truth"}]
+
     @admin.display(description="reason")
     def short_reason(self, obj: TruthChange) -> str:
         return obj.reason if len(obj.reason) <= 80 else obj.reason[:77] + "..."
+
+    @admin.display(description="truth", ordering="truth_id")
+    def truth_number(self, obj: TruthChange) -> str:
+        return f"#{obj.truth_id}"
 
 
 @admin.register(ConsolidationCursor)

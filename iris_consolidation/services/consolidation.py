@@ -221,7 +221,10 @@ def consolidate_cluster(
         "judge": client.name,
     }
     if len(truths) < 2:
-        return merging.record_review(draft=merging.ReviewDraft(**draft_args, error=STALE_CLUSTER), dry_run=run.is_dry_run)
+        # Changed since planning (retired elsewhere, say): nothing to judge, and no
+        # judge failed, so the run is not partial for it.
+        draft = merging.ReviewDraft(**draft_args, stale_reason=STALE_CLUSTER)
+        return merging.record_review(draft=draft, dry_run=run.is_dry_run)
     stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=cluster.user_id)
     cached = verdict_cache.use_cached_keep(user_id=cluster.user_id, request=request, client=client, run_id=run.pk)
     if cached is not None:

@@ -23,7 +23,8 @@ that edits truths with ``QuerySet.update()`` must set ``updated_at`` itself (and
 ``embedding`` when the content changes, so phase 1 re-embeds it). A truth whose
 transaction commits while a pass reads its seeds, with an ``updated_at`` older than
 seeds already visible, can be passed over until it changes again or ``--full`` runs.
-A new threshold does not re-seed old truths either: run ``--full`` once after one.
+A cursor holds only for the threshold it was moved at (its run's): a run at another
+threshold gives that user a full pass, since other pairs reach the threshold then.
 """
 
 from __future__ import annotations
@@ -178,13 +179,13 @@ def begin_user_pass(*, run: ConsolidationRun, user_id: int, max_generation: int 
     from django.db.models import F
 
     max_generation = max_generation or app_settings.MAX_GENERATION
-    cursor = ConsolidationCursor.objects.filter(user_id=user_id).first()
+    cursor = ConsolidationCursor.objects.filter(user_id=user_id).select_related("run").first()
     cursor_position: Position | None = (cursor.updated_at, cursor.truth_id) if cursor else None
     bound: Position | None
     if run.window_mode == WindowMode.FULL or not run.window_mode:
         bound = None
     elif run.window_mode == WindowMode.CURSOR:
-        bound = cursor_position
+        bound = cursor_position if cursor is not None and _cursor_holds(cursor, run) else None
     else:
         assert run.window_since is not None
         # updated_at >= since is "after (since - 1 µs, any id)"; ids are positive.
@@ -214,6 +215,16 @@ def begin_user_pass(*, run: ConsolidationRun, user_id: int, max_generation: int 
     )
     ConsolidationRun.objects.filter(pk=run.pk).update(seeds=F("seeds") + count)
     return seed_filter
+
+
+def _cursor_holds(cursor: ConsolidationCursor, run: ConsolidationRun) -> bool:
+    """Whether ``cursor`` still says which truths ``run`` need not seed.
+
+    Only at the threshold the cursor was moved at: truths judged alone at 0.9 may
+    form clusters at 0.8 (and, by greedy assignment, others at 0.95). A cursor whose
+    run is gone (deleted) is trusted.
+    """
+    return cursor.run is None or cursor.run.threshold == run.threshold
 
 
 # --- end of run: move cursors, write the checkpoint ------------------------------------
@@ -301,6 +312,10 @@ def advance_cursors(run: ConsolidationRun) -> int:
             else None
         )
         if old is not None and target <= old:
+            # A pass that seeded every truth and completed judged them all at its threshold.
+            last_seed = (user_pass.last_seed_updated_at, user_pass.last_seed_id)
+            if user_pass.bound_updated_at is None and target == last_seed:
+                _restamp_threshold(user_pass.user_id, run)
             continue
         ConsolidationCursor.objects.update_or_create(
             user_id=user_pass.user_id,
@@ -310,6 +325,19 @@ def advance_cursors(run: ConsolidationRun) -> int:
         user_pass.save(update_fields=["advanced_updated_at", "advanced_id"])
         moved += 1
     return moved
+
+
+def _restamp_threshold(user_id: int, run: ConsolidationRun) -> None:
+    """Make ``run`` the cursor's run when it judged every seed at another threshold.
+
+    The position stays (it cannot move back); from now on the cursor holds at
+    ``run``'s threshold, so the next pass at it seeds only what changed.
+    """
+    cursor = ConsolidationCursor.objects.filter(user_id=user_id).select_related("run").first()
+    if cursor is not None and cursor.run is not None and cursor.run.threshold != run.threshold:
+        cursor.run = run
+        cursor.moved_at = timezone.now()
+        cursor.save(update_fields=["run", "moved_at"])
 
 
 def write_checkpoint(run: ConsolidationRun) -> datetime | None:

@@ -43,6 +43,8 @@ class ReviewDraft:
     accepted actions come from the deterministic pre-pass; a later action naming a
     member of a pre-pass merge acts on that merge's result. ``failed`` lists the
     aliases whose judgement failed; ``llm_calls`` counts every model call made.
+    ``stale_reason`` says why the cluster was not judged at all because its members
+    changed before judging (outcome ``STALE``: no error, not a failure of the run).
     """
 
     run_id: Any
@@ -57,6 +59,7 @@ class ReviewDraft:
     prepass: int = 0
     failed: tuple[str, ...] = ()
     error: str = ""
+    stale_reason: str = ""
     embeddings: dict[str, Any] = field(default_factory=dict)
     llm_calls: int = 0
 
@@ -201,6 +204,8 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             outcome = ClusterReview.Outcome.PREVIEW if dry_run else ClusterReview.Outcome.APPLIED
         elif draft.error:
             outcome = ClusterReview.Outcome.FAILED
+        elif draft.stale_reason:
+            outcome = ClusterReview.Outcome.STALE
         elif rejections:
             stale_only = all(r.reason.endswith("the action was dropped.") for r in rejections)
             outcome = ClusterReview.Outcome.STALE if stale_only else ClusterReview.Outcome.REJECTED
@@ -220,7 +225,7 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             proposed_content="\n".join(a.content for a in verdict.actions if a.action == "merge") if verdict else "",
             outcome=outcome,
             applied=bool(applied) and not dry_run,
-            skip_reason="; ".join(r.reason for r in rejections) if not applied else "",
+            skip_reason=draft.stale_reason or ("; ".join(r.reason for r in rejections) if not applied else ""),
             judge=draft.judge,
             model=verdict.model if verdict else "",
             prompt_version=verdict.prompt_version if verdict else "",

@@ -6,9 +6,9 @@ Every service that creates, retires, restores or undoes a truth calls
 with it; the signals are sent with ``transaction.on_commit``, so a receiver sees
 each change once, after it is durable, and never one that was rolled back.
 
-Callers here: ``merging.record_review`` (created, retired) and ``transfer.load_truths``
-(created). An undo or restore service must call ``record_changes`` with
-``RESTORED`` for each source brought back and ``UNDONE`` for the truth it retires.
+Callers here: ``merging.record_review`` (created, retired), ``transfer.load_truths``
+(created) and ``undo`` (``RESTORED`` for each source brought back, ``UNDONE`` for the
+truth it retires; the row's review is the undone one).
 Truths a host creates with the ORM directly are not seen unless it calls it too.
 """
 

@@ -17,8 +17,12 @@ Nothing is deleted and the undone review stays as it was: history is append-only
 It refuses with ``UndoRefused`` (nothing written) when there is no reason, when T
 was never made by consolidation, when the step is already undone, and with its
 subclass ``ConsolidatedFurther`` when T has since been consolidated into a later
-truth (that later step must be undone first). Signals: ``truth_changed`` after
-commit, "restored" per source and "retired" for T.
+truth (that later step must be undone first).
+
+Change events (``services/truth_events.py``): in the same transaction, one
+``TruthChange`` per restored source (``restored``) and one for T when the undo
+retires it (``undone``), each with the undone review, the actor and the reason; the
+``truth_changed`` signals follow after commit. A refused undo records and sends nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from django.utils import timezone
 from .. import selectors
 from ..exceptions import ConsolidatedFurther, UndoRefused
 from ..models import ClusterReview, LineageEvent, RetiredReason, Truth
-from ..signals import truth_changed
+from . import truth_events
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +103,7 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
     if not reason:
         raise UndoRefused(REASON_REQUIRED)
     results: list[UndoResult] = []
-    changed: list[tuple[Truth, str, ClusterReview | None]] = []
+    changed: list[tuple[ClusterReview | None, list[truth_events.Change]]] = []
     with transaction.atomic():
         truths = {t.pk: t for t in Truth.all_objects.filter(pk__in=truth_ids)}
         for pk in truth_ids:
@@ -116,6 +120,7 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
         events: list[LineageEvent] = []
         for step in steps:
             truth = locked[step.truth.pk]
+            step_changes: list[truth_events.Change] = []
             for source_id in step.source_ids:
                 source = locked[source_id]
                 source.retired_at = None
@@ -132,13 +137,14 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
                         actor=actor,
                     )
                 )
-                changed.append((source, "restored", step.review))
+                step_changes.append(truth_events.Change(truth=source, action=truth_events.RESTORED, reason=reason))
             if step.creates_truth:
                 truth.retired_at = now
                 truth.superseded_by = None
                 truth.retired_reason = RetiredReason.UNDONE
                 truth.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
-                changed.append((truth, "retired", step.review))
+                step_changes.append(truth_events.Change(truth=truth, action=truth_events.UNDONE, reason=reason))
+            changed.append((step.review, step_changes))
             results.append(
                 UndoResult(
                     truth_id=truth.pk,
@@ -149,12 +155,9 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
                 )
             )
         LineageEvent.objects.bulk_create(events)
-        for truth, what, review in changed:
-            transaction.on_commit(
-                lambda t=truth, w=what, r=review: truth_changed.send(
-                    sender=Truth, truth=t, action=w, reason=reason, review=r
-                )
-            )
+        # Audit rows in this transaction; truth_changed signals after it commits.
+        for review, step_changes in changed:
+            truth_events.record_changes(step_changes, review=review, actor=actor)
     logger.info("undo by %s: %s", actor, [(r.truth_id, r.restored_ids) for r in results])
     return results
 

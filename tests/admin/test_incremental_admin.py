@@ -61,6 +61,27 @@ def test_staff_without_view_permission_cannot_see_the_audit(client, django_user_
     assert client.get(url).status_code == 200
 
 
+def test_audit_quotes_truths_only_to_staff_who_may_view_truths(staff_client, changes):
+    row = changes[1]
+    urls = [
+        reverse("admin:iris_consolidation_truthchange_changelist"),
+        reverse("admin:iris_consolidation_truthchange_change", args=[row.pk]),
+    ]
+
+    auditor = staff_client("view_truthchange", username="auditor")
+    hidden = [auditor.get(url) for url in urls]
+    searched = auditor.get(urls[0], {"q": "cello"})
+    operator = staff_client("view_truthchange", "view_truth", username="operator")
+    shown = [operator.get(url) for url in urls]
+
+    assert [r.status_code for r in hidden + shown] == [200, 200, 200, 200]
+    assert all(f"#{row.truth_id}".encode() in r.content for r in hidden)
+    assert not any(b"cello" in r.content for r in hidden)
+    assert searched.context["cl"].result_count == 0
+    assert all(b"merged into the cello truth" in r.content for r in shown)
+    assert b"Plays cello" in shown[1].content
+
+
 def test_live_settings_list_leads_to_add_then_to_the_single_record(admin_client):
     url = reverse("admin:iris_consolidation_livesettings_changelist")
 

@@ -37,9 +37,10 @@ def test_operator_reads_lineage_previews_a_run_and_undoes_a_merge(logged_in, liv
     page = logged_in
     user = user_factory("alice")
     a, b, c = lb.originals(user, 3)
+    # The merged text differs from every original, so each text on the page is one step's.
     ab = lb.merge(
         [a, b],
-        content="Has a son named Tomas",
+        content="Has a son, Tomas",
         run=lb.new_run(user_id=user.pk),
         reasoning="t1 and t2 both say he has a son called Tomas; one truth is enough.",
     )

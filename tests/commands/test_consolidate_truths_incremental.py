@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from iris_consolidation import inventory_display
+from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services import incremental
 from tests.conftest import vector_at
@@ -89,3 +90,18 @@ def test_default_window_is_the_cursor(duplicates):
     output = _call("--sync")
 
     assert inventory_display.WINDOW_CURSOR in output
+
+
+def test_queued_run_prints_its_window_after_the_batch_id_when_verbose(duplicates):
+    out = StringIO()
+    call_command("consolidate_truths", "--since", "7d", verbosity=2, stdout=out, stderr=StringIO())
+
+    run = ConsolidationRun.objects.get()
+    assert out.getvalue().splitlines() == [f"Dispatched batch: {run.pk}", inventory_display.window_line(run)]
+    assert run.window_mode == "duration"
+
+
+def test_dry_run_banner_comes_before_the_window(duplicates):
+    lines = _call("--dry-run").splitlines()
+
+    assert lines[:2] == [Command.DRY_RUN_BANNER, inventory_display.WINDOW_CURSOR]

@@ -13,6 +13,7 @@ from iris_consolidation.llm.base import JudgeRequest, MemberView
 from iris_consolidation.llm.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_messages
 from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
+from iris_consolidation.services.judging import JUDGE_UNAVAILABLE
 from iris_consolidation.services.validation import NUMBERS_DIFFER, UNKNOWN_ID
 from tests import llm_stub
 from tests.conftest import vector_at
@@ -120,7 +121,8 @@ def test_a_failing_judge_leaves_truths_as_they_were_and_exits_non_zero(llm_serve
     assert truth_state() == before
     assert parse_summary(out.getvalue())["failed"] == "1"
     review = ClusterReview.objects.get()
-    assert review.outcome == "failed" and review.error.startswith("JudgeUnavailable: ")
+    assert review.outcome == "failed"
+    assert review.error == JUDGE_UNAVAILABLE.format(error="openai/stub-judge failed: InternalServerError")
     assert run.status == ConsolidationRun.Status.PARTIAL
 
 

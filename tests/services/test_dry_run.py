@@ -54,6 +54,7 @@ def test_dry_run_records_its_reviews_as_previews(duplicates, run_factory, embedd
             "content": "Works as a nurse",
             "reason": review.actions[0]["reason"],
             "truth_ids": {"t1": a.pk, "t2": b.pk},
+            "stage": "judge",
         }
     ]
     assert [row["content"] for row in review.snapshot] == ["Works as a nurse", "works as a nurse."]
@@ -62,7 +63,8 @@ def test_dry_run_records_its_reviews_as_previews(duplicates, run_factory, embedd
 
 def test_dry_run_with_the_llm_judge_previews_a_supersede(llm_server, truth_factory, run_factory, embedder):
     old = truth_factory("Lives in Lisbon", embedding=vector_at(1.0))
-    new = truth_factory("Lives in Berlin", user=old.user, embedding=vector_at(0.9))
+    # The newer statement says the state changed, as the validator requires of a supersede.
+    new = truth_factory("Now lives in Berlin", user=old.user, embedding=vector_at(0.9))
     llm_server.script = [
         llm_stub.verdict([{"action": "supersede", "old": ["t1"], "new": "t2", "reason": "moved"}], "moved in May")
     ]

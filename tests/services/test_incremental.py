@@ -84,6 +84,21 @@ def test_full_pass_ignores_the_cursor(llm_server, truth_factory, user_factory):
     assert len(llm_server.chat_requests()) == 3
 
 
+def test_a_cursor_moved_at_another_threshold_does_not_hold(llm_server, truth_factory, user_factory):
+    user = user_factory()
+    make_pairs(truth_factory, user, 3)  # cosine 0.9 inside each pair
+    strict = run_pass(threshold=0.95)
+    again = run_pass(threshold=0.95)
+
+    loose = run_pass(threshold=0.85)
+
+    assert (strict.seeds, strict.clusters_found) == (6, 0)
+    assert ConsolidationCursor.objects.get(user=user).run_id == loose.pk
+    assert again.seeds == 0  # same threshold: the cursor holds
+    assert (loose.seeds, loose.clusters_found, loose.llm_calls) == (6, 3, 3)
+    assert len(llm_server.chat_requests()) == 3
+
+
 def test_dry_run_never_moves_the_cursor(llm_server, truth_factory, user_factory):
     user = user_factory()
     make_pairs(truth_factory, user, 2)

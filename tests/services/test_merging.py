@@ -14,6 +14,7 @@ from django.db import DatabaseError, IntegrityError, connection
 from django.db.models.signals import post_save
 from django.utils import timezone
 
+from iris_consolidation import run_display
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, LocalEmbedder
 from iris_consolidation.llm.rules import REASON_SAME_TEXT, RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
@@ -321,3 +322,33 @@ def test_merged_truth_takes_the_time_of_its_newest_source(truth_factory, run_fac
     )
 
     assert Truth.objects.get().created_at == t0 + timedelta(days=3)
+
+
+def test_a_cluster_gone_stale_before_judging_is_recorded_as_stale_not_failed(nurse, run_factory, embedder):
+    """A member retired elsewhere between planning and judging: no judge failed, so the
+    run is done (not partial), and the review says why nothing was judged."""
+    a, b = nurse
+    elsewhere = Truth.objects.create(user=a.user, content="Is a nurse", origin=Origin.USER)  # never clustered
+
+    def retire_b_after_planning(stage, i, n, payload):
+        if stage == "clusters":
+            Truth.objects.filter(pk=b.pk).update(
+                retired_at=timezone.now(), superseded_by=elsewhere, retired_reason="merged"
+            )
+
+    run = consolidation.run_sync(
+        run=run_factory(), client=RuleJudge(), embedder=embedder, progress=retire_b_after_planning
+    )
+
+    review = ClusterReview.objects.get(run=run)
+    assert (review.outcome, review.error, review.skip_reason) == (
+        ClusterReview.Outcome.STALE,
+        "",
+        consolidation.STALE_CLUSTER,
+    )
+    assert (review.applied, review.applied_actions) == (False, [])
+    assert run_display.review_card(review).why_not == (consolidation.STALE_CLUSTER,)
+    assert [row["id"] for row in review.snapshot] == [a.pk]
+    assert (run.status, run.failed, run.clusters_found, run.clusters_done) == (ConsolidationRun.Status.DONE, 0, 1, 1)
+    assert run.checkpoint is not None  # a done run writes its checkpoint
+    assert Truth.objects.get(pk=a.pk).content == "Works as a nurse"

@@ -19,7 +19,7 @@ from iris_consolidation.models import ClusterReview, Origin, RetiredReason, Trut
 from iris_consolidation.services import consolidation
 from iris_consolidation.services.clustering import CandidateCluster
 from iris_consolidation.services.merging import STALE_MEMBER
-from iris_consolidation.services.validation import PROTECTED_RETIRED, TWO_PROTECTED
+from iris_consolidation.services.validation import AT_GENERATION_LIMIT, PROTECTED_RETIRED, TWO_PROTECTED
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import truth_state
@@ -32,6 +32,19 @@ PROTECTIONS = {
     "agent": {"origin": Origin.AGENT},
     "max-generation": {"generation": 5, "origin": Origin.CONSOLIDATED},
 }
+#: Protected truths that may survive a merge as they are. A truth at the generation
+#: limit takes part in no action at all (issue 3; golden case G33).
+ABSORBERS = [kind for kind in PROTECTIONS if kind != "max-generation"]
+# A supersede's newer statement must say that the state changed (issue 3's validator),
+# so these pairs would be superseded if nothing protected the old one.
+OLD_HOME, NEW_HOME = "Lives in Lisbon", "Moved to Berlin"
+
+
+def _refusal(kind: str, alias: str) -> str:
+    """The validator's reason for refusing to retire or reword a protected ``alias``."""
+    if kind == "max-generation":
+        return AT_GENERATION_LIMIT.format(alias=alias, limit=5)
+    return PROTECTED_RETIRED.format(alias=alias)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +68,8 @@ def _supersede(old: list[str], new: str) -> dict:
 
 @pytest.mark.parametrize("kind", PROTECTIONS)
 def test_judge_cannot_supersede_a_protected_truth(llm_server, truth_factory, run_factory, embedder, kind):
-    old = truth_factory("Lives in Lisbon", embedding=vector_at(1.0), **PROTECTIONS[kind])
-    new = truth_factory("Lives in Berlin", user=old.user, embedding=vector_at(0.9))
+    old = truth_factory(OLD_HOME, embedding=vector_at(1.0), **PROTECTIONS[kind])
+    new = truth_factory(NEW_HOME, user=old.user, embedding=vector_at(0.9))
     llm_server.script = [llm_stub.verdict([_supersede(["t1"], "t2")])]
     before = truth_state()
 
@@ -66,7 +79,7 @@ def test_judge_cannot_supersede_a_protected_truth(llm_server, truth_factory, run
 
     assert truth_state() == before
     assert review.outcome == ClusterReview.Outcome.REJECTED and review.applied is False
-    assert review.rejections == [{"action": _supersede(["t1"], "t2"), "reason": PROTECTED_RETIRED.format(alias="t1")}]
+    assert review.rejections == [{"action": _supersede(["t1"], "t2"), "reason": _refusal(kind, "t1")}]
     assert llm_server.truths_of(llm_server.chat_requests()[0])[0]["protected"] is True
 
 
@@ -82,13 +95,15 @@ def test_judge_cannot_reword_a_protected_truth_in_a_merge(llm_server, truth_fact
     )
 
     assert truth_state() == before
-    assert review.rejections[0]["reason"] == PROTECTED_RETIRED.format(alias="t1")
+    assert review.rejections[0]["reason"] == _refusal(kind, "t1")
 
 
 def test_merge_of_two_protected_truths_is_refused(llm_server, truth_factory, run_factory, embedder):
+    # Paraphrases, not equal texts: the deterministic pre-pass would merge an equal
+    # text into a protected one before the model is asked.
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0), pinned=True)
-    b = truth_factory("Works as a nurse", user=a.user, embedding=vector_at(1.0), origin=Origin.USER)
-    c = truth_factory("works as a nurse", user=a.user, embedding=vector_at(0.99))
+    b = truth_factory("Is a nurse", user=a.user, embedding=vector_at(1.0), origin=Origin.USER)
+    c = truth_factory("Has a job as a nurse", user=a.user, embedding=vector_at(0.99))
     llm_server.script = [llm_stub.verdict([_merge(["t1", "t2", "t3"], "Works as a nurse")])]
     before = truth_state()
 
@@ -100,7 +115,7 @@ def test_merge_of_two_protected_truths_is_refused(llm_server, truth_factory, run
     assert review.rejections[0]["reason"] == TWO_PROTECTED.format(aliases="t1, t2")
 
 
-@pytest.mark.parametrize("kind", PROTECTIONS)
+@pytest.mark.parametrize("kind", ABSORBERS)
 def test_protected_truth_may_absorb_a_duplicate_with_its_exact_text(
     llm_server, truth_factory, run_factory, embedder, kind
 ):
@@ -117,6 +132,21 @@ def test_protected_truth_may_absorb_a_duplicate_with_its_exact_text(
     assert truth_state()[protected.pk] == kept
     assert Truth.all_objects.get(pk=dup.pk).superseded_by_id == protected.pk
     assert Truth.all_objects.count() == 2
+
+
+def test_truth_at_the_generation_limit_absorbs_nothing(llm_server, truth_factory, run_factory, embedder):
+    limit = truth_factory("Works as a nurse", embedding=vector_at(1.0), **PROTECTIONS["max-generation"])
+    dup = truth_factory("Is a nurse", user=limit.user, embedding=vector_at(0.9))
+    llm_server.script = [llm_stub.verdict([_merge(["t1", "t2"], "Works as a nurse")])]
+    before = truth_state()
+
+    review = consolidation.consolidate_cluster(
+        run_id=run_factory().pk, cluster=_cluster(limit, dup), client=get_judge_client(), embedder=embedder
+    )
+
+    assert truth_state() == before
+    assert review.outcome == ClusterReview.Outcome.REJECTED
+    assert review.rejections[0]["reason"] == AT_GENERATION_LIMIT.format(alias="t1", limit=5)
 
 
 # --- re-checked under the lock ----------------------------------------------------------
@@ -143,8 +173,8 @@ class ChangesAfterJudging:
     ids=["pinned", "user", "agent", "max-generation"],
 )
 def test_truth_protected_after_judging_is_not_retired(llm_server, truth_factory, run_factory, embedder, change):
-    old = truth_factory("Lives in Lisbon", embedding=vector_at(1.0))
-    new = truth_factory("Lives in Berlin", user=old.user, embedding=vector_at(0.9))
+    old = truth_factory(OLD_HOME, embedding=vector_at(1.0))
+    new = truth_factory(NEW_HOME, user=old.user, embedding=vector_at(0.9))
     llm_server.script = [llm_stub.verdict([_supersede(["t1"], "t2")])]
     # .update() leaves updated_at alone: only the protection re-check can catch this.
     judge = ChangesAfterJudging(get_judge_client(), lambda: Truth.objects.filter(pk=old.pk).update(**change))
@@ -161,8 +191,9 @@ def test_truth_protected_after_judging_is_not_retired(llm_server, truth_factory,
 
 
 def test_truth_pinned_after_judging_is_not_merged_away(llm_server, truth_factory, run_factory, embedder):
+    # A paraphrase: equal texts would be merged by the pre-pass before the judge answers.
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
-    b = truth_factory("works as a nurse", user=a.user, embedding=vector_at(0.99))
+    b = truth_factory("Is a nurse", user=a.user, embedding=vector_at(0.99))
     llm_server.script = [llm_stub.verdict([_merge(["t1", "t2"], "Works as a nurse")])]
     judge = ChangesAfterJudging(get_judge_client(), lambda: Truth.objects.filter(pk=b.pk).update(pinned=True))
     before_count = Truth.all_objects.count()
@@ -177,8 +208,8 @@ def test_truth_pinned_after_judging_is_not_merged_away(llm_server, truth_factory
 
 
 def test_truth_edited_after_judging_is_not_retired(llm_server, truth_factory, run_factory, embedder):
-    old = truth_factory("Lives in Lisbon", embedding=vector_at(1.0))
-    new = truth_factory("Lives in Berlin", user=old.user, embedding=vector_at(0.9))
+    old = truth_factory(OLD_HOME, embedding=vector_at(1.0))
+    new = truth_factory(NEW_HOME, user=old.user, embedding=vector_at(0.9))
     llm_server.script = [llm_stub.verdict([_supersede(["t1"], "t2")])]
 
     def edit() -> None:
@@ -199,9 +230,9 @@ def test_truth_edited_after_judging_is_not_retired(llm_server, truth_factory, ru
 
 
 def test_truth_retired_elsewhere_after_judging_is_left_alone(llm_server, truth_factory, run_factory, embedder):
-    old = truth_factory("Lives in Lisbon", embedding=vector_at(1.0))
-    new = truth_factory("Lives in Berlin", user=old.user, embedding=vector_at(0.9))
-    elsewhere = truth_factory("Lives in Berlin, Germany", user=old.user, embedding=vector_at(0.5))
+    old = truth_factory(OLD_HOME, embedding=vector_at(1.0))
+    new = truth_factory(NEW_HOME, user=old.user, embedding=vector_at(0.9))
+    elsewhere = truth_factory("Moved to Berlin, Germany", user=old.user, embedding=vector_at(0.5))
     llm_server.script = [llm_stub.verdict([_supersede(["t1"], "t2")])]
 
     def retire_elsewhere() -> None:
@@ -224,9 +255,9 @@ def test_truth_retired_elsewhere_after_judging_is_left_alone(llm_server, truth_f
 def test_unchanged_members_of_the_same_verdict_are_still_applied(llm_server, truth_factory, run_factory, embedder):
     """Only the action naming the changed truth is dropped; the others apply."""
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
-    b = truth_factory("works as a nurse", user=a.user, embedding=vector_at(0.99))
-    c = truth_factory("Lives in Lisbon", user=a.user, embedding=vector_at(0.98))
-    d = truth_factory("Lives in Berlin", user=a.user, embedding=vector_at(0.97))
+    b = truth_factory("Is a nurse", user=a.user, embedding=vector_at(0.99))
+    c = truth_factory(OLD_HOME, user=a.user, embedding=vector_at(0.98))
+    d = truth_factory(NEW_HOME, user=a.user, embedding=vector_at(0.97))
     llm_server.script = [llm_stub.verdict([_merge(["t1", "t2"], "Works as a nurse"), _supersede(["t3"], "t4")])]
     judge = ChangesAfterJudging(get_judge_client(), lambda: Truth.objects.filter(pk=c.pk).update(pinned=True))
 

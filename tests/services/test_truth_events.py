@@ -14,9 +14,10 @@ import pytest
 from django.db import connection, transaction
 
 from iris_consolidation.embeddings import get_embedder
+from iris_consolidation.exceptions import UndoRefused
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import Truth, TruthChange
-from iris_consolidation.services import consolidation, transfer, truth_events
+from iris_consolidation.services import consolidation, transfer, truth_events, undo
 from iris_consolidation.signals import truth_changed
 from tests.conftest import vector_at
 
@@ -98,6 +99,50 @@ def test_restoration_and_undo_are_recorded_and_signalled_after_commit(truth_fact
         ("restored", "admin:alice"),
         ("undone", "admin:alice"),
     ]
+
+
+def test_undo_records_and_signals_restored_sources_and_the_undone_truth(truth_factory, run_factory, received):
+    a, b = _duplicates(truth_factory)
+    run = consolidation.run_sync(run=run_factory(), client=get_judge_client("rules"), embedder=get_embedder())
+    merged, review = Truth.objects.get(origin="consolidated"), run.reviews.get()
+    received.clear()
+    before = TruthChange.objects.count()
+
+    undo.undo_consolidation(truth_id=merged.pk, actor="admin:alice", reason="Two different dogs.")
+
+    rows = TruthChange.objects.order_by("id")[before:]
+    assert sorted((r.action, r.truth_id, r.actor, r.reason, r.review_id, r.run_id) for r in rows) == sorted(
+        [
+            ("restored", a.pk, "admin:alice", "Two different dogs.", review.pk, run.pk),
+            ("restored", b.pk, "admin:alice", "Two different dogs.", review.pk, run.pk),
+            ("undone", merged.pk, "admin:alice", "Two different dogs.", review.pk, run.pk),
+        ]
+    )
+    assert sorted((c["action"], c["truth"].pk) for c in received) == sorted(
+        [("restored", a.pk), ("restored", b.pk), ("undone", merged.pk)]
+    )
+    assert not any(c["in_transaction"] for c in received)
+    assert all(c["review"] == review and c["reason"] == "Two different dogs." for c in received)
+    assert {c["change"].pk for c in received} == {r.pk for r in rows}
+
+
+def test_refused_undo_records_and_signals_nothing(truth_factory, run_factory, received):
+    _duplicates(truth_factory)
+    consolidation.run_sync(run=run_factory(), client=get_judge_client("rules"), embedder=get_embedder())
+    merged = Truth.objects.get(origin="consolidated")
+    undo.undo_consolidation(truth_id=merged.pk, actor="admin:alice", reason="Two different dogs.")
+    received.clear()
+    before = list(TruthChange.objects.values_list("pk", flat=True))
+
+    with pytest.raises(UndoRefused) as again:
+        undo.undo_consolidation(truth_id=merged.pk, actor="admin:alice", reason="Once more.")
+    with pytest.raises(UndoRefused) as no_reason:
+        undo.undo_consolidation(truth_id=merged.pk, actor="admin:alice", reason="  ")
+
+    assert str(again.value) == undo.ALREADY_UNDONE.format(truth=merged.pk)
+    assert str(no_reason.value) == undo.REASON_REQUIRED
+    assert received == []
+    assert list(TruthChange.objects.values_list("pk", flat=True)) == before
 
 
 def test_unknown_change_action_is_refused(truth_factory):

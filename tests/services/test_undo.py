@@ -154,7 +154,7 @@ def test_undo_review_of_a_dry_run_refuses(user_factory):
     assert str(refused.value) == undo.NOT_APPLIED.format(review=preview.pk)
 
 
-def test_undo_sends_restored_and_retired_signals_after_commit(merged, django_capture_on_commit_callbacks):
+def test_undo_sends_restored_and_undone_signals_after_commit(merged, django_capture_on_commit_callbacks):
     received = []
 
     def listener(sender, truth, action, reason, review, **kwargs):
@@ -171,6 +171,6 @@ def test_undo_sends_restored_and_retired_signals_after_commit(merged, django_cap
         [
             (merged["a"].pk, "restored", "wrong"),
             (merged["b"].pk, "restored", "wrong"),
-            (merged["ab"].pk, "retired", "wrong"),
+            (merged["ab"].pk, "undone", "wrong"),
         ]
     )

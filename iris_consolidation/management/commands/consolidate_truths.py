@@ -56,11 +56,13 @@ class Command(BaseCommand):
             )
         except (InvalidInput, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
-        if options["verbosity"] >= 1:
-            self.stdout.write(inventory_display.window_line(run))
         if mode == "queued":
             tasks.enqueue_run(run)
+            # The id line is the whole output by default: scripts read the batch id from it.
+            # The window is stored on the run (and shown in the admin); -v 2 prints it too.
             self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
+            if options["verbosity"] >= 2:
+                self.stdout.write(inventory_display.window_line(run))
             return
         self._run_here(run, client, verbosity=options["verbosity"])
 
@@ -68,6 +70,7 @@ class Command(BaseCommand):
         if run.is_dry_run and verbosity >= 1:
             self.stdout.write(self.style.WARNING(self.DRY_RUN_BANNER))
         if verbosity >= 1:
+            self.stdout.write(inventory_display.window_line(run))
             self.stdout.write(f"Run {run.pk}: judge {client.name}, threshold {run.threshold}")
         started = time.monotonic()
         progress = _Progress(self, verbosity=verbosity, dry_run=run.is_dry_run)
