@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,11 +303,23 @@ def finish_run_if_complete(run_id: Any) -> bool:
             return False
         run.status = ConsolidationRun.Status.PARTIAL if run.failed else ConsolidationRun.Status.DONE
         run.finished_at = timezone.now()
-        incremental.write_checkpoint(run)
-        incremental.advance_cursors(run)
-        inventory.complete(run)
+        close_run(run)
         run.save(update_fields=["status", "finished_at", "checkpoint", "inventory"])
         return True
+
+
+def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
+    """What every finished run does, whichever path finished it (this module's counters
+    or the queued run's job rows, ``jobs.refresh_run``): write the checkpoint (``done``
+    real runs only), move the users' cursors over what was fully judged and applied
+    (never those of ``held_users``, e.g. whose phase 1 failed), complete the inventory.
+
+    ``run`` is locked and its ``status``/``finished_at`` set by the caller, who saves
+    ``checkpoint`` and ``inventory`` in the same transaction.
+    """
+    incremental.write_checkpoint(run)
+    incremental.advance_cursors(run, held_users=held_users)
+    inventory.complete(run)
 
 
 def fail_run(run_id: Any, *, note: str) -> None:

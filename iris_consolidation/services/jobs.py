@@ -391,7 +391,8 @@ def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
     While a job is active the run is running and its schedule lock (if it holds one) is
     renewed. Once none is: done (no job failed), partial (some failed, some cluster was
     judged) or failed (none was; for a run without clusters: no user was planned);
-    ``finished_at`` is set and the lock released. A finished run stays as it is.
+    ``finished_at`` is set, the run closed (``consolidation.close_run``: checkpoint,
+    cursors, inventory) and the lock released. A finished run stays as it is.
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -417,7 +418,9 @@ def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
             else:
                 run.status = ConsolidationRun.Status.FAILED
             run.finished_at = now
-            run.save(update_fields=["status", "finished_at"])
+            held = Job.objects.in_run(run_id).filter(kind=Job.Kind.USER, status=Status.FAILED)
+            consolidation.close_run(run, held_users=held.values_list("user_id", flat=True))
+            run.save(update_fields=["status", "finished_at", "checkpoint", "inventory"])
             logger.info("run %s finished: %s", run_id, run.status)
     # The lock row is written after the run's transaction: scheduling takes the lock
     # row before run rows, so holding a run row while waiting for it could deadlock.
@@ -500,9 +503,13 @@ def recover(*, broker_idle: Callable[[], bool], run_id: Any = None, now: datetim
         {run_id}
         if run_id is not None
         else set(
+            # Runs made of job rows (queued and dry runs); an application of a dry run
+            # has none and is finished by its reviews (``finish_run_if_complete``).
             ConsolidationRun.objects.filter(
-                mode=ConsolidationRun.Mode.QUEUED, status=ConsolidationRun.Status.RUNNING, finished_at__isnull=True
-            ).values_list("id", flat=True)
+                status=ConsolidationRun.Status.RUNNING, finished_at__isnull=True, jobs__isnull=False
+            )
+            .distinct()
+            .values_list("id", flat=True)
         )
     )
     for rid in runs | touched:
