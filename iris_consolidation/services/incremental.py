@@ -282,9 +282,10 @@ def _blocked_by_user(run: ConsolidationRun) -> dict[int, Position | None]:
 def advance_cursors(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> int:
     """Move each user's cursor over the seeds this run fully handled; returns users moved.
 
-    Never in a dry run, never for ``held_users`` (their pass did not finish planning). The new position is the last seed's, or, when a cluster did
-    not complete, the position just before its earliest seed (so that seed and
-    everything after it seed the next pass). A cursor never moves backwards.
+    Never in a dry run, never for ``held_users`` (their pass did not finish planning).
+    The new position is the last seed's, or, when a cluster did not complete, the
+    position just before its earliest seed (so that seed and everything after it seed
+    the next pass). A cursor never moves backwards.
     """
     if run.is_dry_run:
         return 0
