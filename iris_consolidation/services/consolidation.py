@@ -172,12 +172,17 @@ def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any],
 
 def llm_tier_stopped(*, run_id: Any, user_id: int) -> bool:
     """Whether the model tier of ``run_id`` was stopped for ``user_id``: one of the
-    user's clusters found the model unreachable (transport, auth, quota)."""
+    user's clusters found the model unreachable (transport, auth, quota). A review a
+    retry put aside (``retry_consolidation``) stops nothing: the retry asks again."""
     from ..models import ClusterReview
+    from .jobs import retried_review_keys
 
-    return ClusterReview.objects.filter(
+    unavailable = ClusterReview.objects.filter(
         run_id=run_id, user_id=user_id, error__startswith=judging.JUDGE_UNAVAILABLE.split(":")[0]
-    ).exists()
+    )
+    if not unavailable.exists():
+        return False
+    return unavailable.exclude(key__in=retried_review_keys(run_id, user_id=user_id)).exists()
 
 
 def _note_on_run(run_id: Any, note: str) -> None:

@@ -83,9 +83,17 @@ def cluster_job_key(member_ids: Iterable[int]) -> str:
     return f"cluster:{digest[:40]}"
 
 
-def review_key(job: Job) -> str:
-    """Key of the ``ClusterReview`` a cluster job records in its current round."""
-    return hashlib.sha256(f"{job.run_id}:{job.key}#{job.round}".encode()).hexdigest()
+def review_key(job: Job, *, in_round: int | None = None) -> str:
+    """Key of the ``ClusterReview`` a cluster job records in its current round (or ``in_round``)."""
+    number = job.round if in_round is None else in_round
+    return hashlib.sha256(f"{job.run_id}:{job.key}#{number}".encode()).hexdigest()
+
+
+def retried_review_keys(run_id: Any, *, user_id: int) -> set[str]:
+    """Keys of the user's reviews in run ``run_id`` that a retry put aside (earlier rounds
+    of re-queued jobs): history, no longer what the run says about their clusters."""
+    retried = Job.objects.in_run(run_id).filter(kind=Job.Kind.CLUSTER, user_id=user_id, round__gt=0)
+    return {review_key(job, in_round=r) for job in retried for r in range(job.round)}
 
 
 def candidate(job: Job) -> CandidateCluster:
