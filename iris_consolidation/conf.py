@@ -79,8 +79,9 @@ DEFAULTS: dict[str, Any] = {
     "DAYS_FALLBACK": 1,
     # Whether scheduled passes run at all (manual runs always do).
     "ENABLED": True,
-    # Hours between scheduled passes: weekly, as DESIGN.md's Sunday schedule.
-    "SCHEDULE_INTERVAL_HOURS": 168,
+    # Least hours between two scheduled runs: a SCHEDULE_CRON slot sooner than this after
+    # the last scheduled run started is skipped. 0: every slot runs (the cron is the cadence).
+    "SCHEDULE_INTERVAL_HOURS": 0,
     # Scheduled passes only preview (dry run) and change no truth.
     "SCHEDULED_DRY_RUN_ONLY": False,
     # Usernames or ids of the only users consolidated; empty: everyone.

@@ -468,7 +468,10 @@ class LiveSettings(models.Model):
     interval_hours = models.PositiveIntegerField(
         null=True,
         blank=True,
-        help_text="Hours between scheduled passes. Empty: IRIS_CONSOLIDATION_SCHEDULE_INTERVAL_HOURS.",
+        help_text=(
+            "Least hours between two scheduled runs: a schedule slot sooner after the last one is skipped. "
+            "Empty: IRIS_CONSOLIDATION_SCHEDULE_INTERVAL_HOURS (0: every slot)."
+        ),
     )
     scheduled_dry_run_only = models.BooleanField(
         null=True, blank=True,

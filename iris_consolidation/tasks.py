@@ -173,26 +173,15 @@ def apply_review(run_id: str, review_id: int) -> dict[str, Any]:
     return {"review_id": review.pk, "outcome": review.outcome}
 
 
-def scheduled_pass() -> dict[str, Any]:
-    """Task for the schedule: start an incremental pass if the live settings say so.
-
-    Honours ``enabled``, the interval and "scheduled passes dry-run only"
-    (``services/live_settings.start_scheduled_pass``); returns what it decided.
-    """
-    from .services import live_settings
-
-    run, decision = live_settings.start_scheduled_pass()
-    return {"run_id": str(run.pk) if run else None, "mode": decision.mode if run else None, "reason": decision.reason}
-
-
 def scheduled_consolidation(scheduled_for: str | datetime | None = None) -> dict[str, Any]:
-    """Task of the weekly schedule: start the slot's run unless it ran or one is in progress."""
+    """Task of the weekly schedule: start the slot's run (``scheduling.start_scheduled_run``:
+    live settings, no overlap, catch-up); returns the slot and the run or the skip reason."""
     slot = parse_datetime(scheduled_for) if isinstance(scheduled_for, str) else scheduled_for
     started = scheduling.start_scheduled_run(scheduled_for=slot)
     if started.run is None:
         logger.info("scheduled consolidation skipped: %s", started.skipped)
         return {"slot": started.slot.isoformat(), "skipped": started.skipped}
-    return {"slot": started.slot.isoformat(), "run_id": str(started.run.pk)}
+    return {"slot": started.slot.isoformat(), "run_id": str(started.run.pk), "mode": started.run.mode}
 
 
 def recover_jobs() -> dict[str, int]:

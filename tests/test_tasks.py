@@ -88,9 +88,14 @@ def test_plan_task_delivered_twice_counts_the_user_once(two_clusters, django_cap
 
 
 def test_redelivery_after_the_write_finishes_the_job_without_asking_the_judge_again(
-    llm_server, two_clusters, django_capture_on_commit_callbacks
+    llm_server, user_factory, truth_factory, django_capture_on_commit_callbacks
 ):
     """A worker that died after recording its review but before marking its job done."""
+    alice = user_factory("alice")
+    # Paraphrases, not equal texts: the deterministic pre-pass would merge equal texts
+    # without the model, and this test counts the model's calls.
+    truth_factory("Is a nurse", user=alice, embedding=vector_at(1.0))
+    truth_factory("Has a job as a nurse", user=alice, embedding=vector_at(0.95))
     llm_server.handler = lambda payload: llm_stub.verdict(
         [
             {
@@ -101,7 +106,7 @@ def test_redelivery_after_the_write_finishes_the_job_without_asking_the_judge_ag
             }
         ]
     )
-    run = consolidation.create_run(trigger="command", mode="queued", user_id=two_clusters["alice"][0].user_id)
+    run = consolidation.create_run(trigger="command", mode="queued", user_id=alice.pk)
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     job = ConsolidationJob.objects.get(run=run, kind="cluster")
@@ -211,3 +216,28 @@ class _Embedder:
 
     def embed(self, texts):
         return [vector_at(1.0) for _ in texts]
+
+
+def test_retry_after_the_model_was_unavailable_asks_the_model_again(
+    llm_server, user_factory, truth_factory, django_capture_on_commit_callbacks
+):
+    """The first round stopped the model tier for the user; the retry is a new round."""
+    alice = user_factory("alice")
+    truth_factory("Is a nurse", user=alice, embedding=vector_at(1.0))
+    truth_factory("Has a job as a nurse", user=alice, embedding=vector_at(0.95))
+    llm_server.script = [llm_stub.error(500, message="upstream exploded")]
+    run = consolidation.create_run(trigger="command", mode="queued", user_id=alice.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.enqueue_run(run)
+    run.refresh_from_db()
+    assert (run.status, run.failed) == ("failed", 1)
+
+    llm_server.script = [
+        llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Is a nurse", "reason": "same"}])
+    ]
+    with django_capture_on_commit_callbacks(execute=True):
+        assert jobs.retry_failed(run.pk) == 1
+
+    run.refresh_from_db()
+    assert (run.status, run.merged, run.failed) == ("done", 1, 0)
+    assert len(llm_server.chat_requests()) == 2

@@ -132,7 +132,8 @@ class LiveSettingsAdmin(admin.ModelAdmin):
         effective = get_effective_settings()
         users = ", ".join(str(pk) for pk in effective.allowed_user_ids) or "every user"
         return (
-            f"enabled={effective.enabled}; interval={effective.interval_hours} h; "
+            f"enabled={effective.enabled}; "
+            f"interval={f'{effective.interval_hours} h' if effective.interval_hours else 'every schedule slot'}; "
             f"scheduled dry-run only={effective.scheduled_dry_run_only}; users={users}; "
             f"cap={effective.max_retirements_per_run} retirements/run; threshold={effective.similarity_threshold}"
         )

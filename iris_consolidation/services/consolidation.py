@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,12 +172,17 @@ def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any],
 
 def llm_tier_stopped(*, run_id: Any, user_id: int) -> bool:
     """Whether the model tier of ``run_id`` was stopped for ``user_id``: one of the
-    user's clusters found the model unreachable (transport, auth, quota)."""
+    user's clusters found the model unreachable (transport, auth, quota). A review a
+    retry put aside (``retry_consolidation``) stops nothing: the retry asks again."""
     from ..models import ClusterReview
+    from .jobs import retried_review_keys
 
-    return ClusterReview.objects.filter(
+    unavailable = ClusterReview.objects.filter(
         run_id=run_id, user_id=user_id, error__startswith=judging.JUDGE_UNAVAILABLE.split(":")[0]
-    ).exists()
+    )
+    if not unavailable.exists():
+        return False
+    return unavailable.exclude(key__in=retried_review_keys(run_id, user_id=user_id)).exists()
 
 
 def _note_on_run(run_id: Any, note: str) -> None:
@@ -303,11 +308,23 @@ def finish_run_if_complete(run_id: Any) -> bool:
             return False
         run.status = ConsolidationRun.Status.PARTIAL if run.failed else ConsolidationRun.Status.DONE
         run.finished_at = timezone.now()
-        incremental.write_checkpoint(run)
-        incremental.advance_cursors(run)
-        inventory.complete(run)
+        close_run(run)
         run.save(update_fields=["status", "finished_at", "checkpoint", "inventory"])
         return True
+
+
+def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
+    """What every finished run does, whichever path finished it (this module's counters
+    or the queued run's job rows, ``jobs.refresh_run``): write the checkpoint (``done``
+    real runs only), move the users' cursors over what was fully judged and applied
+    (never those of ``held_users``, e.g. whose phase 1 failed), complete the inventory.
+
+    ``run`` is locked and its ``status``/``finished_at`` set by the caller, who saves
+    ``checkpoint`` and ``inventory`` in the same transaction.
+    """
+    incremental.write_checkpoint(run)
+    incremental.advance_cursors(run, held_users=held_users)
+    inventory.complete(run)
 
 
 def fail_run(run_id: Any, *, note: str) -> None:

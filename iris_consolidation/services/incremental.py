@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -278,18 +279,20 @@ def _blocked_by_user(run: ConsolidationRun) -> dict[int, Position | None]:
     return blocked
 
 
-def advance_cursors(run: ConsolidationRun) -> int:
+def advance_cursors(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> int:
     """Move each user's cursor over the seeds this run fully handled; returns users moved.
 
-    Never in a dry run. The new position is the last seed's, or, when a cluster did
-    not complete, the position just before its earliest seed (so that seed and
-    everything after it seed the next pass). A cursor never moves backwards.
+    Never in a dry run, never for ``held_users`` (their pass did not finish planning).
+    The new position is the last seed's, or, when a cluster did not complete, the
+    position just before its earliest seed (so that seed and everything after it seed
+    the next pass). A cursor never moves backwards.
     """
     if run.is_dry_run:
         return 0
     blocked = _blocked_by_user(run)
     moved = 0
-    for user_pass in run.user_passes.filter(covers_cursor=True, seeds__gt=0):
+    passes = run.user_passes.filter(covers_cursor=True, seeds__gt=0).exclude(user_id__in=list(held_users))
+    for user_pass in passes:
         if user_pass.last_seed_updated_at is None or user_pass.last_seed_id is None:
             continue
         target: Position = (user_pass.last_seed_updated_at, user_pass.last_seed_id)

@@ -83,9 +83,17 @@ def cluster_job_key(member_ids: Iterable[int]) -> str:
     return f"cluster:{digest[:40]}"
 
 
-def review_key(job: Job) -> str:
-    """Key of the ``ClusterReview`` a cluster job records in its current round."""
-    return hashlib.sha256(f"{job.run_id}:{job.key}#{job.round}".encode()).hexdigest()
+def review_key(job: Job, *, in_round: int | None = None) -> str:
+    """Key of the ``ClusterReview`` a cluster job records in its current round (or ``in_round``)."""
+    number = job.round if in_round is None else in_round
+    return hashlib.sha256(f"{job.run_id}:{job.key}#{number}".encode()).hexdigest()
+
+
+def retried_review_keys(run_id: Any, *, user_id: int) -> set[str]:
+    """Keys of the user's reviews in run ``run_id`` that a retry put aside (earlier rounds
+    of re-queued jobs): history, no longer what the run says about their clusters."""
+    retried = Job.objects.in_run(run_id).filter(kind=Job.Kind.CLUSTER, user_id=user_id, round__gt=0)
+    return {review_key(job, in_round=r) for job in retried for r in range(job.round)}
 
 
 def candidate(job: Job) -> CandidateCluster:
@@ -391,7 +399,8 @@ def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
     While a job is active the run is running and its schedule lock (if it holds one) is
     renewed. Once none is: done (no job failed), partial (some failed, some cluster was
     judged) or failed (none was; for a run without clusters: no user was planned);
-    ``finished_at`` is set and the lock released. A finished run stays as it is.
+    ``finished_at`` is set, the run closed (``consolidation.close_run``: checkpoint,
+    cursors, inventory) and the lock released. A finished run stays as it is.
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -417,7 +426,9 @@ def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
             else:
                 run.status = ConsolidationRun.Status.FAILED
             run.finished_at = now
-            run.save(update_fields=["status", "finished_at"])
+            held = Job.objects.in_run(run_id).filter(kind=Job.Kind.USER, status=Status.FAILED)
+            consolidation.close_run(run, held_users=held.values_list("user_id", flat=True))
+            run.save(update_fields=["status", "finished_at", "checkpoint", "inventory"])
             logger.info("run %s finished: %s", run_id, run.status)
     # The lock row is written after the run's transaction: scheduling takes the lock
     # row before run rows, so holding a run row while waiting for it could deadlock.
@@ -500,9 +511,13 @@ def recover(*, broker_idle: Callable[[], bool], run_id: Any = None, now: datetim
         {run_id}
         if run_id is not None
         else set(
+            # Runs made of job rows (queued and dry runs); an application of a dry run
+            # has none and is finished by its reviews (``finish_run_if_complete``).
             ConsolidationRun.objects.filter(
-                mode=ConsolidationRun.Mode.QUEUED, status=ConsolidationRun.Status.RUNNING, finished_at__isnull=True
-            ).values_list("id", flat=True)
+                status=ConsolidationRun.Status.RUNNING, finished_at__isnull=True, jobs__isnull=False
+            )
+            .distinct()
+            .values_list("id", flat=True)
         )
     )
     for rid in runs | touched:

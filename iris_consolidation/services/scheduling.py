@@ -4,7 +4,13 @@
 the weekly run (cron ``SCHEDULE_CRON``, Sunday 05:00 in TIME_ZONE by default) and the
 minutely recovery sweep of queued jobs. It runs after every ``migrate``.
 
-``start_scheduled_run`` is what the weekly task does. It starts at most one run per
+``start_scheduled_run`` is what the weekly task does, the only scheduled entry point.
+It honours the live settings (``live_settings.get_effective_settings``): disabled, it
+starts nothing; "scheduled passes dry-run only" makes the run a dry run; a live
+``interval_hours`` skips a slot that comes sooner than that after the slot of the last
+scheduled run (0, the default, runs every slot; a catch-up covers the latest slot due,
+so downtime never makes it wait); the allowlist, the retirement cap and
+the threshold reach the run through ``create_run``. It starts at most one run per
 schedule slot: after downtime, django-q2 fires a missed slot when the cluster comes
 back, and every firing covers the latest slot due, so missed weeks give one catch-up
 run, not one per week. It never overlaps another scheduled run: the ``ScheduleLock``
@@ -25,7 +31,7 @@ from django.utils import timezone
 
 from ..conf import app_settings
 from ..models import ConsolidationRun, ScheduleLock
-from . import consolidation, jobs
+from . import consolidation, jobs, live_settings
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +49,20 @@ BAD_CRON = "IRIS_CONSOLIDATION_SCHEDULE_CRON is {cron!r}, which is not a cron ex
 SKIP_ALREADY_RAN = "A scheduled run for the slot of {slot} (or a later one) exists already: run {run_id}."
 SKIP_OVERLAP = "Scheduled run {run_id} is still in progress (lock until {until}); this slot is skipped."
 HOLDER_DIED = "its schedule lock expired at {until} without progress; run {new_id} took over"
+SKIP_DISABLED = "Scheduled runs are disabled in the live settings; nothing was started."
+SKIP_NOT_DUE = (
+    "The last scheduled run was for the slot of {last}, less than the {hours} h between scheduled runs "
+    "(live settings' interval) before this slot of {slot}; this slot is skipped."
+)
+#: Slack subtracted from the interval: slots of a cron in local time move by an hour
+#: across a daylight saving change (a daily 05:00 slot is then 23 h after the last).
+INTERVAL_SLACK = timedelta(hours=1)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ScheduledStart:
-    """What a firing of the weekly schedule did: ``run`` if it started one, else ``skipped``."""
+    """What a firing of the weekly schedule did: ``run`` if it started one (its ``mode``
+    says whether it is a dry run), else ``skipped``, the reason."""
 
     slot: datetime
     run: ConsolidationRun | None = None
@@ -135,8 +150,10 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
 
     ``scheduled_for`` is the slot the firing was for (django-q2's intended date); the
     run covers the latest slot at ``now``, which is the same slot unless the firing is
-    a catch-up for older ones. Transaction: one, holding the lock row; the run's tasks
-    are sent on commit. Raises what ``create_run`` and the judge factory raise.
+    a catch-up for older ones. Skips, with the reason: a slot already run, a run in
+    progress, scheduled runs disabled, a slot within the live interval of the last
+    scheduled run. Transaction: one, holding the lock row; the run's tasks are sent on
+    commit. Raises what ``create_run`` and the judge factory raise.
     """
     from ..llm import get_judge_client
 
@@ -155,8 +172,19 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
             return ScheduledStart(
                 slot=slot, skipped=SKIP_OVERLAP.format(run_id=holder.pk, until=lock.expires_at.isoformat())
             )
+        effective = live_settings.get_effective_settings()
+        if not effective.enabled:
+            return ScheduledStart(slot=slot, skipped=SKIP_DISABLED)
+        last = scheduled.exclude(scheduled_for=None).order_by("-scheduled_for").first()
+        gap = timedelta(hours=effective.interval_hours)
+        if effective.interval_hours and last is not None and slot < last.scheduled_for + gap - INTERVAL_SLACK:
+            reason = SKIP_NOT_DUE.format(
+                last=last.scheduled_for.isoformat(), hours=effective.interval_hours, slot=slot.isoformat()
+            )
+            return ScheduledStart(slot=slot, skipped=reason)
+        mode = ConsolidationRun.Mode.DRY_RUN if effective.scheduled_dry_run_only else ConsolidationRun.Mode.QUEUED
         run = consolidation.create_run(
-            trigger=ConsolidationRun.Trigger.SCHEDULE, mode=ConsolidationRun.Mode.QUEUED, judge=get_judge_client().name
+            trigger=ConsolidationRun.Trigger.SCHEDULE, mode=mode, judge=get_judge_client().name
         )
         run.scheduled_for = slot
         run.save(update_fields=["scheduled_for"])
@@ -168,5 +196,5 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
         lock.expires_at = now + timedelta(seconds=int(app_settings.SCHEDULE_LOCK_TTL))
         lock.save()
         jobs.start_queued_run(run, now=now)
-    logger.info("scheduled run %s started for the slot of %s", run.pk, slot.isoformat())
+    logger.info("scheduled run %s (%s) started for the slot of %s", run.pk, run.mode, slot.isoformat())
     return ScheduledStart(slot=slot, run=run)

@@ -127,7 +127,9 @@ def test_staff_with_view_permission_cannot_pin(staff_client, truth_factory):
     assert truth.pinned is False
 
 
-def test_queue_dry_run_creates_one_preview_run_per_user_of_the_selection(admin_client, user_factory):
+def test_queue_dry_run_creates_one_preview_run_per_user_of_the_selection(
+    admin_client, user_factory, django_capture_on_commit_callbacks
+):
     alice, bob = user_factory("alice"), user_factory("bob")
     picked = [
         Truth.objects.create(
@@ -137,7 +139,10 @@ def test_queue_dry_run_creates_one_preview_run_per_user_of_the_selection(admin_c
         for text, sim in (("Drinks green tea every morning", 1.0), ("drinks green tea every morning.", 0.98))
     ]
 
-    response = admin_client.post(CHANGELIST, {"action": "queue_dry_run", "_selected_action": [t.pk for t in picked]})
+    with django_capture_on_commit_callbacks(execute=True):  # the runs' tasks are sent on commit
+        response = admin_client.post(
+            CHANGELIST, {"action": "queue_dry_run", "_selected_action": [t.pk for t in picked]}
+        )
 
     runs = ConsolidationRun.objects.order_by("user_filter_id")
     assert [(r.mode, r.trigger, r.user_filter_id) for r in runs] == [
@@ -152,7 +157,9 @@ def test_queue_dry_run_creates_one_preview_run_per_user_of_the_selection(admin_c
     assert Truth.objects.count() == 4  # a dry run writes no truth
 
 
-def test_queue_real_run_consolidates_the_users_of_the_selection(admin_client, user_factory):
+def test_queue_real_run_consolidates_the_users_of_the_selection(
+    admin_client, user_factory, django_capture_on_commit_callbacks
+):
     user = user_factory("alice")
     picked = [
         Truth.objects.create(
@@ -161,7 +168,8 @@ def test_queue_real_run_consolidates_the_users_of_the_selection(admin_client, us
         for text, sim in (("Drinks green tea every morning", 1.0), ("drinks green tea every morning.", 0.97))
     ]
 
-    admin_client.post(CHANGELIST, {"action": "queue_real_run", "_selected_action": [picked[0].pk]})
+    with django_capture_on_commit_callbacks(execute=True):  # the run's tasks are sent on commit
+        admin_client.post(CHANGELIST, {"action": "queue_real_run", "_selected_action": [picked[0].pk]})
 
     run = ConsolidationRun.objects.get()
     assert (run.mode, run.status, run.merged) == ("queued", "done", 1)

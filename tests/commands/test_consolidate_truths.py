@@ -146,14 +146,15 @@ def test_error_exits_with_status_one_and_a_single_line_on_stderr(db):
 # --- modes and output --------------------------------------------------------------------
 
 
-def test_default_mode_queues_a_batch_and_prints_its_id(duplicates):
-    output = run_command()
+def test_default_mode_queues_a_batch_and_prints_its_id(duplicates, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):  # tasks are sent when the command commits
+        output = run_command()
 
     match = re.fullmatch(r"Dispatched batch: ([0-9a-f-]{36})\n", output)
     assert match, output
     run = ConsolidationRun.objects.get(pk=match.group(1))
     assert (run.mode, run.trigger) == (ConsolidationRun.Mode.QUEUED, ConsolidationRun.Trigger.COMMAND)
-    # The test settings run django-q2 tasks in process (q_sync), so the batch is done.
+    # The test settings run django-q2 tasks in process (q_sync) once sent, so the batch is done.
     assert (run.status, run.merged, run.users_done, run.clusters_done) == ("done", 1, 1, 1)
 
 

@@ -201,9 +201,10 @@ def _word(i: int) -> str:
 def make_pairs(user_factory: Any, truth_factory: Any) -> Callable[..., dict[str, list[Any]]]:
     """``make_pairs(users=U, per_user=P)``: U users with P clusters of two paraphrases each.
 
-    Pair ``i`` is "likes tea variety <word>" and the same with a full stop; vectors put
-    each pair on its own axes (cosine 0.95 inside a pair, 0 across pairs). Returns the
-    truths keyed by the pair's word.
+    Pair ``i`` is "likes tea variety <word>" and "enjoys drinking the tea variety <word>":
+    paraphrases, not equal texts, which the deterministic pre-pass (issue 3) would merge
+    without asking the model these tests script. Vectors put each pair on its own axes
+    (cosine 0.95 inside a pair, 0 across pairs). Returns the truths keyed by the pair's word.
     """
     from tests.conftest import vector_at
 
@@ -220,7 +221,9 @@ def make_pairs(user_factory: Any, truth_factory: Any) -> Callable[..., dict[str,
                         f"likes tea variety {word}", user=user, embedding=vector_at(1.0, axis=axis, towards=axis + 1)
                     ),
                     truth_factory(
-                        f"likes tea variety {word}.", user=user, embedding=vector_at(0.95, axis=axis, towards=axis + 1)
+                        f"enjoys drinking the tea variety {word}",
+                        user=user,
+                        embedding=vector_at(0.95, axis=axis, towards=axis + 1),
                     ),
                 ]
         return pairs

@@ -95,7 +95,9 @@ def test_429_waits_for_retry_after_within_the_window_and_fails_past_it(qclusters
 
 
 def test_server_errors_fail_the_cluster_and_retry_consolidation_requeues_it(qclusters, llm_server, make_pairs):
-    pairs = make_pairs(users=1, per_user=2)
+    # Two users: a server error stops the model for the rest of its user's run (issue 3),
+    # so a second cluster of the same user would fail too if judged after it.
+    pairs = make_pairs(users=2, per_user=1)
     broken = {"ab"}
 
     def reply(word: str, n: int, payload: dict[str, Any]) -> Any:

@@ -244,7 +244,9 @@ def test_last_checkpoint_of_a_single_user_run_does_not_cover_everyone(run_factor
     assert incremental.last_checkpoint(user_id=alice.pk).pk == single.pk
 
 
-def test_queued_run_moves_the_cursor_when_its_last_cluster_finishes(llm_server, truth_factory, user_factory):
+def test_queued_run_moves_the_cursor_when_its_last_cluster_finishes(
+    llm_server, truth_factory, user_factory, django_capture_on_commit_callbacks
+):
     from io import StringIO
 
     from django.core.management import call_command
@@ -252,8 +254,10 @@ def test_queued_run_moves_the_cursor_when_its_last_cluster_finishes(llm_server, 
     user = user_factory()
     make_pairs(truth_factory, user, 2)
 
-    call_command("consolidate_truths", stdout=StringIO())  # queued; the test queue runs tasks in process
-    call_command("consolidate_truths", stdout=StringIO())
+    # Queued; the tasks are sent on commit and the test queue runs them in process.
+    for _ in range(2):
+        with django_capture_on_commit_callbacks(execute=True):
+            call_command("consolidate_truths", stdout=StringIO())
 
     first, second = ConsolidationRun.objects.order_by("created_at")
     assert (first.mode, first.status, first.clusters_found) == ("queued", "done", 2)

@@ -221,3 +221,42 @@ def test_giving_up_on_a_job_whose_verdict_was_written_keeps_the_verdict(job, run
     assert (job.status, job.review_id, job.error) == ("done", applied.pk, "")
     assert ClusterReview.objects.filter(run=run).count() == 1
     assert Truth.objects.filter(pk__in=job.member_ids).count() == 2
+
+
+def test_sweep_leaves_a_running_run_without_job_rows_to_its_own_finish(run_factory):
+    """An application of a dry run has no job rows: its reviews finish it, not the sweep."""
+    application = run_factory(mode="queued")
+    application.status, application.started_at, application.clusters_found = "running", NOW, 3
+    application.save()
+
+    jobs.recover(broker_idle=lambda: True, now=NOW)
+
+    application.refresh_from_db()
+    assert (application.status, application.finished_at) == ("running", None)
+
+
+def test_a_run_finished_by_its_jobs_is_closed_with_its_inventory_and_checkpoint(run, job):
+    consolidation.start_run(run)  # captures the inventory's "before"
+    _set(job, status="done")
+
+    jobs.refresh_run(run.pk, now=NOW)
+
+    run.refresh_from_db()
+    assert run.status == "done" and run.checkpoint is not None
+    assert run.checkpoint == (run.window_until or run.created_at)
+    assert run.inventory["after"] == run.inventory["before"]
+
+
+def test_a_user_whose_phase_one_failed_keeps_the_cursor(run, truth_factory, user_factory):
+    from iris_consolidation.models import ConsolidationCursor
+    from iris_consolidation.services import incremental
+
+    alice = user_factory("alice")
+    truth_factory("Works as a nurse", user=alice, embedding=vector_at(1.0))
+    incremental.begin_user_pass(run=run, user_id=alice.pk)  # then clustering failed
+    ConsolidationJob.objects.create(
+        run=run, kind="user", key=jobs.user_job_key(alice.pk), user=alice, status="failed", dispatched_at=NOW
+    )
+
+    assert jobs.refresh_run(run.pk, now=NOW) == "failed"
+    assert not ConsolidationCursor.objects.filter(user=alice).exists()

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.utils import timezone
 
+from iris_consolidation import tasks
 from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, LiveSettings, Truth
-from iris_consolidation.services import consolidation, live_settings
+from iris_consolidation.services import consolidation, jobs, live_settings, scheduling
 from tests.conftest import vector_at
 from tests.incremental_support import make_pairs
 
@@ -99,40 +99,106 @@ def test_live_retirement_cap_defers_the_rest_and_keeps_the_cursor_before_it(trut
     assert Truth.objects.filter(origin="consolidated").count() == 2
 
 
-# --- scheduled passes -----------------------------------------------------------------
+# --- scheduled runs (the weekly schedule's one entry point) ---------------------------
+
+#: A Sunday 05:00 slot of the default cron "0 5 * * 0" (TIME_ZONE UTC in the tests).
+SUNDAY_5AM = datetime(2026, 7, 5, 5, 0, tzinfo=UTC)
+WEEK = timedelta(weeks=1)
 
 
-def test_scheduled_pass_is_skipped_when_disabled(truth_factory, user_factory):
+@pytest.fixture
+def weekly(settings):
+    settings.IRIS_CONSOLIDATION_SCHEDULE_CRON = "0 5 * * 0"
+
+
+def _finish(run: ConsolidationRun, *, at: datetime) -> None:
+    """The run's jobs settled (their tasks ran elsewhere): release its schedule lock."""
+    run.jobs.update(status="done")
+    jobs.refresh_run(run.pk, now=at)
+
+
+def test_scheduled_run_is_skipped_when_disabled(truth_factory, user_factory, weekly):
     make_pairs(truth_factory, user_factory(), 1)
     LiveSettings.objects.create(enabled=False)
 
-    run, decision = live_settings.start_scheduled_pass()
+    started = scheduling.start_scheduled_run(now=SUNDAY_5AM)
 
-    assert run is None and decision.reason == live_settings.SCHEDULE_DISABLED
+    assert started.run is None and started.skipped == scheduling.SKIP_DISABLED
     assert not ConsolidationRun.objects.exists()
 
 
-def test_scheduled_pass_is_dry_run_only_when_set_and_then_waits_for_the_interval(truth_factory, user_factory):
+def test_scheduled_task_reports_the_disabled_skip(truth_factory, user_factory, weekly):
+    make_pairs(truth_factory, user_factory(), 1)
+    LiveSettings.objects.create(enabled=False)
+
+    result = tasks.scheduled_consolidation()
+
+    assert result["skipped"] == scheduling.SKIP_DISABLED and "run_id" not in result
+
+
+def test_scheduled_run_is_a_dry_run_when_set(truth_factory, django_capture_on_commit_callbacks, weekly):
     truth_factory("Has a dog named Rex", embedding=vector_at(1.0))
     truth_factory("has a dog named Rex.", embedding=vector_at(0.95))
-    LiveSettings.objects.create(scheduled_dry_run_only=True, interval_hours=24)
+    LiveSettings.objects.create(scheduled_dry_run_only=True)
 
-    run, _ = live_settings.start_scheduled_pass()
+    with django_capture_on_commit_callbacks(execute=True):  # the test queue runs its tasks in process
+        result = tasks.scheduled_consolidation()
 
-    run.refresh_from_db()
+    run = ConsolidationRun.objects.get(pk=result["run_id"])
     assert (run.trigger, run.mode, run.status, run.merged) == ("schedule", "dry_run", "done", 1)
+    assert result["mode"] == "dry_run"
     assert Truth.objects.filter(origin="consolidated").count() == 0
-    again, decision = live_settings.start_scheduled_pass()
-    assert again is None and decision.reason.startswith("The last scheduled pass started")
-    later = live_settings.decide_scheduled_pass(now=timezone.now() + timedelta(hours=24))
-    assert (later.start, later.mode) == (True, "dry_run")
 
 
-def test_interval_change_applies_to_the_next_decision(truth_factory, user_factory):
+def test_every_cron_slot_runs_when_no_interval_is_set(truth_factory, user_factory, weekly):
     make_pairs(truth_factory, user_factory(), 1)
-    live_settings.start_scheduled_pass()
-    in_two_days = timezone.now() + timedelta(days=2)
+    first = scheduling.start_scheduled_run(now=SUNDAY_5AM).run
+    _finish(first, at=SUNDAY_5AM + timedelta(hours=1))
 
-    assert live_settings.decide_scheduled_pass(now=in_two_days).start is False  # weekly by default
-    LiveSettings.objects.create(interval_hours=24)
-    assert live_settings.decide_scheduled_pass(now=in_two_days).start is True
+    second = scheduling.start_scheduled_run(now=SUNDAY_5AM + WEEK)
+
+    assert live_settings.get_effective_settings().interval_hours == 0
+    assert second.run is not None and second.run.scheduled_for == SUNDAY_5AM + WEEK
+
+
+def test_a_slot_within_the_live_interval_is_skipped_and_the_next_one_runs(truth_factory, user_factory, settings):
+    settings.IRIS_CONSOLIDATION_SCHEDULE_CRON = "0 5 * * *"  # daily slots
+    make_pairs(truth_factory, user_factory(), 1)
+    LiveSettings.objects.create(interval_hours=48)
+    first = scheduling.start_scheduled_run(now=SUNDAY_5AM).run
+    _finish(first, at=SUNDAY_5AM + timedelta(hours=1))
+
+    monday = scheduling.start_scheduled_run(now=SUNDAY_5AM + timedelta(days=1, minutes=1))
+    tuesday = scheduling.start_scheduled_run(now=SUNDAY_5AM + timedelta(days=2, minutes=1))
+
+    assert monday.run is None and monday.skipped == scheduling.SKIP_NOT_DUE.format(
+        last=SUNDAY_5AM.isoformat(), hours=48, slot=(SUNDAY_5AM + timedelta(days=1)).isoformat()
+    )
+    assert tuesday.run is not None and tuesday.run.scheduled_for == SUNDAY_5AM + timedelta(days=2)
+
+
+def test_interval_change_applies_to_the_next_slot(truth_factory, user_factory, settings):
+    settings.IRIS_CONSOLIDATION_SCHEDULE_CRON = "0 5 * * *"
+    make_pairs(truth_factory, user_factory(), 1)
+    row = LiveSettings.objects.create(interval_hours=72)
+    first = scheduling.start_scheduled_run(now=SUNDAY_5AM).run
+    _finish(first, at=SUNDAY_5AM + timedelta(hours=1))
+    in_two_days = SUNDAY_5AM + timedelta(days=2)
+
+    assert scheduling.start_scheduled_run(now=in_two_days).run is None
+    row.interval_hours = 24
+    row.save()
+    assert scheduling.start_scheduled_run(now=in_two_days).run is not None
+
+
+def test_the_live_interval_never_blocks_a_catch_up_after_downtime(truth_factory, user_factory, weekly):
+    make_pairs(truth_factory, user_factory(), 1)
+    LiveSettings.objects.create(interval_hours=168)
+    first = scheduling.start_scheduled_run(now=SUNDAY_5AM).run
+    _finish(first, at=SUNDAY_5AM + timedelta(hours=1))
+    back = SUNDAY_5AM + 3 * WEEK + timedelta(days=2)  # down for three Sundays
+
+    fired = [scheduling.start_scheduled_run(scheduled_for=SUNDAY_5AM + i * WEEK, now=back) for i in (1, 2, 3)]
+
+    assert [f.run is not None for f in fired] == [True, False, False]
+    assert fired[0].run.scheduled_for == SUNDAY_5AM + 3 * WEEK

@@ -28,15 +28,27 @@ class Embedder:
         return [vector_at(1.0) for _ in texts]
 
 
-@pytest.fixture
-def claimed(run_factory, truth_factory):
+def _claim(run_factory, truth_factory, texts):
     run = run_factory(mode="queued")
-    a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
-    b = truth_factory("Works as a nurse.", user=a.user, embedding=vector_at(0.95))
+    a = truth_factory(texts[0], embedding=vector_at(1.0))
+    b = truth_factory(texts[1], user=a.user, embedding=vector_at(0.95))
     job = jobs.ensure_cluster_job(
         run.pk, CandidateCluster(user_id=a.user_id, member_ids=(a.pk, b.pk), similarities=(1.0, 0.95))
     )
     return jobs.claim(job.pk, now=NOW)
+
+
+@pytest.fixture
+def claimed(run_factory, truth_factory):
+    """A claimed job whose cluster the rule judge merges (near-equal texts)."""
+    return _claim(run_factory, truth_factory, ("Works as a nurse", "Works as a nurse."))
+
+
+@pytest.fixture
+def model_job(run_factory, truth_factory):
+    """A claimed job whose cluster reaches the model: paraphrases, not equal texts, which
+    the deterministic pre-pass (issue 3) would merge without asking it."""
+    return _claim(run_factory, truth_factory, ("Is a nurse", "Has a job as a nurse"))
 
 
 def _judge(job, **kwargs):
@@ -44,43 +56,43 @@ def _judge(job, **kwargs):
     return workers.judge_cluster_job(job, client=get_judge_client(), embedder=Embedder(), **kwargs)
 
 
-def test_429_puts_the_job_back_until_the_providers_reset_time(llm_server, claimed):
+def test_429_puts_the_job_back_until_the_providers_reset_time(llm_server, model_job):
     llm_server.script = [llm_stub.error(429, headers={"retry-after": "17"})]
 
-    assert _judge(claimed) == {"job": claimed.pk, "outcome": "rate_limited"}
+    assert _judge(model_job) == {"job": model_job.pk, "outcome": "rate_limited"}
 
-    claimed.refresh_from_db()
-    assert (claimed.status, claimed.rate_limited, claimed.faults) == ("waiting", 1, 0)
-    assert claimed.not_before == NOW + timedelta(seconds=17)
+    model_job.refresh_from_db()
+    assert (model_job.status, model_job.rate_limited, model_job.faults) == ("waiting", 1, 0)
+    assert model_job.not_before == NOW + timedelta(seconds=17)
     schedule = Schedule.objects.get(func=jobs.CLUSTER_TASK)
-    assert (schedule.schedule_type, schedule.next_run) == (Schedule.ONCE, claimed.not_before)
-    assert str(claimed.run_id) in schedule.args and jobs.group_name(claimed.run_id) in schedule.kwargs
+    assert (schedule.schedule_type, schedule.next_run) == (Schedule.ONCE, model_job.not_before)
+    assert str(model_job.run_id) in schedule.args and jobs.group_name(model_job.run_id) in schedule.kwargs
     assert not ClusterReview.objects.exists()
     assert len(llm_server.chat_requests()) == 1  # litellm's own retries are off
 
 
-def test_429_without_a_wait_header_waits_the_default(llm_server, claimed):
+def test_429_without_a_wait_header_waits_the_default(llm_server, model_job):
     llm_server.script = [llm_stub.error(429)]
 
-    _judge(claimed)
+    _judge(model_job)
 
-    claimed.refresh_from_db()
-    assert claimed.not_before == NOW + timedelta(seconds=workers.DEFAULT_RETRY_AFTER)
+    model_job.refresh_from_db()
+    assert model_job.not_before == NOW + timedelta(seconds=workers.DEFAULT_RETRY_AFTER)
 
 
-def test_429_whose_wait_ends_past_the_retry_window_fails_the_cluster(llm_server, claimed, settings):
+def test_429_whose_wait_ends_past_the_retry_window_fails_the_cluster(llm_server, model_job, settings):
     settings.IRIS_CONSOLIDATION_RETRY_WINDOW = 7200
     llm_server.script = [llm_stub.error(429, headers={"retry-after": "30"})]
-    jobs.ConsolidationJob.objects.filter(pk=claimed.pk).update(first_attempt_at=NOW - timedelta(seconds=7180))
-    claimed.refresh_from_db()
+    jobs.ConsolidationJob.objects.filter(pk=model_job.pk).update(first_attempt_at=NOW - timedelta(seconds=7180))
+    model_job.refresh_from_db()
 
-    assert _judge(claimed)["outcome"] == "failed"
+    assert _judge(model_job)["outcome"] == "failed"
 
-    claimed.refresh_from_db()
-    assert claimed.status == "failed" and claimed.faults == 0
-    assert claimed.review.error.startswith("Rate limited by the provider past the retry window")
-    assert "Rate limited by openai/stub-judge" in claimed.review.error
-    assert Truth.objects.filter(pk__in=claimed.member_ids).count() == 2
+    model_job.refresh_from_db()
+    assert model_job.status == "failed" and model_job.faults == 0
+    assert model_job.review.error.startswith("Rate limited by the provider past the retry window")
+    assert "Rate limited by openai/stub-judge" in model_job.review.error
+    assert Truth.objects.filter(pk__in=model_job.member_ids).count() == 2
     assert not Schedule.objects.filter(func=jobs.CLUSTER_TASK).exists()
 
 
