@@ -15,7 +15,7 @@ from django.db.models import Q
 from pgvector.django import CosineDistance
 
 if TYPE_CHECKING:
-    from .models import Truth
+    from .models import Truth  # noqa: F401  (named in string annotations)
 
 
 class TruthQuerySet(models.QuerySet["Truth"]):

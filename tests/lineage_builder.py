@@ -29,7 +29,7 @@ PARAPHRASES = (
     "Is dad to Tomas",
     "He talks about his son Tomas",
 )
-#: Merged contents by generation: each keeps the name, so the validator accepts them.
+
 
 def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
     return tuple(
@@ -142,7 +142,7 @@ def generation_tree(user: Any, *, generations: int = 5) -> tuple[Truth, list[Tru
     level = originals(user, 2**generations)
     first = list(level)
     runs = []
-    for generation in range(1, generations + 1):
+    for _generation in range(1, generations + 1):
         run = new_run(user_id=user.pk)
         runs.append(run)
         # Each merge keeps the older member's wording: a text its sources stated, which

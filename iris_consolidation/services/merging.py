@@ -31,7 +31,10 @@ from .validation import Rejection
 logger = logging.getLogger(__name__)
 
 STALE_MEMBER = "{alias!r} changed or was retired after the judge saw it; the action was dropped."
-CAP_REACHED = "The run reached its cap of {cap} retirements (IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN); this action waits for the next run."
+CAP_REACHED = (
+    "The run reached its cap of {cap} retirements (IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN); "
+    "this action waits for the next run."
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,7 +181,8 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
                 if protected:
                     result = current[protected[0]]
                 else:
-                    result = _merged_truth(action, sources, draft.embeddings.get(action.content.strip()), embedding_model)
+                    embedding = draft.embeddings.get(action.content.strip())
+                    result = _merged_truth(action, sources, embedding, embedding_model)
                     changed.append((result, "created", action.reason))
                 reason = RetiredReason.MERGED
                 kind = LineageEvent.Action.MERGE
@@ -191,7 +195,9 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
                 _retire(source, into=result, reason=reason, now=now)
                 changed.append((source, "retired", action.reason))
                 events.append(
-                    LineageEvent(action=kind, source=source, result=result, reason=action.reason, actor=actor or draft.judge)
+                    LineageEvent(
+                        action=kind, source=source, result=result, reason=action.reason, actor=actor or draft.judge
+                    )
                 )
             if action.action == "merge":
                 for alias in action.ids:

@@ -40,7 +40,10 @@ ALREADY_USED = "{alias!r} is already named by an earlier action; a member takes 
 TOO_FEW = "A merge needs at least two members."
 EMPTY_CONTENT = "The merged content is empty."
 TOO_LONG = "The merged content has {length} characters; the limit is {limit}."
-PROTECTED_RETIRED = "{alias!r} is protected (pinned, created by the user or the assistant, or at the maximum generation) and cannot be retired or reworded."
+PROTECTED_RETIRED = (
+    "{alias!r} is protected (pinned, created by the user or the assistant, or at the maximum generation) "
+    "and cannot be retired or reworded."
+)
 AT_GENERATION_LIMIT = "{alias!r} is at the generation limit ({limit}) and takes part in no further consolidation."
 TWO_PROTECTED = "A merge may keep at most one protected member; {aliases} are all protected."
 LOST_DETAIL = "The merged content drops {detail!r}, found in {alias!r}."

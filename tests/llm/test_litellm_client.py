@@ -23,7 +23,8 @@ def _request() -> JudgeRequest:
 
 
 def test_verdict_travels_through_litellm(llm_server):
-    llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Works as a nurse", "reason": "same"}])]
+    merge = {"action": "merge", "ids": ["t1", "t2"], "content": "Works as a nurse", "reason": "same"}
+    llm_server.script = [llm_stub.verdict([merge])]
 
     verdict = get_judge_client().judge(_request())
 
