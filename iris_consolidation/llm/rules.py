@@ -38,7 +38,11 @@ def equivalent_groups(members: tuple[MemberView, ...]) -> list[tuple[list[Member
         sig = _signature(member, known)
         for group, _ in groups:
             head = group[0]
-            if textfacts.normalise(head.content) == norm or _signature(head, known) == sig:
+            # Same words in another content-word order go to the judge, not here: the
+            # validator refuses reordered text ("the dog chased the cat" / "the cat
+            # chased the dog" swap roles without any name to show it).
+            same_words = _signature(head, known) == sig and not textfacts.reordered(head.content, member.content)
+            if textfacts.normalise(head.content) == norm or same_words:
                 group.append(member)
                 break
         else:

@@ -53,11 +53,15 @@ def _parse_line(raw: str) -> dict[str, Any]:
         raise ValueError(f"the line is not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(data, dict):
         raise ValueError("the line is not a JSON object")
+    if any(isinstance(v, str) and "\x00" in v for v in data.values()):
+        raise ValueError("a field contains a NUL character (\\u0000), which PostgreSQL text cannot hold")
     for name in REQUIRED:
         if name not in data:
             raise ValueError(f"field {name!r} is missing")
     if not isinstance(data["user"], str) or not data["user"].strip():
         raise ValueError("'user' must be a non-empty string")
+    if len(data["user"].strip()) > 150:
+        raise ValueError("'user' is longer than 150 characters (the username limit)")
     if not isinstance(data["content"], str) or not data["content"].strip():
         raise ValueError("'content' must be a non-empty string")
     if data["origin"] not in Origin.values:
@@ -77,7 +81,7 @@ def _parse_line(raw: str) -> dict[str, Any]:
     if not isinstance(data.get("pinned", False), bool):
         raise ValueError("'pinned' must be true or false")
     return {
-        "user": data["user"].strip()[:150],
+        "user": data["user"].strip(),
         "content": data["content"].strip(),
         "origin": data["origin"],
         "created_at": created,
@@ -109,6 +113,17 @@ def _identity(user_id: int, source: str, content: str, created_at: datetime) -> 
     return (user_id, source) if source else (user_id, "", content, created_at)
 
 
+def _decoded_lines(handle: Any, *, path: str) -> Iterator[str]:
+    """The file's lines as text; a line that is not UTF-8 raises ``ImportFileInvalid``."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ImportFileInvalid(
+                BAD_LINE.format(path=path, line=number, problem="the line is not UTF-8 text")
+            ) from None
+
+
 def load_truths(path: Path) -> LoadResult:
     """Import the truths of ``path`` in one transaction; see the module docstring.
 
@@ -116,8 +131,8 @@ def load_truths(path: Path) -> LoadResult:
     """
     if not path.is_file():
         raise ImportFileInvalid(f"{path}: no such file.")
-    with path.open(encoding="utf-8") as handle:
-        rows = parse_truths(handle, path=str(path))
+    with path.open("rb") as handle:
+        rows = parse_truths(_decoded_lines(handle, path=str(path)), path=str(path))
     User = get_user_model()
     with transaction.atomic():
         names = sorted({r["user"] for r in rows})

@@ -233,6 +233,11 @@ def test_blank_lines_are_skipped(tmp_path):
         ({**LINES[0], "corroborations": -3}, "'corroborations' must be a whole number >= 1"),
         ({**LINES[0], "score": "high"}, "'score' must be a number"),
         ({**LINES[0], "pinned": "yes"}, "'pinned' must be true or false"),
+        (
+            {**LINES[0], "content": "a\u0000b"},
+            "a field contains a NUL character (\\u0000), which PostgreSQL text cannot hold",
+        ),
+        ({**LINES[0], "user": "u" * 151}, "'user' is longer than 150 characters (the username limit)"),
     ],
     ids=[
         "truncated-json",
@@ -251,6 +256,8 @@ def test_blank_lines_are_skipped(tmp_path):
         "negative-corroborations",
         "score-not-number",
         "pinned-not-bool",
+        "nul-character",
+        "username-too-long",
     ],
 )
 def test_a_bad_line_is_reported_by_number_and_nothing_is_imported(tmp_path, bad, problem):
@@ -265,6 +272,18 @@ def test_a_bad_line_is_reported_by_number_and_nothing_is_imported(tmp_path, bad,
     assert info.value.returncode == 1
     assert Truth.all_objects.count() == 0
     assert get_user_model().objects.count() == users_before
+
+
+def test_a_line_that_is_not_utf8_is_reported_by_number_and_nothing_is_imported(tmp_path):
+    path = write(tmp_path, [LINES[0], LINES[1]])
+    with path.open("ab") as handle:
+        handle.write(b'{"user": "carol", "content": "caf\xe9"}\n')
+
+    with pytest.raises(CommandError) as info:
+        load(path)
+
+    assert str(info.value) == BAD_LINE.format(path=path, line=3, problem="the line is not UTF-8 text")
+    assert Truth.all_objects.count() == 0
 
 
 def test_line_numbers_count_blank_lines(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -39,4 +41,9 @@ class Command(BaseCommand):
                 count = transfer.write_jsonl(rows, out)
             self.stderr.write(self.EXPORTED.format(count=count, path=options["output"]))
         else:
-            transfer.write_jsonl(rows, self.stdout)  # type: ignore[arg-type]
+            try:
+                transfer.write_jsonl(rows, self.stdout)  # type: ignore[arg-type]
+            except BrokenPipeError:
+                # The reader went away (`export_truths | head`): stop quietly, as Unix tools do,
+                # and keep Python from complaining again when it flushes stdout at exit.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
