@@ -98,12 +98,12 @@ def test_anonymous_is_sent_to_the_login_page(client, two_step_lineage):
 
 
 @pytest.mark.parametrize("bad_id", ["999999", "not-a-number"])
-def test_unknown_truth_redirects_to_the_list_with_a_message(admin_client, bad_id):
+def test_unknown_truth_is_a_404(admin_client, bad_id):
     response = admin_client.get(lineage_url(bad_id))
 
-    assert response.status_code == 302
-    assert response["Location"] == reverse("admin:iris_consolidation_truth_changelist")
-    assert [str(m) for m in get_messages(response.wsgi_request)] == [MISSING_OBJECT.format(name="Truth", key=bad_id)]
+    assert response.status_code == 404
+    assert list(get_messages(response.wsgi_request)) == []
+    assert MISSING_OBJECT.format(name="Truth", key=bad_id) == str(response.context["exception"])
 
 
 def test_lineage_never_shows_another_users_truth(admin_client, two_step_lineage, user_factory):

@@ -192,11 +192,11 @@ def test_run_page_filters_reviews_by_outcome(admin_client, user_factory):
 
 
 @pytest.mark.parametrize("bad_id", ["00000000-0000-0000-0000-000000000000", "not-a-uuid"])
-def test_unknown_run_redirects_with_a_message(admin_client, bad_id):
+def test_applying_an_unknown_run_is_a_404(admin_client, bad_id):
     response = admin_client.get(reverse("admin:iris_consolidation_consolidationrun_apply", args=[bad_id]))
 
-    assert response.status_code == 302 and response["Location"] == RUNS
-    assert len(_messages(response)) == 1
+    assert response.status_code == 404
+    assert _messages(response) == []
 
 
 def test_run_page_query_count_does_not_grow_with_reviews(admin_client, user_factory, django_assert_max_num_queries):

@@ -110,11 +110,11 @@ def test_anonymous_undo_is_sent_to_login(client, two_step_lineage):
     assert response.status_code == 302 and response["Location"].startswith(reverse("admin:login"))
 
 
-def test_undo_of_an_unknown_truth_redirects_with_a_message(admin_client):
+def test_undo_of_an_unknown_truth_is_a_404(admin_client):
     response = admin_client.get(undo_url(424242))
 
-    assert response["Location"] == reverse("admin:iris_consolidation_truth_changelist")
-    assert _messages(response) == [MISSING_OBJECT.format(name="Truth", key="424242")]
+    assert response.status_code == 404
+    assert MISSING_OBJECT.format(name="Truth", key="424242") == str(response.context["exception"])
 
 
 def test_undo_from_a_review_page(admin_client, user_factory):
