@@ -72,7 +72,7 @@ def test_hnsw_index_opclass_orders_by_the_operator_that_querysets_use():
 
 def test_nearest_neighbour_query_can_be_served_by_the_hnsw_index(truth_factory):
     truths = [truth_factory(f"t{i}", embedding=vector_at(1.0 - i / 100)) for i in range(30)]
-    query = Truth.objects.for_user(truths[0].user_id).nearest_to(vector_at(1.0), limit=5, min_similarity=0.5)
+    query = Truth.objects.for_user(truths[0].user_id).nearest(vector_at(1.0), limit=5)
 
     with transaction.atomic():
         set_hnsw_search(ef_search=100)

@@ -115,7 +115,9 @@ def find_clusters(
             limit = max_size * 4
             while True:
                 # The k nearest, then the threshold in Python (see TruthQuerySet.nearest).
-                rows = list(pool.nearest(vector, limit=limit).values_list("id", "distance"))
+                found = pool.nearest(vector, limit=limit).values_list("id", "distance", "created_at")
+                # Equal distances (identical texts) in a stable order: oldest first, then id.
+                rows = [(pk, d) for pk, d, _ in sorted(found, key=lambda r: (r[1], r[2], r[0]))]
                 within = [(pk, d) for pk, d in rows if d <= max_distance]
                 members = [(pk, 1.0 - d) for pk, d in within if pk != seed_id and pk not in assigned]
                 # Done when the cluster is full, the user has no more truths, or the
