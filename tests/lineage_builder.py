@@ -31,24 +31,6 @@ PARAPHRASES = (
 )
 
 
-def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
-    return tuple(
-        {
-            "alias": alias,
-            "id": t.pk,
-            "content": t.content,
-            "created_at": t.created_at.isoformat(),
-            "updated_at": t.updated_at.isoformat(),
-            "generation": t.generation,
-            "origin": t.origin,
-            "pinned": t.pinned,
-            "score": t.score,
-            "protected": request.member(alias).protected,
-        }
-        for alias, t in by_alias.items()
-    )
-
-
 def new_run(*, mode: str = "sync", user_id: int | None = None) -> ConsolidationRun:
     """A finished run to hang reviews on."""
     run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user_id, judge=JUDGE)
@@ -85,7 +67,7 @@ def judge_and_record(
         run_id=run.pk,
         user_id=truths[0].user_id,
         key=judging.cluster_key(list(truths)),
-        snapshot=_snapshot(by_alias, request),
+        snapshot=consolidation.snapshot_members(by_alias, request),
         similarities={alias: round(1.0 - i * 0.03, 3) for i, alias in enumerate(by_alias)},
         judge=JUDGE,
         verdict=verdict,

@@ -152,7 +152,12 @@ def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clusteri
     return plan.clusters
 
 
-def _snapshot(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
+def snapshot_members(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
+    """The members as the judge saw them, one dict per alias, for ``ReviewDraft.snapshot``.
+
+    ``merging.record_review`` re-checks freshness against ``content`` and ``updated_at``
+    (ISO 8601) here, so every draft must be built from this function.
+    """
     return tuple(
         {
             "alias": alias,
@@ -221,7 +226,7 @@ def consolidate_cluster(
         "run_id": run.pk,
         "user_id": cluster.user_id,
         "key": key,
-        "snapshot": _snapshot(by_alias, request),
+        "snapshot": snapshot_members(by_alias, request),
         "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
         "judge": client.name,
     }
@@ -283,7 +288,7 @@ def record_cluster_failure(
         run_id=run.pk,
         user_id=cluster.user_id,
         key=key,
-        snapshot=_snapshot(by_alias, request),
+        snapshot=snapshot_members(by_alias, request),
         similarities={alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
         judge=judge,
         error=error,

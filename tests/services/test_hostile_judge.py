@@ -332,7 +332,7 @@ def test_member_changed_after_judging_drops_the_action(llm_server, truth_factory
             run_id=run.pk,
             user_id=a.user_id,
             key="k",
-            snapshot=consolidation._snapshot(by_alias, request),
+            snapshot=consolidation.snapshot_members(by_alias, request),
             similarities={},
             judge="llm",
             verdict=judgement.verdict,
