@@ -62,6 +62,31 @@ def checkpoint_line(run: ConsolidationRun) -> str:
     return CHECKPOINT_KEPT.format(old=old, why=why)
 
 
+COST_UNKNOWN = "unknown"
+
+
+def cost_text(run: ConsolidationRun) -> str:
+    """The run's judge spend in USD, or "unknown" when a call had no price in litellm's map."""
+    return COST_UNKNOWN if run.unpriced else f"{run.cost:.4f}"
+
+
+def clusters_per_call(run: ConsolidationRun) -> float:
+    """Clusters sent to the model per model call (0.0 without calls)."""
+    return run.model_clusters / run.llm_calls if run.llm_calls else 0.0
+
+
+def spend_fields(run: ConsolidationRun) -> str:
+    """``key=value`` figures of a run's judge economics for the summary line: calls,
+    clusters per call, prompt tokens not cached / cached, completion tokens, cost (USD
+    or "unknown"), clusters deferred by the budget."""
+    uncached = max(0, run.prompt_tokens - run.cached_tokens)
+    return (
+        f"llm_calls={run.llm_calls} clusters_per_call={clusters_per_call(run):.2f} "
+        f"prompt_tokens={uncached} cached_tokens={run.cached_tokens} completion_tokens={run.completion_tokens} "
+        f"cost={cost_text(run)} deferred={run.deferred}"
+    )
+
+
 def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:
     """The inventory report: counts before/after, main changes, LLM use, checkpoint."""
     data = run.inventory or {}

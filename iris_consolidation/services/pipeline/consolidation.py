@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import transaction
@@ -24,7 +24,7 @@ from ... import selectors
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import InvalidThreshold, JudgeRateLimited
-from ...llm.base import JudgeClient
+from ...llm.base import JudgeClient, Spend
 from ...models import ConsolidationRun, Truth
 from ..operations import live_settings
 from . import clustering, incremental, inventory, judging, merging, verdict_cache
@@ -37,6 +37,7 @@ LLM_TIER_STOPPED = (
     "LLM judge unavailable: stopped for this user earlier in the run; the pre-pass was applied, "
     "the rest waits for the next run."
 )
+MIXED_USERS = "A batch of clusters must hold one user's clusters only."
 NOTE_LLM_STOPPED = "LLM judge stopped for user {user_id} (pre-pass applied, the rest waits for the next run): {error}"
 
 
@@ -203,56 +204,131 @@ def consolidate_cluster(
     embedder: Embedder,
     key: str | None = None,
 ) -> Any:
-    """Phase 2 for one cluster: judge (outside any transaction), validate, record.
+    """Phase 2 for one cluster: ``consolidate_batch`` of one. Returns the ``ClusterReview``."""
+    keys = [key] if key is not None else None
+    return consolidate_batch(run_id=run_id, clusters=[cluster], client=client, embedder=embedder, keys=keys)[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Prepared:
+    """A cluster of a batch, read and aliased, waiting for its judgement."""
+
+    index: int
+    request: Any
+    by_alias: dict[str, Truth]
+    draft_args: dict[str, Any]
+
+
+def budget_check(run: ConsolidationRun, client: JudgeClient) -> Callable[[Spend], bool] | None:
+    """``may_call(spent)`` for ``judging.decide_batch`` under the run's cap in USD
+    (``live_settings.max_cost``), or None when the run has no cap.
+
+    A call may start while the run's recorded cost plus ``spent`` (this batch's, not
+    yet recorded) is below the cap. A model with no price in litellm's map cannot be
+    held to a cap, so no call is made for it then (its clusters are deferred).
+    """
+    cap = live_settings.max_cost(run)
+    if cap is None or not getattr(client, "calls_model", False):
+        return None
+    priced = getattr(client, "price_known", lambda: True)()
+
+    def may_call(spent: Spend) -> bool:
+        if not priced or spent.unpriced:
+            return False
+        recorded = ConsolidationRun.objects.filter(pk=run.pk).values_list("cost", flat=True).first() or 0.0
+        return recorded + spent.cost < cap
+
+    return may_call
+
+
+def consolidate_batch(
+    *,
+    run_id: Any,
+    clusters: Sequence[clustering.CandidateCluster],
+    client: JudgeClient,
+    embedder: Embedder,
+    keys: Sequence[str] | None = None,
+) -> list[Any]:
+    """Phase 2 for several clusters of ONE user: judge them in one model call (outside
+    any transaction), validate each, record one review each. Returns the reviews in order.
 
     For a judge that calls a model, the deterministic pre-pass runs first and the
-    model's failures are isolated (``judging.decide_cluster``); once the model is found
-    unreachable, later clusters of the same user in this run get the pre-pass only,
-    and the run's notes say so. Returns the ``ClusterReview``. Raises
-    ``JudgeRateLimited`` (nothing recorded) so the caller can wait and try again.
-    ``key`` names the review (one per run and key); by default it is derived from the
-    members, retired ones included, so that a second delivery of the task finds the
-    review it wrote after its merge retired the sources; queued jobs pass a stable one.
+    model's failures are isolated per cluster (``judging.decide_batch``); once the
+    model is found unreachable, later clusters of the same user in this run get the
+    pre-pass only, and the run's notes say so. A cluster judged "keep" before in the
+    same state is answered from the verdict cache without a call. Under a cost cap
+    (``budget_check``) the clusters left when the budget is spent are recorded as
+    deferred. Raises ``ValueError`` if the clusters are not all one user's, and
+    ``JudgeRateLimited`` (nothing recorded for the clusters still to judge) so the
+    caller can wait and try again. ``keys`` name the reviews (one per run and key); by
+    default each is derived from the cluster's members, retired ones included, so that
+    a second delivery finds the review it wrote after its merge retired the sources;
+    queued jobs pass stable ones.
     """
+    if len({c.user_id for c in clusters}) > 1:
+        raise ValueError(MIXED_USERS)
     run = ConsolidationRun.objects.get(pk=run_id)
-    members = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
-    key = key or judging.cluster_key(members)
-    existing = run.reviews.filter(key=key).first()
-    if existing is not None:
-        return existing
-    truths = [t for t in members if t.is_live]
-    request, by_alias = judging.build_request(truths)
-    sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
-    draft_args: dict[str, Any] = {
-        "run_id": run.pk,
-        "user_id": cluster.user_id,
-        "key": key,
-        "snapshot": snapshot_members(by_alias, request),
-        "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
-        "judge": client.name,
-    }
-    if len(truths) < 2:
-        # Changed since planning (retired elsewhere, say): nothing to judge, and no
-        # judge failed, so the run is not partial for it.
-        draft = merging.ReviewDraft(**draft_args, stale_reason=STALE_CLUSTER)
-        return merging.record_review(draft=draft, dry_run=run.is_dry_run)
-    stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=cluster.user_id)
-    cached = verdict_cache.use_cached_keep(user_id=cluster.user_id, request=request, client=client, run_id=run.pk)
-    if cached is not None:
-        # Judged "keep" before in exactly this state, by this model and prompt: no call.
-        judgement = judging.Judgement(verdict=cached)
-    else:
-        judgement = judging.decide_cluster(request=request, client=client, model_allowed=not stopped)
-        if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
-            verdict_cache.store_keep(
-                user_id=cluster.user_id, request=request, client=client, verdict=judgement.verdict
-            )
-    error = judgement.error
-    if stopped and judgement.failed:
-        error = LLM_TIER_STOPPED
-    if judgement.unavailable:
-        logger.warning("run %s: judge unavailable for user %s: %s", run.pk, cluster.user_id, judgement.error)
-        _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=cluster.user_id, error=judgement.error))
+    reviews: dict[int, Any] = {}
+    prepared: list[_Prepared] = []
+    next_alias = 1
+    for index, cluster in enumerate(clusters):
+        members = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
+        key = keys[index] if keys is not None else judging.cluster_key(members)
+        existing = run.reviews.filter(key=key).first()
+        if existing is not None:
+            reviews[index] = existing
+            continue
+        truths = [t for t in members if t.is_live]
+        # Aliases unique across the call (wire contract v2): t1.. for the first cluster, on from there.
+        request, by_alias = judging.build_request(truths, first_alias=next_alias)
+        next_alias += len(truths)
+        sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
+        draft_args: dict[str, Any] = {
+            "run_id": run.pk,
+            "user_id": cluster.user_id,
+            "key": key,
+            "snapshot": snapshot_members(by_alias, request),
+            "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
+            "judge": client.name,
+        }
+        if len(truths) < 2:
+            # Changed since planning (retired elsewhere, say): nothing to judge, and no
+            # judge failed, so the run is not partial for it.
+            draft = merging.ReviewDraft(**draft_args, stale_reason=STALE_CLUSTER)
+            reviews[index] = merging.record_review(draft=draft, dry_run=run.is_dry_run)
+            continue
+        cached = verdict_cache.use_cached_keep(user_id=cluster.user_id, request=request, client=client, run_id=run.pk)
+        if cached is not None:
+            # Judged "keep" before in exactly this state, by this model and prompt: no call.
+            item = _Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args)
+            reviews[index] = _record(run, item, judging.Judgement(verdict=cached), embedder=embedder)
+            continue
+        prepared.append(_Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args))
+    if prepared:
+        user_id = clusters[0].user_id
+        stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=user_id)
+        judgements = judging.decide_batch(
+            requests=[p.request for p in prepared],
+            client=client,
+            model_allowed=not stopped,
+            may_call=budget_check(run, client),
+        )
+        unavailable = next((j for j in judgements if j.unavailable), None)
+        if unavailable is not None:
+            logger.warning("run %s: judge unavailable for user %s: %s", run.pk, user_id, unavailable.error)
+            _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error))
+        for item, judgement in zip(prepared, judgements, strict=True):
+            if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
+                verdict_cache.store_keep(user_id=user_id, request=item.request, client=client, verdict=judgement.verdict)
+            if stopped and judgement.failed:
+                judgement = replace(judgement, error=LLM_TIER_STOPPED)
+            reviews[item.index] = _record(run, item, judgement, embedder=embedder)
+    return [reviews[i] for i in range(len(clusters))]
+
+
+def _record(run: ConsolidationRun, item: _Prepared, judgement: judging.Judgement, *, embedder: Embedder) -> Any:
+    """Embed the merged contents (real runs) and record ``judgement`` as the item's review."""
+    request = item.request
     embeddings: dict[str, Any] = {}
     new_contents = [
         a.content.strip()
@@ -263,15 +339,17 @@ def consolidate_cluster(
         vectors = embedder.embed(new_contents)
         embeddings = dict(zip(new_contents, vectors, strict=True))
     draft = merging.ReviewDraft(
-        **draft_args,
+        **item.draft_args,
         verdict=judgement.verdict,
         accepted=judgement.accepted,
         rejections=judgement.rejections,
         prepass=judgement.prepass,
         failed=judgement.failed,
-        error=error,
+        error="" if judgement.deferred else judgement.error,
+        deferred_reason=judgement.error if judgement.deferred else "",
         embeddings=embeddings,
-        llm_calls=judgement.llm_calls,
+        spend=judgement.spend,
+        asked_model=judgement.asked_model,
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run, embedding_model=embedder.model_name)
 
@@ -349,6 +427,19 @@ def fail_run(run_id: Any, *, note: str) -> None:
 ProgressCallback = Callable[[str, int, int, Any], None]
 
 
+def _existing_review(run: ConsolidationRun, cluster: clustering.CandidateCluster) -> Any:
+    """The review ``consolidate_batch`` already recorded for ``cluster`` (default key), or None."""
+    members = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
+    return run.reviews.filter(key=judging.cluster_key(members)).first()
+
+
+def batches(clusters: Sequence[clustering.CandidateCluster], size: int | None = None) -> list[list[Any]]:
+    """``clusters`` (one user's, in order) in batches of ``size`` (default
+    ``CLUSTERS_PER_CALL``): what one phase 2 task, and one model call, carries."""
+    size = max(1, int(size or app_settings.CLUSTERS_PER_CALL))
+    return [list(clusters[i : i + size]) for i in range(0, len(clusters), size)]
+
+
 def run_sync(
     *,
     run: ConsolidationRun,
@@ -360,8 +451,10 @@ def run_sync(
     """Run every phase of ``run`` in this process; returns the refreshed run.
 
     ``progress(stage, i, n, payload)`` is called with stage "user" (payload: user id),
-    "clusters" (payload: list of clusters) and "cluster" (payload: the review). A
-    rate-limited judge is waited for (the provider's wait, at most the retry window).
+    "clusters" (payload: list of clusters) and "cluster" (payload: the review). Each
+    user's clusters are judged in batches (``batches``: one model call each, unless a
+    reply needs splitting). A rate-limited judge is waited for (the provider's wait, at
+    most the retry window).
     """
     user_ids = start_run(run)
     for i, user_id in enumerate(user_ids, start=1):
@@ -370,31 +463,38 @@ def run_sync(
         clusters = plan_user(run_id=run.pk, user_id=user_id, embedder=embedder)
         if progress:
             progress("clusters", i, len(user_ids), clusters)
-        for j, cluster in enumerate(clusters, start=1):
+        done = 0
+        for batch in batches(clusters):
             deadline = time.monotonic() + app_settings.RETRY_WINDOW
             while True:
                 try:
-                    review = consolidate_cluster(run_id=run.pk, cluster=cluster, client=client, embedder=embedder)
+                    reviews = consolidate_batch(run_id=run.pk, clusters=batch, client=client, embedder=embedder)
                     break
                 except JudgeRateLimited as exc:
                     wait = exc.retry_after if exc.retry_after is not None else 30.0
                     if time.monotonic() + wait > deadline:
-                        review = merging.record_review(
-                            draft=merging.ReviewDraft(
-                                run_id=run.pk,
-                                user_id=cluster.user_id,
-                                key=f"rate-limited:{cluster.seed_id}",
-                                snapshot=(),
-                                similarities={},
-                                judge=client.name,
-                                error=f"Rate limited past the retry window: {exc}",
-                            ),
-                            dry_run=run.is_dry_run,
-                        )
+                        reviews = [
+                            _existing_review(run, cluster)
+                            or merging.record_review(
+                                draft=merging.ReviewDraft(
+                                    run_id=run.pk,
+                                    user_id=cluster.user_id,
+                                    key=f"rate-limited:{cluster.seed_id}",
+                                    snapshot=(),
+                                    similarities={},
+                                    judge=client.name,
+                                    error=f"Rate limited past the retry window: {exc}",
+                                ),
+                                dry_run=run.is_dry_run,
+                            )
+                            for cluster in batch
+                        ]
                         break
                     sleep(wait)
-            if progress:
-                progress("cluster", j, len(clusters), review)
+            for review in reviews:
+                done += 1
+                if progress:
+                    progress("cluster", done, len(clusters), review)
     finish_run_if_complete(run.pk)
     run.refresh_from_db()
     return run
