@@ -177,7 +177,7 @@ class LiteLLMJudge:
         """Whether litellm's model map says the model supports prompt caching (Anthropic
         and others take a ``cache_control`` mark; OpenAI caches long prefixes by itself)."""
         try:
-            return bool(litellm.supports_prompt_caching(model=self.model))
+            return bool(litellm.utils.supports_prompt_caching(model=self.model))
         except Exception:  # unknown model: plain messages
             return False
 
