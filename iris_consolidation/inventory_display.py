@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from .models import ConsolidationRun
+from .services.pipeline.forecast import Forecast
 
 WINDOW_CURSOR = "Window: truths changed after each user's cursor (a first, full pass for users without one)."
 WINDOW_FULL = "Window: full pass (every consolidatable truth; cursors ignored)."
@@ -63,6 +64,24 @@ def checkpoint_line(run: ConsolidationRun) -> str:
 
 
 COST_UNKNOWN = "unknown"
+NO_PRICE = "no price for this model"
+FORECAST = (
+    "Forecast: users={users} clusters={clusters} (verdict cache {cached}, pre-pass {prepass}, to the model "
+    "{to_model}) calls={calls} at {per_call} clusters per call, prompt tokens {prompt_tokens}, completion tokens "
+    "~{completion_tokens}, cost {cost}"
+)
+
+
+def forecast_line(forecast: Forecast) -> str:
+    """One line: what the pass would ask of the judge, and its price (``forecast.py``)."""
+    cost = forecast.cost()
+    if not forecast.model:
+        money = "$0 (rule judge: no model call)"
+    elif cost is None:
+        money = f"{NO_PRICE} ({forecast.model})"
+    else:
+        money = f"${cost:.4f} at {forecast.model} (litellm's price map, no prompt-cache discount)"
+    return FORECAST.format(**{**forecast.as_dict(), "cost": money})
 
 
 def cost_text(run: ConsolidationRun) -> str:

@@ -182,6 +182,9 @@ class ConsolidationRun(models.Model):
     deferred = models.PositiveIntegerField(
         default=0, help_text="Clusters left for the next run because the run's budget was spent (not failed)."
     )
+    forecast = models.JSONField(
+        default=dict, blank=True, help_text="Dry runs: the forecast of a real run's calls, tokens and cost."
+    )
     embed_seconds = models.FloatField(default=0.0)
     cluster_seconds = models.FloatField(default=0.0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

@@ -27,7 +27,7 @@ from ...exceptions import InvalidThreshold, JudgeRateLimited
 from ...llm.base import JudgeClient, Spend
 from ...models import ConsolidationRun, Truth
 from ..operations import live_settings
-from . import clustering, incremental, inventory, judging, merging, verdict_cache
+from . import clustering, forecast, incremental, inventory, judging, merging, verdict_cache
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,8 @@ class UserPlan:
     embedded: int
     embed_seconds: float
     cluster_seconds: float
+    #: Dry runs only: the forecast of the user's judge spend (``forecast.Forecast.as_dict``).
+    forecast: dict[str, Any] | None = None
 
 
 def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPlan:
@@ -121,6 +123,11 @@ def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPla
     clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
     cluster_seconds = time.monotonic() - started
     truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
+    user_forecast = None
+    if run.is_dry_run:
+        user_forecast = forecast.forecast_user(
+            user_id=user_id, clusters=clusters, model=forecast.forecast_model(run.judge)
+        ).as_dict()
     return UserPlan(
         user_id=user_id,
         clusters=clusters,
@@ -128,11 +135,18 @@ def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPla
         embedded=embedded,
         embed_seconds=embed_seconds,
         cluster_seconds=cluster_seconds,
+        forecast=user_forecast,
     )
 
 
 def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
-    """Add one planned user to the run's counters (callers make it happen once)."""
+    """Add one planned user to the run's counters (callers make it happen once); a dry
+    run's forecast adds the user's (under the run's row lock)."""
+    if plan.forecast is not None:
+        with transaction.atomic():
+            run = ConsolidationRun.objects.select_for_update().only("forecast").get(pk=run_id)
+            total = forecast.Forecast.from_dict(run.forecast) + forecast.Forecast.from_dict(plan.forecast)
+            ConsolidationRun.objects.filter(pk=run_id).update(forecast=total.as_dict())
     ConsolidationRun.objects.filter(pk=run_id).update(
         users_done=F("users_done") + 1,
         truths=F("truths") + plan.truths,
