@@ -110,7 +110,10 @@ def main() -> None:
         with override_settings(IRIS_CONSOLIDATION_MODEL=options.model, IRIS_CONSOLIDATION_LLM_API_BASE=""):
             call_command("consolidate_truths", "--estimate", "--full", stdout=out)
         estimate = out.getvalue().strip()
-        rows = [_pass("one cluster per call (before)", stub, 1), _pass(f"{options.per_call} per call", stub, options.per_call)]
+        rows = [
+            _pass("one cluster per call (before)", stub, 1),
+            _pass(f"{options.per_call} per call", stub, options.per_call),
+        ]
     finally:
         connections.close_all()
         stub.stop()

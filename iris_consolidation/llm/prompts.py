@@ -1,7 +1,8 @@
 """Prompt builder of the LLM judge and its version.
 
 The clusters travel as one JSON object in the last user message (DESIGN.md's wire
-contract v2: ``{"clusters": [{"id": "c1", "truths": [...]}, ...]}``), introduced as quoted data: nothing inside it is an instruction. Bump
+contract v2: ``{"clusters": [{"id": "c1", "truths": [...]}, ...]}``), introduced as
+quoted data: nothing inside it is an instruction. Bump
 ``PROMPT_VERSION`` whenever the wording changes; every review stores it.
 """
 

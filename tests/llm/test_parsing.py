@@ -208,7 +208,8 @@ def test_each_cluster_of_a_batch_gets_its_own_verdict_in_call_order():
 
     first, second = parse_batch(raw, ["c1", "c2"])
 
-    assert first == ((Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason="same son"),), "same son")
+    merge = Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason="same son")
+    assert first == ((merge,), "same son")
     assert second == ((), "distinct")
 
 
@@ -239,7 +240,9 @@ def test_a_cluster_answered_twice_has_no_verdict():
     assert isinstance(result, JudgeResponseInvalid) and "answered twice" in str(result)
 
 
-@pytest.mark.parametrize("raw", ['{"actions": []}', '{"clusters": {"c1": []}}', '{"clusters": [{"id": "c1", "actions": []'])
+@pytest.mark.parametrize(
+    "raw", ['{"actions": []}', '{"clusters": {"c1": []}}', '{"clusters": [{"id": "c1", "actions": []']
+)
 def test_a_reply_without_a_clusters_list_is_refused_whole(raw):
     with pytest.raises(JudgeResponseInvalid):
         parse_batch(raw, ["c1", "c2"])

@@ -36,7 +36,8 @@ def test_truth_text_cannot_close_the_data_tag():
 
 
 def test_consolidated_members_get_extra_scrutiny_outside_the_cacheable_system_prompt():
-    plain, scrutiny = build_messages([_request("a", "b", generation=1)]), build_messages([_request("a", "b", generation=2)])
+    plain = build_messages([_request("a", "b", generation=1)])
+    scrutiny = build_messages([_request("a", "b", generation=2)])
 
     assert EXTRA_SCRUTINY not in plain[-1]["content"]
     assert EXTRA_SCRUTINY in scrutiny[-1]["content"]

@@ -333,7 +333,9 @@ def consolidate_batch(
             _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error))
         for item, judgement in zip(prepared, judgements, strict=True):
             if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
-                verdict_cache.store_keep(user_id=user_id, request=item.request, client=client, verdict=judgement.verdict)
+                verdict_cache.store_keep(
+                    user_id=user_id, request=item.request, client=client, verdict=judgement.verdict
+                )
             if stopped and judgement.failed:
                 judgement = replace(judgement, error=LLM_TIER_STOPPED)
             reviews[item.index] = _record(run, item, judgement, embedder=embedder)

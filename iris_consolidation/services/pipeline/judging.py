@@ -290,7 +290,8 @@ def decide_batch(
     id. A cluster missing from the reply is asked again (``_judge_group``).
     ``model_allowed=False`` runs the pre-pass only (the model tier was stopped for this
     user). ``may_call(spent)`` is asked before every model call with what this batch
-    has spent so far; once it says no, the clusters without an answer are ``deferred``. Raises ``JudgeRateLimited`` only;
+    has spent so far; once it says no, the clusters without an answer are ``deferred``.
+    Raises ``JudgeRateLimited`` only;
     every other failure is in the results.
     """
     if not getattr(client, "calls_model", True):

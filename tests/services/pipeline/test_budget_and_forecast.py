@@ -13,7 +13,6 @@ from iris_consolidation.inventory_display import NO_PRICE
 from iris_consolidation.models import ClusterReview, ConsolidationCursor, LiveSettings, Truth
 from iris_consolidation.services.operations import live_settings
 from iris_consolidation.services.pipeline import forecast, judging
-from tests import llm_stub
 from tests.helpers import history_counts, parse_summary, truth_state
 from tests.incremental_support import make_pairs, run_pass
 
