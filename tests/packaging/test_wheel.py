@@ -288,7 +288,8 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
         cwd=tmp_path, env=env,
     )  # fmt: skip
     figures["install_seconds"] = round(time.monotonic() - started, 1)
-    located = _run([python, "-c", "import iris_consolidation; print(iris_consolidation.__file__)"], cwd=tmp_path, env=env)
+    where = "import iris_consolidation; print(iris_consolidation.__file__)"
+    located = _run([python, "-c", where], cwd=tmp_path, env=env)
     assert str(venv) in located, f"the app was not imported from the fresh environment: {located}"
 
     # --- the host project ------------------------------------------------------------------
@@ -308,7 +309,8 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     assert "System check identified no issues" in checked, checked
 
     readme_commands = [line.split("#")[0].split() for line in blocks["sh"].splitlines() if "manage.py" in line]
-    assert ["python", "manage.py", "migrate"] in readme_commands and ["python", "manage.py", "qcluster"] in readme_commands
+    assert ["python", "manage.py", "migrate"] in readme_commands
+    assert ["python", "manage.py", "qcluster"] in readme_commands
     migrated = _run([*manage, "migrate"], cwd=host, env=env)
     assert "Applying iris_consolidation.0001_initial... OK" in migrated
     assert "every user's truths are consolidated on schedule '0 5 * * 0'" in migrated, migrated[-2000:]
