@@ -47,7 +47,7 @@ def _ensure_schedules(*, using: str = "default", verbosity: int = 1, stdout: Any
     if "django_q_schedule" not in connections[using].introspection.table_names():
         out.write(NO_SCHEDULE_TABLE)  # also said by check E005, unless silenced
         return
-    from .services import scheduling
+    from .services.queue import scheduling
 
     weekly = scheduling.ensure_schedules()[scheduling.WEEKLY]
     if verbosity >= 1:

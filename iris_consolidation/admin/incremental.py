@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
 from ..selectors import named_users, user_search_fields
-from ..services.live_settings import get_effective_settings
+from ..services.operations.live_settings import get_effective_settings
 from .base import ReadOnlyAdmin, can_view_truths
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote
