@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +43,8 @@ DB_NAME = os.environ.get("IRIS_PKG_DB", "iris_pkg_ci")
 DRIVER = "psycopg[binary]==3.3.9"
 USERS = ("ana.ribeiro", "ben.okafor", "chloe.martin", "dev.patel")
 QUEUED_RUN_SECONDS = 180
+#: What a clone holds beside its source: never copied into the build.
+NOT_SOURCE = (".git", ".venv", ".pgdata", "build", "dist", "*.egg-info", "__pycache__", "staticfiles", "artifacts")
 
 ACCOUNTS_MODELS = '''
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
@@ -251,9 +254,13 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     figures: dict[str, Any] = {}
 
     # --- the wheel -------------------------------------------------------------------------
+    # From a copy of the clone: setuptools' build/ folder keeps files a previous build copied.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     wheels = tmp_path / "wheels"
     started = time.monotonic()
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)], cwd=tmp_path, env=env)
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)]
+    _run(build, cwd=tmp_path, env=env)
     figures["build_seconds"] = round(time.monotonic() - started, 1)
     (wheel,) = wheels.glob("iris_consolidation-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
