@@ -75,7 +75,7 @@ class User(AbstractBaseUser, PermissionsMixin):
     objects = UserManager()
 '''
 
-ACCOUNTS_ADMIN = '''
+ACCOUNTS_ADMIN = """
 from django.contrib import admin
 
 from .models import User
@@ -84,10 +84,10 @@ from .models import User
 @admin.register(User)
 class UserAdmin(admin.ModelAdmin):
     search_fields = ["email", "full_name"]
-'''
+"""
 
 # The test's own part of the host's settings (not a README step): its user model and database.
-HOST_SETTINGS = '''
+HOST_SETTINGS = """
 # --- the test host's own choices ---
 import json as _json
 import os as _os
@@ -95,10 +95,10 @@ import os as _os
 INSTALLED_APPS += ["accounts"]
 AUTH_USER_MODEL = "accounts.User"
 DATABASES = {"default": _json.loads(_os.environ["IRIS_PKG_DATABASE"])}
-'''
+"""
 
 # Run in the host project (python render_pages.py): Django's test client on the admin pages.
-RENDER_PAGES = '''
+RENDER_PAGES = """
 import json
 import os
 import sys
@@ -160,7 +160,7 @@ facts = {
     "ben_id": ben.pk,
 }
 json.dump({"pages": pages, "facts": facts}, open(sys.argv[1], "w"))
-'''
+"""
 
 
 def _readme_blocks() -> dict[str, str]:
