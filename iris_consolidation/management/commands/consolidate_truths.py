@@ -36,7 +36,7 @@ class Command(BaseCommand):
             help="Forecast the run's judge calls, tokens and cost from phase 1 only: no judge call, "
             "nothing written, no API key needed.",
         )
-        parser.add_argument("--user", help="Only this user (id or username).")
+        parser.add_argument("--user", help="Only this user (id, or username: the user model's USERNAME_FIELD).")
         parser.add_argument("--threshold", help="Cosine similarity threshold in (0, 1] (default: the setting).")
         window = parser.add_mutually_exclusive_group()
         window.add_argument(
