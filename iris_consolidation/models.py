@@ -127,9 +127,20 @@ class ConsolidationRun(models.Model):
         ADMIN = "admin", "Admin"
 
     class Mode(models.TextChoices):
+        """Whether the run writes: every mode but ``dry_run`` does. ``queued`` and ``sync``
+        are kept as two values for the rows and callers that use them; how a run is
+        executed is ``execution``."""
+
         QUEUED = "queued", "Queued"
         SYNC = "sync", "Sync"
         DRY_RUN = "dry_run", "Dry run"
+
+    class Execution(models.TextChoices):
+        """How the run's jobs are executed: by django-q2 workers, or in the process that
+        started the run (``services/queue/execution.run_sync``), the same jobs either way."""
+
+        QUEUED = "queued", "Queued (workers)"
+        IN_PROCESS = "in_process", "In process"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -141,6 +152,9 @@ class ConsolidationRun(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.COMMAND)
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.QUEUED)
+    execution = models.CharField(
+        max_length=16, choices=Execution.choices, default=Execution.QUEUED, help_text="Who runs the jobs."
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     threshold = models.FloatField(help_text="Cosine similarity threshold used.")
     judge = models.CharField(max_length=200, blank=True, help_text="Judge and model used.")
@@ -224,6 +238,11 @@ class ConsolidationRun(models.Model):
     @property
     def is_dry_run(self) -> bool:
         return self.mode == self.Mode.DRY_RUN
+
+    @property
+    def writes(self) -> bool:
+        """Whether the run changes truths (every mode but a dry run)."""
+        return not self.is_dry_run
 
     @property
     def duration_seconds(self) -> float | None:
@@ -523,6 +542,7 @@ class ConsolidationJob(models.Model):
     class Kind(models.TextChoices):
         USER = "user", "Phase 1 (user)"
         CLUSTER = "cluster", "Phase 2 (cluster)"
+        APPLY = "apply", "Phase 2 (apply a dry run's verdict)"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -556,6 +576,14 @@ class ConsolidationJob(models.Model):
     worker = models.CharField(max_length=200, blank=True, help_text="host:pid of the last worker that claimed it.")
     review = models.ForeignKey(
         ClusterReview, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    preview = models.ForeignKey(
+        ClusterReview,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="An apply job's review of the dry run whose verdict it applies.",
     )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)

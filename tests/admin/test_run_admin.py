@@ -16,6 +16,7 @@ from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services.operations import dry_runs
 from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.queue import execution
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
 
@@ -44,7 +45,7 @@ def dry_run(user_factory, run_factory):
         Truth.objects.create(
             user=user, content=text, embedding=vector_at(sim, axis=2), embedding_model=LOCAL_MODEL_NAME
         )
-    return consolidation.run_sync(
+    return execution.run_sync(
         run=run_factory(mode="dry_run", user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
     )
 
