@@ -265,6 +265,16 @@ class ClusterReview(models.Model):
         STALE = "stale", "Stale member"
         FAILED = "failed", "Judge failed"
 
+    class Failure(models.TextChoices):
+        """Why a review failed (blank: it did not). Code reads this, never ``error``'s wording."""
+
+        NONE = "", "-"
+        UNAVAILABLE = "unavailable", "Model unreachable (transport, auth, quota)"
+        LLM_STOPPED = "llm_stopped", "Model stopped for this user earlier in the run"
+        INVALID_REPLY = "invalid_reply", "Reply not a verdict"
+        RATE_LIMITED = "rate_limited", "Rate limited past the retry window"
+        JOB_FAULT = "job_fault", "Job failed (timeout, lost worker, abandoned)"
+
     run = models.ForeignKey(ConsolidationRun, on_delete=models.CASCADE, related_name="reviews")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(
@@ -291,6 +301,7 @@ class ClusterReview(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
+    failure = models.CharField(max_length=16, choices=Failure.choices, blank=True, default="")
     failed_members = models.JSONField(
         default=list, blank=True, help_text="Aliases whose judgement failed even alone (bisection); kept as they were."
     )

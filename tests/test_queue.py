@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django_q.models import OrmQ, Success
 
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Origin, Truth
-from iris_consolidation.tasks import group_name
+from iris_consolidation.services.queue.dispatch import group_name
 from tests.conftest import vector_at
 
 

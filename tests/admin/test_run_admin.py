@@ -133,9 +133,10 @@ def test_runs_need_the_truth_view_permission_too(staff_client, dry_run):
     assert client.get(RUNS).status_code == 403
 
 
-def test_apply_view_applies_the_dry_run_as_a_real_run(admin_client, dry_run):
+def test_apply_view_applies_the_dry_run_as_a_real_run(admin_client, dry_run, django_capture_on_commit_callbacks):
     confirm = admin_client.get(apply_url(dry_run))
-    response = admin_client.post(apply_url(dry_run))
+    with django_capture_on_commit_callbacks(execute=True):  # the test queue runs the apply jobs in process
+        response = admin_client.post(apply_url(dry_run))
 
     assert confirm.status_code == 200 and "Apply as a real run" in confirm.content.decode()
     application = ConsolidationRun.objects.get(source_run=dry_run)
@@ -160,8 +161,9 @@ def test_applying_twice_is_refused_with_a_message(admin_client, dry_run):
     assert ConsolidationRun.objects.filter(source_run=dry_run).count() == 1
 
 
-def test_apply_action_on_the_run_list(admin_client, dry_run):
-    admin_client.post(RUNS, {"action": "apply_dry_runs", "_selected_action": [dry_run.pk]})
+def test_apply_action_on_the_run_list(admin_client, dry_run, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(RUNS, {"action": "apply_dry_runs", "_selected_action": [dry_run.pk]})
 
     assert ConsolidationRun.objects.get(source_run=dry_run).merged == 1
 

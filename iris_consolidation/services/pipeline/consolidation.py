@@ -26,7 +26,7 @@ from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import InvalidThreshold
 from ...llm.base import JudgeClient
-from ...models import ConsolidationRun, Truth
+from ...models import ClusterReview, ConsolidationRun, Truth
 from ..operations import live_settings
 from . import clustering, incremental, inventory, judging, merging, verdict_cache
 
@@ -187,11 +187,11 @@ def llm_tier_stopped(*, run_id: Any, user_id: int) -> bool:
     """Whether the model tier of ``run_id`` was stopped for ``user_id``: one of the
     user's clusters found the model unreachable (transport, auth, quota). A review a
     retry put aside (``retry_consolidation``) stops nothing: the retry asks again."""
-    from ...models import ClusterReview
     from ..queue.jobs import retried_review_keys
 
+    Failure = ClusterReview.Failure
     unavailable = ClusterReview.objects.filter(
-        run_id=run_id, user_id=user_id, error__startswith=judging.JUDGE_UNAVAILABLE.split(":")[0]
+        run_id=run_id, user_id=user_id, failure__in=[Failure.UNAVAILABLE, Failure.LLM_STOPPED]
     )
     if not unavailable.exists():
         return False
@@ -255,8 +255,9 @@ def consolidate_cluster(
                 user_id=cluster.user_id, request=request, client=client, verdict=judgement.verdict
             )
     error = judgement.error
+    failure = failure_of(judgement)
     if stopped and judgement.failed:
-        error = LLM_TIER_STOPPED
+        error, failure = LLM_TIER_STOPPED, ClusterReview.Failure.LLM_STOPPED
     if judgement.unavailable:
         logger.warning("run %s: judge unavailable for user %s: %s", run.pk, cluster.user_id, judgement.error)
         _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=cluster.user_id, error=judgement.error))
@@ -277,17 +278,35 @@ def consolidate_cluster(
         prepass=judgement.prepass,
         failed=judgement.failed,
         error=error,
+        failure=failure,
         embeddings=embeddings,
         llm_calls=judgement.llm_calls,
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run, embedding_model=embedder.model_name)
 
 
+def failure_of(judgement: judging.Judgement) -> str:
+    """The ``ClusterReview.Failure`` of a judgement with an error (blank without one)."""
+    if not judgement.error:
+        return ClusterReview.Failure.NONE
+    if judgement.unavailable:
+        return ClusterReview.Failure.UNAVAILABLE
+    return ClusterReview.Failure.INVALID_REPLY
+
+
 def record_cluster_failure(
-    *, run_id: Any, cluster: clustering.CandidateCluster, judge: str, error: str, key: str, llm_calls: int = 0
+    *,
+    run_id: Any,
+    cluster: clustering.CandidateCluster,
+    judge: str,
+    error: str,
+    key: str,
+    llm_calls: int = 0,
+    failure: str = ClusterReview.Failure.JOB_FAULT,
 ) -> Any:
     """Record a failed review for a cluster that got no verdict (timeouts, rate limits past
-    the retry window, lost workers); its truths stay as they were. Idempotent per key."""
+    the retry window, lost workers; ``failure`` says which kind); its truths stay as they
+    were. Idempotent per key."""
     run = ConsolidationRun.objects.get(pk=run_id)
     truths = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
     request, by_alias = judging.build_request(truths)
@@ -300,6 +319,7 @@ def record_cluster_failure(
         similarities={alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
         judge=judge,
         error=error,
+        failure=failure,
         llm_calls=llm_calls,
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run)

@@ -63,6 +63,7 @@ class ReviewDraft:
     prepass: int = 0
     failed: tuple[str, ...] = ()
     error: str = ""
+    failure: str = ""
     stale_reason: str = ""
     embeddings: dict[str, Any] = field(default_factory=dict)
     llm_calls: int = 0
@@ -242,6 +243,7 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             latency_ms=verdict.latency_ms if verdict else 0,
             attempts=verdict.attempts if verdict else 0,
             error=draft.error,
+            failure=draft.failure if draft.error else "",
             failed_members=list(draft.failed),
             raw_response=verdict.raw if verdict else "",
         )

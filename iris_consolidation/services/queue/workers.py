@@ -136,5 +136,10 @@ def _rate_limited(
         return None
     error = RATE_LIMIT_EXHAUSTED.format(wait=wait, window=window, first=first.isoformat(), error=exc)
     return consolidation.record_cluster_failure(
-        run_id=job.run_id, cluster=jobs.candidate(job), judge=client.name, error=error, key=jobs.review_key(job)
+        run_id=job.run_id,
+        cluster=jobs.candidate(job),
+        judge=client.name,
+        error=error,
+        key=jobs.review_key(job),
+        failure=ClusterReview.Failure.RATE_LIMITED,
     )
