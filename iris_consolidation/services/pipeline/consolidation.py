@@ -26,7 +26,7 @@ from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import InvalidThreshold
 from ...llm.base import JudgeClient
-from ...models import ClusterReview, ConsolidationRun, Truth
+from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
 from ..operations import live_settings
 from . import clustering, incremental, inventory, judging, merging, verdict_cache
 
@@ -187,15 +187,15 @@ def llm_tier_stopped(*, run_id: Any, user_id: int) -> bool:
     """Whether the model tier of ``run_id`` was stopped for ``user_id``: one of the
     user's clusters found the model unreachable (transport, auth, quota). A review a
     retry put aside (``retry_consolidation``) stops nothing: the retry asks again."""
-    from ..queue.jobs import retried_review_keys
-
     Failure = ClusterReview.Failure
     unavailable = ClusterReview.objects.filter(
         run_id=run_id, user_id=user_id, failure__in=[Failure.UNAVAILABLE, Failure.LLM_STOPPED]
     )
     if not unavailable.exists():
         return False
-    return unavailable.exclude(key__in=retried_review_keys(run_id, user_id=user_id)).exists()
+    return unavailable.exclude(
+        key__in=ConsolidationJob.objects.in_run(run_id).retried_review_keys(user_id=user_id)
+    ).exists()
 
 
 def _note_on_run(run_id: Any, note: str) -> None:

@@ -18,6 +18,10 @@ from ...models import ConsolidationJob, ConsolidationRun
 
 Job = ConsolidationJob
 
+#: Names of the django-q2 schedules this app owns (``scheduling.ensure_schedules``).
+WEEKLY_SCHEDULE = "iris_consolidation:weekly"
+RECOVERY_SCHEDULE = "iris_consolidation:recover"
+
 
 def group_name(run_id: Any) -> str:
     """The django-q2 group of a run's tasks."""

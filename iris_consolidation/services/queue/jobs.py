@@ -13,7 +13,7 @@ Job life: queued -> running -> done | failed. Two detours are not failures: *wai
 (a provider's 429 or the jobs-per-minute limit; a django-q2 ``Schedule`` re-queues the
 job at ``not_before``) and *queued again* after a fault (a timeout, a dead worker or an
 unexpected error; ``JOB_ATTEMPTS`` faults fail the job). A cluster job's verdict is
-applied by ``merging.record_review`` under the review key ``review_key(job)``, unique
+applied by ``merging.record_review`` under the review key ``job.review_key()``, unique
 per run, so it is applied once whatever the deliveries.
 
 The run's status is derived from its jobs (``refresh_run``): running while any job is
@@ -82,19 +82,6 @@ def cluster_job_key(member_ids: Iterable[int]) -> str:
 def apply_job_key(preview_id: int) -> str:
     """Key of an application's job for one previewed review of the dry run."""
     return f"apply:{preview_id}"
-
-
-def review_key(job: Job, *, in_round: int | None = None) -> str:
-    """Key of the ``ClusterReview`` a cluster job records in its current round (or ``in_round``)."""
-    number = job.round if in_round is None else in_round
-    return hashlib.sha256(f"{job.run_id}:{job.key}#{number}".encode()).hexdigest()
-
-
-def retried_review_keys(run_id: Any, *, user_id: int) -> set[str]:
-    """Keys of the user's reviews in run ``run_id`` that a retry put aside (earlier rounds
-    of re-queued jobs): history, no longer what the run says about their clusters."""
-    retried = Job.objects.in_run(run_id).filter(kind=Job.Kind.CLUSTER, user_id=user_id, round__gt=0)
-    return {review_key(job, in_round=r) for job in retried for r in range(job.round)}
 
 
 def candidate(job: Job) -> CandidateCluster:
@@ -230,7 +217,7 @@ def _fail_locked(job: Job, error: str, now: datetime) -> None:
     """
     if job.kind in PHASE2:
         job.review = consolidation.record_cluster_failure(
-            run_id=job.run_id, cluster=candidate(job), judge="", error=error, key=review_key(job)
+            run_id=job.run_id, cluster=candidate(job), judge="", error=error, key=job.review_key()
         )
         if job.review.outcome != ClusterReview.Outcome.FAILED:
             job.status = Status.DONE
@@ -404,12 +391,6 @@ def finish_cluster_job(job: Job, review: ClusterReview, *, now: datetime | None 
 # --- runs ----------------------------------------------------------------------------
 
 
-def job_counts(run_id: Any) -> dict[str, int]:
-    """Jobs of a run by status: queued, running, waiting, done, failed (zeros included)."""
-    counts = dict(Job.objects.in_run(run_id).values_list("status").annotate(n=Count("id")).order_by())
-    return {status: int(counts.get(status, 0)) for status in Status.values}
-
-
 def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
     """Derive the run's status from its jobs; returns it.
 
@@ -560,7 +541,7 @@ def retry_failed(run_id: Any, *, now: datetime | None = None) -> int:
         run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
         if not failed:
             return 0
-        keys = [review_key(j) for j in failed if j.kind in PHASE2]
+        keys = [j.review_key() for j in failed if j.kind in PHASE2]
         run.execution = ConsolidationRun.Execution.QUEUED
         run.save(update_fields=["execution"])
         recorded = ClusterReview.objects.filter(run=run, key__in=keys, outcome=ClusterReview.Outcome.FAILED).count()

@@ -105,7 +105,7 @@ def judge_cluster_job(
     ``throttled=False`` skips the jobs-per-minute limit (a run executed in process
     judges one cluster at a time).
     """
-    key = jobs.review_key(job)
+    key = job.review_key()
     review = ClusterReview.objects.filter(run_id=job.run_id, key=key).first()
     if review is None:
         if throttled and not _pass_throttle(job, sleep=sleep, clock=clock):
@@ -140,6 +140,6 @@ def _rate_limited(
         cluster=jobs.candidate(job),
         judge=client.name,
         error=error,
-        key=jobs.review_key(job),
+        key=job.review_key(),
         failure=ClusterReview.Failure.RATE_LIMITED,
     )

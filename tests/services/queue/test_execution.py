@@ -71,7 +71,7 @@ def test_sync_run_runs_the_same_job_rows_in_process(lone_then_pair, run_factory)
     rows = sorted(ConsolidationJob.objects.in_run(run.pk).values_list("kind", "status"))
     assert rows == [("cluster", "done"), ("user", "done")]
     job = ConsolidationJob.objects.get(run=run, kind="cluster")
-    assert job.review.key == jobs.review_key(job) and job.review.outcome == ClusterReview.Outcome.APPLIED
+    assert job.review.key == job.review_key() and job.review.outcome == ClusterReview.Outcome.APPLIED
 
 
 def test_sync_run_waits_out_a_rate_limit_in_the_job(lone_then_pair, run_factory):
@@ -101,7 +101,7 @@ def test_sync_rate_limit_timeout_holds_the_cursor_like_a_queued_run(lone_then_pa
     job = ConsolidationJob.objects.get(run=run, kind="cluster")
     review = job.review
     assert review.outcome == ClusterReview.Outcome.FAILED and "retry window" in review.error
-    assert review.key == jobs.review_key(job)
+    assert review.key == job.review_key()
     first, second = lone_then_pair["pair"]
     assert sorted(row["id"] for row in review.snapshot) == sorted([first.pk, second.pk])
     cursor = ConsolidationCursor.objects.get(user=lone_then_pair["user"])
