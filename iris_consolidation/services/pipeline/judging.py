@@ -31,7 +31,7 @@ from ...conf import app_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
 from ...llm import rules
 from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Spend, Verdict
-from ...models import CONSOLIDATABLE_ORIGINS, Truth
+from ...models import Truth
 from . import validation
 
 JUDGE_UNAVAILABLE = "LLM judge unavailable: {error}"
@@ -40,11 +40,6 @@ PREPASS_REASONING = "Pre-pass (no model call): {reasoning}"
 DEFERRED = "Deferred: the run's budget (IRIS_CONSOLIDATION_MAX_COST_PER_RUN) was spent before this cluster was judged."
 
 logger = logging.getLogger(__name__)
-
-
-def is_protected(truth: Truth, *, max_generation: int) -> bool:
-    """Whether consolidation must never retire or reword ``truth`` (DESIGN.md, Protection)."""
-    return truth.pinned or truth.origin not in CONSOLIDATABLE_ORIGINS or truth.generation >= max_generation
 
 
 def build_request(
@@ -62,7 +57,7 @@ def build_request(
             content=t.content,
             created_at=t.created_at,
             generation=t.generation,
-            protected=is_protected(t, max_generation=max_generation),
+            protected=t.is_protected(max_generation=max_generation),
             origin=t.origin,
             pinned=t.pinned,
         )
