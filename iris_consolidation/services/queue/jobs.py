@@ -316,6 +316,32 @@ def defer(job: Job, *, until: datetime, rate_limited: bool = False, note: str = 
     return True
 
 
+def defer_batch(batch: list[Job], *, until: datetime, rate_limited: bool = False, note: str = "") -> int:
+    """``defer`` for the cluster jobs of one batch task, sent again together at ``until``
+    (one scheduled task, so the batch stays one model call). Returns how many jobs this
+    delivery still held and put back to wait."""
+    held = []
+    with transaction.atomic():
+        for job in sorted(batch, key=lambda j: j.pk):  # lock order: job rows by id
+            locked = _lock_own(job)
+            if locked is None:
+                continue
+            locked.status = Status.WAITING
+            locked.not_before = until
+            locked.lease_until = None
+            locked.dispatched_at = timezone.now()
+            if rate_limited:
+                locked.rate_limited += 1
+            else:
+                locked.throttled += 1
+            if note:
+                locked.error = note
+            locked.save()
+            held.append(locked)
+        dispatch.send_batch_at(held, until)
+    return len(held)
+
+
 def record_fault(job: Job, *, error: str, now: datetime | None = None) -> str:
     """A delivery of ``job`` ended without finishing it (timeout, unexpected error).
 
@@ -367,8 +393,9 @@ def finish_user_job(job: Job, plan: consolidation.UserPlan, *, now: datetime | N
         locked.lease_until = None
         locked.error = ""
         locked.save()
-        for cluster_job in created:
-            dispatch.send(cluster_job)
+        # One task per batch of the user's clusters: one model call judges them all.
+        for batch in consolidation.batches(created):
+            dispatch.send_batch(batch)
     return len(created)
 
 
