@@ -35,18 +35,12 @@ DEFAULT_TRUTHS = ROOT.parent / "shared" / "data" / "locomo_observations.truths.j
 
 
 def _setup(pgdata: Path, stub_url: str) -> None:
-    os.environ["IRIS_EMBEDDED_PGDATA"] = str(pgdata)
-    os.environ.pop("DATABASE_URL", None)
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ["OPENAI_API_KEY"] = "benchmark-stub-key"
-    os.environ["IRIS_CONSOLIDATION_JUDGE"] = "llm"
-    os.environ["IRIS_CONSOLIDATION_MODEL"] = "openai/stub-keep"
-    os.environ["IRIS_CONSOLIDATION_LLM_API_BASE"] = stub_url
-    sys.path.insert(0, str(ROOT))
-    import django
+    """The same set-up as ``incremental_passes.py``: a temporary embedded PostgreSQL, the
+    LLM judge pointed at the stub."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from incremental_passes import _setup as setup
 
-    django.setup()
+    setup(pgdata, stub_url)
 
 
 def queued_seconds(calls: int, *, limit: int, period: float) -> float:

@@ -292,28 +292,13 @@ def _lock_own(job: Job) -> Job | None:
 
 
 def defer(job: Job, *, until: datetime, rate_limited: bool = False, note: str = "") -> bool:
-    """Put ``job`` back to wait until ``until`` (not a failure) and schedule its task then.
+    """Put the cluster job ``job`` back to wait until ``until`` (not a failure) and
+    schedule its task then (``defer_batch`` of one).
 
     ``rate_limited`` counts a provider's 429, else our own jobs-per-minute limit. Returns
     False if this delivery no longer holds the job (nothing changed).
     """
-    with transaction.atomic():
-        locked = _lock_own(job)
-        if locked is None:
-            return False
-        locked.status = Status.WAITING
-        locked.not_before = until
-        locked.lease_until = None
-        locked.dispatched_at = timezone.now()
-        if rate_limited:
-            locked.rate_limited += 1
-        else:
-            locked.throttled += 1
-        if note:
-            locked.error = note
-        locked.save()
-        dispatch.send_at(locked, until)
-    return True
+    return defer_batch([job], until=until, rate_limited=rate_limited, note=note) == 1
 
 
 def defer_batch(batch: list[Job], *, until: datetime, rate_limited: bool = False, note: str = "") -> int:
