@@ -1,7 +1,8 @@
 """The orchestrator used by the command, the tasks and the admin.
 
 A run goes: ``create_run`` -> for each user ``plan_user`` (phase 1: embed, cluster)
--> for each cluster ``consolidate_cluster`` (phase 2: judge, validate, record) ->
+-> for each batch of a user's clusters ``consolidate_batch`` (phase 2: one judge call,
+validate and record per cluster; ``consolidate_cluster`` is a batch of one) ->
 ``close_run``. The steps run as job rows (``services/queue/jobs.py``), executed by
 django-q2 workers (``tasks.py``) or in the starting process (``queue/execution.run_sync``);
 the jobs say when the run is finished (``jobs.refresh_run``). A dry run goes through the
