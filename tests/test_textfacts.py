@@ -48,11 +48,11 @@ def test_tokens_keep_their_order():
     ("text", "expected"),
     [
         ("Has 2 cats", {"2"}),
-        ("Has two cats and 3 dogs", {"two", "3"}),
-        ("Born 1990-05-03 at 3:30, weighs 3.5 kg, owns 1,000 books", {"1990-05-03", "3:30", "3.5", "1,000"}),
-        ("Second child, born on the 2nd", {"second", "2"}),
-        ("Has twenty-one cats", {"twenty-one"}),
-        ("Holds one-on-one meetings", {"one-on-one"}),
+        ("Has two cats and 3 dogs", {"2", "3"}),
+        ("Born 1990-05-03 at 3:30, weighs 3.5 kg, owns 1,000 books", {"1990-05-03", "3:30", "3.5", "1000"}),
+        ("Second child, born on the 2nd", {"2nd"}),
+        ("Has twenty-one cats", {"21"}),
+        ("Holds one-on-one meetings", set()),
         ("Is well-known and someone", set()),
         ("Likes tea", set()),
     ],
@@ -118,7 +118,7 @@ def test_dates_are_month_and_weekday_names():
         ("Doesn't like coffee", True),
         ("Doesn’t like coffee", True),
         ("Never drinks coffee", True),
-        ("No longer lives in Lisbon", True),
+        ("No longer lives in Lisbon", False),  # a state that ended: ``time_ended``
         ("Dislikes coffee", True),
         ("hates coffee", True),
         ("Lives without a car", True),
@@ -142,7 +142,7 @@ def test_negations_lists_the_negation_words():
 
 
 def test_details_gather_numbers_dates_and_names_lower_case():
-    assert textfacts.details("Met Anna on 3 May 2023 with two friends") == {"anna", "3", "may", "2023", "two"}
+    assert textfacts.details("Met Anna on 3 May 2023 with two friends") == {"anna", "3", "may", "2023", "2"}
     assert textfacts.details("Met Anna on 3 May", known=frozenset({"met"})) == {"met", "anna", "3", "may"}
 
 
@@ -154,18 +154,20 @@ def test_details_gather_numbers_dates_and_names_lower_case():
         ("Has 2.5 cats", "2", False),
         ("Paid 1.2 euros", "2", False),
         ("Has 2, maybe 3 cats", "2", True),
-        ("Born on the 2nd", "2", True),
+        ("Born on the 2nd", "2nd", True),
+        ("Born on the 2nd", "2", False),
         ("Meets at 3:30pm", "3:30", True),
         ("Meets at 13:30", "3:30", False),
-        ("Owns 1,000,000 books", "1,000", False),
+        ("Owns 1,000,000 books", "1000", False),
+        ("Owns a thousand books", "1000", True),
         ("Born 1990-05-03", "1990-05-03", True),
         ("Lives in Berlin", "berlin", True),
         ("Lives in BERLIN", "berlin", True),
         ("Drives a Berlingo", "berlin", False),
         ("Met Jean-Luc's mother", "jean-luc", True),
         ("Met O’Brien", "o'brien", True),
-        ("Has twenty-one cats", "twenty-one", True),
-        ("Has twenty-two cats", "twenty-one", False),
+        ("Has twenty-one cats", "21", True),
+        ("Has twenty-two cats", "21", False),
         ("", "2", False),
     ],
 )

@@ -57,6 +57,13 @@ CHAINED = "{a!r} and {b!r} share no word or detail; a merge of three or more mem
 REORDERED = "The merged content uses the words of {alias!r} in another order, which can swap who does what."
 TIME_SPAN_DIFFERS = "{a!r} and {b!r} cover different spans of time (one says its state ended); they stay apart."
 CONTRAST = "{a!r} and {b!r} say different things in the same frame ({words}); distinct facts stay apart."
+STATE_CHANGED = (
+    "{a!r} reports a change ({marker}) and {b!r} does not; a change is superseded or kept, never merged away."
+)
+LOST_WORDS = (
+    "The merged content drops {words}, stated by {alias!r}; keep them, or state each synonym in the reason "
+    "(\"word = synonym\")."
+)
 SUPERSEDE_SELF = "A supersede cannot retire its own 'new' member."
 SUPERSEDE_EMPTY = "A supersede needs at least one 'old' member."
 SUPERSEDE_BACKWARDS = "{old!r} was stated after {new!r}; the newer statement never retires in favour of an older one."
@@ -94,9 +101,15 @@ def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
     )
 
 
+def _change_marker(text: str) -> str:
+    haystack = f" {textfacts.normalise(text)} "
+    markers = (*textfacts.TIME_ENDED, *textfacts.CHANGE_MARKERS)
+    return next((m for m in markers if f" {m} " in haystack), "")
+
+
 def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> str | None:
     """Why ``a`` and ``b`` may never merge, or None."""
-    if textfacts.polarity(a.content) != textfacts.polarity(b.content):
+    if textfacts.polarity_key(a.content) != textfacts.polarity_key(b.content):
         return POLARITY_DIFFERS.format(a=a.alias, b=b.alias)
     names_a = {n for n in textfacts.proper_names(a.content, known=known) if n not in textfacts.MONTHS}
     names_b = {n for n in textfacts.proper_names(b.content, known=known) if n not in textfacts.MONTHS}
@@ -106,8 +119,11 @@ def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> st
         return ROLE_SWAP.format(a=a.alias, b=b.alias)
     if textfacts.time_ended(a.content) != textfacts.time_ended(b.content):
         return TIME_SPAN_DIFFERS.format(a=a.alias, b=b.alias)
-    nums_a = {n.lower() for n in textfacts.numbers(a.content)}
-    nums_b = {n.lower() for n in textfacts.numbers(b.content)}
+    if textfacts.reports_change(a.content) != textfacts.reports_change(b.content):
+        changed, other = (a, b) if textfacts.reports_change(a.content) else (b, a)
+        return STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=repr(_change_marker(changed.content)))
+    nums_a = textfacts.numbers(a.content)
+    nums_b = textfacts.numbers(b.content)
     if nums_a and nums_b and nums_a != nums_b:
         return NUMBERS_DIFFER.format(a=a.alias, b=b.alias, numbers=", ".join(sorted(nums_a ^ nums_b)))
     dates_a, dates_b = textfacts.dates(a.content), textfacts.dates(b.content)
@@ -120,18 +136,27 @@ def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> st
     return None
 
 
-def _check_content(content: str, members: list[MemberView], *, known: frozenset[str]) -> str | None:
-    """Why ``content`` cannot stand for ``members``, or None."""
+def _check_content(content: str, members: list[MemberView], *, reason: str, known: frozenset[str]) -> str | None:
+    """Why ``content`` cannot stand for ``members``, or None. ``reason`` is the judge's,
+    where it may state synonyms (``textfacts.equivalences``)."""
     for member in members:
         for detail in sorted(textfacts.details(member.content, known=known)):
             if not textfacts.contains_detail(content, detail):
                 return LOST_DETAIL.format(detail=detail, alias=member.alias)
-        if textfacts.polarity(member.content) != textfacts.polarity(content):
+        if textfacts.polarity_key(member.content) != textfacts.polarity_key(content):
             return POLARITY_DIFFERS.format(a=member.alias, b=MERGED_CONTENT)
+        if textfacts.time_ended(member.content) != textfacts.time_ended(content):
+            return TIME_SPAN_DIFFERS.format(a=member.alias, b=MERGED_CONTENT)
+        if textfacts.reports_change(member.content) and not textfacts.reports_change(content):
+            marker = repr(_change_marker(member.content))
+            return STATE_CHANGED.format(a=member.alias, b=MERGED_CONTENT, marker=marker)
         if _role_swap(member.content, content, known=known):
             return ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
         if textfacts.reordered(member.content, content):
             return REORDERED.format(alias=member.alias)
+        lost = textfacts.lost_words(member.content, content, reason=reason, known=known)
+        if lost:
+            return LOST_WORDS.format(words=", ".join(repr(w) for w in lost), alias=member.alias)
     stated = set().union(*(textfacts.details(m.content, known=known) for m in members))
     for detail in sorted(textfacts.details(content, known=known) - stated):
         if not any(textfacts.contains_detail(m.content, detail) for m in members):
@@ -163,12 +188,14 @@ def _check_merge(action: Action, request: JudgeRequest, *, max_length: int, know
                 return conflict
             if len(members) > 2 and not _share(a.content, b.content, known=known):
                 return CHAINED.format(a=a.alias, b=b.alias)
-    return _check_content(content, members, known=known | textfacts.known_names([content]))
+    return _check_content(content, members, reason=action.reason, known=known | textfacts.known_names([content]))
 
 
 def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
     """Whether ``a`` and ``b`` share a content word or a detail."""
     if textfacts.details(a, known=known) & textfacts.details(b, known=known):
+        return True
+    if textfacts.share_script_text(a, b):
         return True
     stems_b = textfacts.content_stems(b)
     return any(textfacts.same_stem(x, y) for x in textfacts.content_stems(a) for y in stems_b)
