@@ -173,6 +173,15 @@ FRAME_PHRASES = (*NEGATIVE_PHRASES, "used to", "no longer", "any more", "no more
 FRAME_WORDS = NEGATIONS | NEGATIVE_VERBS | frozenset("until till formerly former previously anymore quit stopped now".split())
 #: "Works as a nurse" says no more than "Is a nurse".
 JOB_FRAMES = ("works as", "worked as", "working as", "employed as")
+#: Light verbs: "Goes running" says no more than "Runs". A member may lose them.
+LIGHT_VERBS = frozenset("go goes went going gone".split())
+#: Words of one meaning in truths about a person; a member's word is kept when the
+#: content has another of its group ("Birthday is on 14 March" / "Was born on March 14").
+#: Stems of the group members; a small closed list, not a thesaurus.
+SYNONYM_GROUPS = (
+    frozenset({"birthday", "born", "birth"}),
+    frozenset({"best", "favourit", "favorit"}),
+)
 
 _stemmer = snowballstemmer.stemmer("english")
 
@@ -460,10 +469,13 @@ def lost_words(member: str, content: str, *, reason: str = "", known: frozenset[
     without spaces count by the pieces ``content`` does not hold (``uncovered``).
     """
     frame_free = _frame_free(member)
-    stems = content_stems(frame_free, exclude=details(member, known=known))
+    stems = content_stems(frame_free, exclude=details(member, known=known) | LIGHT_VERBS)
     if polarity(member):
         stems.discard("like")
-    have = content_stems(content) | {stem(t) for t in tokens(content)}
+    have = content_stems(content) | {stem(t) for t in tokens(content)} | {_stemmer.stemWord(t) for t in tokens(content)}
+    for group in SYNONYM_GROUPS:
+        if group & have:
+            have |= group
     lost = _missing(stems, have)
     haystack = normalise(content)
     pieces = [p for run in no_space_runs(frame_free) for p in uncovered(run, haystack)]
