@@ -7,10 +7,10 @@ Usage (from the repository root, with the project's database reachable):
 
 For each mode of ``tests.llm_stub.HOSTILE_MODES`` it starts the scripted
 OpenAI-compatible stub on 127.0.0.1, points the LLM judge at it through litellm and
-runs ``services.evaluation.score_golden`` (the real pre-pass, prompt, judge,
+runs ``evaluation.scoring.score_golden`` (the real pre-pass, prompt, judge,
 validator and merge, rolled back at the end). Prints one row per mode and file:
 correct/total, harmful, model calls, seconds. With ``--pairs`` it also scores the
-same/different pairs per mode and threshold (``services.evaluation.score_pairs``):
+same/different pairs per mode and threshold (``evaluation.scoring.score_pairs``):
 a mode that merges whatever the clustering offers shows how much of it the
 validator lets through. Nothing is written to the database.
 """
@@ -51,15 +51,15 @@ def main() -> int:
     from django.test.utils import override_settings
 
     from iris_consolidation.embeddings import get_embedder
+    from iris_consolidation.evaluation import scoring
     from iris_consolidation.llm import get_judge_client
-    from iris_consolidation.services import evaluation
     from tests.llm_stub import HOSTILE_MODES, StubLLMServer, hostile
 
     files = [Path(f) for f in args.golden if Path(f).is_file()]
     if not files and not args.pairs:
         print(f"No golden file found ({', '.join(args.golden)}).", file=sys.stderr)
         return 2
-    cases = {f: evaluation.load_cases(f) for f in files}
+    cases = {f: scoring.load_cases(f) for f in files}
     modes = args.mode or list(HOSTILE_MODES)
     server = StubLLMServer().start()
     os.environ.setdefault("OPENAI_API_KEY", "stub-key-not-secret")
@@ -77,7 +77,7 @@ def main() -> int:
                 server.handler = hostile(mode, hang_seconds=args.timeout * 2)
                 for path, file_cases in cases.items():
                     started = time.monotonic()
-                    report = evaluation.score_golden(file_cases, client=client, embedder=embedder)
+                    report = scoring.score_golden(file_cases, client=client, embedder=embedder)
                     worst = max(worst, report.harmful)
                     print(
                         f"{mode:<17} {path.name:<20} {report.correct:>4}/{report.total:<3} {report.harmful:>8} "
@@ -88,7 +88,7 @@ def main() -> int:
                             print(f"    {result.case.id}: {harm}")
                 for threshold in args.threshold if args.pairs else []:
                     started = time.monotonic()
-                    pairs = evaluation.score_pairs(
+                    pairs = scoring.score_pairs(
                         Path(args.pairs), threshold=threshold, client=client, embedder=embedder
                     )
                     figures = " ".join(

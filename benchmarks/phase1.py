@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/phase1.py                       # 10,000 and 100,000 truths
     .venv/bin/python benchmarks/phase1.py --sizes 10000 --modes excluded
 
-Two modes, each timed through the product's own phase 1 (``services.consolidation.plan_user``):
+Two modes, each timed through the product's own phase 1 (``services.pipeline.consolidation.plan_user``):
 
 - ``excluded``: the truths already carry embeddings from the local model's name, so phase 1
   embeds nothing and only clusters. The vectors are synthetic unit vectors: ``--grouped``
@@ -286,7 +286,7 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
 
     from iris_consolidation.embeddings import get_embedder
     from iris_consolidation.models import ConsolidationRun
-    from iris_consolidation.services import consolidation
+    from iris_consolidation.services.pipeline import consolidation
 
     user = get_user_model().objects.get(username=BENCH_USER)
     run = consolidation.create_run(trigger="command", mode="dry_run", user_id=user.pk, judge="bench")

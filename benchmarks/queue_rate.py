@@ -165,7 +165,7 @@ def _prepare(count: int):  # type: ignore[no-untyped-def]
     from django.contrib.auth import get_user_model
 
     from iris_consolidation.models import Truth
-    from iris_consolidation.services import consolidation
+    from iris_consolidation.services.pipeline import consolidation
 
     users = [get_user_model().objects.create(username=f"bench{i}") for i in range(5)]
     for i in range(count):

@@ -28,6 +28,6 @@ def _ensure_schedules(*, using: str = "default", **kwargs: Any) -> None:
 
     if using != DEFAULT_DB_ALIAS or "django_q_schedule" not in connections[using].introspection.table_names():
         return
-    from .services import scheduling
+    from .services.queue import scheduling
 
     scheduling.ensure_schedules()

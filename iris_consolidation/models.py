@@ -332,7 +332,7 @@ class ConsolidationCursor(models.Model):
     """Per user, the position ``(updated_at, truth_id)`` up to which truths have been judged.
 
     A pass seeds clusters only with truths positioned after it. It moves only over
-    clusters fully judged and applied, never in a dry run (``services/incremental.py``).
+    clusters fully judged and applied, never in a dry run (``services/pipeline/incremental.py``).
     """
 
     user = models.OneToOneField(
@@ -410,7 +410,7 @@ class VerdictCacheEntry(models.Model):
 class TruthChange(models.Model):
     """Append-only audit of every creation, retirement, restoration and undo of a truth.
 
-    Written in the same transaction as the change (``services/truth_events.py``); the
+    Written in the same transaction as the change (``services/pipeline/truth_events.py``); the
     ``truth_changed`` signal is sent after that transaction commits.
     """
 
@@ -455,7 +455,7 @@ class TruthChange(models.Model):
 class LiveSettings(models.Model):
     """The one editable settings record (pk 1): empty fields fall back to the Django settings.
 
-    Read at the start of every run (``services/live_settings.py``), so a change takes
+    Read at the start of every run (``services/operations/live_settings.py``), so a change takes
     effect on the next run without a restart.
     """
 
@@ -516,7 +516,7 @@ class ConsolidationJob(models.Model):
 
     django-q2 carries the messages; this row says what happened. Every delivery claims
     the row first, so a message delivered twice, redelivered late or lost with a killed
-    worker ends the same way (``services/jobs.py``). ``waiting`` is not a failure: the
+    worker ends the same way (``services/queue/jobs.py``). ``waiting`` is not a failure: the
     job was rate-limited and is re-queued for ``not_before``.
     """
 
@@ -585,7 +585,7 @@ class ConsolidationJob(models.Model):
 class RateLimitWindow(models.Model):
     """Shared state of one rate limit: start times (epoch seconds, ascending) inside the
     current window. One row per limit, locked with ``select_for_update`` by every worker
-    on every machine (``services/throttling.py``)."""
+    on every machine (``services/queue/throttling.py``)."""
 
     name = models.CharField(max_length=100, primary_key=True)
     starts = models.JSONField(default=list)

@@ -37,7 +37,7 @@ class TruthQuerySet(models.QuerySet["Truth"]):
         """Live, unpinned truths of origin promoted or consolidated below ``max_generation``.
 
         The merging service re-checks the same rule under a row lock
-        (``is_consolidatable`` in ``services/merging.py``).
+        (``is_consolidatable`` in ``services/pipeline/merging.py``).
         """
         from .models import CONSOLIDATABLE_ORIGINS
 

@@ -246,7 +246,7 @@ class ConsolidationStatus:
 
 def get_run_progress(*, run: ConsolidationRun) -> RunProgress:
     """``run`` and its jobs counted by status."""
-    from .services.jobs import job_counts
+    from .services.queue.jobs import job_counts
 
     return RunProgress(run=run, jobs=job_counts(run.pk))
 
@@ -257,7 +257,7 @@ def get_consolidation_status() -> ConsolidationStatus:
 
     from .conf import app_settings
     from .models import ScheduleLock
-    from .services import scheduling
+    from .services.queue import scheduling
 
     weekly = Schedule.objects.filter(name=scheduling.WEEKLY).order_by("id").first()
     counts = dict(ConsolidationRun.objects.values_list("status").annotate(n=Count("id")).order_by())

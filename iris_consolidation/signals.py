@@ -4,7 +4,7 @@
 it commits (never for a rolled-back write), with keyword arguments ``truth`` (the
 ``Truth``), ``action`` ("created", "retired", "restored", "undone"), ``reason`` (str),
 ``review`` (the ``ClusterReview`` or None), ``actor`` (str) and ``change`` (the
-``TruthChange`` audit row). Services send it through ``services/truth_events.py``.
+``TruthChange`` audit row). Services send it through ``services/pipeline/truth_events.py``.
 """
 
 from django.dispatch import Signal

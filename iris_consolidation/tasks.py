@@ -27,8 +27,9 @@ from .conf import app_settings
 from .embeddings import Embedder, LocalEmbedder, get_embedder
 from .llm import get_judge_client
 from .models import ConsolidationJob, ConsolidationRun
-from .services import consolidation, jobs, scheduling, workers
-from .services.clustering import CandidateCluster
+from .services.pipeline import consolidation
+from .services.pipeline.clustering import CandidateCluster
+from .services.queue import jobs, scheduling, workers
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def enqueue_application(run: ConsolidationRun, review_ids: list[int]) -> int:
 def apply_review(run_id: str, review_id: int) -> dict[str, Any]:
     """Task: apply one previewed verdict of a dry run; the run is finished by its last review."""
     from .embeddings import LocalEmbedder
-    from .services import dry_runs
+    from .services.operations import dry_runs
 
     embedder = get_embedder()
     if isinstance(embedder, LocalEmbedder):

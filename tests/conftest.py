@@ -164,7 +164,7 @@ def truth_factory(user_factory: Any) -> Any:
 
 @pytest.fixture
 def run_factory() -> Any:
-    from iris_consolidation.services import consolidation
+    from iris_consolidation.services.pipeline import consolidation
 
     def make(mode: str = "sync", threshold: float = 0.75, user_id: int | None = None, **kwargs: Any) -> Any:
         return consolidation.create_run(trigger="command", mode=mode, threshold=threshold, user_id=user_id, **kwargs)

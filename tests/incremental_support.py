@@ -7,7 +7,7 @@ from typing import Any
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationRun, Truth
-from iris_consolidation.services import consolidation
+from iris_consolidation.services.pipeline import consolidation
 from tests.conftest import vector_at
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from iris_consolidation.llm.base import Action, Verdict
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
-from iris_consolidation.services import consolidation, judging, merging, validation
+from iris_consolidation.services.pipeline import consolidation, judging, merging, validation
 
 MODEL = "openai/stub-judge"
 PROMPT_VERSION = "judge-3"

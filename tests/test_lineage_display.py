@@ -7,7 +7,7 @@ import pytest
 from iris_consolidation import lineage_display, run_display, selectors
 from iris_consolidation.llm.base import Action
 from iris_consolidation.models import ConsolidationRun, Truth
-from iris_consolidation.services import undo
+from iris_consolidation.services.operations import undo
 from tests import lineage_builder as lb
 
 pytestmark = pytest.mark.django_db

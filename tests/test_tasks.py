@@ -6,7 +6,8 @@ import pytest
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, Origin, Truth
-from iris_consolidation.services import consolidation, jobs
+from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.queue import jobs
 from tests import llm_stub
 from tests.conftest import vector_at
 
@@ -130,7 +131,7 @@ def test_redelivery_after_the_write_finishes_the_job_without_asking_the_judge_ag
 
 def test_unexpected_error_is_a_fault_requeued_until_job_attempts(two_clusters, settings):
     from iris_consolidation.exceptions import JudgeMisconfigured
-    from iris_consolidation.services.clustering import CandidateCluster
+    from iris_consolidation.services.pipeline.clustering import CandidateCluster
 
     settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 2
     run = _queued_run()
@@ -170,7 +171,7 @@ def test_two_deliveries_judging_at_once_apply_the_verdict_once(two_clusters):
     from django.db import connection
 
     from iris_consolidation.llm.rules import RuleJudge
-    from iris_consolidation.services import workers
+    from iris_consolidation.services.queue import workers
 
     barrier = threading.Barrier(2, timeout=10)
 
@@ -182,7 +183,7 @@ def test_two_deliveries_judging_at_once_apply_the_verdict_once(two_clusters):
     run = _queued_run()
     consolidation.start_run(run)
     members = two_clusters["alice"]
-    from iris_consolidation.services.clustering import CandidateCluster
+    from iris_consolidation.services.pipeline.clustering import CandidateCluster
 
     job = jobs.ensure_cluster_job(
         run.pk,

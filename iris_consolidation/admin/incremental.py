@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
-from ..services.live_settings import get_effective_settings
+from ..services.operations.live_settings import get_effective_settings
 from .base import ReadOnlyAdmin, can_view_truths
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote

@@ -24,7 +24,7 @@ from django.utils.text import capfirst
 from .. import run_display, selectors, tasks
 from ..exceptions import ApplyRefused
 from ..models import ClusterReview, ConsolidationRun, LineageEvent
-from ..services import dry_runs
+from ..services.operations import dry_runs
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, template_list, url_name
 from .undo import ReviewUndoMixin
 

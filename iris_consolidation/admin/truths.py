@@ -19,7 +19,7 @@ from .. import selectors, tasks
 from ..exceptions import InvalidInput
 from ..llm import get_judge_client
 from ..models import EMBEDDING_DIMENSIONS, ConsolidationRun, Truth
-from ..services import curation
+from ..services.operations import curation
 from .base import can_change_truths, url_name
 from .lineage import LineageViewMixin
 from .undo import TruthUndoMixin

@@ -1,6 +1,6 @@
 """Undo pages: "Undo this consolidation" on a truth or on a review.
 
-GET shows what will change and asks for a reason; POST calls ``services.undo`` and
+GET shows what will change and asks for a reason; POST calls ``services.operations.undo`` and
 reports with a message. Both need the change permission on truths. A refusal (nothing
 to undo, already undone, consolidated further) is a message and a redirect, never
 an error page; when a later step is in the way, the message links to its undo page.
@@ -23,7 +23,7 @@ from django.utils.text import capfirst
 from ..exceptions import ConsolidatedFurther, UndoRefused
 from ..models import ClusterReview, Truth
 from ..selectors import UndoStep
-from ..services import undo
+from ..services.operations import undo
 from .base import can_change_truths, change_url, missing_object, template_list, url_name
 
 UNDONE = "Undone: {restored} truth(s) are live again ({ids}); {fate}."

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from iris_consolidation.models import LiveSettings, TruthChange
-from iris_consolidation.services import consolidation, truth_events
+from iris_consolidation.services.pipeline import consolidation, truth_events
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from iris_consolidation.admin import undo as undo_admin
 from iris_consolidation.admin.base import MISSING_OBJECT
 from iris_consolidation.models import LineageEvent, RetiredReason, Truth
-from iris_consolidation.services import undo
+from iris_consolidation.services.operations import undo
 from tests import lineage_builder as lb
 
 pytestmark = pytest.mark.django_db

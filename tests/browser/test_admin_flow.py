@@ -102,7 +102,7 @@ def test_operator_applies_a_dry_run_from_its_page(logged_in, live_server, user_f
     dry = lb.new_run(mode="dry_run", user_id=user.pk)
     from iris_consolidation.embeddings import get_embedder
     from iris_consolidation.llm.rules import RuleJudge
-    from iris_consolidation.services import consolidation
+    from iris_consolidation.services.pipeline import consolidation
 
     dry.status, dry.finished_at = "pending", None
     dry.save()

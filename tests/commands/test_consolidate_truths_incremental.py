@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 from iris_consolidation import inventory_display
 from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ConsolidationRun, Truth
-from iris_consolidation.services import incremental
+from iris_consolidation.services.pipeline import incremental
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db

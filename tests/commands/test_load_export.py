@@ -15,7 +15,7 @@ from iris_consolidation.management.commands.export_truths import Command as Expo
 from iris_consolidation.management.commands.load_truths import Command as Load
 from iris_consolidation.models import RetiredReason, Truth, TruthChange
 from iris_consolidation.selectors import UNKNOWN_USER
-from iris_consolidation.services.transfer import BAD_LINE
+from iris_consolidation.services.operations.transfer import BAD_LINE
 from tests.helpers import truth_state
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,8 @@ from iris_consolidation import tasks
 from iris_consolidation.management.commands.consolidation_status import Command as Status
 from iris_consolidation.management.commands.retry_consolidation import Command as Retry
 from iris_consolidation.models import ConsolidationJob, ConsolidationRun
-from iris_consolidation.services import consolidation, scheduling
+from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.queue import scheduling
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db

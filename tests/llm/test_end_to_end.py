@@ -13,8 +13,8 @@ from iris_consolidation.llm.base import JudgeRequest, MemberView
 from iris_consolidation.llm.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_messages
 from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
-from iris_consolidation.services.judging import JUDGE_UNAVAILABLE
-from iris_consolidation.services.validation import NUMBERS_DIFFER, UNKNOWN_ID
+from iris_consolidation.services.pipeline.judging import JUDGE_UNAVAILABLE
+from iris_consolidation.services.pipeline.validation import NUMBERS_DIFFER, UNKNOWN_ID
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import parse_summary, truth_state

@@ -8,7 +8,7 @@ import pytest
 
 from iris_consolidation.llm.base import JudgeRequest, MemberView
 from iris_consolidation.llm.rules import RuleJudge
-from iris_consolidation.services import validation
+from iris_consolidation.services.pipeline import validation
 
 
 def _request(*contents: str) -> JudgeRequest:

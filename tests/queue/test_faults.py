@@ -19,7 +19,8 @@ from django.db.models import Count
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent, Origin, Truth
-from iris_consolidation.services import consolidation, workers
+from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.queue import workers
 from tests import llm_stub
 from tests.queue.conftest import merge_all, wait_until, word_of
 
@@ -228,7 +229,7 @@ def test_missed_weekly_slot_starts_one_catch_up_run_when_the_cluster_comes_back(
     from django.utils import timezone
     from django_q.models import Schedule
 
-    from iris_consolidation.services import scheduling
+    from iris_consolidation.services.queue import scheduling
 
     make_pairs(users=1, per_user=1)
     llm_server.handler = Recorder(lambda word, n, payload: merge_all(payload))

@@ -1,4 +1,4 @@
-"""``manage.py consolidate_truths``: the operator's door onto services.consolidation."""
+"""``manage.py consolidate_truths``: the operator's door onto services.pipeline.consolidation."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ...embeddings import get_embedder
 from ...exceptions import EmbeddingError, InvalidInput
 from ...llm import get_judge_client
 from ...models import ConsolidationRun
-from ...services import consolidation
+from ...services.pipeline import consolidation
 
 
 class Command(BaseCommand):

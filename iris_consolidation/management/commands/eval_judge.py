@@ -1,4 +1,4 @@
-"""``manage.py eval_judge``: score the judge and the validator (services/evaluation.py)."""
+"""``manage.py eval_judge``: score the judge and the validator (evaluation/scoring.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...conf import app_settings
 from ...embeddings import get_embedder
+from ...evaluation import scoring
 from ...exceptions import InvalidInput
 from ...llm import get_judge_client
-from ...services import evaluation
 
 
 def _figure(value: float | None) -> str:
@@ -39,13 +39,13 @@ class Command(BaseCommand):
             client = get_judge_client(options["judge"])
             embedder = get_embedder()
             if options["golden"]:
-                cases = evaluation.load_cases(Path(options["golden"]))
-                report = evaluation.score_golden(cases, client=client, embedder=embedder)
+                cases = scoring.load_cases(Path(options["golden"]))
+                report = scoring.score_golden(cases, client=client, embedder=embedder)
             else:
                 threshold = (
                     options["threshold"] if options["threshold"] is not None else app_settings.SIMILARITY_THRESHOLD
                 )
-                pairs = evaluation.score_pairs(
+                pairs = scoring.score_pairs(
                     Path(options["pairs"]), threshold=threshold, client=client, embedder=embedder
                 )
         except (InvalidInput, ImproperlyConfigured) as exc:
@@ -57,7 +57,7 @@ class Command(BaseCommand):
         else:
             self._print_pairs(pairs)
 
-    def _print_golden(self, report: evaluation.GoldenReport, judge: str) -> None:
+    def _print_golden(self, report: scoring.GoldenReport, judge: str) -> None:
         write = self.stdout.write
         write(f"judge {judge}: {report.total} cases, {report.llm_calls} model calls")
         for r in report.results:
@@ -76,7 +76,7 @@ class Command(BaseCommand):
             write(f"{expected}: {good}/{total}")
         write(f"correct={report.correct}/{report.total} harmful={report.harmful}")
 
-    def _print_pairs(self, r: evaluation.PairsReport) -> None:
+    def _print_pairs(self, r: scoring.PairsReport) -> None:
         write = self.stdout.write
         write(
             f"judge {r.judge}, threshold {r.threshold}: {r.users} users, {r.truths} truths, {r.clusters} clusters, "

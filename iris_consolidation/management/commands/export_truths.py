@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import selectors
 from ...exceptions import UnknownUser
-from ...services import transfer
+from ...services.operations import transfer
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""``manage.py load_truths FILE.jsonl``: import truths (see services/transfer.py)."""
+"""``manage.py load_truths FILE.jsonl``: import truths (see services/operations/transfer.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...exceptions import ImportFileInvalid
-from ...services import transfer
+from ...services.operations import transfer
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...models import ConsolidationRun
-from ...services import jobs
+from ...services.queue import jobs
 
 
 class Command(BaseCommand):

@@ -1,0 +1,202 @@
+"""Import truths from JSONL files and export them back.
+
+File format (one JSON object per line), as in ``shared/data/*.truths.jsonl``:
+``user`` (username; created if missing), ``content``, ``origin``, ``created_at``
+(ISO 8601), ``source``; optional ``pinned``, ``generation``, ``score``, ``kind``,
+``corroborations``. Import validates the whole file first and writes nothing if any
+line is bad; it is idempotent: a (user, source) pair already present is skipped, and
+a line without a source is skipped when its user already has that content at that time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils.dateparse import parse_datetime
+
+from ...exceptions import ImportFileInvalid
+from ...models import Origin, Truth
+from ..pipeline import truth_events
+
+BAD_LINE = "{path}:{line}: {problem}. Nothing was imported; fix the line and load again."
+REQUIRED = ("user", "content", "origin", "created_at")
+MAX_SMALL = 32767  # PostgreSQL smallint: Truth.generation
+MAX_INT = 2147483647  # PostgreSQL integer: Truth.corroborations
+IMPORTED = "Imported from {path}."
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadResult:
+    """Counts of one import."""
+
+    read: int
+    created: int
+    skipped: int
+    users_created: int
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_line(raw: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw.rstrip("\r\n"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the line is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise ValueError("the line is not a JSON object")
+    if any(isinstance(v, str) and "\x00" in v for v in data.values()):
+        raise ValueError("a field contains a NUL character (\\u0000), which PostgreSQL text cannot hold")
+    for name in REQUIRED:
+        if name not in data:
+            raise ValueError(f"field {name!r} is missing")
+    if not isinstance(data["user"], str) or not data["user"].strip():
+        raise ValueError("'user' must be a non-empty string")
+    if len(data["user"].strip()) > 150:
+        raise ValueError("'user' is longer than 150 characters (the username limit)")
+    if not isinstance(data["content"], str) or not data["content"].strip():
+        raise ValueError("'content' must be a non-empty string")
+    if data["origin"] not in Origin.values:
+        raise ValueError(f"'origin' must be one of {', '.join(Origin.values)}")
+    created = parse_datetime(str(data["created_at"]).replace("Z", "+00:00"))
+    if created is None or created.tzinfo is None:
+        raise ValueError("'created_at' must be an ISO 8601 time with a time zone")
+    generation = data.get("generation", 0)
+    if not _is_whole(generation) or not 0 <= generation <= MAX_SMALL:
+        raise ValueError(f"'generation' must be a whole number from 0 to {MAX_SMALL}")
+    corroborations = data.get("corroborations", 1)
+    if not _is_whole(corroborations) or not 1 <= corroborations <= MAX_INT:
+        raise ValueError("'corroborations' must be a whole number >= 1")
+    score = data.get("score", 0.0)
+    if not isinstance(score, (int, float)) or isinstance(score, bool):
+        raise ValueError("'score' must be a number")
+    if not isinstance(data.get("pinned", False), bool):
+        raise ValueError("'pinned' must be true or false")
+    return {
+        "user": data["user"].strip(),
+        "content": data["content"].strip(),
+        "origin": data["origin"],
+        "created_at": created,
+        "source": str(data.get("source") or ""),
+        "pinned": bool(data.get("pinned", False)),
+        "generation": generation,
+        "score": float(score),
+        "kind": str(data.get("kind") or "fact")[:32],
+        "corroborations": corroborations,
+    }
+
+
+def parse_truths(lines: Iterable[str], *, path: str = "<input>") -> list[dict[str, Any]]:
+    """Parse and validate every line; raises ``ImportFileInvalid`` naming the first bad one."""
+    rows = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            rows.append(_parse_line(raw))
+        except (ValueError, TypeError) as exc:
+            raise ImportFileInvalid(BAD_LINE.format(path=path, line=number, problem=exc)) from None
+    return rows
+
+
+def _identity(user_id: int, source: str, content: str, created_at: datetime) -> tuple[Any, ...]:
+    """What makes a line "already imported": its user and source, or, for a line
+    without a source, its user, content and time."""
+    return (user_id, source) if source else (user_id, "", content, created_at)
+
+
+def _decoded_lines(handle: Any, *, path: str) -> Iterator[str]:
+    """The file's lines as text; a line that is not UTF-8 raises ``ImportFileInvalid``."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ImportFileInvalid(
+                BAD_LINE.format(path=path, line=number, problem="the line is not UTF-8 text")
+            ) from None
+
+
+def load_truths(path: Path) -> LoadResult:
+    """Import the truths of ``path`` in one transaction; see the module docstring.
+
+    Raises ``ImportFileInvalid`` (nothing imported) for a missing file or a bad line.
+    """
+    if not path.is_file():
+        raise ImportFileInvalid(f"{path}: no such file.")
+    with path.open("rb") as handle:
+        rows = parse_truths(_decoded_lines(handle, path=str(path)), path=str(path))
+    User = get_user_model()
+    with transaction.atomic():
+        names = sorted({r["user"] for r in rows})
+        users = {u.get_username(): u for u in User.objects.filter(**{f"{User.USERNAME_FIELD}__in": names})}
+        missing = [n for n in names if n not in users]
+        for name in missing:
+            user = User(**{User.USERNAME_FIELD: name})
+            user.set_unusable_password()
+            user.save()
+            users[name] = user
+        seen = {
+            _identity(user_id, source, content, created_at)
+            for user_id, source, content, created_at in Truth.all_objects.filter(user__in=users.values()).values_list(
+                "user_id", "source", "content", "created_at"
+            )
+        }
+        new = []
+        for r in rows:
+            user = users[r.pop("user")]
+            key = _identity(user.pk, r["source"], r["content"], r["created_at"])
+            if key in seen:
+                continue
+            seen.add(key)
+            new.append(Truth(user=user, **r))
+        Truth.all_objects.bulk_create(new, batch_size=1000)
+        reason = IMPORTED.format(path=path.name)
+        truth_events.record_changes(
+            [truth_events.Change(truth=t, action=truth_events.CREATED, reason=reason) for t in new], actor="import"
+        )
+    return LoadResult(read=len(rows), created=len(new), skipped=len(rows) - len(new), users_created=len(missing))
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def iter_export_rows(*, user_id: int | None, include_retired: bool) -> Iterator[dict[str, Any]]:
+    """Export rows, one dict per truth, oldest first (see ``export_truths --help``)."""
+    qs = Truth.all_objects.all() if include_retired else Truth.objects.all()
+    if user_id is not None:
+        qs = qs.filter(user_id=user_id)
+    fields = ("id", "user__username", "content", "origin", "pinned", "generation", "score", "kind",
+              "created_at", "retired_at", "superseded_by_id", "source")
+    for row in qs.order_by("user_id", "created_at", "id").values(*fields).iterator(chunk_size=2000):
+        yield {
+            "id": row["id"],
+            "user": row["user__username"],
+            "content": row["content"],
+            "origin": row["origin"],
+            "pinned": row["pinned"],
+            "generation": row["generation"],
+            "score": row["score"],
+            "kind": row["kind"],
+            "created_at": _iso(row["created_at"]),
+            "retired_at": _iso(row["retired_at"]),
+            "superseded_by": row["superseded_by_id"],
+            "source": row["source"],
+        }
+
+
+def write_jsonl(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
+    """Write ``rows`` as JSON lines; returns the count."""
+    count = 0
+    for row in rows:
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        count += 1
+    return count

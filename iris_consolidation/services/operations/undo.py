@@ -1,0 +1,210 @@
+"""Undo a consolidation: put the sources back, retire what was made of them.
+
+One step at a time. The step to undo on a truth T is the latest review whose merge
+or supersede events into T are still in force (``selectors.list_undo_steps``).
+Undoing it, in one transaction under row locks taken in ascending id order (as
+``merging.record_review`` does, so the two never deadlock):
+
+- each source of the step is restored as live (``retired_at``, ``superseded_by``
+  and ``retired_reason`` cleared);
+- T is retired with reason ``undone`` if the step made it (a merge result). A truth
+  that existed before the step (the ``new`` of a supersede, or the protected keeper
+  of a merge) stays live;
+- one ``LineageEvent`` per restored truth records the reversal (action ``undo``,
+  source T, result the restored truth, review the undone review, actor, reason).
+
+Nothing is deleted and the undone review stays as it was: history is append-only.
+It refuses with ``UndoRefused`` (nothing written) when there is no reason, when T
+was never made by consolidation, when the step is already undone, and with its
+subclass ``ConsolidatedFurther`` when T has since been consolidated into a later
+truth (that later step must be undone first).
+
+Change events (``services/pipeline/truth_events.py``): in the same transaction, one
+``TruthChange`` per restored source (``restored``) and one for T when the undo
+retires it (``undone``), each with the undone review, the actor and the reason; the
+``truth_changed`` signals follow after commit. A refused undo records and sends nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from ... import selectors
+from ...exceptions import ConsolidatedFurther, UndoRefused
+from ...models import ClusterReview, LineageEvent, RetiredReason, Truth
+from ..pipeline import truth_events
+
+logger = logging.getLogger(__name__)
+
+REASON_REQUIRED = "Give a reason for the undo; it is kept in the truth's lineage."
+UNKNOWN_TRUTH = "Truth #{truth} does not exist."
+NOTHING_TO_UNDO = "Truth #{truth} was not made or changed by consolidation; there is nothing to undo."
+ALREADY_UNDONE = "The consolidation that made truth #{truth} has already been undone."
+CONSOLIDATED_FURTHER = (
+    "Truth #{truth} has since been consolidated further into truth #{later}; undo that later step first."
+)
+LATER_STEP = "Truth #{truth} took part in a later consolidation (review #{review}); undo that later step first."
+NOT_APPLIED = "Review #{review} changed no truth; there is nothing to undo."
+CHANGED_MEANWHILE = "Truth #{truth} changed while the undo was prepared; nothing was changed. Try again."
+
+
+@dataclass(frozen=True, kw_only=True)
+class UndoResult:
+    """What one undone step changed: ``truth_id`` retired (``truth_retired``) or kept,
+    ``restored_ids`` live again, ``review_id`` the review undone (None if unknown)."""
+
+    truth_id: int
+    truth_retired: bool
+    restored_ids: tuple[int, ...]
+    review_id: int | None
+    action: str
+
+
+def _refuse_retired(truth: Truth) -> None:
+    """Raise the right refusal for a retired ``truth``."""
+    if truth.retired_reason == RetiredReason.UNDONE:
+        raise UndoRefused(ALREADY_UNDONE.format(truth=truth.pk))
+    if truth.superseded_by_id is not None:
+        raise ConsolidatedFurther(
+            CONSOLIDATED_FURTHER.format(truth=truth.pk, later=truth.superseded_by_id),
+            later_truth_id=truth.superseded_by_id,
+        )
+    raise UndoRefused(ALREADY_UNDONE.format(truth=truth.pk))
+
+
+def _latest_step(truth: Truth, *, review_id: int | None = None) -> selectors.UndoStep:
+    """The step to undo on ``truth`` (of ``review_id`` if given), or raise ``UndoRefused``."""
+    if truth.retired_at is not None:
+        _refuse_retired(truth)
+    steps = selectors.list_undo_steps(truth=truth)
+    if not steps:
+        if selectors.has_consolidation_history(truth=truth):
+            raise UndoRefused(ALREADY_UNDONE.format(truth=truth.pk))
+        raise UndoRefused(NOTHING_TO_UNDO.format(truth=truth.pk))
+    step = steps[0]
+    if review_id is not None and step.review is not None and step.review.pk != review_id:
+        if any(s.review is not None and s.review.pk == review_id for s in steps):
+            raise ConsolidatedFurther(LATER_STEP.format(truth=truth.pk, review=step.review.pk), later_truth_id=truth.pk)
+        raise UndoRefused(ALREADY_UNDONE.format(truth=truth.pk))
+    return step
+
+
+def _fingerprint(step: selectors.UndoStep) -> tuple[Any, ...]:
+    return (step.truth.pk, step.review.pk if step.review else None, step.source_ids, step.creates_truth)
+
+
+def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: str) -> list[UndoResult]:
+    reason = reason.strip()
+    if not reason:
+        raise UndoRefused(REASON_REQUIRED)
+    results: list[UndoResult] = []
+    changed: list[tuple[ClusterReview | None, list[truth_events.Change]]] = []
+    with transaction.atomic():
+        truths = {t.pk: t for t in Truth.all_objects.filter(pk__in=truth_ids)}
+        for pk in truth_ids:
+            if pk not in truths:
+                raise UndoRefused(UNKNOWN_TRUTH.format(truth=pk))
+        planned = [_latest_step(truths[pk], review_id=review_id) for pk in truth_ids]
+        ids = set(truth_ids).union(*(step.source_ids for step in planned))
+        locked = {t.pk: t for t in Truth.all_objects.select_for_update().filter(pk__in=sorted(ids)).order_by("pk")}
+        # Plan again under the locks: what is written is exactly what was checked.
+        steps = [_latest_step(locked[pk], review_id=review_id) for pk in truth_ids]
+        if [_fingerprint(s) for s in steps] != [_fingerprint(s) for s in planned]:
+            raise UndoRefused(CHANGED_MEANWHILE.format(truth=truth_ids[0]))
+        now = timezone.now()
+        events: list[LineageEvent] = []
+        for step in steps:
+            truth = locked[step.truth.pk]
+            step_changes: list[truth_events.Change] = []
+            for source_id in step.source_ids:
+                source = locked[source_id]
+                source.retired_at = None
+                source.superseded_by = None
+                source.retired_reason = ""
+                source.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
+                events.append(
+                    LineageEvent(
+                        action=LineageEvent.Action.UNDO,
+                        source=truth,
+                        result=source,
+                        review=step.review,
+                        reason=reason,
+                        actor=actor,
+                    )
+                )
+                step_changes.append(truth_events.Change(truth=source, action=truth_events.RESTORED, reason=reason))
+            if step.creates_truth:
+                truth.retired_at = now
+                truth.superseded_by = None
+                truth.retired_reason = RetiredReason.UNDONE
+                truth.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
+                step_changes.append(truth_events.Change(truth=truth, action=truth_events.UNDONE, reason=reason))
+            changed.append((step.review, step_changes))
+            results.append(
+                UndoResult(
+                    truth_id=truth.pk,
+                    truth_retired=step.creates_truth,
+                    restored_ids=step.source_ids,
+                    review_id=step.review.pk if step.review else None,
+                    action=step.action,
+                )
+            )
+        LineageEvent.objects.bulk_create(events)
+        # Audit rows in this transaction; truth_changed signals after it commits.
+        for review, step_changes in changed:
+            truth_events.record_changes(step_changes, review=review, actor=actor)
+    logger.info("undo by %s: %s", actor, [(r.truth_id, r.restored_ids) for r in results])
+    return results
+
+
+def plan_undo(*, truth: Truth) -> selectors.UndoStep:
+    """The step ``undo_consolidation`` would reverse on ``truth``, for a confirmation page.
+
+    Reads only. Raises what ``undo_consolidation`` would refuse with.
+    """
+    return _latest_step(truth)
+
+
+def plan_review_undo(*, review: ClusterReview) -> list[selectors.UndoStep]:
+    """The steps ``undo_review`` would reverse, for a confirmation page. Reads only;
+    raises what ``undo_review`` would refuse with (except a missing reason)."""
+    truth_ids = _review_truth_ids(review)
+    truths = {t.pk: t for t in Truth.all_objects.filter(pk__in=truth_ids)}
+    return [_latest_step(truths[pk], review_id=review.pk) for pk in truth_ids if pk in truths]
+
+
+def _review_truth_ids(review: ClusterReview) -> list[int]:
+    if not review.applied:
+        raise UndoRefused(NOT_APPLIED.format(review=review.pk))
+    truth_ids = sorted({int(entry["result_id"]) for entry in review.applied_actions if "result_id" in entry})
+    if not truth_ids:
+        raise UndoRefused(NOT_APPLIED.format(review=review.pk))
+    return truth_ids
+
+
+def undo_consolidation(*, truth_id: int, actor: str, reason: str) -> UndoResult:
+    """Undo the latest consolidation step into truth ``truth_id``; see the module doc.
+
+    Transaction: one, with row locks. Idempotent in effect: a second call refuses
+    with ``ALREADY_UNDONE``. Raises ``UndoRefused`` / ``ConsolidatedFurther``.
+    """
+    return _undo(truth_ids=[truth_id], review_id=None, actor=actor, reason=reason)[0]
+
+
+def undo_review(*, review_id: int, actor: str, reason: str) -> list[UndoResult]:
+    """Undo every step review ``review_id`` applied (all or nothing); see the module doc.
+
+    Each truth the review wrote must still have this review as its latest step in
+    force. Raises ``UndoRefused`` (``NOT_APPLIED`` for a review that changed nothing,
+    e.g. a dry run's) or ``ConsolidatedFurther``.
+    """
+    review = ClusterReview.objects.filter(pk=review_id).first()
+    if review is None:
+        raise UndoRefused(NOT_APPLIED.format(review=review_id))
+    truth_ids = _review_truth_ids(review)
+    return _undo(truth_ids=truth_ids, review_id=review.pk, actor=actor, reason=reason)

@@ -1,0 +1,400 @@
+"""The orchestrator used by the command, the tasks and the admin.
+
+A run goes: ``create_run`` -> for each user ``plan_user`` (phase 1: embed, cluster)
+-> for each cluster ``consolidate_cluster`` (phase 2: judge, validate, record) ->
+``finish_run_if_complete``. ``run_sync`` chains them in this process; the queued path
+(``tasks.py``) runs the same functions as django-q2 tasks. A dry run goes through the
+same steps and records its reviews, but ``merging.record_review`` writes no truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Concat
+from django.utils import timezone
+
+from ... import selectors
+from ...conf import app_settings
+from ...embeddings import Embedder
+from ...exceptions import InvalidThreshold, JudgeRateLimited
+from ...llm.base import JudgeClient
+from ...models import ConsolidationRun, Truth
+from ..operations import live_settings
+from . import clustering, incremental, inventory, judging, merging, verdict_cache
+
+logger = logging.getLogger(__name__)
+
+BAD_THRESHOLD = "The threshold must be a number in (0, 1], e.g. 0.75; got {value!r}."
+STALE_CLUSTER = "Fewer than two members of this cluster are still live; nothing to judge."
+LLM_TIER_STOPPED = (
+    "LLM judge unavailable: stopped for this user earlier in the run; the pre-pass was applied, "
+    "the rest waits for the next run."
+)
+NOTE_LLM_STOPPED = "LLM judge stopped for user {user_id} (pre-pass applied, the rest waits for the next run): {error}"
+
+
+def validate_threshold(value: Any) -> float:
+    """``value`` as a float in (0, 1]; raises ``InvalidThreshold`` otherwise."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidThreshold(BAD_THRESHOLD.format(value=value)) from None
+    if not (0.0 < number <= 1.0):
+        raise InvalidThreshold(BAD_THRESHOLD.format(value=value))
+    return number
+
+
+def create_run(
+    *,
+    trigger: str,
+    mode: str,
+    threshold: float | None = None,
+    user_id: int | None = None,
+    judge: str = "",
+    since: str | None = None,
+    full: bool = False,
+) -> ConsolidationRun:
+    """Create a pending run.
+
+    ``threshold`` defaults to the live settings' (else the Django setting's);
+    ``since``/``full`` choose the window (``incremental.resolve_window``; default:
+    the per-user cursor). The live settings in force are stored on the run. Raises
+    ``InvalidThreshold`` or ``InvalidWindow``; nothing is written then.
+    """
+    effective = live_settings.get_effective_settings()
+    value = validate_threshold(effective.similarity_threshold if threshold is None else threshold)
+    window = incremental.resolve_window(since=since, full=full, user_id=user_id)
+    run = ConsolidationRun(
+        trigger=trigger, mode=mode, threshold=value, user_filter_id=user_id, judge=judge,
+        effective_settings=effective.as_dict(),
+    )
+    incremental.apply_window(run, window)
+    run.save(force_insert=True)
+    return run
+
+
+def start_run(run: ConsolidationRun) -> list[int]:
+    """Mark ``run`` running and return the ids of the users it covers (stored as ``users``)."""
+    user_ids = selectors.list_user_ids_to_consolidate(
+        user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION
+    )
+    allowed = live_settings.allowed_user_ids(run)
+    if allowed:
+        user_ids = [pk for pk in user_ids if pk in set(allowed)]
+    run.users = len(user_ids)
+    run.status = ConsolidationRun.Status.RUNNING
+    run.started_at = timezone.now()
+    run.save(update_fields=["users", "status", "started_at"])
+    inventory.capture_before(run)
+    return user_ids
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserPlan:
+    """Phase 1's result for one user: the clusters and the figures the run counts."""
+
+    user_id: int
+    clusters: list[clustering.CandidateCluster]
+    truths: int
+    embedded: int
+    embed_seconds: float
+    cluster_seconds: float
+
+
+def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPlan:
+    """Phase 1 for one user without counting it on the run: embed missing embeddings,
+    build clusters. Writes embeddings only. Raises ``EmbeddingError`` if the embedder fails."""
+    run = ConsolidationRun.objects.get(pk=run_id)
+    started = time.monotonic()
+    embedded = clustering.embed_missing(user_id=user_id, embedder=embedder)
+    embed_seconds = time.monotonic() - started
+    started = time.monotonic()
+    seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
+    clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
+    cluster_seconds = time.monotonic() - started
+    truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
+    return UserPlan(
+        user_id=user_id,
+        clusters=clusters,
+        truths=truths,
+        embedded=embedded,
+        embed_seconds=embed_seconds,
+        cluster_seconds=cluster_seconds,
+    )
+
+
+def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
+    """Add one planned user to the run's counters (callers make it happen once)."""
+    ConsolidationRun.objects.filter(pk=run_id).update(
+        users_done=F("users_done") + 1,
+        truths=F("truths") + plan.truths,
+        embedded=F("embedded") + plan.embedded,
+        clusters_found=F("clusters_found") + len(plan.clusters),
+        embed_seconds=F("embed_seconds") + plan.embed_seconds,
+        cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
+    )
+
+
+def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:
+    """Phase 1 for one user: embed missing embeddings, build clusters, count them on the run.
+
+    Writes embeddings and the run's counters (not truths' content). Raises
+    ``EmbeddingError`` if the embedder fails.
+    """
+    plan = build_user_plan(run_id=run_id, user_id=user_id, embedder=embedder)
+    count_user_plan(run_id=run_id, plan=plan)
+    return plan.clusters
+
+
+def snapshot_members(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
+    """The members as the judge saw them, one dict per alias, for ``ReviewDraft.snapshot``.
+
+    ``merging.record_review`` re-checks freshness against ``content`` and ``updated_at``
+    (ISO 8601) here, so every draft must be built from this function.
+    """
+    return tuple(
+        {
+            "alias": alias,
+            "id": t.pk,
+            "content": t.content,
+            "created_at": t.created_at.isoformat(),
+            "updated_at": t.updated_at.isoformat(),
+            "generation": t.generation,
+            "origin": t.origin,
+            "pinned": t.pinned,
+            "score": t.score,
+            "protected": request.member(alias).protected,
+        }
+        for alias, t in by_alias.items()
+    )
+
+
+def llm_tier_stopped(*, run_id: Any, user_id: int) -> bool:
+    """Whether the model tier of ``run_id`` was stopped for ``user_id``: one of the
+    user's clusters found the model unreachable (transport, auth, quota). A review a
+    retry put aside (``retry_consolidation``) stops nothing: the retry asks again."""
+    from ...models import ClusterReview
+    from ..queue.jobs import retried_review_keys
+
+    unavailable = ClusterReview.objects.filter(
+        run_id=run_id, user_id=user_id, error__startswith=judging.JUDGE_UNAVAILABLE.split(":")[0]
+    )
+    if not unavailable.exists():
+        return False
+    return unavailable.exclude(key__in=retried_review_keys(run_id, user_id=user_id)).exists()
+
+
+def _note_on_run(run_id: Any, note: str) -> None:
+    ConsolidationRun.objects.filter(pk=run_id).update(notes=Concat(F("notes"), Value(note + "\n")))
+
+
+def consolidate_cluster(
+    *,
+    run_id: Any,
+    cluster: clustering.CandidateCluster,
+    client: JudgeClient,
+    embedder: Embedder,
+    key: str | None = None,
+) -> Any:
+    """Phase 2 for one cluster: judge (outside any transaction), validate, record.
+
+    For a judge that calls a model, the deterministic pre-pass runs first and the
+    model's failures are isolated (``judging.decide_cluster``); once the model is found
+    unreachable, later clusters of the same user in this run get the pre-pass only,
+    and the run's notes say so. Returns the ``ClusterReview``. Raises
+    ``JudgeRateLimited`` (nothing recorded) so the caller can wait and try again.
+    ``key`` names the review (one per run and key); by default it is derived from the
+    members, retired ones included, so that a second delivery of the task finds the
+    review it wrote after its merge retired the sources; queued jobs pass a stable one.
+    """
+    run = ConsolidationRun.objects.get(pk=run_id)
+    members = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
+    key = key or judging.cluster_key(members)
+    existing = run.reviews.filter(key=key).first()
+    if existing is not None:
+        return existing
+    truths = [t for t in members if t.is_live]
+    request, by_alias = judging.build_request(truths)
+    sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
+    draft_args: dict[str, Any] = {
+        "run_id": run.pk,
+        "user_id": cluster.user_id,
+        "key": key,
+        "snapshot": snapshot_members(by_alias, request),
+        "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
+        "judge": client.name,
+    }
+    if len(truths) < 2:
+        # Changed since planning (retired elsewhere, say): nothing to judge, and no
+        # judge failed, so the run is not partial for it.
+        draft = merging.ReviewDraft(**draft_args, stale_reason=STALE_CLUSTER)
+        return merging.record_review(draft=draft, dry_run=run.is_dry_run)
+    stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=cluster.user_id)
+    cached = verdict_cache.use_cached_keep(user_id=cluster.user_id, request=request, client=client, run_id=run.pk)
+    if cached is not None:
+        # Judged "keep" before in exactly this state, by this model and prompt: no call.
+        judgement = judging.Judgement(verdict=cached)
+    else:
+        judgement = judging.decide_cluster(request=request, client=client, model_allowed=not stopped)
+        if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
+            verdict_cache.store_keep(
+                user_id=cluster.user_id, request=request, client=client, verdict=judgement.verdict
+            )
+    error = judgement.error
+    if stopped and judgement.failed:
+        error = LLM_TIER_STOPPED
+    if judgement.unavailable:
+        logger.warning("run %s: judge unavailable for user %s: %s", run.pk, cluster.user_id, judgement.error)
+        _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=cluster.user_id, error=judgement.error))
+    embeddings: dict[str, Any] = {}
+    new_contents = [
+        a.content.strip()
+        for a in judgement.accepted
+        if a.action == "merge" and not any(request.member(i).protected for i in a.ids if i in request.aliases())
+    ]
+    if new_contents and not run.is_dry_run:
+        vectors = embedder.embed(new_contents)
+        embeddings = dict(zip(new_contents, vectors, strict=True))
+    draft = merging.ReviewDraft(
+        **draft_args,
+        verdict=judgement.verdict,
+        accepted=judgement.accepted,
+        rejections=judgement.rejections,
+        prepass=judgement.prepass,
+        failed=judgement.failed,
+        error=error,
+        embeddings=embeddings,
+        llm_calls=judgement.llm_calls,
+    )
+    return merging.record_review(draft=draft, dry_run=run.is_dry_run, embedding_model=embedder.model_name)
+
+
+def record_cluster_failure(
+    *, run_id: Any, cluster: clustering.CandidateCluster, judge: str, error: str, key: str, llm_calls: int = 0
+) -> Any:
+    """Record a failed review for a cluster that got no verdict (timeouts, rate limits past
+    the retry window, lost workers); its truths stay as they were. Idempotent per key."""
+    run = ConsolidationRun.objects.get(pk=run_id)
+    truths = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
+    request, by_alias = judging.build_request(truths)
+    sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
+    draft = merging.ReviewDraft(
+        run_id=run.pk,
+        user_id=cluster.user_id,
+        key=key,
+        snapshot=snapshot_members(by_alias, request),
+        similarities={alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
+        judge=judge,
+        error=error,
+        llm_calls=llm_calls,
+    )
+    return merging.record_review(draft=draft, dry_run=run.is_dry_run)
+
+
+def finish_run_if_complete(run_id: Any) -> bool:
+    """Set the final status once every user is planned and every cluster reviewed.
+
+    Status: ``partial`` if some clusters failed, else ``done``. On finishing, writes
+    the checkpoint (``done`` real runs only), moves the users' cursors over what was
+    fully judged and applied, and completes the inventory report. Returns True if the
+    run is (now) finished. Idempotent.
+    """
+    with transaction.atomic():
+        run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
+        if run.finished_at is not None:
+            return True
+        if run.users_done < run.users or run.clusters_done < run.clusters_found:
+            return False
+        run.status = ConsolidationRun.Status.PARTIAL if run.failed else ConsolidationRun.Status.DONE
+        run.finished_at = timezone.now()
+        close_run(run)
+        run.save(update_fields=["status", "finished_at", "checkpoint", "inventory"])
+        return True
+
+
+def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
+    """What every finished run does, whichever path finished it (this module's counters
+    or the queued run's job rows, ``jobs.refresh_run``): write the checkpoint (``done``
+    real runs only), move the users' cursors over what was fully judged and applied
+    (never those of ``held_users``, e.g. whose phase 1 failed), complete the inventory.
+
+    ``run`` is locked and its ``status``/``finished_at`` set by the caller, who saves
+    ``checkpoint`` and ``inventory`` in the same transaction.
+    """
+    incremental.write_checkpoint(run)
+    incremental.advance_cursors(run, held_users=held_users)
+    inventory.complete(run)
+
+
+def fail_run(run_id: Any, *, note: str) -> None:
+    """Mark a run failed with ``note`` (e.g. the embedder broke); truths are untouched.
+
+    No checkpoint and no cursor move; the inventory is completed for the report.
+    """
+    ConsolidationRun.objects.filter(pk=run_id).update(
+        status=ConsolidationRun.Status.FAILED, finished_at=timezone.now(), notes=note
+    )
+    run = ConsolidationRun.objects.get(pk=run_id)
+    inventory.complete(run)
+    run.save(update_fields=["inventory"])
+
+
+ProgressCallback = Callable[[str, int, int, Any], None]
+
+
+def run_sync(
+    *,
+    run: ConsolidationRun,
+    client: JudgeClient,
+    embedder: Embedder,
+    progress: ProgressCallback | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ConsolidationRun:
+    """Run every phase of ``run`` in this process; returns the refreshed run.
+
+    ``progress(stage, i, n, payload)`` is called with stage "user" (payload: user id),
+    "clusters" (payload: list of clusters) and "cluster" (payload: the review). A
+    rate-limited judge is waited for (the provider's wait, at most the retry window).
+    """
+    user_ids = start_run(run)
+    for i, user_id in enumerate(user_ids, start=1):
+        if progress:
+            progress("user", i, len(user_ids), user_id)
+        clusters = plan_user(run_id=run.pk, user_id=user_id, embedder=embedder)
+        if progress:
+            progress("clusters", i, len(user_ids), clusters)
+        for j, cluster in enumerate(clusters, start=1):
+            deadline = time.monotonic() + app_settings.RETRY_WINDOW
+            while True:
+                try:
+                    review = consolidate_cluster(run_id=run.pk, cluster=cluster, client=client, embedder=embedder)
+                    break
+                except JudgeRateLimited as exc:
+                    wait = exc.retry_after if exc.retry_after is not None else 30.0
+                    if time.monotonic() + wait > deadline:
+                        review = merging.record_review(
+                            draft=merging.ReviewDraft(
+                                run_id=run.pk,
+                                user_id=cluster.user_id,
+                                key=f"rate-limited:{cluster.seed_id}",
+                                snapshot=(),
+                                similarities={},
+                                judge=client.name,
+                                error=f"Rate limited past the retry window: {exc}",
+                            ),
+                            dry_run=run.is_dry_run,
+                        )
+                        break
+                    sleep(wait)
+            if progress:
+                progress("cluster", j, len(clusters), review)
+    finish_run_if_complete(run.pk)
+    run.refresh_from_db()
+    return run

@@ -1,0 +1,127 @@
+"""The inventory report of a run: what the truths looked like before and after, and why.
+
+``capture_before`` runs when the run starts, ``complete`` when it ends (done,
+partial or failed); both write ``ConsolidationRun.inventory``:
+
+    {"scope": "all" | {"users": [ids]},
+     "before": {"live": n, "by_kind": {kind: n}, "by_origin": {origin: n}},
+     "after": {... same shape ...},
+     "changes": [up to 10 of the most significant: merges of the most truths first,
+                 then by the highest score, each with its reason],
+     "llm": {"calls": n, "tokens": n, "cost": usd, "cost_known": bool, "cache_hits": n},
+     "seeds": n, "checkpoint": {"old": iso | None, "new": iso | None}}
+
+Counts are of live truths in the run's scope (its user filter, else its allowlist,
+else every user). A dry run's "after" equals its "before": nothing was changed, and
+its changes are previews (``"applied": false``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, Q
+
+from ...models import ConsolidationRun, Truth
+from ..operations.live_settings import allowed_user_ids
+
+#: How many changes the report lists (the issue's "up to 10 most significant").
+MAX_CHANGES = 10
+
+
+def _scope(run: ConsolidationRun) -> tuple[Q, Any]:
+    if run.user_filter_id is not None:
+        return Q(user_id=run.user_filter_id), {"users": [run.user_filter_id]}
+    allowed = [pk for pk in allowed_user_ids(run) if pk > 0]
+    if allowed_user_ids(run):
+        return Q(user_id__in=allowed), {"users": allowed}
+    return Q(), "all"
+
+
+def count_truths(scope: Q) -> dict[str, Any]:
+    """Live truths in ``scope``: total, by kind and by origin (one grouped query)."""
+    by_kind: dict[str, int] = {}
+    by_origin: dict[str, int] = {}
+    live = 0
+    rows = Truth.objects.filter(scope).values("kind", "origin").annotate(n=Count("id")).order_by()
+    for row in rows:
+        live += row["n"]
+        by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + row["n"]
+        by_origin[row["origin"]] = by_origin.get(row["origin"], 0) + row["n"]
+    return {"live": live, "by_kind": dict(sorted(by_kind.items())), "by_origin": dict(sorted(by_origin.items()))}
+
+
+def capture_before(run: ConsolidationRun) -> None:
+    """Store the "before" counts on ``run`` (saves ``inventory``)."""
+    scope, label = _scope(run)
+    run.inventory = {"scope": label, "before": count_truths(scope)}
+    ConsolidationRun.objects.filter(pk=run.pk).update(inventory=run.inventory)
+
+
+def significant_changes(run: ConsolidationRun, *, limit: int = MAX_CHANGES) -> list[dict[str, Any]]:
+    """The run's ``limit`` most significant actions, applied (or previewed in a dry run).
+
+    Ranked by truths involved (a merge of five before a merge of two), then by the
+    highest distillation score among them. Each item carries the judge's reason.
+    """
+    items: list[dict[str, Any]] = []
+    reviews = run.reviews.exclude(applied_actions=[]).only("id", "applied", "applied_actions", "snapshot")
+    for review in reviews:
+        rows = {row["alias"]: row for row in review.snapshot or ()}
+        for entry in review.applied_actions or ():
+            ids = entry.get("truth_ids") or {}
+            aliases = (
+                list(entry.get("ids") or [])
+                if entry["action"] == "merge"
+                else [*entry.get("old", []), entry.get("new")]
+            )
+            members = [rows[a] for a in aliases if a in rows]
+            score = max((float(m.get("score") or 0.0) for m in members), default=0.0)
+            if entry["action"] == "merge":
+                text = entry.get("content", "")
+            else:
+                text = rows.get(entry.get("new"), {}).get("content", "")
+            items.append(
+                {
+                    "action": entry["action"],
+                    "review_id": review.pk,
+                    "truth_ids": [ids[a] for a in aliases if a in ids],
+                    "result_id": entry.get("result_id"),
+                    "size": len(aliases),
+                    "score": round(score, 6),
+                    "content": text,
+                    "sources": [m.get("content", "") for m in members],
+                    "reason": entry.get("reason", ""),
+                    "applied": bool(review.applied),
+                }
+            )
+    items.sort(key=lambda i: (-i["size"], -i["score"], i["review_id"]))
+    return items[:limit]
+
+
+def complete(run: ConsolidationRun) -> dict[str, Any]:
+    """Fill in "after", the changes, LLM use, seeds and checkpoints; sets ``run.inventory``.
+
+    Does not save: the caller saves ``inventory`` (``finish_run_if_complete`` does it
+    in the same locked transaction as the status).
+    """
+    scope, label = _scope(run)
+    data = dict(run.inventory or {})
+    data.setdefault("scope", label)
+    data["after"] = count_truths(scope)
+    data["changes"] = significant_changes(run)
+    data["llm"] = {
+        "calls": run.llm_calls,
+        "tokens": run.tokens,
+        "cost": round(run.cost, 6),
+        # litellm prices only models in its cost map; an unpriced model reports 0.
+        "cost_known": run.cost > 0 or run.tokens == 0,
+        "cache_hits": run.cache_hits,
+    }
+    data["seeds"] = run.seeds
+    data["checkpoint"] = {
+        "old": run.previous_checkpoint.isoformat() if run.previous_checkpoint else None,
+        "new": run.checkpoint.isoformat() if run.checkpoint else None,
+    }
+    run.inventory = data
+    return data

@@ -1,0 +1,146 @@
+"""services.dry_runs: a dry run's verdicts applied as a real run, re-validated and
+re-checked for freshness; queued through tasks (sync queue in tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from iris_consolidation import tasks
+from iris_consolidation.embeddings import LOCAL_MODEL_NAME, get_embedder
+from iris_consolidation.exceptions import ApplyRefused
+from iris_consolidation.llm.rules import RuleJudge
+from iris_consolidation.models import ClusterReview, ConsolidationRun, RetiredReason, Truth
+from iris_consolidation.services.operations import curation, dry_runs
+from iris_consolidation.services.pipeline import consolidation, merging, validation
+from tests.conftest import vector_at
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def previewed(user_factory, run_factory):
+    """Two spellings of one statement, and a finished dry run that would merge them."""
+    user = user_factory("alice")
+    first = Truth.objects.create(
+        user=user,
+        content="Drinks green tea every morning",
+        embedding=vector_at(1.0, axis=3),
+        embedding_model=LOCAL_MODEL_NAME,
+    )
+    second = Truth.objects.create(
+        user=user,
+        content="drinks green tea every morning.",
+        embedding=vector_at(0.96, axis=3),
+        embedding_model=LOCAL_MODEL_NAME,
+    )
+    dry = consolidation.run_sync(
+        run=run_factory(mode="dry_run", user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
+    )
+    assert dry.merged == 1 and Truth.objects.filter(user=user).count() == 2
+    return {"user": user, "first": first, "second": second, "dry": dry}
+
+
+def _apply(dry):
+    run, review_ids = dry_runs.start_application(dry_run_id=dry.pk, actor="operator")
+    tasks.enqueue_application(run, review_ids)
+    run.refresh_from_db()
+    return run
+
+
+def test_applying_a_dry_run_merges_what_it_previewed(previewed):
+    run = _apply(previewed["dry"])
+
+    assert run.source_run_id == previewed["dry"].pk and run.trigger == "admin"
+    assert run.status == ConsolidationRun.Status.DONE and run.merged == 1 and run.retired == 2
+    assert run.llm_calls == 0  # the judge is not asked again
+    review = run.reviews.get()
+    preview = previewed["dry"].reviews.get()
+    assert review.applied and review.key == preview.key and review.reasoning == preview.reasoning
+    merged = Truth.objects.get(user=previewed["user"])
+    assert merged.origin == "consolidated" and merged.content == "Drinks green tea every morning"
+    assert merged.embedding is not None  # embedded afresh
+    for source in (previewed["first"], previewed["second"]):
+        source.refresh_from_db()
+        assert source.retired_reason == RetiredReason.MERGED and source.superseded_by_id == merged.pk
+
+
+def test_a_member_changed_since_the_dry_run_makes_its_cluster_stale(previewed):
+    second = previewed["second"]
+    second.content = "Drinks green tea every morning, without sugar"
+    second.save()
+
+    run = _apply(previewed["dry"])
+
+    review = run.reviews.get()
+    assert review.outcome == ClusterReview.Outcome.STALE and not review.applied
+    assert merging.STALE_MEMBER.format(alias="t2") in review.skip_reason
+    assert Truth.objects.filter(user=previewed["user"]).count() == 2  # nothing retired, nothing made
+
+
+def test_a_member_pinned_since_the_dry_run_is_not_retired(previewed):
+    curation.set_pinned(truth_ids=[previewed["first"].pk], pinned=True)
+
+    run = _apply(previewed["dry"])
+
+    assert run.reviews.get().outcome == ClusterReview.Outcome.STALE
+    assert Truth.objects.filter(user=previewed["user"]).count() == 2
+
+
+def test_the_verdict_is_validated_again_before_it_is_applied(previewed):
+    # A recorded verdict the validator refuses (here it invents a place no member
+    # states, as if the rules had tightened since the dry run) is never applied.
+    preview = previewed["dry"].reviews.get()
+    preview.actions = [{**preview.actions[0], "content": "Drinks green tea every morning in Lisbon"}]
+    preview.save(update_fields=["actions"])
+
+    run = _apply(previewed["dry"])
+
+    review = run.reviews.get()
+    assert review.outcome == ClusterReview.Outcome.REJECTED and not review.applied
+    assert review.rejections[0]["reason"] == validation.INVENTED_DETAIL.format(detail="lisbon")
+    assert Truth.objects.filter(user=previewed["user"]).count() == 2
+
+
+def test_a_dry_run_is_applied_once(previewed):
+    first = _apply(previewed["dry"])
+
+    with pytest.raises(ApplyRefused) as refused:
+        dry_runs.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
+
+    assert str(refused.value) == dry_runs.ALREADY_APPLIED.format(
+        run=str(previewed["dry"].pk)[:8], application=str(first.pk)[:8]
+    )
+    assert ConsolidationRun.objects.filter(source_run=previewed["dry"]).count() == 1
+
+
+def test_only_a_finished_dry_run_can_be_applied(run_factory):
+    real = run_factory(mode="sync")
+    unfinished = run_factory(mode="dry_run")
+
+    with pytest.raises(ApplyRefused) as not_dry:
+        dry_runs.start_application(dry_run_id=real.pk, actor="operator")
+    with pytest.raises(ApplyRefused) as not_finished:
+        dry_runs.start_application(dry_run_id=unfinished.pk, actor="operator")
+
+    assert str(not_dry.value) == dry_runs.NOT_A_DRY_RUN.format(run=str(real.pk)[:8])
+    assert str(not_finished.value) == dry_runs.NOT_FINISHED.format(run=str(unfinished.pk)[:8])
+    assert ConsolidationRun.objects.count() == 2
+
+
+def test_a_dry_run_that_proposed_nothing_has_nothing_to_apply(user_factory, run_factory):
+    user = user_factory()
+    Truth.objects.create(
+        user=user, content="Likes jazz", embedding=vector_at(1.0, axis=5), embedding_model=LOCAL_MODEL_NAME
+    )
+    Truth.objects.create(
+        user=user, content="Likes rock", embedding=vector_at(0.9, axis=5), embedding_model=LOCAL_MODEL_NAME
+    )
+    dry = consolidation.run_sync(
+        run=run_factory(mode="dry_run", user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
+    )
+    assert dry.kept == 1
+
+    with pytest.raises(ApplyRefused) as refused:
+        dry_runs.start_application(dry_run_id=dry.pk, actor="operator")
+
+    assert str(refused.value) == dry_runs.NOTHING_TO_APPLY.format(run=str(dry.pk)[:8])

@@ -1,0 +1,373 @@
+"""A hostile model behind litellm: whatever it answers, no truth is lost.
+
+Each test sends a real cluster through ``consolidation.consolidate_cluster`` (pre-pass,
+prompt, litellm, the stub on 127.0.0.1, validator, merge) and asserts the exact state
+of the user's truths afterwards and what the review recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from iris_consolidation.embeddings import LocalEmbedder
+from iris_consolidation.llm import get_judge_client
+from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Truth
+from iris_consolidation.services.pipeline import consolidation, judging, merging
+from iris_consolidation.services.pipeline import validation as v
+from iris_consolidation.services.pipeline.clustering import CandidateCluster
+from tests import llm_stub
+
+pytestmark = pytest.mark.django_db
+
+EMBEDDER = LocalEmbedder()
+
+
+def _cluster(*truths: Truth) -> CandidateCluster:
+    return CandidateCluster(
+        user_id=truths[0].user_id, member_ids=tuple(t.pk for t in truths), similarities=(1.0,) * len(truths)
+    )
+
+
+def _consolidate(run: ConsolidationRun, *truths: Truth) -> ClusterReview:
+    return consolidation.consolidate_cluster(
+        run_id=run.pk, cluster=_cluster(*truths), client=get_judge_client(), embedder=EMBEDDER
+    )
+
+
+def _state(user_id: int) -> list[tuple[str, bool, str | None]]:
+    """Every truth of the user, retired ones included: (content, live, replaced by)."""
+    return sorted(
+        (t.content, t.retired_at is None, t.superseded_by.content if t.superseded_by else None)
+        for t in Truth.all_objects.filter(user_id=user_id).select_related("superseded_by")
+    )
+
+
+def _untouched(*contents: str) -> list[tuple[str, bool, str | None]]:
+    return sorted((c, True, None) for c in contents)
+
+
+def _rejections(review: ClusterReview) -> list[str]:
+    return [r["reason"] for r in review.rejections]
+
+
+def _hostile(llm_server: Any, mode: str) -> None:
+    llm_server.handler = llm_stub.hostile(mode, hang_seconds=2.0)
+
+
+def test_merging_everything_is_refused_when_members_contradict(llm_server, truth_factory, run_factory):
+    a = truth_factory("Likes jazz")
+    b = truth_factory("Does not like jazz")
+    _hostile(llm_server, "merge_all")
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == _untouched("Likes jazz", "Does not like jazz")
+    assert review.outcome == ClusterReview.Outcome.REJECTED
+    assert _rejections(review) == [v.POLARITY_DIFFERS.format(a="t1", b="t2")]
+    assert len(llm_server.chat_requests()) == 1
+
+
+def test_shortest_member_text_cannot_swallow_a_distinct_fact(llm_server, truth_factory, run_factory):
+    a = truth_factory("Is allergic to peanuts")
+    b = truth_factory("Is allergic to shellfish")
+    _hostile(llm_server, "shortest")
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == _untouched("Is allergic to peanuts", "Is allergic to shellfish")
+    assert _rejections(review) == [v.CONTRAST.format(a="t1", b="t2", words="peanut / shellfish")]
+
+
+def test_shortest_member_text_merges_true_paraphrases(llm_server, truth_factory, run_factory):
+    a = truth_factory("Has a son named Tomas")
+    b = truth_factory("Is the father of a boy called Tomas")
+    _hostile(llm_server, "shortest")
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == sorted(
+        [
+            ("Has a son named Tomas", False, "Has a son named Tomas"),
+            ("Is the father of a boy called Tomas", False, "Has a son named Tomas"),
+            ("Has a son named Tomas", True, None),
+        ]
+    )
+    merged = Truth.objects.get(user_id=a.user_id)
+    assert (merged.origin, merged.generation, merged.embedding is not None) == ("consolidated", 1, True)
+    assert review.outcome == ClusterReview.Outcome.APPLIED and review.prompt_version.startswith("judge-")
+    assert LineageEvent.objects.filter(result=merged).count() == 2
+
+
+def test_ids_outside_the_cluster_are_refused(llm_server, truth_factory, run_factory):
+    a = truth_factory("Likes tea")
+    b = truth_factory("Enjoys tea")
+    _hostile(llm_server, "outside_ids")
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
+    assert _rejections(review) == [v.UNKNOWN_ID.format(alias="t99")]
+
+
+@pytest.mark.parametrize("fields", [{"pinned": True}, {"origin": "user"}, {"origin": "agent"}])
+def test_protected_truths_are_never_retired(llm_server, truth_factory, run_factory, fields):
+    a = truth_factory("Lives in Lisbon", **fields)
+    b = truth_factory("Moved to Berlin in May")
+    _hostile(llm_server, "retire_protected")
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == _untouched("Lives in Lisbon", "Moved to Berlin in May")
+    assert _rejections(review) == [v.PROTECTED_RETIRED.format(alias="t1")]
+    assert llm_server.truths_of(llm_server.chat_requests()[0])[0]["protected"] is True
+
+
+def test_newest_statement_never_retires_in_favour_of_the_oldest(llm_server, truth_factory, run_factory):
+    a = truth_factory("Lives in Lisbon")
+    b = truth_factory("Moved to Berlin in May")
+    _hostile(llm_server, "wrong_supersede")
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == _untouched("Lives in Lisbon", "Moved to Berlin in May")
+    assert _rejections(review) == [v.SUPERSEDE_BACKWARDS.format(old="t2", new="t1")]
+
+
+@pytest.mark.parametrize(
+    ("mode", "contents", "reason"),
+    [
+        (
+            "drop_number",
+            ("Runs 10 km every Sunday", "Does a 10 km run each Sunday"),
+            v.LOST_DETAIL.format(detail="10", alias="t1"),
+        ),
+        (
+            "drop_date",
+            ("Birthday is on 14 March", "Was born on March 14"),
+            v.LOST_DETAIL.format(detail="march", alias="t1"),
+        ),
+        (
+            "drop_name",
+            ("Has a son named Tomas", "Is the father of a boy called Tomas"),
+            v.LOST_DETAIL.format(detail="tomas", alias="t1"),
+        ),
+        (
+            "drop_negation",
+            ("Does not eat meat", "Never eats meat"),
+            v.POLARITY_DIFFERS.format(a="t1", b=v.MERGED_CONTENT),
+        ),
+        (
+            "role_swap",
+            ("Nadia manages Oskar", "Nadia is the manager of Oskar"),
+            v.ROLE_SWAP.format(a="t1", b=v.MERGED_CONTENT),
+        ),
+        ("no_reason", ("Likes tea", "Enjoys tea"), v.NO_REASON),
+    ],
+)
+def test_merged_text_that_loses_or_twists_a_detail_is_refused(
+    llm_server, truth_factory, run_factory, mode, contents, reason
+):
+    truths = [truth_factory(c) for c in contents]
+    _hostile(llm_server, mode)
+
+    review = _consolidate(run_factory(), *truths)
+
+    assert _state(truths[0].user_id) == _untouched(*contents)
+    assert _rejections(review) == [reason]
+    assert review.outcome == ClusterReview.Outcome.REJECTED
+
+
+@pytest.mark.parametrize("mode", ["non_json", "cut_json", "cut_json_stop"])
+def test_unparseable_reply_is_retried_then_fails_without_a_decision(llm_server, truth_factory, run_factory, mode):
+    a = truth_factory("Likes tea")
+    b = truth_factory("Enjoys tea")
+    _hostile(llm_server, mode)
+    run = run_factory()
+
+    review = _consolidate(run, a, b)
+
+    assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
+    assert review.outcome == ClusterReview.Outcome.FAILED
+    assert review.failed_members == ["t1", "t2"]
+    assert review.error.startswith(judging.JUDGE_INVALID.split("{")[0])
+    assert len(llm_server.chat_requests()) == 2  # one retry, then no halves left to judge
+    run.refresh_from_db()
+    assert (run.failed, run.llm_calls) == (1, 2)
+
+
+def test_failing_cluster_is_bisected_and_the_judgeable_half_applied(llm_server, truth_factory, run_factory):
+    contents = ["Likes tea", "Enjoys tea", "Owns a dog", "Has a dog"]
+    truths = [truth_factory(c) for c in contents]
+
+    def handler(payload: dict[str, Any]) -> llm_stub.Reply:
+        ids = [t["id"] for t in llm_stub._truths(payload)]
+        if len(ids) > 2 or ids == ["t3", "t4"]:
+            return llm_stub.text('{"actions": [', finish_reason="length")
+        return llm_stub.verdict([{"action": "merge", "ids": ids, "content": "Likes tea", "reason": "same"}])
+
+    llm_server.handler = handler
+
+    review = _consolidate(run_factory(), *truths)
+
+    assert _state(truths[0].user_id) == sorted(
+        [
+            ("Likes tea", False, "Likes tea"),
+            ("Enjoys tea", False, "Likes tea"),
+            ("Likes tea", True, None),
+            ("Owns a dog", True, None),
+            ("Has a dog", True, None),
+        ]
+    )
+    assert review.outcome == ClusterReview.Outcome.APPLIED
+    assert review.failed_members == ["t3", "t4"]
+    # full cluster twice, first half once, second half twice
+    assert [len(llm_server.truths_of(r)) for r in llm_server.chat_requests()] == [4, 4, 2, 2, 2]
+
+
+def test_timeout_stops_the_model_for_that_user_but_not_the_pre_pass(llm_server, truth_factory, run_factory, settings):
+    settings.IRIS_CONSOLIDATION_LLM_TIMEOUT = 0.5
+    first = [truth_factory("Likes tea"), truth_factory("Enjoys tea")]
+    second = [
+        truth_factory("Is learning to play the ukulele"),
+        truth_factory("is learning to play the ukulele."),
+        truth_factory("Plays the ukulele badly"),
+    ]
+    _hostile(llm_server, "timeout")
+    run = run_factory()
+
+    failed = _consolidate(run, *first)
+    later = _consolidate(run, *second)
+
+    assert failed.outcome == ClusterReview.Outcome.FAILED and failed.error.startswith("LLM judge unavailable")
+    assert len(llm_server.chat_requests()) == 1  # the second cluster never reached the model
+    assert [a["stage"] for a in later.applied_actions] == ["prepass"]
+    assert later.error == consolidation.LLM_TIER_STOPPED
+    assert _state(first[0].user_id) == sorted(
+        [
+            ("Likes tea", True, None),
+            ("Enjoys tea", True, None),
+            ("Is learning to play the ukulele", False, "Is learning to play the ukulele"),
+            ("is learning to play the ukulele.", False, "Is learning to play the ukulele"),
+            ("Is learning to play the ukulele", True, None),
+            ("Plays the ukulele badly", True, None),
+        ]
+    )
+    run.refresh_from_db()
+    assert run.notes.startswith(f"LLM judge stopped for user {first[0].user_id}")
+    assert run.failed == 2
+
+
+@pytest.mark.parametrize("status", [401, 500])
+def test_auth_and_server_errors_fail_the_cluster_and_change_nothing(llm_server, truth_factory, run_factory, status):
+    a = truth_factory("Likes tea")
+    b = truth_factory("Enjoys tea")
+    llm_server.script = [llm_stub.error(status)]
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
+    assert review.outcome == ClusterReview.Outcome.FAILED
+    assert review.failed_members == ["t1", "t2"]
+
+
+def test_exact_duplicates_merge_without_a_model_call(llm_server, truth_factory, run_factory):
+    a = truth_factory("Is learning to play the ukulele")
+    b = truth_factory("Is learning to play the ukulele")
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert llm_server.chat_requests() == []
+    assert [(x["action"], x["stage"]) for x in review.applied_actions] == [("merge", "prepass")]
+    assert Truth.objects.filter(user_id=a.user_id).count() == 1
+
+
+def test_model_sees_the_pre_pass_result_and_can_merge_it_further(llm_server, truth_factory, run_factory):
+    a = truth_factory("Volunteers with the HVRA")
+    b = truth_factory("volunteers with the HVRA.")
+    c = truth_factory("Volunteers with the HVRA on weekends")
+    llm_server.script = [
+        llm_stub.verdict(
+            [
+                {
+                    "action": "merge",
+                    "ids": ["t1", "t3"],
+                    "content": "Volunteers with the HVRA on weekends",
+                    "reason": "same",
+                }
+            ]
+        )
+    ]
+
+    review = _consolidate(run_factory(), a, b, c)
+
+    sent = llm_server.truths_of(llm_server.chat_requests()[0])
+    assert [(t["id"], t["content"], t["generation"]) for t in sent] == [
+        ("t1", "Volunteers with the HVRA", 1),
+        ("t3", "Volunteers with the HVRA on weekends", 0),
+    ]
+    live = Truth.objects.get(user_id=a.user_id)
+    assert (live.content, live.generation) == ("Volunteers with the HVRA on weekends", 2)
+    assert [x["stage"] for x in review.applied_actions] == ["prepass", "judge"]
+    assert sorted(e.source.content for e in LineageEvent.objects.filter(result=live)) == [
+        "Volunteers with the HVRA",
+        "Volunteers with the HVRA on weekends",
+    ]
+
+
+def test_member_changed_after_judging_drops_the_action(llm_server, truth_factory, run_factory):
+    a = truth_factory("Likes tea")
+    b = truth_factory("Enjoys tea")
+    llm_server.script = [
+        llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Likes tea", "reason": "same"}])
+    ]
+    run = run_factory()
+    request, by_alias = judging.build_request([a, b])
+    judgement = judging.decide_cluster(request=request, client=get_judge_client())
+    Truth.objects.filter(pk=b.pk).update(content="Enjoys green tea")
+
+    review = merging.record_review(
+        draft=merging.ReviewDraft(
+            run_id=run.pk,
+            user_id=a.user_id,
+            key="k",
+            snapshot=consolidation.snapshot_members(by_alias, request),
+            similarities={},
+            judge="llm",
+            verdict=judgement.verdict,
+            accepted=judgement.accepted,
+        ),
+        dry_run=False,
+    )
+
+    assert _state(a.user_id) == _untouched("Likes tea", "Enjoys green tea")
+    assert _rejections(review) == [merging.STALE_MEMBER.format(alias="t2")]
+    assert review.outcome == ClusterReview.Outcome.STALE
+
+
+def test_retirements_beyond_the_run_cap_wait_for_the_next_run(llm_server, truth_factory, run_factory, settings):
+    settings.IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN = 1
+    a = truth_factory("Likes tea")
+    b = truth_factory("Enjoys tea")
+    llm_server.script = [
+        llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Likes tea", "reason": "same"}])
+    ]
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
+    assert _rejections(review) == [merging.CAP_REACHED.format(cap=1)]
+
+
+def test_pinned_duplicate_absorbs_the_other_unchanged(llm_server, truth_factory, run_factory):
+    a = truth_factory("Has a son named Tomas", pinned=True)
+    b = truth_factory("Is the father of a boy called Tomas")
+    _hostile(llm_server, "shortest")
+
+    _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == sorted(
+        [("Has a son named Tomas", True, None), ("Is the father of a boy called Tomas", False, "Has a son named Tomas")]
+    )
+    assert Truth.objects.get(pk=a.pk).pinned is True
