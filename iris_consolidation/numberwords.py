@@ -216,3 +216,9 @@ def values(text: str) -> set[str]:
     found.update(_cjk(text))
     found.update(_words([w.lower() for w in _WORD.findall(text)]))
     return found
+
+
+def strip_cjk(text: str) -> str:
+    """``text`` with its Chinese and Japanese numbers ("两只", "第二") blanked out, for
+    comparisons of the other characters (the numbers compare by value)."""
+    return _CJK_NUMBER.sub(lambda m: " " * len(m.group(0)), unicodedata.normalize("NFKC", text))

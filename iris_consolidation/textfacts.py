@@ -66,7 +66,18 @@ _HIRAGANA = re.compile("[\u3040-\u309f]")
 _THAI = re.compile("[\u0e01-\u0e5b]")
 #: Chinese function characters (particles, pronouns, the copula): grammar, not content.
 _HAN_FUNCTION = frozenset("的了着过是在和与及也都就很把被给我你他她它们这那之其而或")
-NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without"})
+NEGATIONS = frozenset(
+    {"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without"}
+    # Portuguese, Spanish, French, German, Italian ("no" is Spanish too; "nada" is left out:
+    # it also means "swims").
+    | {"não", "nunca", "nem", "jamais", "ninguém", "nenhum", "nenhuma", "sem", "tampoco", "ningún", "ninguna"}
+    | {"pas", "nicht", "kein", "keine", "keinen", "keiner", "nie", "niemals", "non"}
+)
+#: Negations inside a run of a script without spaces (Chinese, Japanese, Thai), matched
+#: as substrings; each occurrence counts once.
+NO_SPACE_NEGATIONS = ("不", "没", "沒", "别", "別", "未", "无", "無", "ない", "ません", "ไม่")
+#: Dislikes in those scripts: each counts as one negation, as ``NEGATIVE_VERBS``.
+NO_SPACE_NEGATIVE_VERBS = ("讨厌", "討厭", "嫌い", "เกลียด")
 #: Verbs that state a dislike: each counts as one negation, so "Hates jazz" and "Does not
 #: like jazz" agree while "Likes jazz" stays their opposite (issue 16).
 NEGATIVE_VERBS = frozenset(
@@ -117,6 +128,19 @@ _PREFERENCE = frozenset(
 #: Words in a newer statement that say the state changed, so an older one may retire
 #: in its favour. Phrases are matched on the normalised text.
 CHANGE_MARKERS = (
+    # Portuguese and Spanish
+    "agora",
+    "já não",
+    "mudou",
+    "mudou-se",
+    "saiu",
+    "deixou",
+    "passou a",
+    "ahora",
+    "ya no",
+    "se mudó",
+    "dejó",
+    "cambió",
     "now",
     "no longer",
     "anymore",
@@ -149,6 +173,16 @@ CHANGE_MARKERS = (
     "got rid",
 )
 
+#: Change markers of scripts without spaces, matched as substrings: "now", "no longer",
+#: "moved", "quit", "switched to", "formerly" in Chinese, Japanese and Thai.
+NO_SPACE_CHANGE_MARKERS = (
+    "现在", "現在", "不再", "搬到", "搬去", "辞职", "辭職", "换成", "改成", "以前", "曾经", "曾經",
+    "今は", "もう", "引っ越", "辞め", "以前は",
+    "ตอนนี้", "ย้าย", "เลิก", "เคย",
+)  # fmt: skip
+#: Of those, the ones that say a state ended.
+NO_SPACE_TIME_ENDED = ("不再", "以前", "曾经", "曾經", "辞职", "辭職", "もう", "辞め", "เลิก", "เคย")
+
 #: Words that say a state has ended ("Worked there until 2023", "used to"): such a
 #: statement covers another span of time than one without them.
 TIME_ENDED = (
@@ -166,13 +200,21 @@ TIME_ENDED = (
     "stopped",
     "gave up",
     "has given up",
+    "já não",
+    "deixou de",
+    "costumava",
+    "ya no",
+    "dejó de",
+    "solía",
 )
 #: Words that only frame a statement (its polarity, or that its state ended): they are
 #: compared by ``polarity`` and ``time_ended``, not as content words.
 FRAME_PHRASES = (*NEGATIVE_PHRASES, "used to", "no longer", "any more", "no more", "gave up", "has given up")
 FRAME_WORDS = NEGATIONS | NEGATIVE_VERBS | frozenset("until till formerly former previously anymore quit stopped now".split())
 #: "Works as a nurse" says no more than "Is a nurse".
-JOB_FRAMES = ("works as", "worked as", "working as", "employed as")
+JOB_FRAMES = ("works as", "worked as", "working as", "employed as", "trabalha como", "trabaja como")
+#: Preference words of scripts without spaces ("likes"), dropped from a negated statement.
+NO_SPACE_PREFERENCE = ("喜欢", "喜歡", "好き", "ชอบ")
 #: Light verbs: "Goes running" says no more than "Runs". A member may lose them.
 LIGHT_VERBS = frozenset("go goes went going gone".split())
 #: Words of one meaning in truths about a person; a member's word is kept when the
@@ -273,7 +315,7 @@ def _polarity_words(text: str) -> list[str]:
     """The negations of ``text``, in order, a negative phrase as one ("can not stand"),
     without those that say a state ended ("no longer", "not ... anymore")."""
     haystack = f" {normalise(text)} "
-    for phrase in ("no longer", "no more"):
+    for phrase in ("no longer", "no more", "já não", "ya no"):
         haystack = haystack.replace(f" {phrase} ", " ")
     for phrase in NEGATIVE_PHRASES:
         haystack = haystack.replace(f" {phrase} ", " hates ")
@@ -283,7 +325,17 @@ def _polarity_words(text: str) -> list[str]:
             if word in ("not", "never"):
                 del words[i]  # "does not smoke anymore": the state ended
                 break
-    return [w for w in words if w in NEGATIONS or w in NEGATIVE_VERBS]
+    found = [w for w in words if w in NEGATIONS or w in NEGATIVE_VERBS]
+    for run in no_space_runs(text):
+        for marker in NO_SPACE_TIME_ENDED:
+            run = run.replace(marker, " ")  # 不再 ("no longer"): the state ended
+        for verb in NO_SPACE_NEGATIVE_VERBS:
+            found.extend(["hates"] * run.count(verb))
+            run = run.replace(verb, " ")
+        for negation in NO_SPACE_NEGATIONS:
+            found.extend(["not"] * run.count(negation))
+            run = run.replace(negation, " ")
+    return found
 
 
 def polarity(text: str) -> bool:
@@ -426,11 +478,20 @@ def share_script_text(a: str, b: str) -> bool:
 
 
 def _frame_free(text: str) -> str:
-    """The normalised ``text`` without its frame phrases and words (``FRAME_WORDS``)."""
-    haystack = f" {normalise(text)} "
+    """The normalised ``text`` without its frame phrases and words (``FRAME_WORDS``, and
+    the markers of scripts without spaces), its numbers in Chinese or Japanese numerals
+    (compared by value), and, when negated, its preference words ("Does not like jazz"
+    says what "Hates jazz" says)."""
+    negated = polarity(text)
+    haystack = f" {normalise(numberwords.strip_cjk(text))} "
     for phrase in (*FRAME_PHRASES, *JOB_FRAMES):
         haystack = haystack.replace(f" {phrase} ", " ")
-    return " ".join(w for w in haystack.split() if w not in FRAME_WORDS)
+    for marker in (*NO_SPACE_TIME_ENDED, *NO_SPACE_CHANGE_MARKERS, *NO_SPACE_NEGATIVE_VERBS, *NO_SPACE_NEGATIONS):
+        haystack = haystack.replace(marker, " ")
+    if negated:
+        for word in NO_SPACE_PREFERENCE:
+            haystack = haystack.replace(word, " ")
+    return " ".join(w for w in haystack.split() if w not in FRAME_WORDS and not (negated and stem(w) == "like"))
 
 
 #: A reason states a synonym as ``word = synonym`` (either side a word or a quoted
@@ -470,8 +531,6 @@ def lost_words(member: str, content: str, *, reason: str = "", known: frozenset[
     """
     frame_free = _frame_free(member)
     stems = content_stems(frame_free, exclude=details(member, known=known) | LIGHT_VERBS)
-    if polarity(member):
-        stems.discard("like")
     have = content_stems(content) | {stem(t) for t in tokens(content)} | {_stemmer.stemWord(t) for t in tokens(content)}
     for group in SYNONYM_GROUPS:
         if group & have:
@@ -514,16 +573,22 @@ def contrast(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
     return None
 
 
-def states_change(text: str) -> bool:
-    """Whether ``text`` says a state changed ("Moved to Berlin", "no longer", "now")."""
+def _has_marker(text: str, words: tuple[str, ...], no_space: tuple[str, ...]) -> bool:
     haystack = f" {normalise(text)} "
-    return any(f" {marker} " in haystack for marker in CHANGE_MARKERS)
+    runs = "\n".join(no_space_runs(text))
+    return any(f" {m} " in haystack for m in words) or any(m in runs for m in no_space)
+
+
+def states_change(text: str) -> bool:
+    """Whether ``text`` says a state changed ("Moved to Berlin", "no longer", "now",
+    "agora", "现在", "引っ越した")."""
+    return _has_marker(text, CHANGE_MARKERS, NO_SPACE_CHANGE_MARKERS)
 
 
 def time_ended(text: str) -> bool:
-    """Whether ``text`` says its state has ended ("until 2023", "used to", "no longer")."""
-    haystack = f" {normalise(text)} "
-    return any(f" {marker} " in haystack for marker in TIME_ENDED)
+    """Whether ``text`` says its state has ended ("until 2023", "used to", "no longer",
+    "já não", "不再")."""
+    return _has_marker(text, TIME_ENDED, NO_SPACE_TIME_ENDED)
 
 
 def reordered(a: str, b: str) -> bool:

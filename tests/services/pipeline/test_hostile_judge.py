@@ -81,17 +81,17 @@ def test_shortest_member_text_cannot_swallow_a_distinct_fact(llm_server, truth_f
 
 
 def test_shortest_member_text_merges_true_paraphrases(llm_server, truth_factory, run_factory):
-    a = truth_factory("Has a son named Tomas")
-    b = truth_factory("Is the father of a boy called Tomas")
+    a = truth_factory("Is allergic to peanuts")
+    b = truth_factory("Has a peanut allergy")
     _hostile(llm_server, "shortest")
 
     review = _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == sorted(
         [
-            ("Has a son named Tomas", False, "Has a son named Tomas"),
-            ("Is the father of a boy called Tomas", False, "Has a son named Tomas"),
-            ("Has a son named Tomas", True, None),
+            ("Is allergic to peanuts", False, "Has a peanut allergy"),
+            ("Has a peanut allergy", False, "Has a peanut allergy"),
+            ("Has a peanut allergy", True, None),
         ]
     )
     merged = Truth.objects.get(user_id=a.user_id)
@@ -361,13 +361,13 @@ def test_retirements_beyond_the_run_cap_wait_for_the_next_run(llm_server, truth_
 
 
 def test_pinned_duplicate_absorbs_the_other_unchanged(llm_server, truth_factory, run_factory):
-    a = truth_factory("Has a son named Tomas", pinned=True)
-    b = truth_factory("Is the father of a boy called Tomas")
+    a = truth_factory("Has a peanut allergy", pinned=True)
+    b = truth_factory("Is allergic to peanuts")
     _hostile(llm_server, "shortest")
 
     _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == sorted(
-        [("Has a son named Tomas", True, None), ("Is the father of a boy called Tomas", False, "Has a son named Tomas")]
+        [("Has a peanut allergy", True, None), ("Is allergic to peanuts", False, "Has a peanut allergy")]
     )
     assert Truth.objects.get(pk=a.pk).pinned is True
