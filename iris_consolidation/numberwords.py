@@ -54,6 +54,11 @@ _REPEATS = {"once": 1, "twice": 2, "thrice": 3}
 #: Inexact quantities: each equal only to itself.
 INEXACT = frozenset({"couple", "dozens", "half", "hundreds", "thousands"})
 
+#: Every word this module reads as (part of) a number.
+NUMBER_WORDS = frozenset(
+    {*_UNITS, *_TENS, *_SCALES, *_ORDINALS, *_ROMANCE, *_REPEATS, *INEXACT, "dozen"}
+)
+
 _CJK_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
                "八": 8, "九": 9}  # fmt: skip
 _CJK_SCALES = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "萬": 10_000}

@@ -82,7 +82,8 @@ NO_SPACE_NEGATIVE_VERBS = ("讨厌", "討厭", "嫌い", "เกลียด")
 #: like jazz" agree while "Likes jazz" stays their opposite (issue 16).
 NEGATIVE_VERBS = frozenset(
     """hate hates hated hating dislike dislikes disliked detest detests detested loathe loathes
-    loathed despise despises despised avoid avoids avoided abhor abhors abhorred""".split()
+    loathed despise despises despised avoid avoids avoided abhor abhors abhorred
+    odeia odeio odia odio detesta detesto evita""".split()
 )
 #: Phrases that state a dislike with a "not" inside: one negation in all.
 NEGATIVE_PHRASES = ("can not stand", "could not stand", "can not bear", "could not bear")
@@ -114,7 +115,7 @@ STOPWORDS = frozenset(
     # that are no English content word, so that a truth in another language (or a mixed
     # one) is compared by its content words too. ("no" stays a negation, "son" a son.)
     """o os as um uma é são está estão do da dos das na nas nos em ao aos à às com para pelo pela
-    el la los las un una es está están del al en y con por para lo se su sus que
+    de el la los las un una es está están del al en y con por para lo se su sus que
     le les une des du est et au aux avec pour sur il elle ils elles
     il lo gli le è sono di del della nel nella con per
     der das ein eine ist sind und im mit zu von dem den des e""".split()
@@ -123,7 +124,9 @@ STOPWORDS = frozenset(
 #: colour is green" share it.
 _PREFERENCE = frozenset(
     "like likes liked love loves loved enjoy enjoys enjoyed prefer prefers preferred "
-    "favourite favourites favorite favorites fond".split()
+    "favourite favourites favorite favorites fond "
+    # Portuguese and Spanish
+    "gosta gosto gostam adora adoro prefere prefiro gusta gustan encanta encantan prefiere prefiero".split()
 )
 #: Words in a newer statement that say the state changed, so an older one may retire
 #: in its favour. Phrases are matched on the normalised text.
@@ -326,6 +329,8 @@ def _polarity_words(text: str) -> list[str]:
                 del words[i]  # "does not smoke anymore": the state ended
                 break
     found = [w for w in words if w in NEGATIONS or w in NEGATIVE_VERBS]
+    if "no" in found and _portuguese(words):
+        found = [w for w in found if w != "no"]  # "no" is "in the" in Portuguese
     for run in no_space_runs(text):
         for marker in NO_SPACE_TIME_ENDED:
             run = run.replace(marker, " ")  # 不再 ("no longer"): the state ended
@@ -336,6 +341,25 @@ def _polarity_words(text: str) -> list[str]:
             found.extend(["not"] * run.count(negation))
             run = run.replace(negation, " ")
     return found
+
+
+_SENTENCE = re.compile(r"[.;!?\n。；！？]+")
+
+
+def sentence_polarity_keys(text: str) -> set[tuple[bool, bool]]:
+    """``polarity_key`` of each sentence of ``text`` (split at . ; ! ? and newlines), so
+    that two joined negative statements ("Hates jazz; Does not like jazz") stay negative."""
+    return {polarity_key(part) for part in _SENTENCE.split(text) if part.strip()} or {polarity_key("")}
+
+
+#: Words and letters that mark a text as Portuguese, where "no" means "in the".
+_PORTUGUESE_WORDS = frozenset(
+    "da das dos na nas nos num numa em um uma é ao à com não muito também agora ele ela mas ou pelo pela isso então".split()
+)
+
+
+def _portuguese(words: list[str]) -> bool:
+    return bool(_PORTUGUESE_WORDS.intersection(words)) or any(c in "ãõç" for w in words for c in w)
 
 
 def polarity(text: str) -> bool:
@@ -410,7 +434,15 @@ def content_stems(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
         and t not in skip
         and not t[0].isdigit()
         and not _NO_SPACE_RUN.fullmatch(t)
+        and not _number_word(t)
     }
+
+
+@functools.lru_cache(maxsize=8192)
+def _number_word(word: str) -> bool:
+    """Whether ``word`` is a number word ("three", "dozen", "dois") or an ordinal suffix
+    after digits ("nd" of "2nd"): numbers compare by value, not as content words."""
+    return word in ("st", "nd", "rd", "th", "times") or word in numberwords.NUMBER_WORDS or bool(numberwords.values(word))
 
 
 def _missing(stems: set[str], others: set[str]) -> set[str]:
@@ -564,8 +596,8 @@ def contrast(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
     red car": shared {red}, swapped {bicycl} / {car}). Rewordings share less than they
     change ("Has a son named Tomas" / "Is the father of a boy called Tomas").
     """
-    stems_a = content_stems(a, exclude=details(a, known=known))
-    stems_b = content_stems(b, exclude=details(b, known=known))
+    stems_a = content_stems(_frame_free(a), exclude=details(a, known=known))
+    stems_b = content_stems(_frame_free(b), exclude=details(b, known=known))
     only_a, only_b = _missing(stems_a, stems_b), _missing(stems_b, stems_a)
     shared = stems_a - only_a
     if only_a and only_b and shared and len(shared) >= max(len(only_a), len(only_b)):

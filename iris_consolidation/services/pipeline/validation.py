@@ -189,11 +189,14 @@ def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> Re
 def _check_content(content: str, members: list[MemberView], *, reason: str, known: frozenset[str]) -> Refusal | None:
     """Why ``content`` cannot stand for ``members``, or None. ``reason`` is the judge's,
     where it may state synonyms (``textfacts.equivalences``)."""
+    content_keys = textfacts.sentence_polarity_keys(content)
+    member_keys = set().union(*(textfacts.sentence_polarity_keys(m.content) for m in members))
     for member in members:
         for detail in sorted(textfacts.details(member.content, known=known)):
             if not textfacts.contains_detail(content, detail):
                 return Code.LOST_DETAIL, LOST_DETAIL.format(detail=detail, alias=member.alias)
-        if textfacts.polarity_key(member.content) != textfacts.polarity_key(content):
+        # Sentence by sentence: two joined negative statements stay negative.
+        if not textfacts.sentence_polarity_keys(member.content) <= content_keys <= member_keys:
             return Code.POLARITY, POLARITY_DIFFERS.format(a=member.alias, b=MERGED_CONTENT)
         if textfacts.time_ended(member.content) != textfacts.time_ended(content):
             return Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=member.alias, b=MERGED_CONTENT)
