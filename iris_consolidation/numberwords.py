@@ -55,9 +55,7 @@ _REPEATS = {"once": 1, "twice": 2, "thrice": 3}
 INEXACT = frozenset({"couple", "dozens", "half", "hundreds", "thousands"})
 
 #: Every word this module reads as (part of) a number.
-NUMBER_WORDS = frozenset(
-    {*_UNITS, *_TENS, *_SCALES, *_ORDINALS, *_ROMANCE, *_REPEATS, *INEXACT, "dozen"}
-)
+NUMBER_WORDS = frozenset({*_UNITS, *_TENS, *_SCALES, *_ORDINALS, *_ROMANCE, *_REPEATS, *INEXACT, "dozen"})
 
 _CJK_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
                "八": 8, "九": 9}  # fmt: skip
@@ -65,8 +63,7 @@ _CJK_SCALES = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "萬": 10_000}
 #: Counters (measure words) that follow a Chinese or Japanese numeral: a numeral is read
 #: only before one of these, or after 第 (ordinal), so that 一起 ("together") is no number.
 _CJK_COUNTERS = (
-    "只个個岁歳次年天本位条條公里点點月号號日分小时時周週回匹人枚台杯頭羽件张張口家部辆輛双雙瓶碗份所座种種間间歩步"
-    "つ"
+    "只个個岁歳次年天本位条條公里点點月号號日分小时時周週回匹人枚台杯頭羽件张張口家部辆輛双雙瓶碗份所座种種間间歩步つ"
 )
 _CJK_NUMBER = re.compile(
     rf"(第)?([〇零一二两兩三四五六七八九十百千万萬]+)(?=[{_CJK_COUNTERS}])|(第)([〇零一二两兩三四五六七八九十百千万萬]+)"
@@ -214,7 +211,7 @@ def values(text: str) -> set[str]:
     spans = _digits(text)
     found = {value for _, _, value in spans}
     # "2 times" -> "2x": the digit group followed by the word.
-    for start, end, value in spans:
+    for _start, end, value in spans:
         if value.isdigit() and re.match(r"\s+times\b", text[end:], re.IGNORECASE):
             found.discard(value)
             found.add(f"{value}x")

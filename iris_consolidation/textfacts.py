@@ -53,9 +53,7 @@ _CONTRACTIONS = [
 # Combining marks (Unicode categories Mn, Mc, Me) of the Basic Multilingual Plane: Thai
 # vowels and tone marks, Devanagari vowel signs... belong to their word; without them
 # "ไม่" (not) and "ไม้" (wood) would normalise to one word.
-_MARKS = "".join(
-    re.escape(chr(c)) for c in range(0x300, 0xFFFF) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")
-)
+_MARKS = "".join(re.escape(chr(c)) for c in range(0x300, 0xFFFF) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me"))
 _LETTER = rf"(?:[^\W\d_]|[{_MARKS}])"
 _WORD = re.compile(rf"[0-9]+(?:[.,:/-][0-9]+)*|{_LETTER}+(?:['’-]{_LETTER}+)*", re.UNICODE)
 _RAW_WORD = re.compile(rf"{_LETTER}+(?:['-]{_LETTER}+)*|[.!?;:]", re.UNICODE)
@@ -213,7 +211,9 @@ TIME_ENDED = (
 #: Words that only frame a statement (its polarity, or that its state ended): they are
 #: compared by ``polarity`` and ``time_ended``, not as content words.
 FRAME_PHRASES = (*NEGATIVE_PHRASES, "used to", "no longer", "any more", "no more", "gave up", "has given up")
-FRAME_WORDS = NEGATIONS | NEGATIVE_VERBS | frozenset("until till formerly former previously anymore quit stopped now".split())
+FRAME_WORDS = (
+    NEGATIONS | NEGATIVE_VERBS | frozenset("until till formerly former previously anymore quit stopped now".split())
+)
 #: "Works as a nurse" says no more than "Is a nurse".
 JOB_FRAMES = ("works as", "worked as", "working as", "employed as", "trabalha como", "trabaja como")
 #: Preference words of scripts without spaces ("likes"), dropped from a negated statement.
@@ -354,7 +354,8 @@ def sentence_polarity_keys(text: str) -> set[tuple[bool, bool]]:
 
 #: Words and letters that mark a text as Portuguese, where "no" means "in the".
 _PORTUGUESE_WORDS = frozenset(
-    "da das dos na nas nos num numa em um uma é ao à com não muito também agora ele ela mas ou pelo pela isso então".split()
+    "da das dos na nas nos num numa em um uma é ao à com não muito também agora ele ela mas ou pelo pela isso "
+    "então".split()
 )
 
 
@@ -442,7 +443,9 @@ def content_stems(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
 def _number_word(word: str) -> bool:
     """Whether ``word`` is a number word ("three", "dozen", "dois") or an ordinal suffix
     after digits ("nd" of "2nd"): numbers compare by value, not as content words."""
-    return word in ("st", "nd", "rd", "th", "times") or word in numberwords.NUMBER_WORDS or bool(numberwords.values(word))
+    return (
+        word in ("st", "nd", "rd", "th", "times") or word in numberwords.NUMBER_WORDS or bool(numberwords.values(word))
+    )
 
 
 def _missing(stems: set[str], others: set[str]) -> set[str]:
@@ -536,9 +539,7 @@ _EQUIVALENCE = re.compile(
 def equivalences(reason: str) -> list[tuple[str, str]]:
     """The synonyms a judge states in ``reason``: ``'father of a boy' = 'son'`` gives
     ("father of a boy", "son"); ``gatos = cats`` gives ("gatos", "cats")."""
-    return [
-        (a.strip("\"“”'‘’ "), b.strip("\"“”'‘’ ")) for a, b in _EQUIVALENCE.findall(_ascii_fold(reason))
-    ]
+    return [(a.strip("\"“”'‘’ "), b.strip("\"“”'‘’ ")) for a, b in _EQUIVALENCE.findall(_ascii_fold(reason))]
 
 
 def _kept(phrase: str, content: str, content_stems_: set[str]) -> bool:

@@ -63,13 +63,17 @@ STATE_CHANGED = (
 )
 LOST_WORDS = (
     "The merged content drops {words}, stated by {alias!r}; keep them, or state each synonym in the reason "
-    "(\"word = synonym\")."
+    '("word = synonym").'
 )
 SUPERSEDE_SELF = "A supersede cannot retire its own 'new' member."
 SUPERSEDE_EMPTY = "A supersede needs at least one 'old' member."
 SUPERSEDE_BACKWARDS = "{old!r} was stated after {new!r}; the newer statement never retires in favour of an older one."
 SUPERSEDE_NO_CHANGE = (
     "{new!r} does not say that anything changed (e.g. moved, now, no longer); {old!r} stays as a fact of its own."
+)
+SUPERSEDE_MIXED = (
+    "{a!r} and {b!r} are different statements; one change supersedes one statement (and its restatements), "
+    "not several facts at once."
 )
 MERGED_CONTENT = "merged content"
 
@@ -109,6 +113,7 @@ class Code(StrEnum):
     SUPERSEDE_EMPTY = "supersede_empty"
     SUPERSEDE_BACKWARDS = "supersede_backwards"
     SUPERSEDE_NO_CHANGE = "supersede_no_change"
+    SUPERSEDE_MIXED = "supersede_mixed"
     # Written by ``merging`` (they need the database), listed here so that codes live in one place.
     STALE_MEMBER = "stale_member"
     CAP_REACHED = "cap_reached"
@@ -255,7 +260,11 @@ def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
     return any(textfacts.same_stem(x, y) for x in textfacts.content_stems(a) for y in stems_b)
 
 
-def _check_supersede(action: Action, request: JudgeRequest) -> Refusal | None:
+def _check_supersede(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> Refusal | None:
+    """Why the supersede cannot stand, or None. Several old members must restate one
+    statement: one of each two holds every content word and detail of the other, and
+    they may merge (``_pair_conflict``), so that a change about honey in tea never
+    retires "Drinks tea every afternoon" with "Takes honey in tea"."""
     if not action.old:
         return Code.SUPERSEDE_EMPTY, SUPERSEDE_EMPTY
     if action.new in action.old:
@@ -269,7 +278,20 @@ def _check_supersede(action: Action, request: JudgeRequest) -> Refusal | None:
             return Code.SUPERSEDE_BACKWARDS, SUPERSEDE_BACKWARDS.format(old=alias, new=action.new)
     if not textfacts.states_change(new.content):
         return Code.SUPERSEDE_NO_CHANGE, SUPERSEDE_NO_CHANGE.format(new=action.new, old=", ".join(action.old))
+    olds = [request.member(alias) for alias in action.old]
+    for i, a in enumerate(olds):
+        for b in olds[i + 1 :]:
+            if _pair_conflict(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
+                return Code.SUPERSEDE_MIXED, SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
     return None
+
+
+def _covers(a: MemberView, b: MemberView, *, known: frozenset[str]) -> bool:
+    """Whether ``a``'s text keeps every detail and content word of ``b``."""
+    details = textfacts.details(b.content, known=known)
+    if not all(textfacts.contains_detail(a.content, d) for d in details):
+        return False
+    return not textfacts.lost_words(b.content, a.content, known=known)
 
 
 def _check_names(action: Action, named: tuple[str, ...], aliases: set[str], used: set[str]) -> Refusal | None:
@@ -309,7 +331,7 @@ def validate(
             if action.action == "merge":
                 refusal = _check_merge(action, request, max_length=max_length, known=known)
             else:
-                refusal = _check_supersede(action, request)
+                refusal = _check_supersede(action, request, known=known)
         if refusal is None:
             accepted.append(action)
             used.update(named)

@@ -61,7 +61,10 @@ STATE_CHANGES = [
     (("Is a member of the climbing club", "Became the treasurer of the climbing club"), v.Code.STATE_CHANGED),
     (("Has a flat in the old town", "Sold the flat in the old town"), v.Code.STATE_CHANGED),
     (("Plays bass in a jazz band", "Quit the jazz band"), v.Code.TIME_SPAN),
-    (("Trabalha como enfermeira num hospital", "Saiu do hospital e agora faz turnos da noite num lar"), v.Code.STATE_CHANGED),
+    (
+        ("Trabalha como enfermeira num hospital", "Saiu do hospital e agora faz turnos da noite num lar"),
+        v.Code.STATE_CHANGED,
+    ),
     (("Vive num apartamento em Braga", "Mudou-se para uma casa com jardim em Braga"), v.Code.STATE_CHANGED),
     (("Trabaja en una panadería", "Ahora trabaja en una librería"), v.Code.STATE_CHANGED),
     (("在医院当护士", "离开了医院，现在在临终关怀医院上夜班"), v.Code.STATE_CHANGED),
@@ -163,8 +166,16 @@ def test_true_paraphrases_still_merge_under_a_careless_model(contents, careless)
 @pytest.mark.parametrize(
     ("contents", "content", "reason"),
     [
-        (("Es alérgica a los gatos", "Is allergic to cats"), "Is allergic to cats", "gatos = cats; alérgica = allergic"),
-        (("Has a son named Tomas", "Is the father of a boy called Tomas"), "Has a son named Tomas", "'father of a boy' = son"),
+        (
+            ("Es alérgica a los gatos", "Is allergic to cats"),
+            "Is allergic to cats",
+            "gatos = cats; alérgica = allergic",
+        ),
+        (
+            ("Has a son named Tomas", "Is the father of a boy called Tomas"),
+            "Has a son named Tomas",
+            "'father of a boy' = son",
+        ),
         (("猫アレルギーがある", "Is allergic to cats"), "Is allergic to cats", "猫 = cats, アレルギー means allergic"),
         (("Speaks fluent Japanese", "Is fluent in Japanese"), "Is fluent in Japanese", '"speaks" -> "fluent"'),
     ],
@@ -293,5 +304,37 @@ def test_an_ended_state_never_merges_with_a_current_one(contents):
 
 @pytest.mark.parametrize("contents", [("No longer smokes", "Never smoked"), ("Doesn't smoke anymore", "Doesn't smoke")])
 def test_an_ended_state_never_merges_with_a_lasting_negation(contents):
-    """"No longer" is no negation of its own: the statement it ends was positive."""
+    """ "No longer" is no negation of its own: the statement it ends was positive."""
     assert _joined(contents) == [v.Code.POLARITY]
+
+
+# --- one change supersedes one statement ---------------------------------------------------------
+
+
+def _supersede_codes(contents: tuple[str, ...], old: tuple[str, ...], new: str) -> list[str]:
+    action = Action(action="supersede", old=old, new=new, reason="the latest wins")
+    return [r.code for r in v.validate(_request(*contents), (action,), max_length=1000, max_generation=5).rejections]
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        ("Takes honey in tea", "Drinks tea every afternoon", "Now drinks tea without honey"),
+        ("Lives in Lisbon", "Works at a bakery in Lisbon", "Moved to Berlin in May"),
+        ("住在上海", "在上海的银行工作", "搬到了杭州"),
+    ],
+)
+def test_one_change_never_retires_two_different_statements(contents):
+    assert _supersede_codes(contents, ("t1", "t2"), "t3") == [v.Code.SUPERSEDE_MIXED]
+    assert _supersede_codes(contents, ("t1",), "t3") == []
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        ("Lives in Lisbon", "lives in Lisbon.", "Moved to Berlin in May"),
+        ("Lives in Lisbon", "Lives in Lisbon with two cats", "Moved to Berlin in May"),
+    ],
+)
+def test_one_change_retires_a_statement_and_its_restatements(contents):
+    assert _supersede_codes(contents, ("t1", "t2"), "t3") == []
