@@ -53,7 +53,19 @@ _CONTRACTIONS = [
 # Combining marks (Unicode categories Mn, Mc, Me) of the Basic Multilingual Plane: Thai
 # vowels and tone marks, Devanagari vowel signs... belong to their word; without them
 # "ไม่" (not) and "ไม้" (wood) would normalise to one word.
-_MARKS = "".join(re.escape(chr(c)) for c in range(0x300, 0xFFFF) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me"))
+def _mark_ranges() -> str:
+    """The combining marks as a regex class body of ranges ("\\u0300-\\u036f...")."""
+    marks = [c for c in range(0x300, 0xFFFF) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")]
+    ranges: list[tuple[int, int]] = []
+    for c in marks:
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1] = (ranges[-1][0], c)
+        else:
+            ranges.append((c, c))
+    return "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+
+
+_MARKS = _mark_ranges()
 _LETTER = rf"(?:[^\W\d_]|[{_MARKS}])"
 _WORD = re.compile(rf"[0-9]+(?:[.,:/-][0-9]+)*|{_LETTER}+(?:['’-]{_LETTER}+)*", re.UNICODE)
 _RAW_WORD = re.compile(rf"{_LETTER}+(?:['-]{_LETTER}+)*|[.!?;:]", re.UNICODE)
