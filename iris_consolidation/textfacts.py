@@ -186,6 +186,41 @@ CHANGE_MARKERS = (
     "got rid",
 )
 
+#: The markers of ``CHANGE_MARKERS`` that report a change against an earlier state
+#: ("Left St Mary's and now works at a hospice"): a member saying one is never merged with
+#: one that does not. Words that only name an event ("married", "sold", "new", "started")
+#: let a supersede through but do not block a merge: "Enjoys visiting new places" restates
+#: "Likes to travel".
+REPORTED_CHANGE_MARKERS = (
+    "agora",
+    "já não",
+    "mudou",
+    "mudou-se",
+    "saiu",
+    "deixou",
+    "ahora",
+    "ya no",
+    "se mudó",
+    "dejó",
+    "now",
+    "no longer",
+    "anymore",
+    "any more",
+    "instead",
+    "moved",
+    "switched",
+    "replaced",
+    "changed",
+    "stopped",
+    "quit",
+    "left",
+    "gave up",
+    "has since",
+    "used to",
+    "got rid",
+    "rescheduled",
+)
+
 #: Change markers of scripts without spaces, matched as substrings: "now", "no longer",
 #: "moved", "quit", "switched to", "formerly" in Chinese, Japanese and Thai.
 NO_SPACE_CHANGE_MARKERS = (
@@ -597,8 +632,9 @@ def lost_words(member: str, content: str, *, reason: str = "", known: frozenset[
 
 def reports_change(text: str) -> bool:
     """Whether ``text`` reports a change against an earlier state ("now", "moved",
-    "left", "used to", "quit"): such a member is superseded or kept, never merged away."""
-    return states_change(text) or time_ended(text)
+    "left", "used to", "quit", ``REPORTED_CHANGE_MARKERS``): such a member is superseded
+    or kept, never merged away."""
+    return time_ended(text) or _has_marker(text, REPORTED_CHANGE_MARKERS, NO_SPACE_CHANGE_MARKERS)
 
 
 def contrast(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[set[str], set[str]] | None:

@@ -154,8 +154,10 @@ def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
 
 def _change_marker(text: str) -> str:
     haystack = f" {textfacts.normalise(text)} "
-    markers = (*textfacts.TIME_ENDED, *textfacts.CHANGE_MARKERS)
-    return next((m for m in markers if f" {m} " in haystack), "")
+    markers = (*textfacts.TIME_ENDED, *textfacts.REPORTED_CHANGE_MARKERS)
+    runs = "\n".join(textfacts.no_space_runs(text))
+    found = next((m for m in markers if f" {m} " in haystack), "")
+    return found or next((m for m in textfacts.NO_SPACE_CHANGE_MARKERS if m in runs), "")
 
 
 def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> Refusal | None:

@@ -58,8 +58,8 @@ def _joined(contents: tuple[str, ...]) -> list[str]:
 STATE_CHANGES = [
     (("Works as a nurse at St Mary's", "Left St Mary's and now works night shifts at a hospice"), v.Code.STATE_CHANGED),
     (("Drives a red Volvo", "Switched from the red Volvo to an electric bike"), v.Code.STATE_CHANGED),
-    (("Is a member of the climbing club", "Became the treasurer of the climbing club"), v.Code.STATE_CHANGED),
-    (("Has a flat in the old town", "Sold the flat in the old town"), v.Code.STATE_CHANGED),
+    (("Works on the payments team", "Moved off the payments team to the platform team"), v.Code.STATE_CHANGED),
+    (("Is captain of the chess club", "Was replaced as captain of the chess club"), v.Code.STATE_CHANGED),
     (("Plays bass in a jazz band", "Quit the jazz band"), v.Code.TIME_SPAN),
     (
         ("Trabalha como enfermeira num hospital", "Saiu do hospital e agora faz turnos da noite num lar"),
@@ -98,6 +98,20 @@ def test_the_change_may_supersede_the_older_statement(contents, code):
 )
 def test_merged_text_that_drops_the_change_itself_is_refused(contents, content):
     assert _codes(contents, content, reason="mudou-se = vive; moved = lives; 搬到 = 住在") == [v.Code.STATE_CHANGED]
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        ("Likes to travel", "Enjoys visiting new places"),
+        ("Is married to Sam", "Married Sam in 2019"),
+        ("Started playing guitar at three", "Started on the guitar at the age of 3"),
+    ],
+)
+def test_a_word_that_only_names_an_event_does_not_block_a_merge(contents):
+    """"new", "married", "started" let a supersede through but report no change against
+    another statement (issue 16: they refused 15 of the human-labelled "same" pairs)."""
+    assert _joined(contents) == []
 
 
 # --- issue 11: content words are kept in every script -------------------------------------------
