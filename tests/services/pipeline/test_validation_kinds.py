@@ -105,7 +105,7 @@ def test_merged_text_that_drops_the_change_itself_is_refused(contents, content):
     [
         ("Likes to travel", "Enjoys visiting new places"),
         ("Is married to Sam", "Married Sam in 2019"),
-        ("Started playing guitar at three", "Started on the guitar at the age of 3"),
+        ("Started playing guitar at three", "Started playing the guitar at the age of 3"),
     ],
 )
 def test_a_word_that_only_names_an_event_does_not_block_a_merge(contents):
