@@ -192,6 +192,11 @@ def test_true_paraphrases_still_merge_under_a_careless_model(contents, careless)
         ),
         (("猫アレルギーがある", "Is allergic to cats"), "Is allergic to cats", "猫 = cats, アレルギー means allergic"),
         (("Speaks fluent Japanese", "Is fluent in Japanese"), "Is fluent in Japanese", '"speaks" -> "fluent"'),
+        (
+            ("Runs every Saturday morning", "Jogs each Saturday before noon"),
+            "Runs every Saturday morning",
+            "jogs = runs; 'before noon' = 'morning'",
+        ),
     ],
 )
 def test_a_synonym_the_judge_states_keeps_the_word(contents, content, reason):
