@@ -11,17 +11,26 @@ The rules (DESIGN.md "Validation", issue 3), checked in this order for each acti
   created by the user or the assistant) is never retired or reworded: it may survive a
   merge whose content is exactly its text, and at most one protected member per merge;
 - merge: two or more members; content non-empty and at most ``max_length`` characters;
-  members whose negation, names, numbers, dates or span of time ("until", "used to")
-  differ never merge, nor a role swap (same words, names in another order), nor a
+  members whose polarity (negations and negative verbs: "Hates jazz" agrees with "Does
+  not like jazz", never with "Likes jazz"), names, numbers (by value: "3" = "three"),
+  dates or span of time ("until", "used to", "quit") differ never merge, nor a member
+  that reports a change ("now", "left", "moved", "no longer", in several languages:
+  ``textfacts.REPORTED_CHANGE_MARKERS``) with one that does not (issue 11: it is
+  superseded or kept), nor a role swap (same words, names in another order), nor a
   contrast (the same frame with one thing swapped: "Owns a red bicycle" / "Owns a red
   car"); in a merge of three or more members every two share a word or detail (no
   chain A~B~C, as in clustering); the content keeps every number, date and name of
-  every source and their negation, reorders no source's words, and adds no detail and
-  no content word that no source stated;
+  every source, their polarity sentence by sentence, their ended or changed state, and
+  every content word of every source or a synonym the judge states in its reason
+  (``textfacts.lost_words``; Chinese, Japanese and Thai compared by character cover),
+  reorders no source's words, and adds no detail and no content word that no source
+  stated;
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``), and the new one says the state changed
   ("moved", "now", "no longer", ... see ``textfacts.CHANGE_MARKERS``), so a still-true
-  fact is never retired as "contradicted" by a mere neighbour.
+  fact is never retired as "contradicted" by a mere neighbour; several old members must
+  restate one statement (one holds every detail and content word of the other), so one
+  change never retires two different facts.
 The per-run retirement cap and freshness need the database; ``merging`` enforces them.
 A rejected action is recorded and the members it named are kept as they were.
 """
