@@ -50,6 +50,8 @@ _CONTRACTIONS = [
     (r"'ll\b", " will"),
     (r"'d\b", " would"),
 ]
+
+
 # Combining marks (Unicode categories Mn, Mc, Me) of the Basic Multilingual Plane: Thai
 # vowels and tone marks, Devanagari vowel signs... belong to their word; without them
 # "ไม่" (not) and "ไม้" (wood) would normalise to one word.
@@ -138,55 +140,7 @@ _PREFERENCE = frozenset(
     # Portuguese and Spanish
     "gosta gosto gostam adora adoro prefere prefiro gusta gustan encanta encantan prefiere prefiero".split()
 )
-#: Words in a newer statement that say the state changed, so an older one may retire
-#: in its favour. Phrases are matched on the normalised text.
-CHANGE_MARKERS = (
-    # Portuguese and Spanish
-    "agora",
-    "já não",
-    "mudou",
-    "mudou-se",
-    "saiu",
-    "deixou",
-    "passou a",
-    "ahora",
-    "ya no",
-    "se mudó",
-    "dejó",
-    "cambió",
-    "now",
-    "no longer",
-    "anymore",
-    "any more",
-    "not anymore",
-    "instead",
-    "moved",
-    "moves",
-    "switched",
-    "replaced",
-    "changed",
-    "stopped",
-    "quit",
-    "left",
-    "became",
-    "becomes",
-    "started",
-    "new",
-    "rescheduled",
-    "updated",
-    "married",
-    "divorced",
-    "graduated",
-    "retired",
-    "sold",
-    "gave up",
-    "has since",
-    "used to",
-    "was moved",
-    "got rid",
-)
-
-#: The markers of ``CHANGE_MARKERS`` that report a change against an earlier state
+#: Words that report a change against an earlier state
 #: ("Left St Mary's and now works at a hospice"): a member saying one is never merged with
 #: one that does not. Words that only name an event ("married", "sold", "new", "started")
 #: let a supersede through but do not block a merge: "Enjoys visiting new places" restates
@@ -220,6 +174,29 @@ REPORTED_CHANGE_MARKERS = (
     "got rid",
     "rescheduled",
 )
+
+#: Words in a newer statement that say the state changed, so an older one may retire
+#: in its favour: the reported changes above and words that name an event. Phrases are
+#: matched on the normalised text.
+CHANGE_MARKERS = (
+    *REPORTED_CHANGE_MARKERS,
+    "passou a",
+    "cambió",
+    "not anymore",
+    "moves",
+    "became",
+    "becomes",
+    "started",
+    "new",
+    "updated",
+    "married",
+    "divorced",
+    "graduated",
+    "retired",
+    "sold",
+    "was moved",
+)
+
 
 #: Change markers of scripts without spaces, matched as substrings: "now", "no longer",
 #: "moved", "quit", "switched to", "formerly" in Chinese, Japanese and Thai.
