@@ -239,7 +239,7 @@ FRAME_WORDS = (
     NEGATIONS | NEGATIVE_VERBS | frozenset("until till formerly former previously anymore quit stopped now".split())
 )
 #: "Works as a nurse" says no more than "Is a nurse".
-JOB_FRAMES = ("works as", "worked as", "working as", "employed as", "trabalha como", "trabaja como")
+JOB_FRAMES = ("works as", "worked as", "working as", "employed as", "has a job as", "trabalha como", "trabaja como")
 #: Preference words of scripts without spaces ("likes"), dropped from a negated statement.
 NO_SPACE_PREFERENCE = ("喜欢", "喜歡", "好き", "ชอบ")
 #: Light verbs: "Goes running" says no more than "Runs". A member may lose them.
