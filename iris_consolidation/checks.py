@@ -178,3 +178,28 @@ def _check_q_cluster(conf: Any) -> list[Any]:
             )
         )
     return errors
+
+
+@register()
+def check_judge_economics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """E015 CLUSTERS_PER_CALL is not a whole number >= 1, E016 MAX_COST_PER_RUN is not
+    empty or a number >= 0 (USD)."""
+    errors: list[Any] = []
+    per_call = app_settings.CLUSTERS_PER_CALL
+    if isinstance(per_call, bool) or not isinstance(per_call, int) or per_call < 1:
+        errors.append(
+            Error(
+                f"IRIS_CONSOLIDATION_CLUSTERS_PER_CALL is {per_call!r}; it must be a whole number of 1 or more "
+                "(8 by default).",
+                id="iris_consolidation.E015",
+            )
+        )
+    cap = app_settings.MAX_COST_PER_RUN
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap < 0):
+        errors.append(
+            Error(
+                f"IRIS_CONSOLIDATION_MAX_COST_PER_RUN is {cap!r}; it must be empty (no cap) or a number of USD >= 0.",
+                id="iris_consolidation.E016",
+            )
+        )
+    return errors

@@ -82,6 +82,7 @@ class ReviewOutcome(models.TextChoices):
     REJECTED = "rejected", "Rejected by the validator"
     STALE = "stale", "Stale member"
     FAILED = "failed", "Judge failed"
+    DEFERRED = "deferred", "Deferred (budget spent)"
 
 
 class ReviewFailure(models.TextChoices):

@@ -50,6 +50,14 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULE_LOCK_TTL": 10800,
     # Most truths one run may retire; the rest wait for the next run.
     "MAX_RETIREMENTS_PER_RUN": 1000,
+    # Clusters of one user judged in one model call (wire contract v2), and carried by
+    # one phase 2 task. 8 clusters of up to 5 truths keep a call's data near 1,000
+    # tokens, and a reply near 8 x 80 tokens, far inside any model's limits.
+    "CLUSTERS_PER_CALL": 8,
+    # USD one run may spend on judge calls (litellm's price map); None: no cap. Once
+    # the run's recorded spend reaches it, no further call is made and the clusters
+    # left are deferred to the next run. The live settings override it.
+    "MAX_COST_PER_RUN": None,
     # "rules" (offline, deterministic) or "llm" (litellm, model below).
     "JUDGE": "rules",
     # Dotted paths of the judge clients, by JUDGE value.

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from .models import ConsolidationRun
+from .services.pipeline.forecast import Forecast
 
 WINDOW_CURSOR = "Window: truths changed after each user's cursor (a first, full pass for users without one)."
 WINDOW_FULL = "Window: full pass (every consolidatable truth; cursors ignored)."
@@ -60,6 +61,49 @@ def checkpoint_line(run: ConsolidationRun) -> str:
     else:
         why = f"run {run.get_status_display().lower()}"
     return CHECKPOINT_KEPT.format(old=old, why=why)
+
+
+COST_UNKNOWN = "unknown"
+NO_PRICE = "no price for this model"
+FORECAST = (
+    "Forecast: users={users} clusters={clusters} (verdict cache {cached}, pre-pass {prepass}, to the model "
+    "{to_model}) calls={calls} at {per_call} clusters per call, prompt tokens {prompt_tokens}, completion tokens "
+    "~{completion_tokens}, cost {cost}"
+)
+
+
+def forecast_line(forecast: Forecast) -> str:
+    """One line: what the pass would ask of the judge, and its price (``forecast.py``)."""
+    cost = forecast.cost()
+    if not forecast.model:
+        money = "$0 (rule judge: no model call)"
+    elif cost is None:
+        money = f"{NO_PRICE} ({forecast.model})"
+    else:
+        money = f"${cost:.4f} at {forecast.model} (litellm's price map, no prompt-cache discount)"
+    return FORECAST.format(**{**forecast.as_dict(), "cost": money})
+
+
+def cost_text(run: ConsolidationRun) -> str:
+    """The run's judge spend in USD, or "unknown" when a call had no price in litellm's map."""
+    return COST_UNKNOWN if run.unpriced else f"{run.cost:.4f}"
+
+
+def clusters_per_call(run: ConsolidationRun) -> float:
+    """Clusters sent to the model per model call (0.0 without calls)."""
+    return run.model_clusters / run.llm_calls if run.llm_calls else 0.0
+
+
+def spend_fields(run: ConsolidationRun) -> str:
+    """``key=value`` figures of a run's judge economics for the summary line: calls,
+    clusters per call, prompt tokens not cached / cached, completion tokens, cost (USD
+    or "unknown"), clusters deferred by the budget."""
+    uncached = max(0, run.prompt_tokens - run.cached_tokens)
+    return (
+        f"llm_calls={run.llm_calls} clusters_per_call={clusters_per_call(run):.2f} "
+        f"prompt_tokens={uncached} cached_tokens={run.cached_tokens} completion_tokens={run.completion_tokens} "
+        f"cost={cost_text(run)} deferred={run.deferred}"
+    )
 
 
 def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:

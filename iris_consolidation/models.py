@@ -167,6 +167,24 @@ class ConsolidationRun(models.Model):
     llm_calls = models.PositiveIntegerField(default=0)
     tokens = models.PositiveIntegerField(default=0)
     cost = models.FloatField(default=0.0, help_text="USD, from litellm's price list.")
+    # --- judge economics (issue 12): batched calls, prompt caching, budget ---
+    model_clusters = models.PositiveIntegerField(
+        default=0, help_text="Clusters sent to the model (clusters per call = this / LLM calls)."
+    )
+    prompt_tokens = models.PositiveBigIntegerField(default=0, help_text="Prompt tokens, cached ones included.")
+    cached_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="Prompt tokens read from the provider's prompt cache."
+    )
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    unpriced = models.PositiveIntegerField(
+        default=0, help_text="Reviews whose model calls had no price in litellm's map: the run's cost is unknown."
+    )
+    deferred = models.PositiveIntegerField(
+        default=0, help_text="Clusters left for the next run because the run's budget was spent (not failed)."
+    )
+    forecast = models.JSONField(
+        default=dict, blank=True, help_text="Dry runs: the forecast of a real run's calls, tokens and cost."
+    )
     embed_seconds = models.FloatField(default=0.0)
     cluster_seconds = models.FloatField(default=0.0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -269,7 +287,18 @@ class ClusterReview(models.Model):
     model = models.CharField(max_length=200, blank=True)
     prompt_version = models.CharField(max_length=32, blank=True)
     tokens = models.PositiveIntegerField(default=0)
-    cost = models.FloatField(default=0.0)
+    prompt_tokens = models.PositiveIntegerField(
+        default=0, help_text="This cluster's share of its calls' prompt tokens (cached ones included)."
+    )
+    cached_tokens = models.PositiveIntegerField(
+        default=0, help_text="Of which read from the provider's prompt cache."
+    )
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(default=0.0, help_text="USD: this cluster's share of its calls' cost.")
+    cost_known = models.BooleanField(default=True, help_text="False when litellm has no price for the model.")
+    llm_calls = models.PositiveIntegerField(
+        default=0, help_text="Model calls charged to this review (a call over several clusters: to the first)."
+    )
     latency_ms = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
@@ -484,6 +513,14 @@ class LiveSettings(models.Model):
     similarity_threshold = models.FloatField(
         null=True, blank=True, help_text="Cosine similarity in (0, 1]. Empty: IRIS_CONSOLIDATION_SIMILARITY_THRESHOLD."
     )
+    max_cost_per_run = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="USD one run may spend on judge calls; the clusters left wait for the next run. "
+        "Empty: IRIS_CONSOLIDATION_MAX_COST_PER_RUN (empty: no cap).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -499,6 +536,10 @@ class LiveSettings(models.Model):
             models.CheckConstraint(
                 condition=Q(interval_hours__isnull=True) | Q(interval_hours__gte=1),
                 name="live_settings_interval_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_cost_per_run__isnull=True) | Q(max_cost_per_run__gte=0),
+                name="live_settings_max_cost_not_negative",
             ),
         ]
 

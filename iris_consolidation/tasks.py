@@ -1,8 +1,9 @@
 """django-q2 entry points (thin doors) and the two helpers that start queued runs.
 
 Tasks take primitive arguments (ids), claim their job row, call one service and return
-a small dict. Phase 1: ``plan_user`` per user, which creates and sends a
-``consolidate_cluster`` task per cluster, all in the run's group
+a small dict. Phase 1: ``plan_user`` per user, which creates a job per cluster and
+sends a ``consolidate_batch`` task per batch of up to ``CLUSTERS_PER_CALL`` of them
+(one model call), all in the run's group
 ``iris_consolidation:run:<id>``; ``apply_review`` per verdict of an applied dry run.
 Messages are sent by ``services/queue/dispatch.py`` only. ``scheduled_consolidation`` is the weekly schedule's
 task, ``recover_jobs`` the minutely sweep. A delivery that ends in an exception (a
@@ -75,17 +76,22 @@ def _settle(run_id: Any) -> None:
     jobs.recover(broker_idle=_broker_idle, run_id=run_id)
 
 
-def _run_claimed(job: ConsolidationJob, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _run_claimed(job: ConsolidationJob | list[ConsolidationJob], work: Callable[[], Any]) -> Any:
+    """Run ``work`` for the claimed job(s); a timeout or an error is a fault on each."""
+    claimed = job if isinstance(job, list) else [job]
     try:
         result = work()
     except TimeoutException:
-        setting = f"IRIS_CONSOLIDATION_{job.kind.upper()}_JOB_TIMEOUT"
-        _fault(job, TIMED_OUT.format(seconds=dispatch.timeout_of(job.kind), setting=setting))
+        kind = claimed[0].kind
+        setting = f"IRIS_CONSOLIDATION_{kind.upper()}_JOB_TIMEOUT"
+        for each in claimed:
+            _fault(each, TIMED_OUT.format(seconds=dispatch.timeout_of(kind), setting=setting))
         raise
     except Exception as exc:
-        _fault(job, CRASHED.format(kind=type(exc).__name__, error=exc))
+        for each in claimed:
+            _fault(each, CRASHED.format(kind=type(exc).__name__, error=exc))
         raise
-    _settle(job.run_id)
+    _settle(claimed[0].run_id)
     return result
 
 
@@ -118,6 +124,20 @@ def consolidate_cluster(run_id: str, cluster: dict[str, Any]) -> dict[str, Any]:
     return _run_claimed(
         job,
         lambda: workers.judge_cluster_job(job, client=get_judge_client(), embedder=_worker_embedder()),
+    )
+
+
+def consolidate_batch(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
+    """Task: phase 2 for a batch of one user's cluster jobs, judged in one model call
+    (rate-limited as one call); the run is finished by its last job. Jobs another
+    delivery holds or finished are left out."""
+    worker = jobs.worker_name()
+    claimed = [job for job in (jobs.claim(int(pk), worker=worker) for pk in job_ids) if job is not None]
+    if not claimed:
+        return [{"jobs": list(job_ids), "skipped": True}]
+    return _run_claimed(
+        claimed,
+        lambda: workers.judge_batch_job(claimed, client=get_judge_client(), embedder=_worker_embedder()),
     )
 
 

@@ -131,6 +131,8 @@ _IRIS = {
     "SCHEDULE_CRON": env.str,
     "SCHEDULE_LOCK_TTL": env.int,
     "MAX_RETIREMENTS_PER_RUN": env.int,
+    "CLUSTERS_PER_CALL": env.int,
+    "MAX_COST_PER_RUN": env.float,
     "JUDGE": env.str,
     "MODEL": env.str,
     "LLM_API_BASE": env.str,

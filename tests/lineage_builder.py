@@ -11,7 +11,7 @@ from typing import Any
 from django.utils import timezone
 
 from iris_consolidation import textfacts
-from iris_consolidation.llm.base import Action, Verdict
+from iris_consolidation.llm.base import Action, Spend, Verdict
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
 from iris_consolidation.services.pipeline import consolidation, judging, merging, validation
 
@@ -61,7 +61,7 @@ def judge_and_record(
     verdict = Verdict(
         actions=tuple(actions),
         reasoning=reasoning,
-        raw='{"actions": [], "reasoning": "recorded by the test builder"}',
+        raw='{"clusters": [{"id": "c1", "actions": [], "reasoning": "recorded by the test builder"}]}',
         model=MODEL,
         prompt_version=PROMPT_VERSION,
         tokens=tokens,
@@ -79,6 +79,8 @@ def judge_and_record(
         verdict=verdict,
         accepted=result.accepted,
         rejections=result.rejections,
+        spend=Spend(calls=1, prompt_tokens=tokens - tokens // 4, completion_tokens=tokens // 4),
+        asked_model=True,
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run)
 

@@ -3,8 +3,12 @@
 It answers ``POST /v1/chat/completions`` and ``POST /v1/embeddings``. Each test puts
 replies in the script (a queue; the last reply repeats when the queue runs dry) or
 sets ``handler`` to a function of the parsed request. Every request is recorded in
-``requests``. Replies:
-- ``verdict(actions, reasoning)``: a normal answer whose content is the JSON verdict;
+``requests``. Requests and replies follow DESIGN.md's wire contract v2 (one or more
+clusters per call). Replies:
+- ``verdict(actions, reasoning)``: a normal answer for every cluster of the request:
+  each action goes to the cluster holding the truths it names (one naming no truth
+  of the call goes to the first), ``reasoning`` to each;
+- ``clusters_reply(entries)``: the reply ``{"clusters": entries}`` exactly as given;
 - ``text(content, finish_reason="stop")``: any content (malformed or cut-off JSON);
 - ``error(status, headers=..., body=...)``: an HTTP error, e.g. 429 with retry-after;
 - ``hang(seconds)``: sleep before answering (a timeout on the client side).
@@ -35,10 +39,33 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     body: dict[str, Any] | None = None
     delay: float = 0.0
+    #: Actions and reasoning rendered per cluster of the request (``verdict``).
+    per_cluster: tuple[list[dict[str, Any]], str] | None = None
+    #: The usage block; default 50 prompt + 20 completion tokens.
+    usage: dict[str, Any] | None = None
+
+    def render(self, payload: dict[str, Any]) -> str:
+        """The content for ``payload``: a ``verdict`` spread over the request's clusters."""
+        if self.per_cluster is None:
+            return self.content
+        actions, reasoning = self.per_cluster
+        clusters = StubLLMServer.clusters_of({"json": payload})
+        entries = [{"id": c["id"], "actions": [], "reasoning": reasoning} for c in clusters]
+        owner = {t["id"]: i for i, c in enumerate(clusters) for t in c["truths"]}
+        for action in actions:
+            named = [*action.get("ids", []), *action.get("old", []), action.get("new")]
+            index = next((owner[a] for a in named if a in owner), 0)
+            entries[index]["actions"].append(action)
+        return json.dumps({"clusters": entries})
 
 
 def verdict(actions: list[dict[str, Any]] | None = None, reasoning: str = "scripted") -> Reply:
-    return Reply(content=json.dumps({"actions": actions or [], "reasoning": reasoning}))
+    return Reply(per_cluster=(list(actions or []), reasoning))
+
+
+def clusters_reply(entries: list[dict[str, Any]], *, usage: dict[str, Any] | None = None) -> Reply:
+    """A reply of exactly these cluster entries (``{"id", "actions", "reasoning"}``)."""
+    return Reply(content=json.dumps({"clusters": entries}), usage=usage)
 
 
 def text(content: str, finish_reason: str = "stop") -> Reply:
@@ -92,11 +119,11 @@ class StubLLMServer:
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": reply.content},
+                            "message": {"role": "assistant", "content": reply.render(payload)},
                             "finish_reason": reply.finish_reason,
                         }
                     ],
-                    "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
+                    "usage": reply.usage or {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
                 }
                 self._send(200, body, reply.headers)
 
@@ -155,11 +182,16 @@ class StubLLMServer:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
 
     @staticmethod
-    def truths_of(request: dict[str, Any]) -> list[dict[str, Any]]:
-        """The ``truths`` list of a recorded chat request (the wire contract)."""
+    def clusters_of(request: dict[str, Any]) -> list[dict[str, Any]]:
+        """The ``clusters`` list of a recorded chat request (wire contract v2)."""
         content = request["json"]["messages"][-1]["content"]
         start, end = content.index("{"), content.rindex("}") + 1
-        return json.loads(content[start:end])["truths"]
+        return json.loads(content[start:end])["clusters"]
+
+    @staticmethod
+    def truths_of(request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every truth of a recorded chat request, cluster after cluster."""
+        return [t for c in StubLLMServer.clusters_of(request) for t in c["truths"]]
 
     def start(self) -> StubLLMServer:
         self._thread.start()
@@ -209,10 +241,6 @@ def _tidy(text: str) -> str:
     return re.sub(r"\s+([,.;)])", r"\1", re.sub(r"\s{2,}", " ", text)).strip()
 
 
-def _truths(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    return StubLLMServer.truths_of({"json": payload})
-
-
 def _merge(ids: list[str], content: str, reason: str = "They are the same fact.") -> dict[str, Any]:
     return {"action": "merge", "ids": ids, "content": content, "reason": reason}
 
@@ -236,12 +264,23 @@ def _swap_names(truths: list[dict[str, Any]]) -> Reply:
 
 
 def hostile(mode: str, *, hang_seconds: float = 10.0) -> Callable[[dict[str, Any]], Reply]:
-    """A ``handler`` answering every chat request with the attack ``mode``."""
+    """A ``handler`` answering every chat request with the attack ``mode``, cluster by
+    cluster (the modes that break the whole reply break it once)."""
     if mode not in HOSTILE_MODES:
         raise ValueError(f"unknown hostile mode {mode!r}; choose one of {', '.join(HOSTILE_MODES)}")
 
     def handler(payload: dict[str, Any]) -> Reply:
-        truths = _truths(payload)
+        clusters = StubLLMServer.clusters_of({"json": payload})
+        if mode in ("non_json", "cut_json", "cut_json_stop", "timeout"):
+            return one(clusters[0]["truths"])
+        entries = []
+        for cluster in clusters:
+            reply = one(cluster["truths"])
+            actions, reasoning = reply.per_cluster or ([], "")
+            entries.append({"id": cluster["id"], "actions": actions, "reasoning": reasoning})
+        return clusters_reply(entries)
+
+    def one(truths: list[dict[str, Any]]) -> Reply:
         ids = [t["id"] for t in truths]
         texts = [t["content"] for t in truths]
         newest = max(truths, key=lambda t: (t["created_at"], t["id"]))
@@ -281,7 +320,8 @@ def hostile(mode: str, *, hang_seconds: float = 10.0) -> Callable[[dict[str, Any
         if mode == "non_json":
             return text(f"Sure! {ids[0]} and {ids[1]} say the same thing, so I would merge them.")
         if mode in ("cut_json", "cut_json_stop"):
-            full = json.dumps({"actions": [_merge(ids, "; ".join(texts))], "reasoning": "same"})
+            entry = {"id": "c1", "actions": [_merge(ids, "; ".join(texts))], "reasoning": "same"}
+            full = json.dumps({"clusters": [entry]})
             return text(full[: len(full) // 2], finish_reason="length" if mode == "cut_json" else "stop")
         return hang(hang_seconds)
 

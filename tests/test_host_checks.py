@@ -109,3 +109,22 @@ def test_migrate_says_why_it_scheduled_nothing(db: None, django_db_blocker: Any)
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE django_q_schedule_away RENAME TO django_q_schedule")
     assert out.getvalue() == NO_SCHEDULE_TABLE
+
+
+def test_judge_economics_settings_pass_by_default() -> None:
+    assert checks.check_judge_economics() == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "code"),
+    [
+        ("IRIS_CONSOLIDATION_CLUSTERS_PER_CALL", 0, "iris_consolidation.E015"),
+        ("IRIS_CONSOLIDATION_CLUSTERS_PER_CALL", "8", "iris_consolidation.E015"),
+        ("IRIS_CONSOLIDATION_MAX_COST_PER_RUN", -1.0, "iris_consolidation.E016"),
+        ("IRIS_CONSOLIDATION_MAX_COST_PER_RUN", "ten", "iris_consolidation.E016"),
+    ],
+)
+def test_a_bad_batch_size_or_budget_is_named(name: str, value: Any, code: str) -> None:
+    with override_settings(**{name: value}):
+        messages = checks.check_judge_economics()
+    assert ids(messages) == [code] and name in messages[0].msg

@@ -46,5 +46,12 @@ def test_queued_run_is_executed_by_a_real_qcluster_worker(qcluster, truth_factor
         assert merged.embedding is not None
         assert Truth.all_objects.filter(user=user, superseded_by=merged).count() == 2
     assert ClusterReview.objects.filter(run_id=run_id, outcome="applied").count() == 2
-    done = sorted(Success.objects.filter(group=group_name(run_id)).values_list("func", flat=True))
-    assert done == ["iris_consolidation.tasks.consolidate_cluster"] * 2 + ["iris_consolidation.tasks.plan_user"] * 2
+    # django-q2 saves a task's Success after the task returned, so after the run finished.
+    done = wait_until(
+        lambda: len(found := sorted(Success.objects.filter(group=group_name(run_id)).values_list("func", flat=True)))
+        == 4
+        and found,
+        timeout=30,
+        what="the four tasks' Success rows",
+    )
+    assert done == ["iris_consolidation.tasks.consolidate_batch"] * 2 + ["iris_consolidation.tasks.plan_user"] * 2

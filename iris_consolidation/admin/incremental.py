@@ -105,6 +105,7 @@ class LiveSettingsAdmin(admin.ModelAdmin):
         "allowed_users",
         "max_retirements_per_run",
         "similarity_threshold",
+        "max_cost_per_run",
         "in_force",
         "updated_at",
     ]
@@ -136,5 +137,6 @@ class LiveSettingsAdmin(admin.ModelAdmin):
             f"enabled={effective.enabled}; "
             f"interval={f'{effective.interval_hours} h' if effective.interval_hours else 'every schedule slot'}; "
             f"scheduled dry-run only={effective.scheduled_dry_run_only}; users={users}; "
-            f"cap={effective.max_retirements_per_run} retirements/run; threshold={effective.similarity_threshold}"
+            f"cap={effective.max_retirements_per_run} retirements/run; threshold={effective.similarity_threshold}; "
+            f"budget={'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}/run"
         )

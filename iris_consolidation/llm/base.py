@@ -7,7 +7,8 @@ actions over aliases; members named in no action are kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -37,7 +38,11 @@ class MemberView:
 
 @dataclass(frozen=True, kw_only=True)
 class JudgeRequest:
-    """A cluster to judge: members in a stable order (oldest first)."""
+    """A cluster to judge: members in a stable order (oldest first).
+
+    In a call carrying several clusters (``JudgeClient.judge_batch``) the aliases are
+    unique across the call, so an alias of a sibling cluster is a foreign id here.
+    """
 
     members: tuple[MemberView, ...]
 
@@ -78,8 +83,73 @@ class Action:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Spend:
+    """What model calls cost: tokens as the provider's usage block reports them.
+
+    ``prompt_tokens`` counts every prompt token, ``cached_tokens`` the part of them read
+    from the provider's prompt cache (billed at its cache price). ``cost`` is in USD
+    from litellm's price map; ``unpriced`` is non-zero when a call in it had no price
+    there (the cost is then unknown, never taken as 0).
+    """
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    unpriced: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost=self.cost + other.cost,
+            unpriced=self.unpriced + other.unpriced,
+        )
+
+    def share(self, weights: Sequence[float]) -> list[Spend]:
+        """This spend split over several clusters in proportion to ``weights`` (their
+        share of the request): integer token counts by largest remainder, so the parts
+        add up to the whole exactly; every call goes to the first part, and every part
+        keeps ``unpriced`` (its cost is as unknown as the whole's)."""
+        total = float(sum(weights)) or 1.0
+        fractions = [w / total for w in weights] if sum(weights) else [1.0 / len(weights)] * len(weights)
+
+        def split(value: int) -> list[int]:
+            raw = [value * f for f in fractions]
+            parts = [int(r) for r in raw]
+            order = sorted(range(len(raw)), key=lambda i: raw[i] - parts[i], reverse=True)
+            for i in order[: value - sum(parts)]:
+                parts[i] += 1
+            return parts
+
+        prompt, cached, completion = split(self.prompt_tokens), split(self.cached_tokens), split(self.completion_tokens)
+        return [
+            Spend(
+                calls=self.calls if i == 0 else 0,
+                prompt_tokens=prompt[i],
+                cached_tokens=cached[i],
+                completion_tokens=completion[i],
+                cost=self.cost * fractions[i],
+                unpriced=self.unpriced,
+            )
+            for i in range(len(fractions))
+        ]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Verdict:
-    """What a judge decided, with the figures of the call that produced it."""
+    """What a judge decided, with the figures of the call(s) that produced it.
+
+    ``tokens``/``cost`` are the totals of ``spend`` (kept for the review rows);
+    ``llm_calls`` counts the calls this verdict is charged with.
+    """
 
     actions: tuple[Action, ...]
     reasoning: str = ""
@@ -91,6 +161,24 @@ class Verdict:
     latency_ms: int = 0
     llm_calls: int = 0
     attempts: int = 1
+    spend: Spend = field(default_factory=Spend)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchReply:
+    """One call's answer for several clusters (``JudgeClient.judge_batch``).
+
+    ``verdicts[i]`` is the verdict on ``requests[i]``, or None when the reply left that
+    cluster out or its entry was not a verdict (``errors[i]`` says why): never a
+    decision; the caller retries it. ``spend`` covers the whole call (every attempt).
+    """
+
+    verdicts: tuple[Verdict | None, ...]
+    errors: tuple[str, ...]
+    raw: str = ""
+    spend: Spend = field(default_factory=Spend)
+    #: ``spend`` split over the clusters (``Spend.share``), one per request.
+    shares: tuple[Spend, ...] = ()
 
 
 class JudgeClient(Protocol):
@@ -108,3 +196,12 @@ class JudgeClient(Protocol):
     calls_model: bool
 
     def judge(self, request: JudgeRequest) -> Verdict: ...
+
+    def judge_batch(self, requests: Sequence[JudgeRequest]) -> BatchReply:
+        """Judge several clusters of ONE user in one call (aliases unique across them).
+
+        Raises like ``judge``; a reply that is not a verdict as a whole raises
+        ``JudgeResponseInvalid`` (with ``spend`` set on it), one that misses or garbles
+        some clusters returns them as None in ``verdicts``.
+        """
+        ...

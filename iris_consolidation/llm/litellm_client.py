@@ -13,6 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,9 +33,9 @@ from ..exceptions import (  # noqa: E402
     JudgeResponseInvalid,
     JudgeUnavailable,
 )
-from .base import JudgeRequest, Verdict  # noqa: E402
-from .parsing import parse_verdict  # noqa: E402
-from .prompts import PROMPT_VERSION, build_messages  # noqa: E402
+from .base import BatchReply, JudgeRequest, Spend, Verdict  # noqa: E402
+from .parsing import parse_batch  # noqa: E402
+from .prompts import PROMPT_VERSION, build_messages, cluster_id, payload  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -84,12 +85,54 @@ def _warm_up(model: str) -> None:
         logger.debug("litellm warm-up failed for %s", model, exc_info=True)
 
 
-class LiteLLMJudge:
-    """``JudgeClient`` over ``litellm.completion``: one call per cluster, JSON output.
+def price_per_token(model: str) -> tuple[float, float] | None:
+    """``(input, output)`` USD per token of ``model`` from litellm's local price map,
+    or None when the map has no price for it (a cost is then unknown, never 0)."""
+    try:
+        prompt, completion = litellm.cost_per_token(model=model, prompt_tokens=1_000_000, completion_tokens=1_000_000)
+    except Exception:
+        return None
+    return float(prompt) / 1_000_000, float(completion) / 1_000_000
 
-    A malformed or truncated reply is asked again up to ``attempts`` times in all, then
-    raises ``JudgeResponseInvalid``. Transport, auth and timeout errors raise
-    ``JudgeUnavailable``; a 429 raises ``JudgeRateLimited`` with the provider's wait.
+
+def count_tokens(model: str, messages: list[dict[str, Any]]) -> int:
+    """Prompt tokens of ``messages`` for ``model`` by litellm's token counter (the
+    model's tokenizer where litellm ships one, else its default); no network."""
+    return int(litellm.token_counter(model=model, messages=messages))
+
+
+def usage_spend(response: Any) -> Spend:
+    """The ``Spend`` of one litellm response: prompt tokens (and the part of them read
+    from the provider's prompt cache: ``prompt_tokens_details.cached_tokens``, or
+    Anthropic's ``cache_read_input_tokens``), completion tokens, and the cost from
+    litellm's local price map (``unpriced`` when the model has none there)."""
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    cached = cached or int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+    try:
+        cost, unpriced = float(litellm.completion_cost(completion_response=response) or 0.0), 0
+    except Exception:  # no price for this model: the cost is unknown, not 0
+        cost, unpriced = 0.0, 1
+    return Spend(
+        calls=1,
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        cached_tokens=cached,
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cost=cost,
+        unpriced=unpriced,
+    )
+
+
+class LiteLLMJudge:
+    """``JudgeClient`` over ``litellm.completion``: one call for one or several clusters
+    of one user (wire contract v2), JSON output, the system prompt marked cacheable
+    where litellm knows the model supports prompt caching.
+
+    A reply that is malformed or truncated as a whole is asked again up to ``attempts``
+    times in all, then raises ``JudgeResponseInvalid``. Transport, auth and timeout
+    errors raise ``JudgeUnavailable``; a 429 raises ``JudgeRateLimited`` with the
+    provider's wait. Either carries ``spend``: what the call's earlier attempts cost.
     """
 
     def __init__(self, *, model: str, api_base: str | None, timeout: float, attempts: int) -> None:
@@ -126,7 +169,19 @@ class LiteLLMJudge:
         except Exception:  # unknown provider: send plain text and parse strictly
             return False
 
-    def _complete(self, messages: list[dict[str, str]]) -> Any:
+    def price_known(self) -> bool:
+        """Whether litellm's local price map prices this model (a cost cap needs it)."""
+        return price_per_token(self.model) is not None
+
+    def _cacheable(self) -> bool:
+        """Whether litellm's model map says the model supports prompt caching (Anthropic
+        and others take a ``cache_control`` mark; OpenAI caches long prefixes by itself)."""
+        try:
+            return bool(litellm.utils.supports_prompt_caching(model=self.model))
+        except Exception:  # unknown model: plain messages
+            return False
+
+    def _complete(self, messages: list[dict[str, Any]]) -> Any:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -152,45 +207,75 @@ class LiteLLMJudge:
         except openai.OpenAIError as exc:  # every other status litellm maps (500, 400, ...)
             raise JudgeUnavailable(f"{self.model} failed: {type(exc).__name__}") from exc
 
-    def judge(self, request: JudgeRequest) -> Verdict:
-        messages = build_messages(request)
-        tokens = 0
-        cost = 0.0
+    def judge_batch(self, requests: Sequence[JudgeRequest]) -> BatchReply:
+        """One call over ``requests`` (see the class docstring and ``JudgeClient``).
+
+        ``BatchReply.shares`` splits the call's spend over the clusters by their share
+        of the request's data (``prompts.payload``), so reviews add up to the run.
+        """
+        messages = build_messages(requests, cacheable=self._cacheable())
+        ids = [cluster_id(i) for i in range(len(requests))]
+        weights = [len(payload([r])) for r in requests]
+        spend = Spend()
         started = time.monotonic()
         last_error: JudgeResponseInvalid | None = None
         for attempt in range(1, self.attempts + 1):
-            response = self._complete(messages)
-            usage = getattr(response, "usage", None)
-            tokens += int(getattr(usage, "total_tokens", 0) or 0)
             try:
-                cost += float(litellm.completion_cost(completion_response=response) or 0.0)
-            except Exception:  # no price for this model: cost stays unknown (0)
-                pass
+                response = self._complete(messages)
+            except JudgeUnavailable as exc:
+                exc.spend = spend  # type: ignore[attr-defined]
+                raise
+            spend = spend + usage_spend(response)
             choice = response.choices[0]
             raw = choice.message.content or ""
             try:
                 if choice.finish_reason == "length":
                     raise JudgeResponseInvalid(TRUNCATED, raw=raw)
-                actions, reasoning = parse_verdict(raw)
+                results = parse_batch(raw, ids)
             except JudgeResponseInvalid as exc:
                 last_error = exc
                 logger.warning("judge reply invalid (attempt %d/%d): %s", attempt, self.attempts, exc)
                 continue
-            return Verdict(
-                actions=actions,
-                reasoning=reasoning,
-                raw=raw,
-                model=self.model,
-                prompt_version=PROMPT_VERSION,
-                tokens=tokens,
-                cost=cost,
-                latency_ms=int((time.monotonic() - started) * 1000),
-                llm_calls=attempt,
-                attempts=attempt,
+            latency_ms = int((time.monotonic() - started) * 1000)
+            verdicts: list[Verdict | None] = []
+            errors: list[str] = []
+            for result in results:
+                if isinstance(result, JudgeResponseInvalid):
+                    verdicts.append(None)
+                    errors.append(str(result))
+                    continue
+                actions, reasoning = result
+                verdicts.append(
+                    Verdict(
+                        actions=actions,
+                        reasoning=reasoning,
+                        raw=raw,
+                        model=self.model,
+                        prompt_version=PROMPT_VERSION,
+                        latency_ms=latency_ms,
+                        attempts=attempt,
+                    )
+                )
+                errors.append("")
+            return BatchReply(
+                verdicts=tuple(verdicts), errors=tuple(errors), raw=raw, spend=spend, shares=tuple(spend.share(weights))
             )
         assert last_error is not None
-        last_error.llm_calls = self.attempts  # type: ignore[attr-defined]
+        last_error.llm_calls = spend.calls  # type: ignore[attr-defined]
+        last_error.spend = spend  # type: ignore[attr-defined]
         raise last_error
+
+    def judge(self, request: JudgeRequest) -> Verdict:
+        """One cluster alone (a call of one cluster, same wire form); see ``judge_batch``."""
+        reply = self.judge_batch([request])
+        verdict = reply.verdicts[0]
+        if verdict is None:
+            error = JudgeResponseInvalid(reply.errors[0], raw=reply.raw)
+            error.llm_calls = reply.spend.calls  # type: ignore[attr-defined]
+            error.spend = reply.spend  # type: ignore[attr-defined]
+            raise error
+        spend = reply.spend
+        return replace(verdict, tokens=spend.tokens, cost=spend.cost, llm_calls=spend.calls, spend=spend)
 
 
 class LiteLLMEmbedder:

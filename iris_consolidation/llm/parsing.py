@@ -1,6 +1,7 @@
 """Raw model text -> ``Verdict``: strict, pure functions.
 
-Accepts one JSON object, optionally inside a ```json fence. Anything else (prose,
+Accepts one JSON object ``{"clusters": [{"id", "actions", "reasoning"}, ...]}`` (wire
+contract v2), optionally inside a ```json fence. Anything else (prose,
 truncated JSON, wrong types, unknown action names) raises ``JudgeResponseInvalid``
 with the raw text. Ids are not checked against the cluster here: the validator does
 that, so the rejection is recorded with its reason.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..exceptions import JudgeResponseInvalid
@@ -20,6 +22,8 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 NOT_JSON = "The judge's reply is not a JSON object."
 BAD_SHAPE = "The judge's reply does not follow the verdict contract: {detail}."
 DUPLICATE_KEY = "a key appears twice in one object ({key!r})"
+MISSING_CLUSTER = "cluster {id!r} is missing from the reply"
+TWICE_CLUSTER = "cluster {id!r} is answered twice"
 
 
 def _fail(detail: str, raw: str) -> JudgeResponseInvalid:
@@ -66,12 +70,8 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def parse_verdict(raw: str) -> tuple[tuple[Action, ...], str]:
-    """Parse a reply into ``(actions, reasoning)``.
-
-    Raises ``JudgeResponseInvalid`` for non-JSON, truncated JSON, text around the
-    object, a key given twice (which one would count is ambiguous), or a wrong shape.
-    """
+def _load_object(raw: str) -> dict[str, Any]:
+    """The reply's one JSON object; raises ``JudgeResponseInvalid`` otherwise."""
     text = raw.strip()
     fenced = _FENCE.match(text)
     if fenced:
@@ -84,6 +84,10 @@ def parse_verdict(raw: str) -> tuple[tuple[Action, ...], str]:
         raise JudgeResponseInvalid(NOT_JSON, raw=raw) from exc
     if not isinstance(data, dict):
         raise JudgeResponseInvalid(NOT_JSON, raw=raw)
+    return data
+
+
+def _parse_entry(data: dict[str, Any], raw: str) -> tuple[tuple[Action, ...], str]:
     actions = data.get("actions")
     if not isinstance(actions, list):
         raise _fail("'actions' must be a list", raw)
@@ -91,3 +95,47 @@ def parse_verdict(raw: str) -> tuple[tuple[Action, ...], str]:
     if not isinstance(reasoning, str):
         raise _fail("'reasoning' must be a string", raw)
     return tuple(parse_action(item, raw) for item in actions), reasoning
+
+
+def parse_batch(raw: str, ids: Sequence[str]) -> list[tuple[tuple[Action, ...], str] | JudgeResponseInvalid]:
+    """Parse a reply to a call over the clusters ``ids`` (wire contract v2).
+
+    Returns, per id in order, ``(actions, reasoning)`` or the ``JudgeResponseInvalid``
+    saying why that cluster has no verdict: left out of the reply, named twice, or an
+    entry of the wrong shape. Entries for ids not in the call are ignored. Raises
+    ``JudgeResponseInvalid`` when the reply as a whole is not one JSON object with a
+    ``clusters`` list (non-JSON, truncated, text around it, a key given twice).
+    """
+    data = _load_object(raw)
+    entries = data.get("clusters")
+    if not isinstance(entries, list):
+        raise _fail("'clusters' must be a list", raw)
+    found: dict[str, list[Any]] = {}
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            found.setdefault(entry["id"], []).append(entry)
+    results: list[tuple[tuple[Action, ...], str] | JudgeResponseInvalid] = []
+    for cid in ids:
+        named = found.get(cid, [])
+        if not named:
+            results.append(_fail(MISSING_CLUSTER.format(id=cid), raw))
+        elif len(named) > 1:
+            results.append(_fail(TWICE_CLUSTER.format(id=cid), raw))
+        else:
+            try:
+                results.append(_parse_entry(named[0], raw))
+            except JudgeResponseInvalid as exc:
+                results.append(exc)
+    return results
+
+
+def parse_verdict(raw: str) -> tuple[tuple[Action, ...], str]:
+    """Parse a reply to a one-cluster call (id ``c1``) into ``(actions, reasoning)``.
+
+    Raises ``JudgeResponseInvalid`` for anything ``parse_batch`` refuses, and for a
+    reply without a valid entry for ``c1``.
+    """
+    result = parse_batch(raw, ["c1"])[0]
+    if isinstance(result, JudgeResponseInvalid):
+        raise result
+    return result

@@ -10,8 +10,10 @@ the deterministic pre-pass that runs before an LLM judge.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .. import textfacts
-from .base import Action, JudgeRequest, MemberView, Verdict
+from .base import Action, BatchReply, JudgeRequest, MemberView, Spend, Verdict
 
 RULES_VERSION = "rules-1"
 REASON_SAME_TEXT = "Same statement: the texts are equal once case, punctuation and contractions are ignored."
@@ -98,3 +100,11 @@ class RuleJudge:
             else "No two members are provably the same statement; all kept."
         )
         return Verdict(actions=actions, reasoning=reasoning, model="rules", prompt_version=RULES_VERSION, llm_calls=0)
+
+    def judge_batch(self, requests: Sequence[JudgeRequest]) -> BatchReply:
+        """Each request judged on its own (no model, nothing spent)."""
+        return BatchReply(
+            verdicts=tuple(self.judge(r) for r in requests),
+            errors=("",) * len(requests),
+            shares=tuple(Spend() for _ in requests),
+        )

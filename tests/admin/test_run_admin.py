@@ -112,6 +112,7 @@ def test_dry_run_page_is_marked_as_a_preview_and_offers_to_apply(admin_client, d
 
     assert "Preview: dry run." in html and "nothing was written" in html
     assert "would apply (preview)" in html
+    assert "Forecast: users=1 clusters=1 (verdict cache 0, pre-pass 1, to the model 0) calls=0" in html
     assert apply_url(dry_run) in html
 
 

@@ -8,14 +8,19 @@ import pytest
 
 from iris_consolidation.exceptions import JudgeResponseInvalid
 from iris_consolidation.llm.base import Action
-from iris_consolidation.llm.parsing import BAD_SHAPE, NOT_JSON, parse_verdict
+from iris_consolidation.llm.parsing import BAD_SHAPE, MISSING_CLUSTER, NOT_JSON, parse_batch, parse_verdict
 
 MERGE = {"action": "merge", "ids": ["t1", "t2"], "content": "Has a son named Tomas", "reason": "same son"}
 SUPERSEDE = {"action": "supersede", "old": ["t3"], "new": "t4", "reason": "moved"}
 
 
+def entry(data: dict) -> str:
+    """A one-cluster reply (wire contract v2) whose entry for c1 holds ``data``."""
+    return json.dumps({"clusters": [{"id": "c1", **data}]})
+
+
 def reply(actions: list, reasoning: str = "because") -> str:
-    return json.dumps({"actions": actions, "reasoning": reasoning})
+    return entry({"actions": actions, "reasoning": reasoning})
 
 
 # --- good replies ----------------------------------------------------------------------------
@@ -47,13 +52,13 @@ def test_fenced_or_padded_json_is_accepted(wrap):
 
 
 def test_missing_reasoning_and_reason_default_to_empty_text():
-    actions, reasoning = parse_verdict(json.dumps({"actions": [{k: v for k, v in MERGE.items() if k != "reason"}]}))
+    actions, reasoning = parse_verdict(entry({"actions": [{k: v for k, v in MERGE.items() if k != "reason"}]}))
 
     assert reasoning == "" and actions[0].reason == ""
 
 
 def test_unknown_extra_fields_are_ignored():
-    actions, _ = parse_verdict(json.dumps({"actions": [{**MERGE, "confidence": 0.9}], "reasoning": "", "model": "x"}))
+    actions, _ = parse_verdict(entry({"actions": [{**MERGE, "confidence": 0.9}], "reasoning": "", "model": "x"}))
 
     assert actions[0].content == "Has a son named Tomas"
 
@@ -149,7 +154,7 @@ def test_a_reply_that_is_not_one_json_object_is_refused(raw):
     ],
 )
 def test_a_reply_of_the_wrong_shape_is_refused_with_the_detail(data, detail):
-    raw = json.dumps(data)
+    raw = entry(data)
 
     with pytest.raises(JudgeResponseInvalid) as info:
         parse_verdict(raw)
@@ -162,7 +167,7 @@ def test_a_reply_of_the_wrong_shape_is_refused_with_the_detail(data, detail):
 
 
 def test_absurdly_deep_nesting_is_refused_not_crashing():
-    raw = '{"actions": ' + "[" * 100_000
+    raw = '{"clusters": ' + "[" * 100_000
 
     with pytest.raises(JudgeResponseInvalid) as info:
         parse_verdict(raw)
@@ -186,3 +191,58 @@ def test_instructions_inside_content_stay_plain_text():
     actions, _ = parse_verdict(reply([{**MERGE, "content": content}]))
 
     assert len(actions) == 1 and actions[0].content == content
+
+
+# --- several clusters in one reply (wire contract v2) -------------------------------------------
+
+
+def test_each_cluster_of_a_batch_gets_its_own_verdict_in_call_order():
+    raw = json.dumps(
+        {
+            "clusters": [
+                {"id": "c2", "actions": [], "reasoning": "distinct"},
+                {"id": "c1", "actions": [MERGE], "reasoning": "same son"},
+            ]
+        }
+    )
+
+    first, second = parse_batch(raw, ["c1", "c2"])
+
+    merge = Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason="same son")
+    assert first == ((merge,), "same son")
+    assert second == ((), "distinct")
+
+
+def test_a_cluster_left_out_or_garbled_is_an_error_for_it_alone():
+    raw = json.dumps(
+        {
+            "clusters": [
+                {"id": "c1", "actions": [MERGE], "reasoning": "same"},
+                {"id": "c3", "actions": [{"action": "explode"}], "reasoning": "x"},
+                {"id": "c9", "actions": [], "reasoning": "not in the call: ignored"},
+            ]
+        }
+    )
+
+    ok, missing, garbled = parse_batch(raw, ["c1", "c2", "c3"])
+
+    assert ok[1] == "same"
+    assert isinstance(missing, JudgeResponseInvalid)
+    assert str(missing) == BAD_SHAPE.format(detail=MISSING_CLUSTER.format(id="c2"))
+    assert isinstance(garbled, JudgeResponseInvalid) and "unknown action 'explode'" in str(garbled)
+
+
+def test_a_cluster_answered_twice_has_no_verdict():
+    raw = json.dumps({"clusters": [{"id": "c1", "actions": []}, {"id": "c1", "actions": [MERGE]}]})
+
+    (result,) = parse_batch(raw, ["c1"])
+
+    assert isinstance(result, JudgeResponseInvalid) and "answered twice" in str(result)
+
+
+@pytest.mark.parametrize(
+    "raw", ['{"actions": []}', '{"clusters": {"c1": []}}', '{"clusters": [{"id": "c1", "actions": []']
+)
+def test_a_reply_without_a_clusters_list_is_refused_whole(raw):
+    with pytest.raises(JudgeResponseInvalid):
+        parse_batch(raw, ["c1", "c2"])

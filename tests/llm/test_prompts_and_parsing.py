@@ -11,7 +11,7 @@ from iris_consolidation.exceptions import JudgeResponseInvalid
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm.base import JudgeRequest, MemberView
 from iris_consolidation.llm.parsing import DUPLICATE_KEY, NOT_JSON, parse_verdict
-from iris_consolidation.llm.prompts import EXTRA_SCRUTINY, PROMPT_VERSION, build_messages
+from iris_consolidation.llm.prompts import EXTRA_SCRUTINY, PROMPT_VERSION, SYSTEM_PROMPT, build_messages
 from tests import llm_stub
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -28,16 +28,43 @@ def _request(*contents: str, generation: int = 0) -> JudgeRequest:
 
 
 def test_truth_text_cannot_close_the_data_tag():
-    user = build_messages(_request(INJECTION, "Enjoys tea"))[-1]["content"]
+    user = build_messages([_request(INJECTION, "Enjoys tea")])[-1]["content"]
 
     assert user.count("</truths>") == 1 and user.endswith("</truths>")
     payload = json.loads(user.removeprefix("<truths>\n").removesuffix("\n</truths>"))
-    assert payload["truths"][0]["content"] == INJECTION
+    assert payload["clusters"][0]["truths"][0]["content"] == INJECTION
 
 
-def test_consolidated_members_get_extra_scrutiny():
-    assert EXTRA_SCRUTINY not in build_messages(_request("a", "b", generation=1))[0]["content"]
-    assert EXTRA_SCRUTINY in build_messages(_request("a", "b", generation=2))[0]["content"]
+def test_consolidated_members_get_extra_scrutiny_outside_the_cacheable_system_prompt():
+    plain = build_messages([_request("a", "b", generation=1)])
+    scrutiny = build_messages([_request("a", "b", generation=2)])
+
+    assert EXTRA_SCRUTINY not in plain[-1]["content"]
+    assert EXTRA_SCRUTINY in scrutiny[-1]["content"]
+    assert plain[0] == scrutiny[0] == {"role": "system", "content": SYSTEM_PROMPT}
+
+
+def test_several_clusters_travel_in_one_message_with_ids_c1_c2():
+    second = JudgeRequest(members=tuple(MemberView(alias=f"t{i}", content=f"x{i}", created_at=T0) for i in (3, 4)))
+
+    user = build_messages([_request("a", "b"), second])[-1]["content"]
+
+    payload = json.loads(user.removeprefix("<truths>\n").removesuffix("\n</truths>"))
+    assert [(c["id"], [t["id"] for t in c["truths"]]) for c in payload["clusters"]] == [
+        ("c1", ["t1", "t2"]),
+        ("c2", ["t3", "t4"]),
+    ]
+
+
+def test_an_alias_shared_by_two_clusters_of_one_call_is_refused():
+    with pytest.raises(ValueError, match="unique"):
+        build_messages([_request("a", "b"), _request("c", "d")])
+
+
+def test_the_cacheable_system_prompt_carries_cache_control():
+    system = build_messages([_request("a", "b")], cacheable=True)[0]
+
+    assert system["content"] == [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]
 
 
 def test_request_uses_json_mode_and_records_the_prompt_version(llm_server):
@@ -52,16 +79,16 @@ def test_request_uses_json_mode_and_records_the_prompt_version(llm_server):
 
 
 def test_fenced_verdict_is_accepted():
-    actions, reasoning = parse_verdict('```json\n{"actions": [], "reasoning": "none"}\n```')
+    actions, reasoning = parse_verdict('```json\n{"clusters": [{"id": "c1", "actions": [], "reasoning": "none"}]}\n```')
     assert (actions, reasoning) == ((), "none")
 
 
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ('{"actions": [], "actions": [{"action": "merge"}]}', DUPLICATE_KEY.format(key="actions")),
-        ('Here you go: {"actions": []}', NOT_JSON),
-        ('{"actions": []} and more', NOT_JSON),
+        ('{"clusters": [], "clusters": [{"id": "c1"}]}', DUPLICATE_KEY.format(key="clusters")),
+        ('Here you go: {"clusters": []}', NOT_JSON),
+        ('{"clusters": []} and more', NOT_JSON),
         ("[]", NOT_JSON),
     ],
 )

@@ -122,8 +122,11 @@ def qclusters(
         }
     )
     clusters = Clusters(env=env, settings=settings, tmp_path=tmp_path)
+    # The fault scripts below answer, hang or fail per cluster and count calls per cluster:
+    # one cluster per call here. Batches of clusters are tested in tests/services/queue/test_batches.py.
     clusters.configure(
-        JUDGE="llm", MODEL="openai/stub-judge", LLM_API_BASE=llm_server.url, LLM_TIMEOUT=5.0, JOBS_PER_MINUTE=100000
+        JUDGE="llm", MODEL="openai/stub-judge", LLM_API_BASE=llm_server.url, LLM_TIMEOUT=5.0, JOBS_PER_MINUTE=100000,
+        CLUSTERS_PER_CALL=1,
     )
     yield clusters
     clusters.kill_all()  # graceful stops add seconds per cluster and test nothing here
@@ -172,12 +175,16 @@ def make_pairs(user_factory: Any, truth_factory: Any) -> Callable[..., dict[str,
 
 
 def merge_all(payload: dict[str, Any]) -> Any:
-    """A stub reply merging every member of the request into the first one's content."""
+    """A stub reply merging every member of each cluster of the request into its first one's content."""
     from tests import llm_stub
 
-    truths = llm_stub.StubLLMServer.truths_of({"json": payload})
+    clusters = llm_stub.StubLLMServer.clusters_of({"json": payload})
     return llm_stub.verdict(
-        [{"action": "merge", "ids": [t["id"] for t in truths], "content": truths[0]["content"], "reason": "same fact"}],
+        [
+            {"action": "merge", "ids": [t["id"] for t in c["truths"]], "content": c["truths"][0]["content"],
+             "reason": "same fact"}
+            for c in clusters
+        ],
         reasoning="paraphrases",
     )
 

@@ -14,7 +14,7 @@ from ...embeddings import get_embedder
 from ...exceptions import EmbeddingError, InvalidInput
 from ...llm import get_judge_client
 from ...models import ConsolidationRun
-from ...services.pipeline import consolidation
+from ...services.pipeline import consolidation, forecast
 from ...services.queue import execution
 
 
@@ -30,6 +30,12 @@ class Command(BaseCommand):
         parser.add_argument("--sync", action="store_true", help="Run in this process instead of queueing.")
         parser.add_argument(
             "--dry-run", action="store_true", help="Judge and record the verdicts but change no truth (implies --sync)."
+        )
+        parser.add_argument(
+            "--estimate",
+            action="store_true",
+            help="Forecast the run's judge calls, tokens and cost from phase 1 only: no judge call, "
+            "nothing written, no API key needed.",
         )
         parser.add_argument("--user", help="Only this user (id, or username: the user model's USERNAME_FIELD).")
         parser.add_argument("--threshold", help="Cosine similarity threshold in (0, 1] (default: the setting).")
@@ -49,13 +55,20 @@ class Command(BaseCommand):
             threshold = (
                 consolidation.validate_threshold(options["threshold"]) if options["threshold"] is not None else None
             )
+            if options["estimate"]:
+                estimate = forecast.estimate(
+                    embedder=get_embedder(), threshold=threshold, user_id=user_id,
+                    since=options["since"], full=options["full"],
+                )
+                self.stdout.write(inventory_display.forecast_line(estimate))
+                return
             client = get_judge_client()
             mode = "dry_run" if options["dry_run"] else ("sync" if options["sync"] else "queued")
             run = consolidation.create_run(
                 trigger="command", mode=mode, threshold=threshold, user_id=user_id, judge=client.name,
                 since=options["since"], full=options["full"],
             )
-        except (InvalidInput, ImproperlyConfigured) as exc:
+        except (InvalidInput, ImproperlyConfigured, EmbeddingError) as exc:
             raise CommandError(str(exc)) from exc
         if mode == "queued":
             tasks.enqueue_run(run)
@@ -86,6 +99,8 @@ class Command(BaseCommand):
         if run.users == 0 and verbosity >= 1:
             self.stdout.write(self.NOTHING)
         self.stdout.write(_summary(run, seconds))
+        if run.is_dry_run:
+            self.stdout.write(inventory_display.forecast_line(forecast.Forecast.from_dict(run.forecast)))
         if verbosity >= 1:
             for line in inventory_display.report_lines(run, verbosity=verbosity):
                 self.stdout.write(line)
@@ -99,7 +114,7 @@ def _summary(run: ConsolidationRun, seconds: float) -> str:
         f"Summary: users={run.users} truths={run.truths} embedded={run.embedded} "
         f"clusters={run.clusters_found} {verb.replace(' ', '_')}={run.merged} superseded={run.superseded} "
         f"retired={run.retired} kept={run.kept} rejected={run.rejected} failed={run.failed} "
-        f"llm_calls={run.llm_calls} tokens={run.tokens} embed_seconds={run.embed_seconds:.1f} "
+        f"{inventory_display.spend_fields(run)} tokens={run.tokens} embed_seconds={run.embed_seconds:.1f} "
         f"cluster_seconds={run.cluster_seconds:.1f} seconds={seconds:.1f} run={run.pk}"
     )
 

@@ -34,6 +34,7 @@ class EffectiveSettings:
     allowed_user_ids: tuple[int, ...]
     max_retirements_per_run: int
     similarity_threshold: float
+    max_cost_per_run: float | None = None
     overridden: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
@@ -59,6 +60,13 @@ def _allowlist_ids(values: Any) -> tuple[int, ...]:
     return tuple(sorted(ids))
 
 
+def _cost(value: Any) -> float | None:
+    """A cap in USD as a float (the live record holds a Decimal); None or "" for no cap."""
+    if value is None or value == "":
+        return None
+    return float(value)
+
+
 def get_effective_settings() -> EffectiveSettings:
     """Read the live record (two queries) and merge it over the Django settings."""
     row = LiveSettings.objects.filter(pk=LiveSettings.SINGLETON_ID).first()
@@ -69,6 +77,7 @@ def get_effective_settings() -> EffectiveSettings:
         "allowed_user_ids": _allowlist_ids(app_settings.USER_ALLOWLIST),
         "max_retirements_per_run": int(app_settings.MAX_RETIREMENTS_PER_RUN),
         "similarity_threshold": float(app_settings.SIMILARITY_THRESHOLD),
+        "max_cost_per_run": _cost(app_settings.MAX_COST_PER_RUN),
     }
     overridden: list[str] = []
     if row is not None:
@@ -78,10 +87,11 @@ def get_effective_settings() -> EffectiveSettings:
             "scheduled_dry_run_only",
             "max_retirements_per_run",
             "similarity_threshold",
+            "max_cost_per_run",
         ):
             value = getattr(row, name)
             if value is not None:
-                values[name] = value
+                values[name] = _cost(value) if name == "max_cost_per_run" else value
                 overridden.append(name)
         allowed = tuple(sorted(row.allowed_users.values_list("pk", flat=True)))
         if allowed:
@@ -99,3 +109,12 @@ def retirement_cap(run: ConsolidationRun) -> int:
 def allowed_user_ids(run: ConsolidationRun) -> tuple[int, ...]:
     """Users the run may cover (empty: everyone), from its stored settings."""
     return tuple((run.effective_settings or {}).get("allowed_user_ids") or ())
+
+
+def max_cost(run: ConsolidationRun) -> float | None:
+    """The run's cap on judge spend in USD (None: no cap), from its stored settings,
+    else the Django setting (``MAX_COST_PER_RUN``)."""
+    stored = run.effective_settings or {}
+    if "max_cost_per_run" in stored:
+        return _cost(stored["max_cost_per_run"])
+    return _cost(app_settings.MAX_COST_PER_RUN)

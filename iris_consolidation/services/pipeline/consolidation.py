@@ -1,7 +1,8 @@
 """The orchestrator used by the command, the tasks and the admin.
 
 A run goes: ``create_run`` -> for each user ``plan_user`` (phase 1: embed, cluster)
--> for each cluster ``consolidate_cluster`` (phase 2: judge, validate, record) ->
+-> for each batch of a user's clusters ``consolidate_batch`` (phase 2: one judge call,
+validate and record per cluster; ``consolidate_cluster`` is a batch of one) ->
 ``close_run``. The steps run as job rows (``services/queue/jobs.py``), executed by
 django-q2 workers (``tasks.py``) or in the starting process (``queue/execution.run_sync``);
 the jobs say when the run is finished (``jobs.refresh_run``). A dry run goes through the
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +26,10 @@ from ... import selectors
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import InvalidThreshold
-from ...llm.base import JudgeClient
+from ...llm.base import JudgeClient, Spend
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
 from ..operations import live_settings
-from . import clustering, incremental, inventory, judging, merging, verdict_cache
+from . import clustering, forecast, incremental, inventory, judging, merging, verdict_cache
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ LLM_TIER_STOPPED = (
     "LLM judge unavailable: stopped for this user earlier in the run; the pre-pass was applied, "
     "the rest waits for the next run."
 )
+MIXED_USERS = "A batch of clusters must hold one user's clusters only."
 NOTE_LLM_STOPPED = "LLM judge stopped for user {user_id} (pre-pass applied, the rest waits for the next run): {error}"
 
 
@@ -113,6 +115,8 @@ class UserPlan:
     embedded: int
     embed_seconds: float
     cluster_seconds: float
+    #: Dry runs only: the forecast of the user's judge spend (``forecast.Forecast.as_dict``).
+    forecast: dict[str, Any] | None = None
 
 
 def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPlan:
@@ -127,6 +131,11 @@ def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPla
     clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
     cluster_seconds = time.monotonic() - started
     truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
+    user_forecast = None
+    if run.is_dry_run:
+        user_forecast = forecast.forecast_user(
+            user_id=user_id, clusters=clusters, model=forecast.forecast_model(run.judge)
+        ).as_dict()
     return UserPlan(
         user_id=user_id,
         clusters=clusters,
@@ -134,11 +143,18 @@ def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPla
         embedded=embedded,
         embed_seconds=embed_seconds,
         cluster_seconds=cluster_seconds,
+        forecast=user_forecast,
     )
 
 
 def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
-    """Add one planned user to the run's counters (callers make it happen once)."""
+    """Add one planned user to the run's counters (callers make it happen once); a dry
+    run's forecast adds the user's (under the run's row lock)."""
+    if plan.forecast is not None:
+        with transaction.atomic():
+            run = ConsolidationRun.objects.select_for_update().only("forecast").get(pk=run_id)
+            total = forecast.Forecast.from_dict(run.forecast) + forecast.Forecast.from_dict(plan.forecast)
+            ConsolidationRun.objects.filter(pk=run_id).update(forecast=total.as_dict())
     ConsolidationRun.objects.filter(pk=run_id).update(
         users_done=F("users_done") + 1,
         truths=F("truths") + plan.truths,
@@ -210,57 +226,139 @@ def consolidate_cluster(
     embedder: Embedder,
     key: str | None = None,
 ) -> Any:
-    """Phase 2 for one cluster: judge (outside any transaction), validate, record.
+    """Phase 2 for one cluster: ``consolidate_batch`` of one. Returns the ``ClusterReview``."""
+    keys = [key] if key is not None else None
+    return consolidate_batch(run_id=run_id, clusters=[cluster], client=client, embedder=embedder, keys=keys)[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Prepared:
+    """A cluster of a batch, read and aliased, waiting for its judgement."""
+
+    index: int
+    request: Any
+    by_alias: dict[str, Truth]
+    draft_args: dict[str, Any]
+
+
+def budget_check(run: ConsolidationRun, client: JudgeClient) -> Callable[[Spend], bool] | None:
+    """``may_call(spent)`` for ``judging.decide_batch`` under the run's cap in USD
+    (``live_settings.max_cost``), or None when the run has no cap.
+
+    A call may start while the run's recorded cost plus ``spent`` (this batch's, not
+    yet recorded) is below the cap. A model with no price in litellm's map cannot be
+    held to a cap, so no call is made for it then (its clusters are deferred).
+    """
+    cap = live_settings.max_cost(run)
+    if cap is None or not getattr(client, "calls_model", False):
+        return None
+    priced = getattr(client, "price_known", lambda: True)()
+
+    def may_call(spent: Spend) -> bool:
+        if not priced or spent.unpriced:
+            return False
+        recorded = ConsolidationRun.objects.filter(pk=run.pk).values_list("cost", flat=True).first() or 0.0
+        return recorded + spent.cost < cap
+
+    return may_call
+
+
+def consolidate_batch(
+    *,
+    run_id: Any,
+    clusters: Sequence[clustering.CandidateCluster],
+    client: JudgeClient,
+    embedder: Embedder,
+    keys: Sequence[str] | None = None,
+) -> list[Any]:
+    """Phase 2 for several clusters of ONE user: judge them in one model call (outside
+    any transaction), validate each, record one review each. Returns the reviews in order.
 
     For a judge that calls a model, the deterministic pre-pass runs first and the
-    model's failures are isolated (``judging.decide_cluster``); once the model is found
-    unreachable, later clusters of the same user in this run get the pre-pass only,
-    and the run's notes say so. Returns the ``ClusterReview``. Raises
-    ``JudgeRateLimited`` (nothing recorded) so the caller can wait and try again.
-    ``key`` names the review (one per run and key); by default it is derived from the
-    members, retired ones included, so that a second delivery of the task finds the
-    review it wrote after its merge retired the sources; queued jobs pass a stable one.
+    model's failures are isolated per cluster (``judging.decide_batch``); once the
+    model is found unreachable, later clusters of the same user in this run get the
+    pre-pass only, and the run's notes say so. A cluster judged "keep" before in the
+    same state is answered from the verdict cache without a call. Under a cost cap
+    (``budget_check``) the clusters left when the budget is spent are recorded as
+    deferred. Raises ``ValueError`` if the clusters are not all one user's, and
+    ``JudgeRateLimited`` (nothing recorded for the clusters still to judge) so the
+    caller can wait and try again. ``keys`` name the reviews (one per run and key); by
+    default each is derived from the cluster's members, retired ones included, so that
+    a second delivery finds the review it wrote after its merge retired the sources;
+    queued jobs pass stable ones.
     """
+    if len({c.user_id for c in clusters}) > 1:
+        raise ValueError(MIXED_USERS)
     run = ConsolidationRun.objects.get(pk=run_id)
-    members = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
-    key = key or judging.cluster_key(members)
-    existing = run.reviews.filter(key=key).first()
-    if existing is not None:
-        return existing
-    truths = [t for t in members if t.is_live]
-    request, by_alias = judging.build_request(truths)
-    sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
-    draft_args: dict[str, Any] = {
-        "run_id": run.pk,
-        "user_id": cluster.user_id,
-        "key": key,
-        "snapshot": snapshot_members(by_alias, request),
-        "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
-        "judge": client.name,
-    }
-    if len(truths) < 2:
-        # Changed since planning (retired elsewhere, say): nothing to judge, and no
-        # judge failed, so the run is not partial for it.
-        draft = merging.ReviewDraft(**draft_args, stale_reason=STALE_CLUSTER)
-        return merging.record_review(draft=draft, dry_run=run.is_dry_run)
-    stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=cluster.user_id)
-    cached = verdict_cache.use_cached_keep(user_id=cluster.user_id, request=request, client=client, run_id=run.pk)
-    if cached is not None:
-        # Judged "keep" before in exactly this state, by this model and prompt: no call.
-        judgement = judging.Judgement(verdict=cached)
-    else:
-        judgement = judging.decide_cluster(request=request, client=client, model_allowed=not stopped)
-        if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
-            verdict_cache.store_keep(
-                user_id=cluster.user_id, request=request, client=client, verdict=judgement.verdict
-            )
-    error = judgement.error
-    failure = failure_of(judgement)
+    reviews: dict[int, Any] = {}
+    prepared: list[_Prepared] = []
+    next_alias = 1
+    for index, cluster in enumerate(clusters):
+        members = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
+        key = keys[index] if keys is not None else judging.cluster_key(members)
+        existing = run.reviews.filter(key=key).first()
+        if existing is not None:
+            reviews[index] = existing
+            continue
+        truths = [t for t in members if t.is_live]
+        # Aliases unique across the call (wire contract v2): t1.. for the first cluster, on from there.
+        request, by_alias = judging.build_request(truths, first_alias=next_alias)
+        next_alias += len(truths)
+        sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
+        draft_args: dict[str, Any] = {
+            "run_id": run.pk,
+            "user_id": cluster.user_id,
+            "key": key,
+            "snapshot": snapshot_members(by_alias, request),
+            "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
+            "judge": client.name,
+        }
+        if len(truths) < 2:
+            # Changed since planning (retired elsewhere, say): nothing to judge, and no
+            # judge failed, so the run is not partial for it.
+            draft = merging.ReviewDraft(**draft_args, stale_reason=STALE_CLUSTER)
+            reviews[index] = merging.record_review(draft=draft, dry_run=run.is_dry_run)
+            continue
+        cached = verdict_cache.use_cached_keep(user_id=cluster.user_id, request=request, client=client, run_id=run.pk)
+        if cached is not None:
+            # Judged "keep" before in exactly this state, by this model and prompt: no call.
+            item = _Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args)
+            reviews[index] = _record(run, item, judging.Judgement(verdict=cached), embedder=embedder, stopped=False)
+            continue
+        prepared.append(_Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args))
+    if prepared:
+        user_id = clusters[0].user_id
+        stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=user_id)
+        judgements = judging.decide_batch(
+            requests=[p.request for p in prepared],
+            client=client,
+            model_allowed=not stopped,
+            may_call=budget_check(run, client),
+        )
+        unavailable = next((j for j in judgements if j.unavailable), None)
+        if unavailable is not None:
+            logger.warning("run %s: judge unavailable for user %s: %s", run.pk, user_id, unavailable.error)
+            _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error))
+        for item, judgement in zip(prepared, judgements, strict=True):
+            if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
+                verdict_cache.store_keep(
+                    user_id=user_id, request=item.request, client=client, verdict=judgement.verdict
+                )
+            reviews[item.index] = _record(run, item, judgement, embedder=embedder, stopped=stopped)
+    return [reviews[i] for i in range(len(clusters))]
+
+
+def _record(
+    run: ConsolidationRun, item: _Prepared, judgement: judging.Judgement, *, embedder: Embedder, stopped: bool
+) -> Any:
+    """Embed the merged contents (real runs) and record ``judgement`` as the item's review
+    (``stopped``: the model tier was stopped for this user before this batch)."""
+    request = item.request
+    error, failure = judgement.error, failure_of(judgement)
     if stopped and judgement.failed:
         error, failure = LLM_TIER_STOPPED, ClusterReview.Failure.LLM_STOPPED
-    if judgement.unavailable:
-        logger.warning("run %s: judge unavailable for user %s: %s", run.pk, cluster.user_id, judgement.error)
-        _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=cluster.user_id, error=judgement.error))
+    if judgement.deferred:
+        error, failure = "", ClusterReview.Failure.NONE
     embeddings: dict[str, Any] = {}
     new_contents = [
         a.content.strip()
@@ -271,7 +369,7 @@ def consolidate_cluster(
         vectors = embedder.embed(new_contents)
         embeddings = dict(zip(new_contents, vectors, strict=True))
     draft = merging.ReviewDraft(
-        **draft_args,
+        **item.draft_args,
         verdict=judgement.verdict,
         accepted=judgement.accepted,
         rejections=judgement.rejections,
@@ -279,8 +377,10 @@ def consolidate_cluster(
         failed=judgement.failed,
         error=error,
         failure=failure,
+        deferred_reason=judgement.error if judgement.deferred else "",
         embeddings=embeddings,
-        llm_calls=judgement.llm_calls,
+        spend=judgement.spend,
+        asked_model=judgement.asked_model,
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run, embedding_model=embedder.model_name)
 
@@ -357,3 +457,8 @@ def fail_run(run_id: Any, *, note: str) -> None:
     run.save(update_fields=["inventory"])
 
 
+def batches(clusters: Sequence[Any], size: int | None = None) -> list[list[Any]]:
+    """``clusters`` (one user's, in order; clusters or their jobs) in batches of ``size``
+    (default ``CLUSTERS_PER_CALL``): what one phase 2 task, and one model call, carries."""
+    size = max(1, int(size or app_settings.CLUSTERS_PER_CALL))
+    return [list(clusters[i : i + size]) for i in range(0, len(clusters), size)]

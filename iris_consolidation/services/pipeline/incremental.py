@@ -339,8 +339,9 @@ def _restamp_threshold(user_id: int, run: ConsolidationRun) -> None:
 
 
 def write_checkpoint(run: ConsolidationRun) -> datetime | None:
-    """Set ``run.checkpoint`` (unsaved) if the run is real and completed with no failed cluster."""
-    if run.is_dry_run or run.failed or run.status != ConsolidationRun.Status.DONE:
+    """Set ``run.checkpoint`` (unsaved) if the run is real and completed with no failed
+    cluster and none deferred (a budget's leftovers must fall in the next ``--since last``)."""
+    if run.is_dry_run or run.failed or run.deferred or run.status != ConsolidationRun.Status.DONE:
         return None
     run.checkpoint = run.window_until or run.created_at
     return run.checkpoint

@@ -8,7 +8,8 @@ partial or failed); both write ``ConsolidationRun.inventory``:
      "after": {... same shape ...},
      "changes": [up to 10 of the most significant: merges of the most truths first,
                  then by the highest score, each with its reason],
-     "llm": {"calls": n, "tokens": n, "cost": usd, "cost_known": bool, "cache_hits": n},
+     "llm": {"calls": n, "tokens": n, "cost": usd, "cost_known": bool, "cache_hits": n,
+              "clusters_to_model": n, "prompt_tokens": n, "cached_tokens": n, "completion_tokens": n, "deferred": n},
      "seeds": n, "checkpoint": {"old": iso | None, "new": iso | None}}
 
 Counts are of live truths in the run's scope (its user filter, else its allowlist,
@@ -113,10 +114,15 @@ def complete(run: ConsolidationRun) -> dict[str, Any]:
     data["llm"] = {
         "calls": run.llm_calls,
         "tokens": run.tokens,
-        "cost": round(run.cost, 6),
-        # litellm prices only models in its cost map; an unpriced model reports 0.
-        "cost_known": run.cost > 0 or run.tokens == 0,
+        "cost": round(run.cost, 9),
+        # litellm prices only models in its cost map; a call it cannot price makes the run's cost unknown.
+        "cost_known": not run.unpriced,
         "cache_hits": run.cache_hits,
+        "clusters_to_model": run.model_clusters,
+        "prompt_tokens": run.prompt_tokens,
+        "cached_tokens": run.cached_tokens,
+        "completion_tokens": run.completion_tokens,
+        "deferred": run.deferred,
     }
     data["seeds"] = run.seeds
     data["checkpoint"] = {

@@ -4,46 +4,53 @@ call the injected client with failure isolation, validate every verdict.
 The client comes from the caller (``llm.get_judge_client()``); calls happen outside
 any transaction. Nothing here writes: ``merging.record_review`` applies the result.
 
-For a judge that calls a model (``client.calls_model``), ``decide_cluster`` works in
-two stages:
+For a judge that calls a model (``client.calls_model``), ``decide_batch`` works on
+several clusters of ONE user in two stages:
 1. **Pre-pass** (no model call): the rule judge's provable merges (normalised text
    equal, or the same words with names in the same order), validated like any verdict.
-2. **Model**: the members left, each merged group standing as one member (its keeper:
-   the protected member, else the oldest, with the merged truth's generation and
-   newest ``created_at``). A malformed or truncated reply has already been retried by
-   the client; here the cluster is then split in halves, down to single truths, and a
-   member that fails even so is listed in ``failed``. Transport, auth and quota
-   errors end the model stage (``unavailable``); the pre-pass stands. An unparseable
-   reply is never a decision.
+2. **Model**: the members left of every cluster, each merged group standing as one
+   member (its keeper: the protected member, else the oldest, with the merged truth's
+   generation and newest ``created_at``), in ONE call (wire contract v2). A cluster
+   the reply leaves out or garbles is asked again without the others; a reply that is
+   malformed or truncated as a whole (already retried by the client) splits the batch
+   in halves, down to one cluster, which is then split in halves down to single
+   truths; a member that fails even so is listed in ``failed``. So one bad cluster
+   never sinks its neighbours. Transport, auth and quota errors end the model stage
+   (``unavailable``); the pre-pass stands. An unparseable reply is never a decision.
 A rate limit (``JudgeRateLimited``) propagates so that the caller waits and retries.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from ...conf import app_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
 from ...llm import rules
-from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Verdict
+from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Spend, Verdict
 from ...models import Truth
 from . import validation
 
 JUDGE_UNAVAILABLE = "LLM judge unavailable: {error}"
 JUDGE_INVALID = "The judge's reply was not a verdict for {aliases} even after bisection: {error}"
 PREPASS_REASONING = "Pre-pass (no model call): {reasoning}"
+DEFERRED = "Deferred: the run's budget (IRIS_CONSOLIDATION_MAX_COST_PER_RUN) was spent before this cluster was judged."
+
+logger = logging.getLogger(__name__)
 
 
 def build_request(
-    truths: Sequence[Truth], *, max_generation: int | None = None
+    truths: Sequence[Truth], *, max_generation: int | None = None, first_alias: int = 1
 ) -> tuple[JudgeRequest, dict[str, Truth]]:
-    """A ``JudgeRequest`` over ``truths`` (sorted oldest first, aliased t1, t2, ...),
-    and the alias -> truth map. Aliases are valid for this call only."""
+    """A ``JudgeRequest`` over ``truths`` (sorted oldest first, aliased t1, t2, ...; from
+    ``t<first_alias>`` when the cluster follows others in one call, so aliases stay
+    unique across the call), and the alias -> truth map. Aliases are valid for one call."""
     max_generation = max_generation or app_settings.MAX_GENERATION
     ordered = sorted(truths, key=lambda t: (t.created_at, t.pk))
-    by_alias = {f"t{i}": t for i, t in enumerate(ordered, start=1)}
+    by_alias = {f"t{i}": t for i, t in enumerate(ordered, start=first_alias)}
     members = tuple(
         MemberView(
             alias=alias,
@@ -77,7 +84,10 @@ class Judgement:
     pre-pass result. ``verdict`` combines every proposal and the figures of every
     model call (None if no judge answered). ``failed`` lists the aliases whose
     judgement failed; ``error`` says why; ``unavailable`` is True when the model could
-    not be reached (the caller stops the model tier for this user).
+    not be reached (the caller stops the model tier for this user). ``deferred`` is
+    True when the run's budget ran out before the model answered for this cluster:
+    nothing of it is applied, not even the pre-pass; the next run judges it.
+    ``spend`` is this cluster's part of every model call it took part in.
     """
 
     accepted: tuple[Action, ...] = ()
@@ -87,7 +97,14 @@ class Judgement:
     failed: tuple[str, ...] = ()
     error: str = ""
     unavailable: bool = False
-    llm_calls: int = 0
+    deferred: bool = False
+    spend: Spend = field(default_factory=Spend)
+    #: Whether the cluster's members went to the model in at least one call.
+    asked_model: bool = False
+
+    @property
+    def llm_calls(self) -> int:
+        return self.spend.calls
 
 
 def _validate(request: JudgeRequest, actions: tuple[Action, ...]) -> validation.ValidationResult:
@@ -115,24 +132,47 @@ def after_prepass(request: JudgeRequest, merges: Sequence[Action], *, max_genera
     return JudgeRequest(members=tuple(members[m.alias] for m in request.members if m.alias in members))
 
 
+class _OverBudget(Exception):
+    """The run's budget is spent: no further model call (internal to this module)."""
+
+
 @dataclass
 class _Bisection:
-    parts: list[tuple[JudgeRequest, Verdict]]
-    failed: list[str]
-    errors: list[str]
-    raws: list[str]
-    calls: int = 0
+    """One cluster's model stage: verdicts of its parts, failures, spend so far."""
+
+    parts: list[tuple[JudgeRequest, Verdict]] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    raws: list[str] = field(default_factory=list)
+    spend: Spend = field(default_factory=Spend)
 
 
-def _judge_bisecting(request: JudgeRequest, client: JudgeClient, state: _Bisection) -> None:
-    """Judge ``request``; on an invalid reply judge each half. Raises ``JudgeUnavailable``."""
+def _spent(exc: BaseException) -> Spend:
+    """What a failed call cost (litellm_client sets ``spend``; one call if it says nothing)."""
+    spend = getattr(exc, "spend", None)
+    if isinstance(spend, Spend) and spend.calls:
+        return spend
+    return Spend(calls=int(getattr(exc, "llm_calls", 1) or 1))
+
+
+def _check_budget(may_call: Callable[[], bool] | None) -> None:
+    if may_call is not None and not may_call():
+        raise _OverBudget
+
+
+def _judge_bisecting(
+    request: JudgeRequest, client: JudgeClient, state: _Bisection, may_call: Callable[[], bool] | None = None
+) -> None:
+    """Judge one cluster's ``request``; on an invalid reply judge each half, down to
+    single truths. Raises ``JudgeUnavailable`` and ``_OverBudget``."""
     if len(request.members) < 2:
         state.failed.extend(m.alias for m in request.members)
         return
+    _check_budget(may_call)
     try:
         verdict = judge_cluster(request=request, client=client)
     except JudgeResponseInvalid as exc:
-        state.calls += int(getattr(exc, "llm_calls", 1))
+        state.spend = state.spend + _spent(exc)
         state.errors.append(str(exc))
         state.raws.append(exc.raw)
         aliases = tuple(m.alias for m in request.members)
@@ -140,28 +180,79 @@ def _judge_bisecting(request: JudgeRequest, client: JudgeClient, state: _Bisecti
         if len(aliases) == 2:
             state.failed.extend(aliases)
             return
-        _judge_bisecting(request.subset(aliases[:half]), client, state)
-        _judge_bisecting(request.subset(aliases[half:]), client, state)
+        _judge_bisecting(request.subset(aliases[:half]), client, state, may_call)
+        _judge_bisecting(request.subset(aliases[half:]), client, state, may_call)
         return
-    state.calls += verdict.llm_calls
+    state.spend = state.spend + verdict.spend
     state.parts.append((request, verdict))
 
 
-def _combine(parts: list[tuple[JudgeRequest, Verdict]], raws: list[str], calls: int) -> Verdict | None:
+def _judge_group(
+    indices: list[int],
+    requests: dict[int, JudgeRequest],
+    client: JudgeClient,
+    states: dict[int, _Bisection],
+    done: set[int],
+    may_call: Callable[[], bool] | None,
+) -> None:
+    """Judge the clusters ``indices`` in one call; a cluster left out of the reply, or
+    whose entry is not a verdict, is judged again without the others; a reply that is
+    not a verdict as a whole splits the group in halves. One cluster alone goes down
+    to the member bisection (``_judge_bisecting``). Marks finished clusters in ``done``."""
+    if len(indices) == 1:
+        (index,) = indices
+        _judge_bisecting(requests[index], client, states[index], may_call)
+        done.add(index)
+        return
+    _check_budget(may_call)
+    try:
+        reply = client.judge_batch([requests[i] for i in indices])
+    except JudgeResponseInvalid as exc:
+        weights = [len(requests[i].members) for i in indices]
+        for i, share in zip(indices, _spent(exc).share(weights), strict=True):
+            states[i].spend = states[i].spend + share
+            states[i].errors.append(str(exc))
+        states[indices[0]].raws.append(exc.raw)
+        half = len(indices) // 2
+        _judge_group(indices[:half], requests, client, states, done, may_call)
+        _judge_group(indices[half:], requests, client, states, done, may_call)
+        return
+    missing: list[int] = []
+    for i, verdict, error, share in zip(indices, reply.verdicts, reply.errors, reply.shares, strict=True):
+        states[i].spend = states[i].spend + share
+        if verdict is None:
+            states[i].errors.append(error)
+            missing.append(i)
+            continue
+        states[i].parts.append((requests[i], replace(verdict, spend=share, tokens=share.tokens, cost=share.cost)))
+        done.add(i)
+    if missing:
+        logger.warning("judge reply left out or garbled %d of %d clusters; asking again", len(missing), len(indices))
+        if len(missing) == len(indices):
+            states[missing[0]].raws.append(reply.raw)
+            half = len(missing) // 2
+            _judge_group(missing[:half], requests, client, states, done, may_call)
+            _judge_group(missing[half:], requests, client, states, done, may_call)
+        else:
+            _judge_group(missing, requests, client, states, done, may_call)
+
+
+def _combine(parts: list[tuple[JudgeRequest, Verdict]], raws: list[str], spend: Spend) -> Verdict | None:
     if not parts:
         return None
     verdicts = [v for _, v in parts]
     return Verdict(
         actions=tuple(a for v in verdicts for a in v.actions),
         reasoning="\n".join(v.reasoning for v in verdicts if v.reasoning),
-        raw="\n---\n".join([*(v.raw for v in verdicts), *(r for r in raws if r)]),
+        raw="\n---\n".join([*dict.fromkeys(v.raw for v in verdicts), *(r for r in raws if r)]),
         model=verdicts[0].model,
         prompt_version=verdicts[0].prompt_version,
-        tokens=sum(v.tokens for v in verdicts),
-        cost=sum(v.cost for v in verdicts),
+        tokens=spend.tokens,
+        cost=spend.cost,
         latency_ms=sum(v.latency_ms for v in verdicts),
-        llm_calls=calls,
+        llm_calls=spend.calls,
         attempts=sum(v.attempts for v in verdicts),
+        spend=spend,
     )
 
 
@@ -175,56 +266,124 @@ def judge_cluster(*, request: JudgeRequest, client: JudgeClient) -> Verdict:
 
 
 def decide_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed: bool = True) -> Judgement:
-    """Judge and validate one cluster (see the module docstring); never writes.
+    """Judge and validate one cluster (``decide_batch`` of one); never writes."""
+    return decide_batch(requests=[request], client=client, model_allowed=model_allowed)[0]
 
+
+def decide_batch(
+    *,
+    requests: Sequence[JudgeRequest],
+    client: JudgeClient,
+    model_allowed: bool = True,
+    may_call: Callable[[Spend], bool] | None = None,
+) -> list[Judgement]:
+    """Judge and validate several clusters of ONE user (aliases unique across them),
+    one ``Judgement`` each, in order; never writes (see the module docstring).
+
+    The clusters left for the model after the pre-pass go in one call; the reply is
+    validated per cluster, so an action naming a sibling cluster's truth is a foreign
+    id. A cluster missing from the reply is asked again (``_judge_group``).
     ``model_allowed=False`` runs the pre-pass only (the model tier was stopped for this
-    user). Raises ``JudgeRateLimited`` only; every other failure is in the result.
+    user). ``may_call(spent)`` is asked before every model call with what this batch
+    has spent so far; once it says no, the clusters without an answer are ``deferred``.
+    Raises ``JudgeRateLimited`` only;
+    every other failure is in the results.
     """
     if not getattr(client, "calls_model", True):
-        verdict = client.judge(request)
-        result = _validate(request, verdict.actions)
-        return Judgement(accepted=result.accepted, rejections=result.rejections, verdict=verdict)
+        results = []
+        for request in requests:
+            verdict = client.judge(request)
+            result = _validate(request, verdict.actions)
+            results.append(Judgement(accepted=result.accepted, rejections=result.rejections, verdict=verdict))
+        return results
 
     max_generation = app_settings.MAX_GENERATION
-    pre_verdict = rules.RuleJudge().judge(request)
-    pre = _validate(request, pre_verdict.actions)
-    merges = [a for a in pre.accepted if a.action == "merge"]
-    base = Judgement(accepted=pre.accepted, rejections=pre.rejections, prepass=len(pre.accepted))
-    model_request = after_prepass(request, merges, max_generation=max_generation)
-    prepass_only = replace(
-        base, verdict=replace(pre_verdict, reasoning=PREPASS_REASONING.format(reasoning=pre_verdict.reasoning))
-    )
-    if len(model_request.members) < 2:
-        return prepass_only
-    if not model_allowed:
-        return replace(prepass_only, failed=tuple(m.alias for m in model_request.members))
+    judgements: dict[int, Judgement] = {}
+    prepasses: dict[int, tuple[Verdict, validation.ValidationResult, Judgement]] = {}
+    model_requests: dict[int, JudgeRequest] = {}
+    for index, request in enumerate(requests):
+        pre_verdict = rules.RuleJudge().judge(request)
+        pre = _validate(request, pre_verdict.actions)
+        merges = [a for a in pre.accepted if a.action == "merge"]
+        model_request = after_prepass(request, merges, max_generation=max_generation)
+        prepass_only = Judgement(
+            accepted=pre.accepted,
+            rejections=pre.rejections,
+            prepass=len(pre.accepted),
+            verdict=replace(pre_verdict, reasoning=PREPASS_REASONING.format(reasoning=pre_verdict.reasoning)),
+        )
+        prepasses[index] = (pre_verdict, pre, prepass_only)
+        if len(model_request.members) < 2:
+            judgements[index] = prepass_only
+        elif not model_allowed:
+            judgements[index] = replace(prepass_only, failed=tuple(m.alias for m in model_request.members))
+        else:
+            model_requests[index] = model_request
 
-    state = _Bisection(parts=[], failed=[], errors=[], raws=[])
+    states = {i: _Bisection() for i in model_requests}
+    done: set[int] = set()
+    pending = sorted(model_requests)
+
+    def check() -> bool:
+        return may_call is None or may_call(sum((st.spend for st in states.values()), Spend()))
+
     try:
-        _judge_bisecting(model_request, client, state)
+        if pending:
+            _judge_group(pending, model_requests, client, states, done, check)
     except JudgeRateLimited:
         raise
+    except _OverBudget:
+        for i in pending:
+            if i not in done:
+                asked = bool(states[i].spend.calls or states[i].spend.tokens or states[i].errors)
+                judgements[i] = Judgement(deferred=True, spend=states[i].spend, error=DEFERRED, asked_model=asked)
     except JudgeUnavailable as exc:
-        return replace(
-            prepass_only,
-            failed=tuple(m.alias for m in model_request.members),
-            error=JUDGE_UNAVAILABLE.format(error=exc),
-            unavailable=True,
-            llm_calls=state.calls + int(getattr(exc, "llm_calls", 1)),
-        )
+        first = True
+        for i in pending:
+            if i in done:
+                continue
+            spend = states[i].spend + (_spent(exc) if first else Spend())
+            first = False
+            judgements[i] = replace(
+                prepasses[i][2],
+                failed=tuple(m.alias for m in model_requests[i].members),
+                error=JUDGE_UNAVAILABLE.format(error=exc),
+                unavailable=True,
+                spend=spend,
+                asked_model=True,
+            )
+    for i in done:
+        judgements[i] = _judged(requests[i], prepasses[i][0], prepasses[i][1], states[i])
+    return [judgements[i] for i in range(len(requests))]
+
+
+def _judged(
+    request: JudgeRequest, pre_verdict: Verdict, pre: validation.ValidationResult, state: _Bisection
+) -> Judgement:
+    """The judgement of a cluster whose model stage finished (every part answered or failed)."""
     accepted = list(pre.accepted)
     rejections = list(pre.rejections)
     for sub_request, verdict in state.parts:
         result = _validate(sub_request, verdict.actions)
         accepted.extend(result.accepted)
         rejections.extend(result.rejections)
-    combined = _combine(state.parts, state.raws, state.calls)
+    combined = _combine(state.parts, state.raws, state.spend)
     if combined is not None:
         notes = [PREPASS_REASONING.format(reasoning=pre_verdict.reasoning)] if pre.accepted else []
         combined = replace(
             combined,
             actions=(*pre_verdict.actions, *combined.actions),
             reasoning="\n".join([*notes, combined.reasoning]),
+        )
+    else:
+        combined = replace(
+            pre_verdict,
+            reasoning=PREPASS_REASONING.format(reasoning=pre_verdict.reasoning),
+            raw="\n---\n".join(state.raws),
+            spend=state.spend,
+            tokens=state.spend.tokens,
+            cost=state.spend.cost,
+            llm_calls=state.spend.calls,
         )
     error = ""
     if state.failed:
@@ -233,8 +392,9 @@ def decide_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed:
         accepted=tuple(accepted),
         rejections=tuple(rejections),
         prepass=len(pre.accepted),
-        verdict=combined if combined is not None else replace(prepass_only.verdict, raw="\n---\n".join(state.raws)),
+        verdict=combined,
         failed=tuple(state.failed),
         error=error,
-        llm_calls=state.calls,
+        spend=state.spend,
+        asked_model=True,
     )

@@ -22,7 +22,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ...conf import app_settings
-from ...llm.base import Action, Verdict
+from ...llm.base import Action, Spend, Verdict
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
 from ..operations import live_settings
 from . import truth_events
@@ -48,6 +48,10 @@ class ReviewDraft:
     aliases whose judgement failed; ``llm_calls`` counts every model call made.
     ``stale_reason`` says why the cluster was not judged at all because its members
     changed before judging (outcome ``STALE``: no error, not a failure of the run).
+    ``deferred_reason`` says why the cluster was left for the next run unjudged (the
+    run's budget was spent; outcome ``DEFERRED``: nothing applied, not a failure).
+    ``spend`` is the cluster's part of the model calls it took part in (``llm_calls``
+    adds calls known without a usage block); ``asked_model``: it went to the model.
     """
 
     run_id: Any
@@ -64,8 +68,11 @@ class ReviewDraft:
     error: str = ""
     failure: str = ""
     stale_reason: str = ""
+    deferred_reason: str = ""
     embeddings: dict[str, Any] = field(default_factory=dict)
     llm_calls: int = 0
+    spend: Spend = field(default_factory=Spend)
+    asked_model: bool = False
 
     def member_id(self, alias: str) -> int:
         for row in self.snapshot:
@@ -146,7 +153,8 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
         # aliases onto its result, so that a later action acts on the merged truth.
         current = {alias: locked.get(int(row["id"])) for alias, row in rows.items()}
         moved: set[str] = set()
-        for index, action in enumerate(draft.accepted):
+        accepted = () if draft.deferred_reason else draft.accepted
+        for index, action in enumerate(accepted):
             if action.action == "merge":
                 protected = [
                     a for a in action.ids
@@ -208,7 +216,9 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             entry["result_id"] = result.pk
             applied.append(entry)
 
-        if applied:
+        if draft.deferred_reason:
+            outcome = ClusterReview.Outcome.DEFERRED
+        elif applied:
             outcome = ClusterReview.Outcome.PREVIEW if dry_run else ClusterReview.Outcome.APPLIED
         elif draft.error:
             outcome = ClusterReview.Outcome.FAILED
@@ -220,6 +230,8 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
         else:
             outcome = ClusterReview.Outcome.KEPT
         verdict = draft.verdict
+        spend = draft.spend
+        calls = spend.calls or draft.llm_calls or (verdict.llm_calls if verdict else 0)
         review = ClusterReview.objects.create(
             run=run,
             user_id=draft.user_id,
@@ -233,12 +245,19 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             proposed_content="\n".join(a.content for a in verdict.actions if a.action == "merge") if verdict else "",
             outcome=outcome,
             applied=bool(applied) and not dry_run,
-            skip_reason=draft.stale_reason or ("; ".join(r.reason for r in rejections) if not applied else ""),
+            skip_reason=draft.stale_reason
+            or draft.deferred_reason
+            or ("; ".join(r.reason for r in rejections) if not applied else ""),
             judge=draft.judge,
             model=verdict.model if verdict else "",
             prompt_version=verdict.prompt_version if verdict else "",
-            tokens=verdict.tokens if verdict else 0,
-            cost=verdict.cost if verdict else 0.0,
+            tokens=spend.tokens,
+            prompt_tokens=spend.prompt_tokens,
+            cached_tokens=spend.cached_tokens,
+            completion_tokens=spend.completion_tokens,
+            cost=spend.cost,
+            cost_known=not spend.unpriced,
+            llm_calls=calls,
             latency_ms=verdict.latency_ms if verdict else 0,
             attempts=verdict.attempts if verdict else 0,
             error=draft.error,
@@ -256,12 +275,18 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             merged=F("merged") + merges,
             superseded=F("superseded") + (len(applied) - merges),
             retired=F("retired") + retired_count,
-            kept=F("kept") + (1 if not applied and not draft.error else 0),
+            kept=F("kept") + (1 if not applied and not draft.error and not draft.deferred_reason else 0),
             rejected=F("rejected") + len(rejections),
             failed=F("failed") + (1 if draft.error else 0),
-            llm_calls=F("llm_calls") + (draft.llm_calls or (verdict.llm_calls if verdict else 0)),
-            tokens=F("tokens") + (verdict.tokens if verdict else 0),
-            cost=F("cost") + (verdict.cost if verdict else 0.0),
+            deferred=F("deferred") + (1 if draft.deferred_reason else 0),
+            llm_calls=F("llm_calls") + calls,
+            model_clusters=F("model_clusters") + (1 if draft.asked_model else 0),
+            tokens=F("tokens") + spend.tokens,
+            prompt_tokens=F("prompt_tokens") + spend.prompt_tokens,
+            cached_tokens=F("cached_tokens") + spend.cached_tokens,
+            completion_tokens=F("completion_tokens") + spend.completion_tokens,
+            cost=F("cost") + spend.cost,
+            unpriced=F("unpriced") + (1 if spend.unpriced else 0),
         )
         # Audit rows now, signals after commit (services/pipeline/truth_events.py).
         truth_events.record_change_tuples(changed, review=review, run=run, actor=actor or draft.judge)

@@ -53,11 +53,23 @@ def task_call(job: Job) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, 
         func, args = tasks.apply_review, (run, job.preview_id)
         name = f"iris:apply:{run[:8]}:review{job.preview_id}"
     else:
-        func = tasks.consolidate_cluster
-        cluster = {"user_id": job.user_id, "member_ids": list(job.member_ids), "similarities": list(job.similarities)}
-        args = (run, cluster)
-        name = f"iris:cluster:{run[:8]}:{job.member_ids[0]}"
+        return batch_call([job])
     return func, args, {"task_name": name, "group": group_name(job.run_id), "timeout": timeout_of(job.kind)}
+
+
+def batch_call(batch: list[Job]) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    """``(task function, args, q_options)`` of the phase 2 task that judges ``batch``: up to
+    ``CLUSTERS_PER_CALL`` cluster jobs of one user, judged in one model call. A job sent
+    again on its own (recovery, retry) is a batch of one."""
+    from ... import tasks
+
+    first = batch[0]
+    run = str(first.run_id)
+    args = (run, [job.pk for job in batch])
+    name = f"iris:clusters:{run[:8]}:{first.member_ids[0]}+{len(batch) - 1}"
+    return tasks.consolidate_batch, args, {
+        "task_name": name, "group": group_name(first.run_id), "timeout": timeout_of(Job.Kind.CLUSTER)
+    }
 
 
 def in_process(run_id: Any) -> bool:
@@ -69,29 +81,47 @@ def in_process(run_id: Any) -> bool:
 def send(job: Job) -> None:
     """Send ``job``'s task to the broker once the current transaction commits (not for a
     run executed in process)."""
+    if not in_process(job.run_id):
+        _send(task_call(job))
+
+
+def send_batch(batch: list[Job]) -> None:
+    """Send one task for the cluster jobs ``batch`` (one user's) on commit (``batch_call``)."""
+    if batch and not in_process(batch[0].run_id):
+        _send(batch_call(batch))
+
+
+def _send(call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]) -> None:
     from django_q.tasks import async_task
 
-    if in_process(job.run_id):
-        return
-    func, args, options = task_call(job)
+    func, args, options = call
     transaction.on_commit(lambda: async_task(func, *args, q_options=dict(options)))
+
+
+def send_batch_at(batch: list[Job], when: datetime) -> None:
+    """Have django-q2's scheduler send one task for ``batch`` at ``when`` (see ``send_at``)."""
+    if batch and not in_process(batch[0].run_id):
+        _schedule(batch_call(batch), when, name=f"iris_consolidation:jobs{batch[0].pk}+{len(batch) - 1}")
 
 
 def send_at(job: Job, when: datetime) -> None:
     """Have django-q2's scheduler send ``job``'s task at ``when`` (a one-off ``Schedule``,
     written in the current transaction; the scheduler looks about every 30 s). Not for
     a run executed in process: its process waits for ``job.not_before`` itself."""
+    if not in_process(job.run_id):
+        _schedule(task_call(job), when, name=f"iris_consolidation:job{job.pk}")
+
+
+def _schedule(call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]], when: datetime, *, name: str) -> None:
     from django_q.models import Schedule
     from django_q.tasks import schedule
 
-    if in_process(job.run_id):
-        return
-    func, args, options = task_call(job)
+    func, args, options = call
     schedule(
         task_path(func),
         *args,
         q_options=options,
-        name=f"iris_consolidation:job{job.pk}:{when:%Y%m%dT%H%M%S.%f}",
+        name=f"{name}:{when:%Y%m%dT%H%M%S.%f}",
         schedule_type=Schedule.ONCE,
         next_run=when,
     )

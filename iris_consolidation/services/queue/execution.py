@@ -4,8 +4,8 @@ here one at a time instead of by django-q2 workers.
 ``run_sync`` is what ``consolidate_truths --sync``/``--dry-run`` and the tests use. It
 starts the run like a queued one (``jobs.start_queued_run``), marks it executed in
 process (so ``dispatch`` sends nothing), then runs each user's phase 1 job and that
-user's cluster jobs through the workers' functions (``workers.plan_user_job``,
-``workers.judge_cluster_job``): same review keys, same review drafts, same 429 handling
+user's cluster jobs, ``CLUSTERS_PER_CALL`` at a time, through the workers' functions
+(``workers.plan_user_job``, ``workers.judge_batch_job``): same review keys, same review drafts, same 429 handling
 (the job waits until the provider's time, within ``RETRY_WINDOW``, then a failed review
 with the cluster's members), same finish rule (``jobs.refresh_run``). The jobs-per-minute
 limit is not applied: one process judges one cluster at a time.
@@ -23,6 +23,7 @@ from django.utils import timezone
 from ...embeddings import Embedder
 from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
+from ..pipeline import consolidation
 from . import jobs, workers
 
 Job = ConsolidationJob
@@ -53,6 +54,32 @@ def _run_job(
         work(claimed, clock)
 
 
+def _run_batch(
+    batch: list[Job],
+    work: Callable[[list[Job], Callable[[], datetime]], list[dict[str, Any]]],
+    *,
+    sleep: Callable[[float], None],
+    clock: Callable[[], datetime],
+) -> list[Job]:
+    """``_run_job`` for the cluster jobs of one batch, claimed and judged together (one
+    model call); jobs that wait (429) are slept for and run again together."""
+    while True:
+        now = clock()
+        for job in batch:
+            job.refresh_from_db()
+        open_jobs = [j for j in batch if j.status not in (Job.Status.DONE, Job.Status.FAILED)]
+        if not open_jobs:
+            return batch
+        due = [j.not_before for j in open_jobs if j.status == Job.Status.WAITING and j.not_before is not None]
+        if due and max(due) > now:
+            sleep((max(due) - now).total_seconds())
+            now = max(clock(), max(due))
+        claimed = [c for c in (jobs.claim(j.pk, worker=jobs.worker_name(), now=now) for j in open_jobs) if c]
+        if not claimed:
+            return batch
+        work(claimed, clock)
+
+
 def run_sync(
     *,
     run: ConsolidationRun,
@@ -78,8 +105,8 @@ def run_sync(
     def plan(job: Job, _clock: Callable[[], datetime]) -> dict[str, Any]:
         return workers.plan_user_job(job, embedder=embedder)
 
-    def judge(job: Job, now: Callable[[], datetime]) -> dict[str, Any]:
-        return workers.judge_cluster_job(job, client=client, embedder=embedder, sleep=sleep, clock=now, throttled=False)
+    def judge(batch: list[Job], now: Callable[[], datetime]) -> list[dict[str, Any]]:
+        return workers.judge_batch_job(batch, client=client, embedder=embedder, sleep=sleep, clock=now, throttled=False)
 
     for i, user_id in enumerate(user_ids, start=1):
         if progress:
@@ -90,11 +117,13 @@ def run_sync(
         )
         if progress:
             progress("clusters", i, len(user_ids), [jobs.candidate(j) for j in cluster_jobs])
-        for j, cluster_job in enumerate(cluster_jobs, start=1):
-            finished = _run_job(cluster_job, judge, sleep=sleep, clock=clock)
-            if progress:
-                review = ClusterReview.objects.filter(pk=finished.review_id).first()
-                progress("cluster", j, len(cluster_jobs), review)
+        done = 0
+        for batch in consolidation.batches(cluster_jobs):
+            for finished in _run_batch(batch, judge, sleep=sleep, clock=clock):
+                done += 1
+                if progress:
+                    review = ClusterReview.objects.filter(pk=finished.review_id).first()
+                    progress("cluster", done, len(cluster_jobs), review)
     jobs.refresh_run(run.pk)
     run.refresh_from_db()
     return run

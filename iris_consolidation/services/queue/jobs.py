@@ -292,28 +292,39 @@ def _lock_own(job: Job) -> Job | None:
 
 
 def defer(job: Job, *, until: datetime, rate_limited: bool = False, note: str = "") -> bool:
-    """Put ``job`` back to wait until ``until`` (not a failure) and schedule its task then.
+    """Put the cluster job ``job`` back to wait until ``until`` (not a failure) and
+    schedule its task then (``defer_batch`` of one).
 
     ``rate_limited`` counts a provider's 429, else our own jobs-per-minute limit. Returns
     False if this delivery no longer holds the job (nothing changed).
     """
+    return defer_batch([job], until=until, rate_limited=rate_limited, note=note) == 1
+
+
+def defer_batch(batch: list[Job], *, until: datetime, rate_limited: bool = False, note: str = "") -> int:
+    """``defer`` for the cluster jobs of one batch task, sent again together at ``until``
+    (one scheduled task, so the batch stays one model call). Returns how many jobs this
+    delivery still held and put back to wait."""
+    held = []
     with transaction.atomic():
-        locked = _lock_own(job)
-        if locked is None:
-            return False
-        locked.status = Status.WAITING
-        locked.not_before = until
-        locked.lease_until = None
-        locked.dispatched_at = timezone.now()
-        if rate_limited:
-            locked.rate_limited += 1
-        else:
-            locked.throttled += 1
-        if note:
-            locked.error = note
-        locked.save()
-        dispatch.send_at(locked, until)
-    return True
+        for job in sorted(batch, key=lambda j: j.pk):  # lock order: job rows by id
+            locked = _lock_own(job)
+            if locked is None:
+                continue
+            locked.status = Status.WAITING
+            locked.not_before = until
+            locked.lease_until = None
+            locked.dispatched_at = timezone.now()
+            if rate_limited:
+                locked.rate_limited += 1
+            else:
+                locked.throttled += 1
+            if note:
+                locked.error = note
+            locked.save()
+            held.append(locked)
+        dispatch.send_batch_at(held, until)
+    return len(held)
 
 
 def record_fault(job: Job, *, error: str, now: datetime | None = None) -> str:
@@ -367,8 +378,9 @@ def finish_user_job(job: Job, plan: consolidation.UserPlan, *, now: datetime | N
         locked.lease_until = None
         locked.error = ""
         locked.save()
-        for cluster_job in created:
-            dispatch.send(cluster_job)
+        # One task per batch of the user's clusters: one model call judges them all.
+        for batch in consolidation.batches(created):
+            dispatch.send_batch(batch)
     return len(created)
 
 

@@ -57,6 +57,20 @@ def acquire(*, name: str, limit: int, period: float, now: float | None = None) -
     return wait
 
 
+def charge(*, name: str, count: int, now: float | None = None) -> None:
+    """Record ``count`` starts under the limit ``name`` now, without waiting: model calls a
+    task made beyond the one start it took (a reply split and asked again), so the window
+    counts every call the provider saw."""
+    if count <= 0:
+        return
+    RateLimitWindow.objects.get_or_create(name=name)
+    with transaction.atomic():
+        window = RateLimitWindow.objects.select_for_update().get(name=name)
+        moment = _database_clock() if now is None else now
+        window.starts = [*window.starts, *([moment] * count)]
+        window.save(update_fields=["starts"])
+
+
 def recent_starts(*, name: str) -> list[float]:
     """Start times (epoch seconds) the limit ``name`` currently remembers."""
     window = RateLimitWindow.objects.filter(name=name).first()

@@ -1,4 +1,5 @@
-"""What one delivery of a claimed job does: phase 1 for a user, phase 2 for a cluster.
+"""What one delivery of claimed jobs does: phase 1 for a user, phase 2 for a batch of
+one user's clusters (one model call).
 
 The caller (``tasks.py``) claims the job (``jobs.claim``) and handles faults; these
 functions do the work and move the job on. Phase 2 passes the jobs-per-minute limit
@@ -60,9 +61,12 @@ def plan_user_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any
     return {"user_id": job.user_id, "clusters": created}
 
 
-def _pass_throttle(job: ConsolidationJob, *, sleep: Callable[[float], None], clock: Callable[[], datetime]) -> bool:
-    """Take a start under the jobs-per-minute limit, waiting in the worker if the wait is
-    short; returns False if the job was put back to wait instead."""
+def _pass_throttle(
+    batch: list[ConsolidationJob], *, sleep: Callable[[float], None], clock: Callable[[], datetime]
+) -> bool:
+    """Take one start (one model call) under the jobs-per-minute limit for ``batch``,
+    waiting in the worker if the wait is short; returns False if the batch was put back
+    to wait instead (one scheduled task, so it stays one call)."""
     limit = int(app_settings.JOBS_PER_MINUTE)
     period = float(app_settings.RATE_LIMIT_PERIOD)
     most = max_throttle_sleep()
@@ -76,7 +80,7 @@ def _pass_throttle(job: ConsolidationJob, *, sleep: Callable[[float], None], clo
         # Come back early by what a worker may wait: the scheduler fires up to 30 s late
         # anyway, and the rest of the wait is then taken in the worker, up to the second.
         until = clock() + timedelta(seconds=wait - most)
-        jobs.defer(job, until=until, note=THROTTLED.format(limit=limit, period=period))
+        jobs.defer_batch(batch, until=until, note=THROTTLED.format(limit=limit, period=period))
         return False
 
 
@@ -97,49 +101,88 @@ def judge_cluster_job(
     clock: Callable[[], datetime] = timezone.now,
     throttled: bool = True,
 ) -> dict[str, Any]:
-    """Phase 2 of a claimed cluster job; returns ``{"job", "outcome"}``.
+    """Phase 2 of one claimed cluster job: ``judge_batch_job`` of one."""
+    return judge_batch_job([job], client=client, embedder=embedder, sleep=sleep, clock=clock, throttled=throttled)[0]
 
-    Outcomes: a review outcome (applied, kept, rejected, stale, failed), "throttled" or
-    "rate_limited" (the job waits; not a failure). A review already recorded for this
-    job's round (an earlier delivery wrote it and died) finishes the job without a call.
-    ``throttled=False`` skips the jobs-per-minute limit (a run executed in process
-    judges one cluster at a time).
+
+def judge_batch_job(
+    batch: list[ConsolidationJob],
+    *,
+    client: JudgeClient,
+    embedder: Embedder,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], datetime] = timezone.now,
+    throttled: bool = True,
+) -> list[dict[str, Any]]:
+    """Phase 2 of claimed cluster jobs of one user, judged in one model call
+    (``consolidation.consolidate_batch``); returns ``{"job", "outcome"}`` per job.
+
+    Outcomes: a review outcome (applied, kept, rejected, stale, failed, deferred),
+    "throttled" or "rate_limited" (the jobs wait together; not a failure). A job whose
+    review for its round is already recorded (an earlier delivery wrote it and died) is
+    finished without a call. The rate limit counts model calls: the batch takes one
+    start before its call, and the calls a split reply added are charged after it.
+    ``throttled=False`` skips the limit (a run executed in process judges one batch at
+    a time).
     """
-    key = job.review_key()
-    review = ClusterReview.objects.filter(run_id=job.run_id, key=key).first()
-    if review is None:
-        if throttled and not _pass_throttle(job, sleep=sleep, clock=clock):
-            return {"job": job.pk, "outcome": "throttled"}
+    results: dict[int, str] = {}
+    pending: list[ConsolidationJob] = []
+    for job in batch:
+        review = ClusterReview.objects.filter(run_id=job.run_id, key=job.review_key()).first()
+        if review is None:
+            pending.append(job)
+            continue
+        jobs.finish_cluster_job(job, review)
+        results[job.pk] = review.outcome
+    if pending:
+        if throttled and not _pass_throttle(pending, sleep=sleep, clock=clock):
+            results.update((job.pk, "throttled") for job in pending)
+            return [{"job": job.pk, "outcome": results[job.pk]} for job in batch]
         try:
-            review = consolidation.consolidate_cluster(
-                run_id=job.run_id, cluster=jobs.candidate(job), client=client, embedder=embedder, key=key
+            reviews = consolidation.consolidate_batch(
+                run_id=pending[0].run_id,
+                clusters=[jobs.candidate(job) for job in pending],
+                client=client,
+                embedder=embedder,
+                keys=[job.review_key() for job in pending],
             )
         except JudgeRateLimited as exc:
-            review = _rate_limited(job, exc, client=client, clock=clock)
-            if review is None:
-                return {"job": job.pk, "outcome": "rate_limited"}
-    jobs.finish_cluster_job(job, review)
-    return {"job": job.pk, "outcome": review.outcome}
+            failures = _rate_limited(pending, exc, client=client, clock=clock)
+            if failures is None:
+                results.update((job.pk, "rate_limited") for job in pending)
+                return [{"job": job.pk, "outcome": results[job.pk]} for job in batch]
+            reviews = failures
+        extra_calls = sum(r.llm_calls for r in reviews) - 1
+        if throttled and extra_calls > 0:
+            throttling.charge(name=throttling.CLUSTER_JOBS, count=extra_calls)
+        for job, review in zip(pending, reviews, strict=True):
+            jobs.finish_cluster_job(job, review)
+            results[job.pk] = review.outcome
+    return [{"job": job.pk, "outcome": results[job.pk]} for job in batch]
 
 
 def _rate_limited(
-    job: ConsolidationJob, exc: JudgeRateLimited, *, client: JudgeClient, clock: Callable[[], datetime]
-) -> ClusterReview | None:
-    """Wait out a 429 inside the retry window (returns None), or record the failure."""
+    batch: list[ConsolidationJob], exc: JudgeRateLimited, *, client: JudgeClient, clock: Callable[[], datetime]
+) -> list[ClusterReview] | None:
+    """Wait out a 429 inside the retry window (the batch waits together; returns None),
+    or record each cluster's failure (the window runs from the batch's first attempt)."""
     now = clock()
     wait = exc.retry_after if exc.retry_after is not None else DEFAULT_RETRY_AFTER
     window = int(app_settings.RETRY_WINDOW)
-    first = job.first_attempt_at or now
+    first = min((job.first_attempt_at or now) for job in batch)
     if now + timedelta(seconds=wait) <= first + timedelta(seconds=window):
-        jobs.defer(job, until=now + timedelta(seconds=wait), rate_limited=True, note=str(exc))
-        logger.info("run %s: job %s rate limited, again in %.1f s", job.run_id, job.key, wait)
+        jobs.defer_batch(batch, until=now + timedelta(seconds=wait), rate_limited=True, note=str(exc))
+        logger.info("run %s: %d jobs rate limited, again in %.1f s", batch[0].run_id, len(batch), wait)
         return None
     error = RATE_LIMIT_EXHAUSTED.format(wait=wait, window=window, first=first.isoformat(), error=exc)
-    return consolidation.record_cluster_failure(
-        run_id=job.run_id,
-        cluster=jobs.candidate(job),
-        judge=client.name,
-        error=error,
-        key=job.review_key(),
-        failure=ClusterReview.Failure.RATE_LIMITED,
-    )
+    return [
+        consolidation.record_cluster_failure(
+            run_id=job.run_id,
+            cluster=jobs.candidate(job),
+            judge=client.name,
+            error=error,
+            key=job.review_key(),
+            failure=ClusterReview.Failure.RATE_LIMITED,
+        )
+        for job in batch
+    ]

@@ -202,7 +202,7 @@ def test_failing_cluster_is_bisected_and_the_judgeable_half_applied(llm_server, 
     truths = [truth_factory(c) for c in contents]
 
     def handler(payload: dict[str, Any]) -> llm_stub.Reply:
-        ids = [t["id"] for t in llm_stub._truths(payload)]
+        ids = [t["id"] for t in llm_stub.StubLLMServer.truths_of({"json": payload})]
         if len(ids) > 2 or ids == ["t3", "t4"]:
             return llm_stub.text('{"actions": [', finish_reason="length")
         return llm_stub.verdict([{"action": "merge", "ids": ids, "content": "Likes tea", "reason": "same"}])

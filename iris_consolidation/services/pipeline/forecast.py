@@ -1,0 +1,176 @@
+"""The forecast of a pass's judge spend: clusters, model calls, tokens and money, before
+any call is made.
+
+``forecast_user`` works on one user's clusters as phase 1 found them: a cluster the
+verdict cache answers or the deterministic pre-pass settles needs no call; the rest go
+to the model ``CLUSTERS_PER_CALL`` at a time, exactly as ``consolidation.batches``
+sends them. Prompt tokens are counted on the very messages those calls would send
+(``prompts.build_messages``, litellm's token counter for the model); completion tokens
+are an assumption per cluster (``COMPLETION_TOKENS_PER_CLUSTER``). Money is at the
+model's price in litellm's local price map, with no prompt-cache discount (an upper
+bound); a model without a price there has no forecast cost, never $0.
+
+``estimate`` runs phase 1 for every user of a would-be run inside a transaction that
+is rolled back: nothing is written (not even embeddings), no judge is built and no
+call is made, so no API key is needed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from types import SimpleNamespace
+from typing import Any
+
+from django.db import transaction
+
+from ...conf import app_settings
+from ...embeddings import Embedder
+from ...llm import rules
+from ...llm.base import JudgeRequest
+from ...llm.prompts import PROMPT_VERSION, build_messages
+from ...models import Truth
+from . import clustering, judging, verdict_cache
+
+#: Completion tokens assumed per cluster sent to the model. An assumption, not a
+#: measurement: a "keep" entry with a one-sentence reasoning is about 40 tokens, a
+#: merge with its content and reason about 120; 80 sits between them.
+COMPLETION_TOKENS_PER_CLUSTER = 80
+
+
+@dataclass(frozen=True, kw_only=True)
+class Forecast:
+    """What a pass would ask of the judge. ``model`` is "" for the rule judge (no call).
+
+    ``clusters`` = ``cached`` (verdict cache) + ``prepass`` (settled without a call)
+    + ``to_model``; ``calls`` is how many calls carry ``to_model`` at ``per_call``.
+    """
+
+    model: str = ""
+    per_call: int = 1
+    users: int = 0
+    clusters: int = 0
+    cached: int = 0
+    prepass: int = 0
+    to_model: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Forecast) -> Forecast:
+        counts = {
+            f.name: getattr(self, f.name) + getattr(other, f.name)
+            for f in fields(self)
+            if f.name not in ("model", "per_call")
+        }
+        return Forecast(model=self.model or other.model, per_call=max(self.per_call, other.per_call), **counts)
+
+    def cost(self) -> float | None:
+        """USD at the model's price in litellm's local map (no cache discount); 0.0 for
+        the rule judge; None when the map has no price for the model."""
+        if not self.model:
+            return 0.0
+        from ...llm.litellm_client import price_per_token
+
+        price = price_per_token(self.model)
+        if price is None:
+            return None
+        return self.prompt_tokens * price[0] + self.completion_tokens * price[1]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (stored on a dry run as ``ConsolidationRun.forecast``)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Forecast:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in names})
+
+
+def _realiased(requests: Sequence[JudgeRequest]) -> list[JudgeRequest]:
+    """``requests`` with aliases t1, t2, ... running across them, as one call has them."""
+    result, n = [], 0
+    for request in requests:
+        members = []
+        for member in request.members:
+            n += 1
+            members.append(replace(member, alias=f"t{n}"))
+        result.append(JudgeRequest(members=tuple(members)))
+    return result
+
+
+def forecast_user(
+    *, user_id: int, clusters: Sequence[clustering.CandidateCluster], model: str, per_call: int | None = None
+) -> Forecast:
+    """The forecast for one user's ``clusters`` under the LLM judge ``model`` ("" for
+    the rule judge: every cluster settled without a call). Reads only."""
+    per_call = max(1, int(per_call or app_settings.CLUSTERS_PER_CALL))
+    forecast = Forecast(model=model, per_call=per_call, users=1, clusters=len(clusters))
+    if not model:
+        return replace(forecast, prepass=len(clusters))
+    identity = SimpleNamespace(name=f"llm:{model}", model=model, prompt_version=PROMPT_VERSION)
+    max_generation = app_settings.MAX_GENERATION
+    cached = prepass = 0
+    to_model: list[JudgeRequest] = []
+    for cluster in clusters:
+        truths = list(Truth.objects.filter(pk__in=cluster.member_ids))
+        request, _ = judging.build_request(truths)
+        if verdict_cache.lookup(user_id=user_id, request=request, client=identity) is not None:  # type: ignore[arg-type]
+            cached += 1
+            continue
+        pre = judging._validate(request, rules.RuleJudge().judge(request).actions)
+        merges = [a for a in pre.accepted if a.action == "merge"]
+        left = judging.after_prepass(request, merges, max_generation=max_generation)
+        if len(left.members) < 2:
+            prepass += 1
+            continue
+        to_model.append(left)
+    from ...llm.litellm_client import count_tokens
+
+    prompt_tokens = 0
+    for start in range(0, len(to_model), per_call):
+        prompt_tokens += count_tokens(model, build_messages(_realiased(to_model[start : start + per_call])))
+    return replace(
+        forecast,
+        cached=cached,
+        prepass=prepass,
+        to_model=len(to_model),
+        calls=math.ceil(len(to_model) / per_call),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=len(to_model) * COMPLETION_TOKENS_PER_CLUSTER,
+    )
+
+
+def forecast_model(judge: str) -> str:
+    """The model a run's judge (``ConsolidationRun.judge``: "rules" or "llm:<model>") calls, or ""."""
+    return judge.removeprefix("llm:") if judge.startswith("llm:") else ""
+
+
+def estimate(
+    *,
+    embedder: Embedder,
+    threshold: float | None = None,
+    user_id: int | None = None,
+    since: str | None = None,
+    full: bool = False,
+) -> Forecast:
+    """Phase 1 of the run these options would make, and its forecast; writes nothing.
+
+    The judge is the configured one (``JUDGE``; the LLM judge at ``MODEL``), never built:
+    no API key is read. Raises ``InvalidThreshold``, ``InvalidWindow`` or
+    ``EmbeddingError`` like a real run.
+    """
+    from . import consolidation
+
+    model = app_settings.MODEL if app_settings.JUDGE == "llm" else ""
+    total = Forecast(model=model, per_call=max(1, int(app_settings.CLUSTERS_PER_CALL)))
+    with transaction.atomic():
+        run = consolidation.create_run(
+            trigger="command", mode="dry_run", threshold=threshold, user_id=user_id, judge="", since=since, full=full
+        )
+        for uid in consolidation.start_run(run):
+            plan = consolidation.build_user_plan(run_id=run.pk, user_id=uid, embedder=embedder)
+            total = total + forecast_user(user_id=uid, clusters=plan.clusters, model=model)
+        transaction.set_rollback(True)
+    return total
