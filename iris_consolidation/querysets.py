@@ -39,11 +39,7 @@ class TruthQuerySet(models.QuerySet["Truth"]):
         The merging service re-checks the same rule under a row lock
         (``is_consolidatable`` in ``services/pipeline/merging.py``).
         """
-        from .models import CONSOLIDATABLE_ORIGINS
-
-        return self.live().filter(
-            pinned=False, origin__in=CONSOLIDATABLE_ORIGINS, generation__lt=max_generation
-        )
+        return self.live().filter(consolidatable_q(max_generation=max_generation))
 
     def protected(self, *, max_generation: int) -> TruthQuerySet:
         """Live truths that consolidation may show to the judge but never retire."""
@@ -116,6 +112,14 @@ class ClusterReviewQuerySet(models.QuerySet):
 
     def applied(self) -> ClusterReviewQuerySet:
         return self.filter(applied=True)
+
+
+def consolidatable_q(*, max_generation: int) -> Q:
+    """The condition of ``TruthQuerySet.consolidatable`` beside liveness, as a ``Q``
+    (phase 1 annotates it on the user's vectors to tell seeds from members)."""
+    from .models import CONSOLIDATABLE_ORIGINS
+
+    return Q(pinned=False, origin__in=CONSOLIDATABLE_ORIGINS, generation__lt=max_generation)
 
 
 def set_hnsw_search(*, ef_search: int) -> None:
