@@ -105,9 +105,11 @@ class Pairs:
 def embed_missing(*, user_id: int, embedder: Embedder, batch_size: int | None = None) -> int:
     """Embed the user's live truths that have no embedding from ``embedder``'s model.
 
-    Batches of ``batch_size`` texts (default ``EMBEDDING_BATCH_SIZE``); each batch is
-    written in its own short transaction with ``bulk_update``. Returns how many truths
-    were embedded. Raises ``EmbeddingError`` (nothing of the failing batch is written).
+    Texts are taken shortest first, so a batch pads to a similar length, in batches
+    of ``batch_size`` (default ``EMBEDDING_BATCH_SIZE``); each batch is written in its
+    own short transaction with ``bulk_update``, so a task stopped part way keeps what
+    it embedded. Returns how many truths were embedded. Raises ``EmbeddingError``
+    (nothing of the failing batch is written).
     """
     batch_size = batch_size or app_settings.EMBEDDING_BATCH_SIZE
     pending = list(
@@ -116,6 +118,7 @@ def embed_missing(*, user_id: int, embedder: Embedder, batch_size: int | None = 
         .order_by("id")
         .values_list("id", "content")
     )
+    pending.sort(key=lambda row: len(row[1]))
     for start in range(0, len(pending), batch_size):
         batch = pending[start : start + batch_size]
         vectors = embedder.embed([content for _, content in batch])
