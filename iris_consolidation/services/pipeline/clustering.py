@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BinaryField, BooleanField, ExpressionWrapper, F, Func, Q
 
 from ...conf import app_settings
 from ...embeddings import Embedder
@@ -142,23 +142,34 @@ def load_user_vectors(*, user_id: int, max_generation: int, seed_filter: Q | Non
     rows = (
         Truth.objects.for_user(user_id)
         .with_embedding()
-        .annotate(can_seed=ExpressionWrapper(can_seed, output_field=BooleanField()))
+        .annotate(
+            can_seed=ExpressionWrapper(can_seed, output_field=BooleanField()),
+            # pgvector's binary form (vector_send): 2 bytes dimensions, 2 unused, then
+            # big-endian float4s; parsing it is far cheaper than the text form.
+            raw=Func(F("embedding"), function="vector_send", output_field=BinaryField()),
+        )
         .order_by("created_at", "id")
-        .values_list("id", "can_seed", "embedding")
+        .values_list("id", "can_seed", "raw")
     )
     ids: list[int] = []
     seeds: list[bool] = []
     chunks: list[np.ndarray] = []
-    chunk: list[np.ndarray] = []
-    for pk, seed, vector in rows.iterator(chunk_size=5000):
+    chunk: list[bytes] = []
+    width = EMBEDDING_DIMENSIONS + 1  # the 4-byte header read as one float4, dropped
+
+    def flush() -> None:
+        block = np.frombuffer(b"".join(chunk), dtype=">f4").reshape(len(chunk), width)
+        chunks.append(block[:, 1:].astype(np.float32))
+        chunk.clear()
+
+    for pk, seed, raw in rows.iterator(chunk_size=5000):
         ids.append(pk)
         seeds.append(bool(seed))
-        chunk.append(vector)
+        chunk.append(bytes(raw))
         if len(chunk) == 5000:
-            chunks.append(np.asarray(chunk, dtype=np.float32))
-            chunk = []
+            flush()
     if chunk:
-        chunks.append(np.asarray(chunk, dtype=np.float32))
+        flush()
     vectors = np.concatenate(chunks) if chunks else np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
     del chunks
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
