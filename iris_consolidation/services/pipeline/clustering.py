@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import logging
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,14 +104,24 @@ class Pairs:
     similarities: np.ndarray
 
 
-def embed_missing(*, user_id: int, embedder: Embedder, batch_size: int | None = None) -> int:
+def embed_missing(
+    *,
+    user_id: int,
+    embedder: Embedder,
+    batch_size: int | None = None,
+    deadline: float | None = None,
+    on_batch: Callable[[int, float], None] | None = None,
+) -> int:
     """Embed the user's live truths that have no embedding from ``embedder``'s model.
 
     Texts are taken shortest first, so a batch pads to a similar length, in batches
     of ``batch_size`` (default ``EMBEDDING_BATCH_SIZE``); each batch is written in its
     own short transaction with ``bulk_update``, so a task stopped part way keeps what
-    it embedded. Returns how many truths were embedded. Raises ``EmbeddingError``
-    (nothing of the failing batch is written).
+    it embedded. ``deadline`` (``time.monotonic()`` seconds) stops after the batch that
+    reaches it; ``missing_embeddings`` then tells what is left. ``on_batch(count,
+    seconds)`` is called after each committed batch (inside its transaction). Returns
+    how many truths were embedded. Raises ``EmbeddingError`` (nothing of the failing
+    batch is written).
     """
     batch_size = batch_size or app_settings.EMBEDDING_BATCH_SIZE
     pending = list(
@@ -119,7 +131,9 @@ def embed_missing(*, user_id: int, embedder: Embedder, batch_size: int | None = 
         .values_list("id", "content")
     )
     pending.sort(key=lambda row: len(row[1]))
+    done = 0
     for start in range(0, len(pending), batch_size):
+        began = time.monotonic()
         batch = pending[start : start + batch_size]
         vectors = embedder.embed([content for _, content in batch])
         rows = [
@@ -128,7 +142,17 @@ def embed_missing(*, user_id: int, embedder: Embedder, batch_size: int | None = 
         ]
         with transaction.atomic():
             Truth.all_objects.bulk_update(rows, ["embedding", "embedding_model"])
-    return len(pending)
+            if on_batch is not None:
+                on_batch(len(rows), time.monotonic() - began)
+        done += len(rows)
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    return done
+
+
+def missing_embeddings(*, user_id: int, embedder: Embedder) -> int:
+    """How many of the user's live truths still lack an embedding from ``embedder``."""
+    return Truth.objects.for_user(user_id).missing_embedding(model_name=embedder.model_name).count()
 
 
 def load_user_vectors(*, user_id: int, max_generation: int, seed_filter: Q | None = None) -> UserVectors:

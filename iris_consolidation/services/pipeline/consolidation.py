@@ -98,7 +98,11 @@ def start_run(run: ConsolidationRun) -> list[int]:
 
 @dataclass(frozen=True, kw_only=True)
 class UserPlan:
-    """Phase 1's result for one user: the clusters and the figures the run counts."""
+    """Phase 1's result for one user: the clusters and the figures the run counts.
+
+    ``pending`` > 0: embedding stopped at its deadline with that many truths left;
+    no clustering was done (``clusters`` is empty) and phase 1 must be run again.
+    """
 
     user_id: int
     clusters: list[clustering.CandidateCluster]
@@ -106,20 +110,48 @@ class UserPlan:
     embedded: int
     embed_seconds: float
     cluster_seconds: float
+    pending: int = 0
 
 
-def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPlan:
+def build_user_plan(
+    *, run_id: Any, user_id: int, embedder: Embedder, embed_deadline: float | None = None
+) -> UserPlan:
     """Phase 1 for one user without counting it on the run: embed missing embeddings,
-    build clusters. Writes embeddings only. Raises ``EmbeddingError`` if the embedder fails."""
+    build clusters. Writes embeddings, and adds each committed batch of embeddings to
+    the run's ``embedded`` and ``embed_seconds`` as it goes (the progress of a large
+    user). ``embed_deadline`` (``time.monotonic()`` seconds) stops embedding after the
+    batch that reaches it: the plan then has ``pending`` > 0 and no clusters, and the
+    caller runs phase 1 again later (the queue does, in a new delivery). Raises
+    ``EmbeddingError`` if the embedder fails."""
     run = ConsolidationRun.objects.get(pk=run_id)
+
+    def count_batch(count: int, seconds: float) -> None:
+        ConsolidationRun.objects.filter(pk=run_id).update(
+            embedded=F("embedded") + count, embed_seconds=F("embed_seconds") + seconds
+        )
+
     started = time.monotonic()
-    embedded = clustering.embed_missing(user_id=user_id, embedder=embedder)
+    embedded = clustering.embed_missing(
+        user_id=user_id, embedder=embedder, deadline=embed_deadline, on_batch=count_batch
+    )
     embed_seconds = time.monotonic() - started
+    truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
+    if embed_deadline is not None and time.monotonic() >= embed_deadline:
+        pending = clustering.missing_embeddings(user_id=user_id, embedder=embedder)
+        if pending:
+            return UserPlan(
+                user_id=user_id,
+                clusters=[],
+                truths=truths,
+                embedded=embedded,
+                embed_seconds=embed_seconds,
+                cluster_seconds=0.0,
+                pending=pending,
+            )
     started = time.monotonic()
     seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
     clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
     cluster_seconds = time.monotonic() - started
-    truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
     return UserPlan(
         user_id=user_id,
         clusters=clusters,
@@ -131,13 +163,12 @@ def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPla
 
 
 def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
-    """Add one planned user to the run's counters (callers make it happen once)."""
+    """Add one planned user to the run's counters (callers make it happen once).
+    Embeddings were counted batch by batch in ``build_user_plan``."""
     ConsolidationRun.objects.filter(pk=run_id).update(
         users_done=F("users_done") + 1,
         truths=F("truths") + plan.truths,
-        embedded=F("embedded") + plan.embedded,
         clusters_found=F("clusters_found") + len(plan.clusters),
-        embed_seconds=F("embed_seconds") + plan.embed_seconds,
         cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
     )
 
