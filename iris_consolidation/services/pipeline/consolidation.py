@@ -233,8 +233,12 @@ def consolidate_cluster(
     client: JudgeClient,
     embedder: Embedder,
     key: str | None = None,
+    before_model: Callable[[], None] | None = None,
 ) -> Any:
     """Phase 2 for one cluster: judge (outside any transaction), validate, record.
+
+    ``before_model`` runs right before the judge's first model call, if one is made
+    (``judging.decide_cluster``): the queue's rate limit counts model calls, not jobs.
 
     For a judge that calls a model, the deterministic pre-pass runs first and the
     model's failures are isolated (``judging.decide_cluster``); once the model is found
@@ -273,7 +277,9 @@ def consolidate_cluster(
         # Judged "keep" before in exactly this state, by this model and prompt: no call.
         judgement = judging.Judgement(verdict=cached)
     else:
-        judgement = judging.decide_cluster(request=request, client=client, model_allowed=not stopped)
+        judgement = judging.decide_cluster(
+            request=request, client=client, model_allowed=not stopped, before_model=before_model
+        )
         if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
             verdict_cache.store_keep(
                 user_id=cluster.user_id, request=request, client=client, verdict=judgement.verdict

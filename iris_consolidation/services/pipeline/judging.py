@@ -21,7 +21,7 @@ A rate limit (``JudgeRateLimited``) propagates so that the caller waits and retr
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ...conf import app_settings
@@ -179,11 +179,20 @@ def judge_cluster(*, request: JudgeRequest, client: JudgeClient) -> Verdict:
     return client.judge(request)
 
 
-def decide_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed: bool = True) -> Judgement:
+def decide_cluster(
+    *,
+    request: JudgeRequest,
+    client: JudgeClient,
+    model_allowed: bool = True,
+    before_model: Callable[[], None] | None = None,
+) -> Judgement:
     """Judge and validate one cluster (see the module docstring); never writes.
 
     ``model_allowed=False`` runs the pre-pass only (the model tier was stopped for this
-    user). Raises ``JudgeRateLimited`` only; every other failure is in the result.
+    user). ``before_model`` is called once right before the first model call, never
+    when none is made (rule judge, pre-pass settled it): the queue's rate limit waits
+    there, and whatever it raises propagates. Raises ``JudgeRateLimited`` only; every
+    other failure is in the result.
     """
     if not getattr(client, "calls_model", True):
         verdict = client.judge(request)
@@ -204,6 +213,8 @@ def decide_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed:
     if not model_allowed:
         return replace(prepass_only, failed=tuple(m.alias for m in model_request.members))
 
+    if before_model is not None:
+        before_model()
     state = _Bisection(parts=[], failed=[], errors=[], raws=[])
     try:
         _judge_bisecting(model_request, client, state)

@@ -2,7 +2,9 @@
 
 The caller (``tasks.py``) claims the job (``jobs.claim``) and handles faults; these
 functions do the work and move the job on. Phase 2 passes the jobs-per-minute limit
-first (``throttling``; phase 1 is not throttled), then asks the judge once. A
+right before the judge's first model call (``throttling``): work that calls no
+model (phase 1, the rule judge, clusters the deterministic pre-pass settles) never
+waits for it. A
 provider's 429 puts the job back to wait for the provider's reset time, for up to
 ``RETRY_WINDOW`` seconds from its first attempt, without counting as a failure; past
 the window the cluster is recorded as failed with that reason.
@@ -40,6 +42,10 @@ RATE_LIMIT_EXHAUSTED = (
     "Last reply: {error}"
 )
 THROTTLED = "Waiting for room under IRIS_CONSOLIDATION_JOBS_PER_MINUTE ({limit} per {period:g} s)."
+
+
+class _Deferred(Exception):
+    """The job was put back to wait for room under the rate limit (nothing recorded)."""
 
 
 def max_throttle_sleep() -> float:
@@ -96,12 +102,22 @@ def judge_cluster_job(
     key = jobs.review_key(job)
     review = ClusterReview.objects.filter(run_id=job.run_id, key=key).first()
     if review is None:
-        if not _pass_throttle(job, sleep=sleep, clock=clock):
-            return {"job": job.pk, "outcome": "throttled"}
+
+        def before_model() -> None:
+            if not _pass_throttle(job, sleep=sleep, clock=clock):
+                raise _Deferred
+
         try:
             review = consolidation.consolidate_cluster(
-                run_id=job.run_id, cluster=jobs.candidate(job), client=client, embedder=embedder, key=key
+                run_id=job.run_id,
+                cluster=jobs.candidate(job),
+                client=client,
+                embedder=embedder,
+                key=key,
+                before_model=before_model,
             )
+        except _Deferred:
+            return {"job": job.pk, "outcome": "throttled"}
         except JudgeRateLimited as exc:
             review = _rate_limited(job, exc, client=client, clock=clock)
             if review is None:
