@@ -91,7 +91,7 @@ def _run_claimed(job: ConsolidationJob, work: Callable[[], dict[str, Any]]) -> d
         result = work()
     except TimeoutException:
         setting = f"IRIS_CONSOLIDATION_{job.kind.upper()}_JOB_TIMEOUT"
-        _fault(job, TIMED_OUT.format(seconds=jobs.timeout_of(job.kind), setting=setting))
+        _fault(job, TIMED_OUT.format(seconds=jobs.timeout_of(job.kind, user_id=job.user_id), setting=setting))
         raise
     except Exception as exc:
         _fault(job, CRASHED.format(kind=type(exc).__name__, error=exc))

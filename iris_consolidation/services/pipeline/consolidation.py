@@ -100,8 +100,9 @@ def start_run(run: ConsolidationRun) -> list[int]:
 class UserPlan:
     """Phase 1's result for one user: the clusters and the figures the run counts.
 
-    ``pending`` > 0: embedding stopped at its deadline with that many truths left;
-    no clustering was done (``clusters`` is empty) and phase 1 must be run again.
+    ``complete`` False: embedding reached its deadline, so clustering was left for
+    another call (``clusters`` is empty), with ``pending`` truths still to embed (maybe
+    0: the next call only clusters).
     """
 
     user_id: int
@@ -110,6 +111,7 @@ class UserPlan:
     embedded: int
     embed_seconds: float
     cluster_seconds: float
+    complete: bool = True
     pending: int = 0
 
 
@@ -120,7 +122,7 @@ def build_user_plan(
     build clusters. Writes embeddings, and adds each committed batch of embeddings to
     the run's ``embedded`` and ``embed_seconds`` as it goes (the progress of a large
     user). ``embed_deadline`` (``time.monotonic()`` seconds) stops embedding after the
-    batch that reaches it: the plan then has ``pending`` > 0 and no clusters, and the
+    batch that reaches it: the plan is then not ``complete`` (no clusters), and the
     caller runs phase 1 again later (the queue does, in a new delivery). Raises
     ``EmbeddingError`` if the embedder fails."""
     run = ConsolidationRun.objects.get(pk=run_id)
@@ -137,17 +139,16 @@ def build_user_plan(
     embed_seconds = time.monotonic() - started
     truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
     if embed_deadline is not None and time.monotonic() >= embed_deadline:
-        pending = clustering.missing_embeddings(user_id=user_id, embedder=embedder)
-        if pending:
-            return UserPlan(
-                user_id=user_id,
-                clusters=[],
-                truths=truths,
-                embedded=embedded,
-                embed_seconds=embed_seconds,
-                cluster_seconds=0.0,
-                pending=pending,
-            )
+        return UserPlan(
+            user_id=user_id,
+            clusters=[],
+            truths=truths,
+            embedded=embedded,
+            embed_seconds=embed_seconds,
+            cluster_seconds=0.0,
+            complete=False,
+            pending=clustering.missing_embeddings(user_id=user_id, embedder=embedder),
+        )
     started = time.monotonic()
     seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
     clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)

@@ -38,7 +38,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from ...conf import app_settings
-from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, ScheduleLock
+from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, ScheduleLock, Truth
 from ..pipeline import consolidation
 from ..pipeline.clustering import CandidateCluster
 
@@ -106,11 +106,33 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def timeout_of(kind: str) -> int:
-    """django-q2 timeout in seconds of a job of ``kind`` (USER_/CLUSTER_JOB_TIMEOUT)."""
-    if kind == Job.Kind.USER:
-        return int(app_settings.USER_JOB_TIMEOUT)
-    return int(app_settings.CLUSTER_JOB_TIMEOUT)
+#: Truths a user job's timeout covers: the timeout is USER_JOB_TIMEOUT per started
+#: 50,000 of the user's live truths (phase 1 clustering measured 80-150 s at 100,000 on
+#: a loaded 2-core machine, README "Phase 1 at scale"), at most BROKER_RETRY_MARGIN
+#: below the broker's ``retry`` (a longer task is handed out twice).
+TRUTHS_PER_USER_TIMEOUT = 50_000
+BROKER_RETRY_MARGIN = 30
+
+
+def timeout_of(kind: str, *, user_id: int | None = None) -> int:
+    """django-q2 timeout in seconds of a job of ``kind`` (USER_/CLUSTER_JOB_TIMEOUT).
+
+    A user job's timeout grows with the user's size (``user_id`` given): see
+    ``TRUTHS_PER_USER_TIMEOUT``. Embedding never needs it: it continues in a new
+    delivery (``workers.plan_user_job``).
+    """
+    if kind != Job.Kind.USER:
+        return int(app_settings.CLUSTER_JOB_TIMEOUT)
+    base = int(app_settings.USER_JOB_TIMEOUT)
+    if user_id is None:
+        return base
+    from django_q.conf import Conf
+
+    truths = Truth.objects.for_user(user_id).count()
+    derived = base * max(1, -(-truths // TRUTHS_PER_USER_TIMEOUT))
+    if Conf.RETRY:
+        derived = min(derived, int(Conf.RETRY) - BROKER_RETRY_MARGIN)
+    return max(base, derived)
 
 
 # --- dispatch ------------------------------------------------------------------------
@@ -127,7 +149,8 @@ def task_call(job: Job) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
         cluster = {"user_id": job.user_id, "member_ids": list(job.member_ids), "similarities": list(job.similarities)}
         args = (run, cluster)
         name = f"iris:cluster:{run[:8]}:{job.member_ids[0]}"
-    return func, args, {"task_name": name, "group": group_name(job.run_id), "timeout": timeout_of(job.kind)}
+    timeout = timeout_of(job.kind, user_id=job.user_id)
+    return func, args, {"task_name": name, "group": group_name(job.run_id), "timeout": timeout}
 
 
 def dispatch(job: Job) -> None:
@@ -272,7 +295,7 @@ def claim(job_id: int, *, worker: str = "", now: datetime | None = None) -> Job 
         job.deliveries += 1
         job.worker = worker[:200]
         job.started_at = now
-        job.lease_until = now + timedelta(seconds=timeout_of(job.kind) + LEASE_MARGIN)
+        job.lease_until = now + timedelta(seconds=timeout_of(job.kind, user_id=job.user_id) + LEASE_MARGIN)
         job.first_attempt_at = job.first_attempt_at or now
         job.not_before = None
         job.save()
@@ -309,6 +332,43 @@ def defer(job: Job, *, until: datetime, rate_limited: bool = False, note: str = 
             locked.error = note
         locked.save()
         dispatch_at(locked, until)
+    return True
+
+
+#: The note a user job carries while its phase 1 goes on across deliveries.
+PHASE1_CONTINUES = "Phase 1 continues in a new delivery: {embedded} truths embedded in the last, {pending} left to embed."
+
+
+def phase1_progress(run_id: Any) -> list[tuple[int, str]]:
+    """``(user id, note)`` of the run's user jobs whose phase 1 goes on across deliveries."""
+    return list(
+        Job.objects.filter(
+            run_id=run_id,
+            kind=Job.Kind.USER,
+            status__in=(Status.QUEUED, Status.RUNNING, Status.WAITING),
+            error__startswith=PHASE1_CONTINUES.split(":")[0],
+        )
+        .order_by("user_id")
+        .values_list("user_id", "error")
+    )
+
+
+def continue_later(job: Job, *, note: str, now: datetime | None = None) -> bool:
+    """This delivery did part of ``job`` (phase 1 embedding, committed) and the rest
+    goes to a new delivery, sent now: queued again, not a fault. ``note`` says how far
+    it got (shown on the run page and by ``consolidation_status``). Returns False if
+    this delivery no longer holds the job."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _lock_own(job)
+        if locked is None:
+            return False
+        locked.status = Status.QUEUED
+        locked.lease_until = None
+        locked.dispatched_at = now
+        locked.error = note
+        locked.save()
+        dispatch(locked)
     return True
 
 

@@ -41,6 +41,8 @@ RATE_LIMIT_EXHAUSTED = (
     "after the {window} s (IRIS_CONSOLIDATION_RETRY_WINDOW) that began with the first attempt at {first}. "
     "Last reply: {error}"
 )
+#: Share of a user task's timeout spent embedding before the rest goes to a new delivery.
+EMBED_SHARE = 0.5
 THROTTLED = "Waiting for room under IRIS_CONSOLIDATION_JOBS_PER_MINUTE ({limit} per {period:g} s)."
 
 
@@ -59,8 +61,24 @@ def max_throttle_sleep() -> float:
 
 
 def plan_user_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any]:
-    """Phase 1 of a claimed user job: embed, cluster, create and send the cluster jobs."""
-    plan = consolidation.build_user_plan(run_id=job.run_id, user_id=job.user_id, embedder=embedder)
+    """Phase 1 of a claimed user job: embed, cluster, create and send the cluster jobs.
+
+    Embedding stops after the committed batch that passes ``EMBED_SHARE`` of the task's
+    timeout; the job then continues in a new delivery (not a fault), which embeds the
+    rest or, with nothing left, clusters with its whole timeout. So a user of any size
+    gets through embedding; clustering must fit one timeout (``jobs.timeout_of``, which
+    grows with the user's size).
+    """
+    timeout = jobs.timeout_of(job.kind, user_id=job.user_id)
+    deadline = time.monotonic() + EMBED_SHARE * timeout
+    plan = consolidation.build_user_plan(
+        run_id=job.run_id, user_id=job.user_id, embedder=embedder, embed_deadline=deadline
+    )
+    if not plan.complete:
+        note = jobs.PHASE1_CONTINUES.format(embedded=plan.embedded, pending=plan.pending)
+        jobs.continue_later(job, note=note)
+        logger.info("run %s: user %s: %s", job.run_id, job.user_id, note)
+        return {"user_id": job.user_id, "continued": True, "pending": plan.pending}
     created = jobs.finish_user_job(job, plan)
     return {"user_id": job.user_id, "clusters": created}
 
