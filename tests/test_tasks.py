@@ -9,7 +9,7 @@ import pytest
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, Origin, Truth
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import jobs
+from iris_consolidation.services.queue import dispatch, jobs
 from tests import llm_stub
 from tests.conftest import vector_at
 
@@ -42,7 +42,7 @@ def test_queued_run_goes_through_both_phases_and_is_done(two_clusters, django_ca
         assert tasks.enqueue_run(run) == 2
 
     run.refresh_from_db()
-    counts = jobs.job_counts(run.pk)
+    counts = ConsolidationJob.objects.in_run(run.pk).counts_by_status()
     assert (run.status, run.users_done, run.clusters_found, run.clusters_done, run.merged) == ("done", 2, 2, 2, 2)
     assert counts == {"queued": 0, "running": 0, "waiting": 0, "done": 4, "failed": 0}
     assert run.finished_at is not None
@@ -338,12 +338,12 @@ def test_user_job_timeout_grows_with_the_users_size(user_factory, truth_factory,
     from iris_consolidation.models import Truth as T
 
     settings.IRIS_CONSOLIDATION_USER_JOB_TIMEOUT = 60
-    monkeypatch.setattr(jobs, "TRUTHS_PER_USER_TIMEOUT", 2)
+    monkeypatch.setattr(dispatch, "TRUTHS_PER_USER_TIMEOUT", 2)
     monkeypatch.setattr(Conf, "RETRY", 180)
     alice = user_factory("alice")
-    assert jobs.timeout_of("user", user_id=alice.pk) == 60  # no truths: the setting
+    assert dispatch.timeout_of("user", user_id=alice.pk) == 60  # no truths: the setting
     T.objects.bulk_create([T(user=alice, content=f"t{i}") for i in range(3)])
-    assert jobs.timeout_of("user", user_id=alice.pk) == 120  # two started blocks of 2
+    assert dispatch.timeout_of("user", user_id=alice.pk) == 120  # two started blocks of 2
     T.objects.bulk_create([T(user=alice, content=f"u{i}") for i in range(10)])
-    assert jobs.timeout_of("user", user_id=alice.pk) == 150  # capped 30 s below the broker's retry
-    assert jobs.timeout_of("user") == 60
+    assert dispatch.timeout_of("user", user_id=alice.pk) == 150  # capped 30 s below the broker's retry
+    assert dispatch.timeout_of("user") == 60

@@ -36,8 +36,8 @@ from django.db.models import BinaryField, BooleanField, ExpressionWrapper, F, Fu
 
 from ...conf import app_settings
 from ...embeddings import Embedder
+from ...choices import protected_q
 from ...models import EMBEDDING_DIMENSIONS, Truth
-from ...querysets import consolidatable_q
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +70,6 @@ class CandidateCluster:
     @property
     def seed_id(self) -> int:
         return self.member_ids[0]
-
-    def as_task_args(self) -> dict[str, object]:
-        """Primitive form for django-q2 (pickled into the queue)."""
-        return {"user_id": self.user_id, "member_ids": list(self.member_ids), "similarities": list(self.similarities)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,7 +156,7 @@ def load_user_vectors(*, user_id: int, max_generation: int, seed_filter: Q | Non
 
     Memory: 1,536 bytes per truth for the vectors (on top of ``PHASE1_MEMORY_MB``).
     """
-    can_seed = consolidatable_q(max_generation=max_generation)
+    can_seed = ~protected_q(max_generation=max_generation)
     if seed_filter is not None:
         can_seed &= seed_filter
     rows = (

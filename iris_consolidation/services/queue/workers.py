@@ -25,8 +25,9 @@ from ...embeddings import Embedder
 from ...exceptions import JudgeRateLimited
 from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob
+from ..operations import dry_runs
 from ..pipeline import consolidation
-from . import jobs, throttling
+from . import dispatch, jobs, throttling
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +67,10 @@ def plan_user_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any
     Embedding stops after the committed batch that passes ``EMBED_SHARE`` of the task's
     timeout; the job then continues in a new delivery (not a fault), which embeds the
     rest or, with nothing left, clusters with its whole timeout. So a user of any size
-    gets through embedding; clustering must fit one timeout (``jobs.timeout_of``, which
+    gets through embedding; clustering must fit one timeout (``dispatch.timeout_of``, which
     grows with the user's size).
     """
-    timeout = jobs.timeout_of(job.kind, user_id=job.user_id)
+    timeout = dispatch.timeout_of(job.kind, user_id=job.user_id)
     deadline = time.monotonic() + EMBED_SHARE * timeout
     plan = consolidation.build_user_plan(
         run_id=job.run_id, user_id=job.user_id, embedder=embedder, embed_deadline=deadline
@@ -103,6 +104,14 @@ def _pass_throttle(job: ConsolidationJob, *, sleep: Callable[[float], None], clo
         return False
 
 
+def apply_review_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any]:
+    """Phase 2 of a claimed apply job: apply the dry run's verdict (``dry_runs.apply_review``,
+    no model call, so no throttle); returns ``{"job", "outcome"}``."""
+    review = dry_runs.apply_review(run_id=job.run_id, review_id=job.preview_id, embedder=embedder)
+    jobs.finish_cluster_job(job, review)
+    return {"job": job.pk, "outcome": review.outcome}
+
+
 def judge_cluster_job(
     job: ConsolidationJob,
     *,
@@ -110,19 +119,22 @@ def judge_cluster_job(
     embedder: Embedder,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], datetime] = timezone.now,
+    throttled: bool = True,
 ) -> dict[str, Any]:
     """Phase 2 of a claimed cluster job; returns ``{"job", "outcome"}``.
 
     Outcomes: a review outcome (applied, kept, rejected, stale, failed), "throttled" or
     "rate_limited" (the job waits; not a failure). A review already recorded for this
     job's round (an earlier delivery wrote it and died) finishes the job without a call.
+    ``throttled=False`` skips the jobs-per-minute limit (a run executed in process
+    judges one cluster at a time).
     """
-    key = jobs.review_key(job)
+    key = job.review_key()
     review = ClusterReview.objects.filter(run_id=job.run_id, key=key).first()
     if review is None:
 
         def before_model() -> None:
-            if not _pass_throttle(job, sleep=sleep, clock=clock):
+            if throttled and not _pass_throttle(job, sleep=sleep, clock=clock):
                 raise _Deferred
 
         try:
@@ -158,5 +170,10 @@ def _rate_limited(
         return None
     error = RATE_LIMIT_EXHAUSTED.format(wait=wait, window=window, first=first.isoformat(), error=exc)
     return consolidation.record_cluster_failure(
-        run_id=job.run_id, cluster=jobs.candidate(job), judge=client.name, error=error, key=jobs.review_key(job)
+        run_id=job.run_id,
+        cluster=jobs.candidate(job),
+        judge=client.name,
+        error=error,
+        key=job.review_key(),
+        failure=ClusterReview.Failure.RATE_LIMITED,
     )
