@@ -306,7 +306,7 @@ def test_a_user_larger_than_one_tasks_budget_finishes_phase_one_across_deliverie
     assert (run.embedded, run.users_done, run.clusters_found) == (20, 1, 10)
     assert embedder.batches == 10  # nothing embedded twice
     assert ConsolidationJob.objects.filter(run=run, kind="cluster").count() == 10
-    assert jobs.job_counts(run.pk)["failed"] == 0
+    assert ConsolidationJob.objects.in_run(run.pk).counts_by_status()["failed"] == 0
 
 
 def test_phase_one_progress_is_shown_while_a_user_continues(user_factory, truth_factory, run_factory):
