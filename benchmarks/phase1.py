@@ -1,29 +1,33 @@
-"""Benchmark of phase 1 (embed + greedy clustering) for one user with many truths.
+"""Benchmark of phase 1 (embed + greedy clustering): the product beside an exact numpy pass.
 
-    .venv/bin/python benchmarks/phase1.py                       # 10,000 and 100,000 truths
-    .venv/bin/python benchmarks/phase1.py --sizes 10000 --modes excluded
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/phase1.py
+    .venv/bin/python benchmarks/phase1.py --sizes 10000 --included 2000 --users 200 --incremental 0
 
-Two modes, each timed through the product's own phase 1 (``services.pipeline.consolidation.plan_user``):
+Cases, each measured in its own child process (``ru_maxrss`` is phase 1's own peak):
 
-- ``excluded``: the truths already carry embeddings from the local model's name, so phase 1
-  embeds nothing and only clusters. The vectors are synthetic unit vectors: ``--grouped``
-  (default 30%) of the truths fall in planted groups of 2-4 members whose cosine similarity
-  to the group's first member is 0.79-0.97; the rest are random (cosine about 0 +- 0.05 to
-  anything). Clusters found should equal the planted groups: a check of the HNSW search's
-  recall at the default threshold 0.75.
-- ``included``: the truths have no embedding; phase 1 embeds every one with the local
-  all-MiniLM-L6-v2 model (batched, written with bulk_update) and then clusters. The texts are
-  synthetic sentences from templates, with the same share of planted restatements.
+- ``excluded`` (``--sizes``): one user whose truths already carry embeddings of the local
+  model's name: phase 1 only clusters. Synthetic unit vectors: ``--grouped`` (30%) of the
+  truths in planted groups of 2-4 members at cosine 0.79-0.97 to the group's first, the
+  rest random (cosine about 0 +- 0.05 to anything).
+- ``included`` (``--included``): one user whose truths have no embedding: phase 1 embeds
+  every one with the local all-MiniLM-L6-v2 model, then clusters (synthetic sentences from
+  templates with the same share of planted restatements).
+- ``users`` (``--users`` of ``--per-user`` truths): many small users, phase 1 per user.
+- ``incremental`` (``--incremental`` new among the largest ``--sizes``): only the newest
+  truths seed clusters (the seed filter of an incremental pass), against every truth.
 
-Each measurement runs in its own child process, so ``ru_maxrss`` (peak resident memory of
-the process, from ``resource.getrusage``) is that of phase 1 alone, model included. Setting
-up the data (insert, HNSW index build) happens in another child and is timed apart.
-Queries are counted with ``connection.execute_wrapper``.
+The product is ``services.pipeline.consolidation.plan_user`` (``find_clusters`` with the
+seed filter for the incremental case). The reference, in the same child and on the same
+vectors, is a plain exact numpy pass: float32 blocked products of 4,096 rows (upper
+triangle for full passes), every pair >= the threshold; for many users it includes each
+user's fetch. Recall is the share of the reference's pairs that the product's neighbour
+search (exact or faiss IVF, as the switch picks) also finds.
 
 The benchmark never touches the project's data: it creates a template database
-``iris_bench_template`` (migrated once) and, per measurement, a database ``iris_bench``
-copied from it, on the same server as the project (the embedded one, or DATABASE_URL's),
-and drops both at the end (``--keep`` keeps them).
+``iris_bench_template`` (migrated once) and, per case, a database ``iris_bench`` copied from
+it, on the same server as the project, and drops both at the end (``--keep`` keeps them).
+The HNSW index is dropped before inserting and not rebuilt: phase 1 does not use it.
+The machine may be shared: each row prints the load average before and after.
 """
 
 from __future__ import annotations
@@ -223,7 +227,7 @@ def synthetic_vectors(n: int, *, grouped: float, seed: int) -> tuple[Any, int]:
 
 
 def child_setup(args: argparse.Namespace) -> dict[str, Any]:
-    """Insert ``n`` truths of one user into the bench database (HNSW index rebuilt once)."""
+    """Insert the case's truths into the bench database (HNSW index dropped first)."""
     _setup_django(BENCH_DB)
     from datetime import timedelta
 
@@ -235,61 +239,101 @@ def child_setup(args: argparse.Namespace) -> dict[str, Any]:
     from iris_consolidation.models import Truth
 
     started = time.monotonic()
-    user = get_user_model().objects.create(username=BENCH_USER)
-    if args.mode == "excluded":
-        vectors, groups = synthetic_vectors(args.n, grouped=args.grouped, seed=args.seed)
-        texts = [f"Synthetic truth number {i}" for i in range(args.n)]
-    else:
-        vectors, groups = None, 0
-        texts, groups = synthetic_texts(args.n, grouped=args.grouped, seed=args.seed)
+    users, per_user = (args.users, args.per_user) if args.mode == "users" else (1, args.n)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexdef ILIKE %s",
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef ILIKE %s",
             [Truth._meta.db_table, "%hnsw%"],
         )
-        hnsw = cursor.fetchall()
-        for name, _ in hnsw:
+        for (name,) in cursor.fetchall():
             cursor.execute(f'DROP INDEX "{name}"')
     base = timezone.now() - timedelta(days=365)
-    batch = 2000
-    for start in range(0, args.n, batch):
-        rows = []
-        for i in range(start, min(start + batch, args.n)):
-            fields: dict[str, Any] = {}
-            if vectors is not None:
-                fields = {"embedding": vectors[i], "embedding_model": LOCAL_MODEL_NAME}
-            rows.append(
-                Truth(
-                    user=user, content=texts[i], created_at=base + timedelta(seconds=i), source=f"bench:{i}", **fields
+    groups = 0
+    for u in range(users):
+        user = get_user_model().objects.create(username=f"{BENCH_USER}-{u}")
+        if args.mode == "included":
+            vectors = None
+            texts, planted = synthetic_texts(per_user, grouped=args.grouped, seed=args.seed + u)
+        else:
+            vectors, planted = synthetic_vectors(per_user, grouped=args.grouped, seed=args.seed + u)
+            texts = [f"Synthetic truth number {i}" for i in range(per_user)]
+        groups += planted
+        for start in range(0, per_user, 2000):
+            rows = []
+            for i in range(start, min(start + 2000, per_user)):
+                fields: dict[str, Any] = {}
+                if vectors is not None:
+                    fields = {"embedding": vectors[i], "embedding_model": LOCAL_MODEL_NAME}
+                rows.append(
+                    Truth(
+                        user=user, content=texts[i], created_at=base + timedelta(seconds=i), source=f"b:{i}", **fields
+                    )
                 )
-            )
-        Truth.all_objects.bulk_create(rows)
-    insert_seconds = time.monotonic() - started
-    started = time.monotonic()
+            Truth.all_objects.bulk_create(rows)
     with connection.cursor() as cursor:
-        cursor.execute("SET maintenance_work_mem = '1GB'")
-        for _, definition in hnsw:
-            cursor.execute(definition)
         cursor.execute(f"ANALYZE {Truth._meta.db_table}")
-    return {
-        "planted_groups": groups,
-        "insert_seconds": round(insert_seconds, 2),
-        "index_seconds": round(time.monotonic() - started, 2),
-    }
+    return {"planted_groups": groups, "insert_seconds": round(time.monotonic() - started, 2)}
+
+
+REFERENCE_BLOCK = 4096
+
+
+def reference_pairs(x: Any, seeds: Any, threshold: float) -> set[tuple[int, int]]:
+    """Every (seed, other) position pair with float32 cosine >= ``threshold``: plain
+    blocked numpy, upper triangle when every row is a seed (pairs stored both ways)."""
+    import numpy as np
+
+    n = x.shape[0]
+    full = seeds.shape[0] == n
+    found: set[tuple[int, int]] = set()
+    for r0 in range(0, seeds.shape[0], REFERENCE_BLOCK):
+        rows = seeds[r0 : r0 + REFERENCE_BLOCK]
+        c_start = int(rows[0]) if full else 0
+        for c0 in range(c_start, n, REFERENCE_BLOCK):
+            sims = x[rows] @ x[c0 : c0 + REFERENCE_BLOCK].T
+            i, j = np.nonzero(sims >= threshold)
+            a, b = rows[i], j + c0
+            keep = a != b
+            for p, q in zip(a[keep].tolist(), b[keep].tolist(), strict=True):
+                found.add((p, q))
+                if full:
+                    found.add((q, p))
+    return found
+
+
+def _fetch(user_id: int) -> Any:
+    """The reference's fetch: the user's vectors as one float32 array (pgvector's
+    binary form, one query)."""
+    import numpy as np
+    from django.db import connection
+
+    from iris_consolidation.models import Truth
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT vector_send(embedding) FROM {Truth._meta.db_table} "
+            "WHERE user_id = %s AND embedding IS NOT NULL ORDER BY created_at, id",
+            [user_id],
+        )
+        raw = b"".join(bytes(r[0]) for r in cursor.fetchall())
+    return np.frombuffer(raw, dtype=">f4").reshape(-1, DIMS + 1)[:, 1:].astype(np.float32)
 
 
 def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
-    """Run phase 1 for the bench user and measure it."""
+    """Run the product's phase 1 and the numpy reference for the case; measure both."""
     _setup_django(BENCH_DB)
+    import numpy as np
     from django.contrib.auth import get_user_model
     from django.db import connection
+    from django.db.models import Q
 
+    from iris_consolidation.conf import app_settings
     from iris_consolidation.embeddings import get_embedder
-    from iris_consolidation.models import ConsolidationRun
-    from iris_consolidation.services.pipeline import consolidation
+    from iris_consolidation.services.pipeline import clustering, consolidation
 
-    user = get_user_model().objects.get(username=BENCH_USER)
-    run = consolidation.create_run(trigger="command", mode="dry_run", user_id=user.pk, judge="bench")
+    threshold = app_settings.SIMILARITY_THRESHOLD
+    users = list(get_user_model().objects.filter(username__startswith=BENCH_USER).order_by("id"))
+    run = consolidation.create_run(trigger="command", mode="dry_run", judge="bench")
     embedder = get_embedder()
     queries = 0
 
@@ -298,45 +342,82 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
         queries += 1
         return execute(sql, params, many, context)
 
+    seed_filter = None
+    if args.mode == "incremental":
+        from iris_consolidation.models import Truth
+
+        newest = list(
+            Truth.objects.filter(user=users[0]).order_by("-created_at", "-id").values_list("id", flat=True)[: args.new]
+        )
+        seed_filter = Q(id__in=newest)
     rss_before = _rss_mb()
     load_before = os.getloadavg()[0]
+    clusters = 0
     started = time.monotonic()
     with connection.execute_wrapper(count):
-        clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
+        for user in users:
+            if seed_filter is not None:
+                clusters += len(clustering.find_clusters(user_id=user.pk, threshold=threshold, seed_filter=seed_filter))
+            else:
+                clusters += len(consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder))
     seconds = time.monotonic() - started
-    run = ConsolidationRun.objects.get(pk=run.pk)
-    sizes = [len(c.member_ids) for c in clusters]
+    rss_product = _rss_mb()
+
+    # The reference on the same vectors (now all embedded), and the product's recall.
+    if args.mode == "users":
+        started = time.monotonic()
+        for user in users:
+            x = _fetch(user.pk)
+            found = reference_pairs(x, np.arange(x.shape[0]), threshold)
+            if user is users[0]:
+                reference = found
+        reference_seconds = time.monotonic() - started
+        reference_note = "fetch included"
+    else:
+        x = _fetch(users[0].pk)
+        n = x.shape[0]
+        seeds = np.arange(n - args.new, n) if args.mode == "incremental" else np.arange(n)
+        started = time.monotonic()
+        reference = reference_pairs(x, seeds, threshold)
+        reference_seconds = time.monotonic() - started
+        reference_note = "vectors in memory"
+    vectors = clustering.load_user_vectors(
+        user_id=users[0].pk, max_generation=app_settings.MAX_GENERATION, seed_filter=seed_filter
+    )
+    seed_count = int(vectors.can_seed.sum())
+    approximate = seed_count >= app_settings.PHASE1_APPROXIMATE_FROM
+    search = clustering.approximate_pairs if approximate else clustering.exact_pairs
+    pairs = search(vectors, threshold=threshold, memory_bytes=app_settings.PHASE1_MEMORY_MB * 1024 * 1024)
+    product_pairs = set(zip(pairs.seeds.tolist(), pairs.members.tolist(), strict=True))
+    recall = len(product_pairs & reference) / len(reference) if reference else 1.0
     return {
         "seconds": round(seconds, 2),
-        "embed_seconds": round(run.embed_seconds, 2),
-        "cluster_seconds": round(run.cluster_seconds, 2),
-        "embedded": run.embedded,
-        "truths_per_second": round(args.n / seconds, 1),
+        "per_user_ms": round(1000 * seconds / len(users), 1),
+        "reference_seconds": round(reference_seconds, 2),
+        "reference_per_user_ms": round(1000 * reference_seconds / len(users), 1),
+        "reference_note": reference_note,
+        "embed_seconds": round(_run_figure(run.pk, "embed_seconds"), 2),
+        "path": "faiss IVF" if approximate else "exact",
         "queries": queries,
-        "clusters": len(clusters),
-        "clustered_truths": sum(sizes),
+        "clusters": clusters,
+        "reference_pairs": len(reference),
+        "recall": round(recall, 4),
         "rss_before_mb": round(rss_before, 1),
-        "peak_rss_mb": round(_rss_mb(), 1),
-        # 1-minute load average before and after: on 2 cores, above ~2 means other work competed.
+        "peak_rss_mb": round(rss_product, 1),
         "load": f"{load_before:.1f}-{os.getloadavg()[0]:.1f}",
     }
 
 
+def _run_figure(run_id: Any, field: str) -> float:
+    from iris_consolidation.models import ConsolidationRun
+
+    return float(getattr(ConsolidationRun.objects.get(pk=run_id), field) or 0.0)
+
+
 def _child(kind: str, mode: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        __file__,
-        "--child",
-        kind,
-        "--mode",
-        mode,
-        "--n",
-        str(n),
-        "--grouped",
-        str(args.grouped),
-        "--seed",
-        str(args.seed),
-    ]
+    cmd = [sys.executable, __file__, "--child", kind, "--mode", mode, "--n", str(n)]
+    cmd += ["--grouped", str(args.grouped), "--seed", str(args.seed), "--users", str(args.users)]
+    cmd += ["--per-user", str(args.per_user), "--new", str(args.new)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stdout + done.stderr)
@@ -369,10 +450,22 @@ def _prepare_template() -> None:
     connection.settings_dict["NAME"] = home
 
 
+def _cases(args: argparse.Namespace) -> list[tuple[str, int]]:
+    cases = [("excluded", n) for n in args.sizes] + [("included", n) for n in args.included]
+    if args.users:
+        cases.append(("users", args.users * args.per_user))
+    if args.incremental and args.sizes:
+        cases.append(("incremental", max(args.sizes)))
+    return cases
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--modes", nargs="+", choices=["excluded", "included"], default=["excluded", "included"])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000], help="One user, embedded.")
+    parser.add_argument("--included", type=int, nargs="*", default=[10_000], help="One user, embedding included.")
+    parser.add_argument("--users", type=int, default=2000, help="Many small users (0: skip).")
+    parser.add_argument("--per-user", type=int, default=100)
+    parser.add_argument("--incremental", type=int, default=1000, help="New truths among the largest size (0: skip).")
     parser.add_argument("--grouped", type=float, default=0.3, help="Share of truths in planted groups.")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="Keep the bench databases.")
@@ -380,6 +473,7 @@ def main() -> None:
     parser.add_argument("--child", choices=["setup", "phase1"], help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--new", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.child:
@@ -391,36 +485,23 @@ def main() -> None:
     from django.db import connection, connections
 
     print(
-        f"server: {connection.vendor} {connection.settings_dict.get('HOST') or ''} "
-        f"(bench databases {TEMPLATE_DB}, {BENCH_DB}); cpus: {os.cpu_count()}",
+        f"server: {connection.vendor} (bench databases {TEMPLATE_DB}, {BENCH_DB}); cpus: {os.cpu_count()}",
         flush=True,
     )
     _prepare_template()
     results = []
     try:
-        for n in args.sizes:
-            for mode in args.modes:
-                _admin(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-                _admin(f'CREATE DATABASE "{BENCH_DB}" TEMPLATE "{TEMPLATE_DB}"')
-                connections.close_all()
-                print(f"\n== {n:,} truths, embedding {mode}", flush=True)
-                setup = _child("setup", mode, n, args)
-                print(
-                    f"   setup: insert {setup['insert_seconds']} s, HNSW index {setup['index_seconds']} s, "
-                    f"planted groups {setup['planted_groups']:,}",
-                    flush=True,
-                )
-                measured = _child("phase1", mode, n, args)
-                row = {"n": n, "mode": mode, **setup, **measured}
-                results.append(row)
-                print(
-                    f"   phase 1: {row['seconds']} s (embed {row['embed_seconds']} s, cluster "
-                    f"{row['cluster_seconds']} s), {row['truths_per_second']:,} truths/s, "
-                    f"{row['queries']:,} queries, {row['clusters']:,} clusters "
-                    f"({row['clustered_truths']:,} truths), peak RSS {row['peak_rss_mb']} MB "
-                    f"(before phase 1: {row['rss_before_mb']} MB), load average {row['load']}",
-                    flush=True,
-                )
+        for mode, n in _cases(args):
+            args.new = args.incremental if mode == "incremental" else 0
+            _admin(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
+            _admin(f'CREATE DATABASE "{BENCH_DB}" TEMPLATE "{TEMPLATE_DB}"')
+            connections.close_all()
+            print(f"\n== {mode}: {n:,} truths", flush=True)
+            setup = _child("setup", "excluded" if mode == "incremental" else mode, n, args)
+            measured = _child("phase1", mode, n, args)
+            row = {"n": n, "mode": mode, **setup, **measured}
+            results.append(row)
+            print(f"   {json.dumps(row)}", flush=True)
     finally:
         if not args.keep:
             connections.close_all()
@@ -428,15 +509,16 @@ def main() -> None:
             _admin(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}" WITH (FORCE)')
 
     print(
-        "\n| truths | embedding | phase 1 s | embed s | cluster s | truths/s | queries | clusters | planted "
-        "| peak RSS MB | load |"
+        "\n| case | truths | product s | numpy exact s | ratio | per user ms (product / numpy) | path "
+        "| recall | embed s | queries | clusters | peak RSS MB | load |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
     for r in results:
+        ratio = r["reference_seconds"] / r["seconds"] if r["seconds"] else float("nan")
         print(
-            f"| {r['n']:,} | {r['mode']} | {r['seconds']} | {r['embed_seconds']} | {r['cluster_seconds']} | "
-            f"{r['truths_per_second']:,} | {r['queries']:,} | {r['clusters']:,} | {r['planted_groups']:,} | "
-            f"{r['peak_rss_mb']} | {r['load']} |"
+            f"| {r['mode']} | {r['n']:,} | {r['seconds']} | {r['reference_seconds']} ({r['reference_note']}) | "
+            f"{ratio:.2f}x | {r['per_user_ms']} / {r['reference_per_user_ms']} | {r['path']} | {r['recall']:.4f} | "
+            f"{r['embed_seconds']} | {r['queries']:,} | {r['clusters']:,} | {r['peak_rss_mb']} | {r['load']} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

@@ -79,6 +79,12 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDING_BATCH_SIZE": 64,
     # Longest merged content accepted from a judge, in characters.
     "MAX_CONTENT_LENGTH": 1000,
+    # Working memory of phase 1's neighbour search in MB (similarity tiles, float64
+    # recomputation); the user's vectors come on top (1,536 bytes per truth).
+    "PHASE1_MEMORY_MB": 256,
+    # Seeds from which phase 1 finds pairs with a faiss IVF index instead of exact
+    # blocked products (measured switch point: README, "Phase 1 at scale").
+    "PHASE1_APPROXIMATE_FROM": 50000,
     # pgvector hnsw.ef_search for neighbour queries; 100 found 98.5% of true pairs
     # >= 0.8 cosine at 100k x 384 against 95.5% for the default 40 (shared/NOTES.md).
     "HNSW_EF_SEARCH": 100,

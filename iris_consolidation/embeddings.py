@@ -28,6 +28,10 @@ from .models import EMBEDDING_DIMENSIONS
 
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
+#: Texts per model call inside ``LocalEmbedder.embed``, after sorting by token count so
+#: each call pads to a similar length (measured on 3,000 LoCoMo truths, 2 cores: 1.5x
+#: the throughput of unsorted batches of 64; batches of 256 sorted gained less).
+ENCODE_BATCH = 64
 
 WRONG_DIMENSIONS = (
     "Embedding model {model!r} returned {got} dimensions; the truth table stores {expected}. "
@@ -108,7 +112,7 @@ class LocalEmbedder:
                 raise EmbeddingError(NOT_INSTALLED.format(missing=", ".join(missing_local_modules()) or exc)) from exc
             tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            tokenizer.no_padding()  # padded per length-sorted batch in embed()
             options = ort.SessionOptions()
             if self._threads:
                 options.intra_op_num_threads = self._threads
@@ -118,23 +122,40 @@ class LocalEmbedder:
             self._tokenizer = tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts``; shape ``(n, 384)``, float32, unit L2 norm."""
+        """Embed ``texts``; shape ``(n, 384)``, float32, unit L2 norm, in the input order.
+
+        Texts are sorted by token count and run in batches of ``ENCODE_BATCH``, each
+        padded to its own longest text: less padding, same vectors.
+        """
         if not texts:
             return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
         if self._session is None:
             self._load()
         assert self._tokenizer is not None and self._session is not None
         encodings = self._tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        vectors = np.empty((len(texts), EMBEDDING_DIMENSIONS), dtype=np.float32)
+        for start in range(0, len(order), ENCODE_BATCH):
+            batch = order[start : start + ENCODE_BATCH]
+            vectors[batch] = self._encode([encodings[i].ids for i in batch])
+        return check_dimensions(vectors, expected_rows=len(texts), model_name=self.model_name)
+
+    def _encode(self, token_ids: list[list[int]]) -> np.ndarray:
+        """Mean-pooled, L2-normalised vectors of one batch of token id lists."""
+        assert self._session is not None
+        width = max(len(row) for row in token_ids)
+        ids = np.zeros((len(token_ids), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, tokens in enumerate(token_ids):
+            ids[row, : len(tokens)] = tokens
+            mask[row, : len(tokens)] = 1
         hidden = self._session.run(
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        vectors = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
-        return check_dimensions(vectors, expected_rows=len(texts), model_name=self.model_name)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
 @functools.cache

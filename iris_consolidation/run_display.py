@@ -182,6 +182,10 @@ class RunProgress:
     clusters_done: int
     clusters_found: int
     percent: int
+    #: Truths embedded so far (counted batch by batch) and, per user whose phase 1 goes
+    #: on across deliveries, how far it got.
+    embedded: int = 0
+    phase1: tuple[tuple[int, str], ...] = ()
 
 
 def run_progress(run: ConsolidationRun) -> RunProgress:
@@ -191,7 +195,14 @@ def run_progress(run: ConsolidationRun) -> RunProgress:
     total = run.users + run.clusters_found
     done = run.users_done + run.clusters_done
     percent = 100 if not in_progress else (int(100 * done / total) if total else 0)
+    phase1: tuple[tuple[int, str], ...] = ()
+    if in_progress:
+        from .services.queue.jobs import phase1_progress
+
+        phase1 = tuple(phase1_progress(run.pk))
     return RunProgress(
+        embedded=run.embedded,
+        phase1=phase1,
         in_progress=in_progress,
         users_done=run.users_done,
         users=run.users,

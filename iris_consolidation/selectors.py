@@ -268,10 +268,12 @@ def get_application(*, run: ConsolidationRun) -> ConsolidationRun | None:
 
 @dataclass(frozen=True, kw_only=True)
 class RunProgress:
-    """A run with its jobs counted by status (queued, running, waiting, done, failed)."""
+    """A run with its jobs counted by status (queued, running, waiting, done, failed) and
+    the phase 1 progress of its large users (``(user id, note)``)."""
 
     run: ConsolidationRun
     jobs: dict[str, int]
+    phase1: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,12 +291,18 @@ class ConsolidationStatus:
 
 
 def get_run_progress(*, run: ConsolidationRun) -> RunProgress:
-    """``run`` and its jobs counted by status."""
-    return RunProgress(run=run, jobs=ConsolidationJob.objects.in_run(run.pk).counts_by_status())
+    """``run``, its jobs counted by status, and its large users' phase 1 progress."""
+    from .services.queue.jobs import phase1_progress
+
+    return RunProgress(
+        run=run,
+        jobs=ConsolidationJob.objects.in_run(run.pk).counts_by_status(),
+        phase1=tuple(phase1_progress(run.pk)),
+    )
 
 
 def get_consolidation_status() -> ConsolidationStatus:
-    """The queue's state for operators; reads only (one query per run in flight)."""
+    """The queue's state for operators; reads only (two queries per run in flight)."""
     from django_q.models import Schedule
 
     from .conf import app_settings

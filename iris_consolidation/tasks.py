@@ -85,7 +85,8 @@ def _run_claimed(job: ConsolidationJob | list[ConsolidationJob], work: Callable[
         kind = claimed[0].kind
         setting = f"IRIS_CONSOLIDATION_{kind.upper()}_JOB_TIMEOUT"
         for each in claimed:
-            _fault(each, TIMED_OUT.format(seconds=dispatch.timeout_of(kind), setting=setting))
+            seconds = dispatch.timeout_of(kind, user_id=each.user_id)
+            _fault(each, TIMED_OUT.format(seconds=seconds, setting=setting))
         raise
     except Exception as exc:
         for each in claimed:

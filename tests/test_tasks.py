@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, Origin, Truth
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import jobs
+from iris_consolidation.services.queue import dispatch, jobs
 from tests import llm_stub
 from tests.conftest import vector_at
 
@@ -242,3 +244,106 @@ def test_retry_after_the_model_was_unavailable_asks_the_model_again(
     run.refresh_from_db()
     assert (run.status, run.merged, run.failed) == ("done", 1, 0)
     assert len(llm_server.chat_requests()) == 2
+
+
+class SlowEmbedder:
+    """Takes ``seconds`` per batch, like a model on a busy machine; distinct vectors per
+    text, except that texts ending in "again" repeat the vector of the text before it."""
+
+    model_name = "slow-test-embedder"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.batches = 0
+
+    def embed(self, texts):
+        import time
+
+        import numpy as np
+
+        self.batches += 1
+        time.sleep(self.seconds)
+        out = []
+        for text in texts:
+            n = int(text.split()[1])
+            v = np.zeros(384, dtype=np.float32)
+            v[n] = 1.0
+            out.append(v)
+        return np.stack(out)
+
+
+def test_a_user_larger_than_one_tasks_budget_finishes_phase_one_across_deliveries(
+    user_factory, truth_factory, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    # Budget: half of a 1 s timeout for embedding; batches of 2 truths take 0.3 s each,
+    # so 20 truths need several deliveries, none of them a fault. Each delivery is
+    # run here as the broker would deliver the task it re-queued.
+    settings.IRIS_CONSOLIDATION_USER_JOB_TIMEOUT = 1
+    settings.IRIS_CONSOLIDATION_EMBEDDING_BATCH_SIZE = 2
+    embedder = SlowEmbedder(0.3)
+    monkeypatch.setattr(tasks, "_worker_embedder", functools.cache(lambda: embedder))
+    alice = user_factory("alice")
+    for i in range(10):
+        truth_factory(f"Fact {i} once", user=alice)
+        truth_factory(f"Fact {i} twice", user=alice)  # same vector: one cluster per fact
+    run = _queued_run()
+    with django_capture_on_commit_callbacks(execute=False):
+        tasks.enqueue_run(run)
+    job = ConsolidationJob.objects.get(run=run, kind="user")
+
+    results = []
+    while job.status != "done" and len(results) < 20:
+        with django_capture_on_commit_callbacks(execute=False) as sent:
+            results.append(tasks.plan_user(str(run.pk), alice.pk))
+        job.refresh_from_db()
+        if job.status != "done":
+            assert len(sent) == 1  # the continuation's task
+            assert job.error.startswith("Phase 1 continues in a new delivery")
+
+    run.refresh_from_db()
+    assert (job.status, job.faults, job.error) == ("done", 0, "")
+    assert len(results) >= 3 and all(r.get("continued") for r in results[:-1])
+    assert (run.embedded, run.users_done, run.clusters_found) == (20, 1, 10)
+    assert embedder.batches == 10  # nothing embedded twice
+    assert ConsolidationJob.objects.filter(run=run, kind="cluster").count() == 10
+    assert ConsolidationJob.objects.in_run(run.pk).counts_by_status()["failed"] == 0
+
+
+def test_phase_one_progress_is_shown_while_a_user_continues(user_factory, truth_factory, run_factory):
+    from django.core.management import call_command
+
+    alice = user_factory("alice")
+    truth_factory("Fact 1 once", user=alice)
+    run = run_factory(mode="queued")
+    run.status = "running"
+    run.users, run.embedded = 1, 4000
+    run.save()
+    job = jobs.ensure_user_job(run.pk, alice.pk)
+    note = jobs.PHASE1_CONTINUES.format(embedded=2000, pending=16000)
+    ConsolidationJob.objects.filter(pk=job.pk).update(error=note)
+
+    from io import StringIO
+
+    out = StringIO()
+    call_command("consolidation_status", stdout=out)
+
+    assert jobs.phase1_progress(run.pk) == [(alice.pk, note)]
+    assert "0 of 1 users planned, 4000 truths embedded" in out.getvalue()
+    assert f"user {alice.pk}: {note}" in out.getvalue()
+
+
+def test_user_job_timeout_grows_with_the_users_size(user_factory, truth_factory, settings, monkeypatch):
+    from django_q.conf import Conf
+
+    from iris_consolidation.models import Truth as T
+
+    settings.IRIS_CONSOLIDATION_USER_JOB_TIMEOUT = 60
+    monkeypatch.setattr(dispatch, "TRUTHS_PER_USER_TIMEOUT", 2)
+    monkeypatch.setattr(Conf, "RETRY", 180)
+    alice = user_factory("alice")
+    assert dispatch.timeout_of("user", user_id=alice.pk) == 60  # no truths: the setting
+    T.objects.bulk_create([T(user=alice, content=f"t{i}") for i in range(3)])
+    assert dispatch.timeout_of("user", user_id=alice.pk) == 120  # two started blocks of 2
+    T.objects.bulk_create([T(user=alice, content=f"u{i}") for i in range(10)])
+    assert dispatch.timeout_of("user", user_id=alice.pk) == 150  # capped 30 s below the broker's retry
+    assert dispatch.timeout_of("user") == 60

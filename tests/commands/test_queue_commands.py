@@ -100,8 +100,9 @@ def test_status_shows_the_last_run_the_next_due_and_what_is_in_flight(failed_run
     )
     assert lines[2] == Status.IN_FLIGHT.format(count=1)
     assert lines[3].endswith("jobs queued=1 running=0 waiting=0 done=0 failed=0")
-    assert lines[4] == Status.BY_STATUS.format(counts="pending=0 running=1 done=0 partial=0 failed=1")
-    assert lines[5] == Status.LOCK_FREE
+    assert lines[4] == Status.FLIGHT_EMBEDDED.format(users_done=0, users=0, embedded=0)
+    assert lines[5] == Status.BY_STATUS.format(counts="pending=0 running=1 done=0 partial=0 failed=1")
+    assert lines[6] == Status.LOCK_FREE
 
 
 def test_status_says_when_the_weekly_run_is_overdue():

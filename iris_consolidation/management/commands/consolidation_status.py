@@ -30,6 +30,8 @@ class Command(BaseCommand):
     FLIGHT_ROW = "  {run_id} ({trigger}, {status}) started {started}: jobs " + " ".join(
         f"{s}={{{s}}}" for s in ("queued", "running", "waiting", "done", "failed")
     )
+    FLIGHT_EMBEDDED = "    phase 1: {users_done} of {users} users planned, {embedded} truths embedded"
+    FLIGHT_PHASE1 = "    user {user_id}: {note}"
     BY_STATUS = "Runs by status: {counts}"
     LOCK_HELD = "Schedule lock: held by run {run_id} until {until}"
     LOCK_FREE = "Schedule lock: free"
@@ -72,6 +74,10 @@ class Command(BaseCommand):
                     **progress.jobs,
                 )
             )
+            run_ = progress.run
+            write(self.FLIGHT_EMBEDDED.format(users_done=run_.users_done, users=run_.users, embedded=run_.embedded))
+            for user_id, note in progress.phase1:
+                write(self.FLIGHT_PHASE1.format(user_id=user_id, note=note))
         write(self.BY_STATUS.format(counts=" ".join(f"{k}={v}" for k, v in status.runs_by_status.items())))
         if status.lock_run_id:
             write(self.LOCK_HELD.format(run_id=status.lock_run_id, until=_when(status.lock_expires_at)))

@@ -3,29 +3,59 @@ build clusters of candidate duplicates by greedy clustering.
 
 Greedy clustering (DESIGN.md, flow step 2): consolidatable truths are taken in a
 stable order (created_at, id). For each one not yet in a cluster (the seed), its
-nearest live truths of the same user with cosine similarity to the seed >= threshold
-are gathered, nearest first, skipping truths already in a cluster, up to
-``max_size`` members in all. A cluster is kept if it has at least ``min_size``
-members. Every candidate is compared with the seed, never with the last member
-added, so A~B and B~C never pull A and C together (no chaining). Protected truths
-may join a cluster as members (the judge sees them, the validator keeps them) but
-never seed one. Writes: embeddings only.
+live truths of the same user with cosine similarity to the seed >= threshold are
+gathered, nearest first (equal similarities: older first, then lower id), skipping
+truths already in a cluster, up to ``max_size`` members in all. A cluster is kept if
+it has at least ``min_size`` members. Every candidate is compared with the seed,
+never with the last member added, so A~B and B~C never pull A and C together (no
+chaining). Protected truths may join a cluster as members (the judge sees them, the
+validator keeps them) but never seed one. Writes: embeddings only.
+
+The neighbour search runs in memory (DESIGN.md, phase 1): one query fetches the
+user's live vectors, then every (seed, truth) pair at or above the threshold is found
+with blocked float32 matrix products (``exact_pairs``), or, from
+``PHASE1_APPROXIMATE_FROM`` seeds on, with a faiss IVF index searched by range
+(``approximate_pairs``; recall of the exact pairs measured in
+``benchmarks/phase1.py``). Either way each candidate's similarity is recomputed in
+float64 before the threshold is applied, so both paths and any block size agree on
+the edges. pgvector is not used here: one nearest-neighbour query per seed measured
+40x slower than the in-memory pass (issue 10).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import BinaryField, BooleanField, ExpressionWrapper, F, Func, Q
 
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ...models import Truth
-from ...querysets import set_hnsw_search
+from ...choices import protected_q
+from ...models import EMBEDDING_DIMENSIONS, Truth
 
 logger = logging.getLogger(__name__)
+
+#: Slack under the threshold for the float32 screen; float32 products of unit vectors
+#: of 384 dimensions are off by about 1e-6 at most, so nothing at or above the
+#: threshold is lost before the float64 recomputation decides.
+SCREEN_MARGIN = 1e-4
+#: Tolerance of the final comparison: embeddings are stored as float32 (pgvector's
+#: ``vector``), whose rounding moves a cosine similarity by about 1e-7; a pair at the
+#: threshold up to that rounding counts as at the threshold (as pgvector's own
+#: single-precision distance did).
+THRESHOLD_TOLERANCE = 1e-6
+#: Decimals of the reported similarities, which are also the ranking key.
+SIMILARITY_DECIMALS = 6
+#: Bytes per element of a similarity tile: the float32 product and the boolean mask.
+TILE_BYTES_PER_ELEMENT = 5
+#: Longest side of a similarity tile; 4,096 keeps BLAS efficient (shared/NOTES.md).
+MAX_TILE = 4096
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,12 +72,52 @@ class CandidateCluster:
         return self.member_ids[0]
 
 
-def embed_missing(*, user_id: int, embedder: Embedder, batch_size: int | None = None) -> int:
+@dataclass(frozen=True, kw_only=True)
+class UserVectors:
+    """One user's live embedded truths in (created_at, id) order.
+
+    ``ids`` (n,) int64 truth ids; ``vectors`` (n, 384) float32, rows scaled to unit
+    norm; ``can_seed`` (n,) bool: consolidatable (and after the cursor in an
+    incremental pass).
+    """
+
+    ids: np.ndarray
+    vectors: np.ndarray
+    can_seed: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.ids.shape[0])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pairs:
+    """(seed position, member position, cosine similarity) triples at or above the
+    threshold, positions into ``UserVectors``; similarities in float64."""
+
+    seeds: np.ndarray
+    members: np.ndarray
+    similarities: np.ndarray
+
+
+def embed_missing(
+    *,
+    user_id: int,
+    embedder: Embedder,
+    batch_size: int | None = None,
+    deadline: float | None = None,
+    on_batch: Callable[[int, float], None] | None = None,
+) -> int:
     """Embed the user's live truths that have no embedding from ``embedder``'s model.
 
-    Batches of ``batch_size`` texts (default ``EMBEDDING_BATCH_SIZE``); each batch is
-    written in its own short transaction with ``bulk_update``. Returns how many truths
-    were embedded. Raises ``EmbeddingError`` (nothing of the failing batch is written).
+    Texts are taken shortest first, so a batch pads to a similar length, in batches
+    of ``batch_size`` (default ``EMBEDDING_BATCH_SIZE``); each batch is written in its
+    own short transaction with ``bulk_update``, so a task stopped part way keeps what
+    it embedded. ``deadline`` (``time.monotonic()`` seconds) stops after the batch that
+    reaches it; ``missing_embeddings`` then tells what is left. ``on_batch(count,
+    seconds)`` is called after each committed batch (inside its transaction). Returns
+    how many truths were embedded. Raises ``EmbeddingError`` (nothing of the failing
+    batch is written).
     """
     batch_size = batch_size or app_settings.EMBEDDING_BATCH_SIZE
     pending = list(
@@ -56,7 +126,10 @@ def embed_missing(*, user_id: int, embedder: Embedder, batch_size: int | None = 
         .order_by("id")
         .values_list("id", "content")
     )
+    pending.sort(key=lambda row: len(row[1]))
+    done = 0
     for start in range(0, len(pending), batch_size):
+        began = time.monotonic()
         batch = pending[start : start + batch_size]
         vectors = embedder.embed([content for _, content in batch])
         rows = [
@@ -65,7 +138,232 @@ def embed_missing(*, user_id: int, embedder: Embedder, batch_size: int | None = 
         ]
         with transaction.atomic():
             Truth.all_objects.bulk_update(rows, ["embedding", "embedding_model"])
-    return len(pending)
+            if on_batch is not None:
+                on_batch(len(rows), time.monotonic() - began)
+        done += len(rows)
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    return done
+
+
+def missing_embeddings(*, user_id: int, embedder: Embedder) -> int:
+    """How many of the user's live truths still lack an embedding from ``embedder``."""
+    return Truth.objects.for_user(user_id).missing_embedding(model_name=embedder.model_name).count()
+
+
+def load_user_vectors(*, user_id: int, max_generation: int, seed_filter: Q | None = None) -> UserVectors:
+    """Fetch one user's live embedded truths in one query, streamed into numpy arrays.
+
+    Memory: 1,536 bytes per truth for the vectors (on top of ``PHASE1_MEMORY_MB``).
+    """
+    can_seed = ~protected_q(max_generation=max_generation)
+    if seed_filter is not None:
+        can_seed &= seed_filter
+    rows = (
+        Truth.objects.for_user(user_id)
+        .with_embedding()
+        .annotate(
+            can_seed=ExpressionWrapper(can_seed, output_field=BooleanField()),
+            # pgvector's binary form (vector_send): 2 bytes dimensions, 2 unused, then
+            # big-endian float4s; parsing it is far cheaper than the text form.
+            raw=Func(F("embedding"), function="vector_send", output_field=BinaryField()),
+        )
+        .order_by("created_at", "id")
+        .values_list("id", "can_seed", "raw")
+    )
+    ids: list[int] = []
+    seeds: list[bool] = []
+    chunks: list[np.ndarray] = []
+    chunk: list[bytes] = []
+    width = EMBEDDING_DIMENSIONS + 1  # the 4-byte header read as one float4, dropped
+
+    def flush() -> None:
+        block = np.frombuffer(b"".join(chunk), dtype=">f4").reshape(len(chunk), width)
+        chunks.append(block[:, 1:].astype(np.float32))
+        chunk.clear()
+
+    for pk, seed, raw in rows.iterator(chunk_size=5000):
+        ids.append(pk)
+        seeds.append(bool(seed))
+        chunk.append(bytes(raw))
+        if len(chunk) == 5000:
+            flush()
+    if chunk:
+        flush()
+    vectors = np.concatenate(chunks) if chunks else np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
+    del chunks
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors /= np.clip(norms, 1e-12, None)
+    return UserVectors(ids=np.asarray(ids, dtype=np.int64), vectors=vectors, can_seed=np.asarray(seeds, dtype=bool))
+
+
+def tile_side(memory_bytes: int) -> int:
+    """Side of the square similarity tile that fits ``memory_bytes`` of working memory:
+    the tile and its mask (``TILE_BYTES_PER_ELEMENT`` per element) and the copy of the
+    block's seed vectors (1,536 bytes a row); at most ``MAX_TILE``, at least 16."""
+    row_bytes = EMBEDDING_DIMENSIONS * 4
+    # Largest s with TILE_BYTES_PER_ELEMENT * s^2 + row_bytes * s <= memory_bytes.
+    a, b = TILE_BYTES_PER_ELEMENT, row_bytes
+    side = int((-b + math.sqrt(b * b + 4 * a * max(memory_bytes, 0))) / (2 * a))
+    return max(16, min(MAX_TILE, side))
+
+
+def _refine(users: UserVectors, seeds: np.ndarray, members: np.ndarray, threshold: float, memory_bytes: int) -> Pairs:
+    """Recompute the candidates' cosine similarities in float64 and keep those at or
+    above ``threshold`` (less ``THRESHOLD_TOLERANCE``). Chunks fit ``memory_bytes``: two
+    gathered float32 rows and their float64 copies, 9,216 bytes a pair."""
+    step = max(64, memory_bytes // (EMBEDDING_DIMENSIONS * (4 + 8) * 2))
+    sims = np.empty(seeds.shape[0], dtype=np.float64)
+    for start in range(0, seeds.shape[0], step):
+        a = users.vectors[seeds[start : start + step]].astype(np.float64)
+        b = users.vectors[members[start : start + step]].astype(np.float64)
+        dots = np.einsum("ij,ij->i", a, b)
+        sims[start : start + step] = dots / np.clip(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12, None)
+    keep = sims >= threshold - THRESHOLD_TOLERANCE
+    return Pairs(seeds=seeds[keep], members=members[keep], similarities=np.minimum(sims[keep], 1.0))
+
+
+def exact_pairs(users: UserVectors, *, threshold: float, memory_bytes: int) -> Pairs:
+    """Every (seed, truth) pair with cosine similarity >= ``threshold``, exactly.
+
+    Tiles of seed rows x truth columns, float32 products, at most ``tile_side`` on a
+    side so a tile and its mask fit ``memory_bytes``. Pairs of two seeds are computed
+    once (upper triangle) and mirrored; a seed's pairs with a non-seed before it are
+    computed from the seed's side. Work: about s x n / 2 products for s seeds of n
+    truths when all are seeds, s x n when few are.
+    """
+    x = users.vectors
+    n = users.size
+    seed_positions = np.flatnonzero(users.can_seed)
+    non_seed_before = np.cumsum(~users.can_seed)  # non-seeds at positions <= j
+    side = tile_side(memory_bytes)
+    screen = np.float32(threshold - SCREEN_MARGIN)
+    found_rows: list[np.ndarray] = []
+    found_cols: list[np.ndarray] = []
+    for r0 in range(0, seed_positions.shape[0], side):
+        rows = seed_positions[r0 : r0 + side]
+        first = int(rows[0])
+        block = x[rows]
+        for c0 in range(0, n, side):
+            c1 = min(n, c0 + side)
+            lower_only = c1 <= first
+            if lower_only and non_seed_before[c1 - 1] == (non_seed_before[c0 - 1] if c0 else 0):
+                continue  # only seeds here, all before this block: covered by their own rows
+            product = block @ x[c0:c1].T
+            hit_r, hit_c = np.nonzero(product >= screen)
+            del product
+            cols = hit_c + c0
+            seeds_here = rows[hit_r]
+            # Keep (seed, later truth), and (seed, earlier non-seed); the rest are mirrors.
+            keep = (cols > seeds_here) | ((cols < seeds_here) & ~users.can_seed[cols])
+            found_rows.append(seeds_here[keep])
+            found_cols.append(cols[keep])
+    return _mirror_and_refine(users, found_rows, found_cols, threshold=threshold, memory_bytes=memory_bytes)
+
+
+def _mirror_and_refine(
+    users: UserVectors, rows: list[np.ndarray], cols: list[np.ndarray], *, threshold: float, memory_bytes: int
+) -> Pairs:
+    seeds = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    members = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    both = users.can_seed[members]
+    seeds, members = np.concatenate([seeds, members[both]]), np.concatenate([members, seeds[both]])
+    return _refine(users, seeds.astype(np.int64, copy=False), members.astype(np.int64, copy=False), threshold, memory_bytes)
+
+
+#: IVF layout, measured on planted unit vectors at 100,000 truths (README, "Phase 1 at
+#: scale"): 4 * sqrt(n) cells, k-means over 40 points per cell for 10 iterations (faiss
+#: warns under 39 points per cell; 25 iterations over 64 doubled the time), 16 cells
+#: probed per query: 99.4% of the exact pairs (8 probes: 98.2%, 12: 99.0%).
+IVF_CELLS_PER_SQRT_N = 4.0
+IVF_PROBES = 16
+IVF_TRAIN_PER_CELL = 40
+IVF_TRAIN_ITERATIONS = 10
+
+
+def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int) -> Pairs:
+    """Pairs at or above ``threshold`` found with a faiss ``IndexIVFFlat`` (inner
+    product on unit vectors) searched by range: approximate, recall of the exact pairs
+    measured in ``benchmarks/phase1.py`` (kept at 99% or more). Each seed queries the
+    index; pairs of two seeds found from either side are kept once.
+    """
+    import faiss
+
+    x = users.vectors
+    n = users.size
+    cells = max(1, int(IVF_CELLS_PER_SQRT_N * math.sqrt(n)))
+    quantizer = faiss.IndexFlatIP(EMBEDDING_DIMENSIONS)
+    index = faiss.IndexIVFFlat(quantizer, EMBEDDING_DIMENSIONS, cells, faiss.METRIC_INNER_PRODUCT)
+    index.cp.niter = IVF_TRAIN_ITERATIONS
+    index.cp.seed = 1234  # faiss's default, stated: the same vectors give the same cells
+    sample = min(n, cells * IVF_TRAIN_PER_CELL)
+    rng = np.random.default_rng(0)
+    training = x if sample == n else x[np.sort(rng.choice(n, size=sample, replace=False))]
+    index.train(np.ascontiguousarray(training))
+    index.add(x)
+    index.nprobe = min(cells, IVF_PROBES)
+    seed_positions = np.flatnonzero(users.can_seed)
+    step = max(256, memory_bytes // (EMBEDDING_DIMENSIONS * 4 * 8))
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    for start in range(0, seed_positions.shape[0], step):
+        queries = seed_positions[start : start + step]
+        lims, _, found = index.range_search(np.ascontiguousarray(x[queries]), float(threshold - SCREEN_MARGIN))
+        seeds_here = np.repeat(queries, np.diff(lims).astype(np.int64))
+        keep = found != seeds_here
+        rows.append(seeds_here[keep])
+        cols.append(found[keep])
+    seeds = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    members = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    # A pair of two seeds found from one side only is added from the other; duplicates go.
+    both = users.can_seed[members]
+    seeds, members = np.concatenate([seeds, members[both]]), np.concatenate([members, seeds[both]])
+    key = np.unique(seeds.astype(np.int64) * n + members.astype(np.int64))
+    return _refine(users, key // n, key % n, threshold, memory_bytes)
+
+
+def greedy_clusters(
+    users: UserVectors, pairs: Pairs, *, user_id: int, max_size: int, min_size: int
+) -> list[CandidateCluster]:
+    """Greedy, seed-compared clusters from the pairs (the module docstring's rules).
+
+    Similarities are ranked as reported, rounded to ``SIMILARITY_DECIMALS``: closer
+    than that they tie (float32 storage cannot tell them apart) and the older truth
+    comes first.
+    """
+    rounded = np.round(pairs.similarities, SIMILARITY_DECIMALS)
+    order = np.lexsort((pairs.members, -rounded, pairs.seeds))
+    seeds = pairs.seeds[order]
+    members = pairs.members[order].tolist()
+    sims = rounded[order].tolist()
+    seed_positions = np.flatnonzero(users.can_seed)
+    starts = np.searchsorted(seeds, seed_positions, side="left").tolist()
+    ends = np.searchsorted(seeds, seed_positions, side="right").tolist()
+    ids = users.ids.tolist()
+    assigned = bytearray(users.size)
+    clusters: list[CandidateCluster] = []
+    for seed, start, end in zip(seed_positions.tolist(), starts, ends, strict=True):
+        if assigned[seed] or end - start + 1 < min_size:
+            continue
+        chosen: list[int] = []
+        for k in range(start, end):
+            if not assigned[members[k]]:
+                chosen.append(k)
+                if len(chosen) == max_size - 1:
+                    break
+        if len(chosen) + 1 < min_size:
+            continue
+        assigned[seed] = 1
+        for k in chosen:
+            assigned[members[k]] = 1
+        clusters.append(
+            CandidateCluster(
+                user_id=user_id,
+                member_ids=(ids[seed], *(ids[members[k]] for k in chosen)),
+                similarities=(1.0, *(sims[k] for k in chosen)),
+            )
+        )
+    return clusters
 
 
 def find_clusters(
@@ -76,57 +374,41 @@ def find_clusters(
     min_size: int | None = None,
     max_generation: int | None = None,
     seed_filter: Q | None = None,
+    approximate: bool | None = None,
 ) -> list[CandidateCluster]:
     """Greedy clusters of one user's truths (see the module docstring). Writes nothing.
 
     ``threshold`` is a cosine similarity in (0, 1]; the rest default to the settings.
     ``seed_filter`` restricts which truths may seed a cluster (incremental passes:
-    truths changed after the cursor); neighbours are still any live truth.
-    Queries: one for the seeds, then one pgvector nearest-neighbour query per seed not
-    yet clustered (more only when more than ``4 * max_size`` of its neighbours are
-    within the threshold but already taken).
+    truths changed after the cursor); members are still any live truth of the user.
+    ``approximate`` forces the path (None: faiss IVF from ``PHASE1_APPROXIMATE_FROM``
+    seeds on, exact below). Queries: one. Working memory: ``PHASE1_MEMORY_MB`` plus
+    1,536 bytes per truth for the vectors and, while pairs are gathered, about 100
+    bytes per pair found (a few arrays of 8 bytes per pair).
     """
     threshold = app_settings.SIMILARITY_THRESHOLD if threshold is None else threshold
     max_size = max_size or app_settings.MAX_CLUSTER_SIZE
     min_size = min_size or app_settings.MIN_CLUSTER_SIZE
     max_generation = max_generation or app_settings.MAX_GENERATION
+    memory_bytes = int(app_settings.PHASE1_MEMORY_MB * 1024 * 1024)
 
-    seeds = (
-        Truth.objects.for_user(user_id)
-        .consolidatable(max_generation=max_generation)
-        .with_embedding()
-        .filter(seed_filter if seed_filter is not None else Q())
-        .order_by("created_at", "id")
-        .values_list("id", "embedding")
+    users = load_user_vectors(user_id=user_id, max_generation=max_generation, seed_filter=seed_filter)
+    seeds = int(users.can_seed.sum())
+    if seeds == 0:
+        return []
+    if approximate is None:
+        approximate = seeds >= app_settings.PHASE1_APPROXIMATE_FROM
+    search = approximate_pairs if approximate else exact_pairs
+    pairs = search(users, threshold=threshold, memory_bytes=memory_bytes)
+    clusters = greedy_clusters(users, pairs, user_id=user_id, max_size=max_size, min_size=min_size)
+    logger.info(
+        "user %s: %d clusters at threshold %.3f (%d seeds among %d truths, %s, %d pairs)",
+        user_id,
+        len(clusters),
+        threshold,
+        seeds,
+        users.size,
+        "faiss IVF" if approximate else "exact",
+        pairs.seeds.shape[0],
     )
-    pool = Truth.objects.for_user(user_id)
-    max_distance = 1.0 - threshold
-    assigned: set[int] = set()
-    clusters: list[CandidateCluster] = []
-    with transaction.atomic():
-        set_hnsw_search(ef_search=app_settings.HNSW_EF_SEARCH)
-        for seed_id, vector in seeds.iterator(chunk_size=2000):
-            if seed_id in assigned:
-                continue
-            limit = max_size * 4
-            while True:
-                # The k nearest, then the threshold in Python (see TruthQuerySet.nearest).
-                found = pool.nearest(vector, limit=limit).values_list("id", "distance", "created_at")
-                # Equal distances (identical texts) in a stable order: oldest first, then id.
-                rows = [(pk, d) for pk, d, _ in sorted(found, key=lambda r: (r[1], r[2], r[0]))]
-                within = [(pk, d) for pk, d in rows if d <= max_distance]
-                members = [(pk, 1.0 - d) for pk, d in within if pk != seed_id and pk not in assigned]
-                # Done when the cluster is full, the user has no more truths, or the
-                # nearest rows already reach past the threshold.
-                if len(members) >= max_size - 1 or len(rows) < limit or len(within) < len(rows):
-                    break
-                limit *= 4
-            members = members[: max_size - 1]
-            if len(members) + 1 < min_size:
-                continue
-            ids = (seed_id, *(pk for pk, _ in members))
-            sims = (1.0, *(round(min(1.0, s), 6) for _, s in members))
-            assigned.update(ids)
-            clusters.append(CandidateCluster(user_id=user_id, member_ids=ids, similarities=sims))
-    logger.info("user %s: %d clusters at threshold %.3f", user_id, len(clusters), threshold)
     return clusters

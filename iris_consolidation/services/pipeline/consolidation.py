@@ -107,7 +107,12 @@ def start_run(run: ConsolidationRun) -> list[int]:
 
 @dataclass(frozen=True, kw_only=True)
 class UserPlan:
-    """Phase 1's result for one user: the clusters and the figures the run counts."""
+    """Phase 1's result for one user: the clusters and the figures the run counts.
+
+    ``complete`` False: embedding reached its deadline, so clustering was left for
+    another call (``clusters`` is empty), with ``pending`` truths still to embed (maybe
+    0: the next call only clusters).
+    """
 
     user_id: int
     clusters: list[clustering.CandidateCluster]
@@ -117,20 +122,48 @@ class UserPlan:
     cluster_seconds: float
     #: Dry runs only: the forecast of the user's judge spend (``forecast.Forecast.as_dict``).
     forecast: dict[str, Any] | None = None
+    complete: bool = True
+    pending: int = 0
 
 
-def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPlan:
+def build_user_plan(
+    *, run_id: Any, user_id: int, embedder: Embedder, embed_deadline: float | None = None
+) -> UserPlan:
     """Phase 1 for one user without counting it on the run: embed missing embeddings,
-    build clusters. Writes embeddings only. Raises ``EmbeddingError`` if the embedder fails."""
+    build clusters. Writes embeddings, and adds each committed batch of embeddings to
+    the run's ``embedded`` and ``embed_seconds`` as it goes (the progress of a large
+    user). ``embed_deadline`` (``time.monotonic()`` seconds) stops embedding after the
+    batch that reaches it: the plan is then not ``complete`` (no clusters), and the
+    caller runs phase 1 again later (the queue does, in a new delivery). Raises
+    ``EmbeddingError`` if the embedder fails."""
     run = ConsolidationRun.objects.get(pk=run_id)
+
+    def count_batch(count: int, seconds: float) -> None:
+        ConsolidationRun.objects.filter(pk=run_id).update(
+            embedded=F("embedded") + count, embed_seconds=F("embed_seconds") + seconds
+        )
+
     started = time.monotonic()
-    embedded = clustering.embed_missing(user_id=user_id, embedder=embedder)
+    embedded = clustering.embed_missing(
+        user_id=user_id, embedder=embedder, deadline=embed_deadline, on_batch=count_batch
+    )
     embed_seconds = time.monotonic() - started
+    truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
+    if embed_deadline is not None and time.monotonic() >= embed_deadline:
+        return UserPlan(
+            user_id=user_id,
+            clusters=[],
+            truths=truths,
+            embedded=embedded,
+            embed_seconds=embed_seconds,
+            cluster_seconds=0.0,
+            complete=False,
+            pending=clustering.missing_embeddings(user_id=user_id, embedder=embedder),
+        )
     started = time.monotonic()
     seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
     clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
     cluster_seconds = time.monotonic() - started
-    truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
     user_forecast = None
     if run.is_dry_run:
         user_forecast = forecast.forecast_user(
@@ -149,7 +182,8 @@ def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPla
 
 def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
     """Add one planned user to the run's counters (callers make it happen once); a dry
-    run's forecast adds the user's (under the run's row lock)."""
+    run's forecast adds the user's (under the run's row lock). Embeddings were counted
+    batch by batch in ``build_user_plan``."""
     if plan.forecast is not None:
         with transaction.atomic():
             run = ConsolidationRun.objects.select_for_update().only("forecast").get(pk=run_id)
@@ -158,9 +192,7 @@ def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
     ConsolidationRun.objects.filter(pk=run_id).update(
         users_done=F("users_done") + 1,
         truths=F("truths") + plan.truths,
-        embedded=F("embedded") + plan.embedded,
         clusters_found=F("clusters_found") + len(plan.clusters),
-        embed_seconds=F("embed_seconds") + plan.embed_seconds,
         cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
     )
 
@@ -225,10 +257,13 @@ def consolidate_cluster(
     client: JudgeClient,
     embedder: Embedder,
     key: str | None = None,
+    before_model: Callable[[], None] | None = None,
 ) -> Any:
     """Phase 2 for one cluster: ``consolidate_batch`` of one. Returns the ``ClusterReview``."""
     keys = [key] if key is not None else None
-    return consolidate_batch(run_id=run_id, clusters=[cluster], client=client, embedder=embedder, keys=keys)[0]
+    return consolidate_batch(
+        run_id=run_id, clusters=[cluster], client=client, embedder=embedder, keys=keys, before_model=before_model
+    )[0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,9 +305,13 @@ def consolidate_batch(
     client: JudgeClient,
     embedder: Embedder,
     keys: Sequence[str] | None = None,
+    before_model: Callable[[], None] | None = None,
 ) -> list[Any]:
     """Phase 2 for several clusters of ONE user: judge them in one model call (outside
     any transaction), validate each, record one review each. Returns the reviews in order.
+
+    ``before_model`` runs right before the judge's first model call, if one is made
+    (``judging.decide_cluster``): the queue's rate limit counts model calls, not jobs.
 
     For a judge that calls a model, the deterministic pre-pass runs first and the
     model's failures are isolated per cluster (``judging.decide_batch``); once the
@@ -334,6 +373,7 @@ def consolidate_batch(
             client=client,
             model_allowed=not stopped,
             may_call=budget_check(run, client),
+            before_model=before_model,
         )
         unavailable = next((j for j in judgements if j.unavailable), None)
         if unavailable is not None:

@@ -265,9 +265,15 @@ def judge_cluster(*, request: JudgeRequest, client: JudgeClient) -> Verdict:
     return client.judge(request)
 
 
-def decide_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed: bool = True) -> Judgement:
+def decide_cluster(
+    *,
+    request: JudgeRequest,
+    client: JudgeClient,
+    model_allowed: bool = True,
+    before_model: Callable[[], None] | None = None,
+) -> Judgement:
     """Judge and validate one cluster (``decide_batch`` of one); never writes."""
-    return decide_batch(requests=[request], client=client, model_allowed=model_allowed)[0]
+    return decide_batch(requests=[request], client=client, model_allowed=model_allowed, before_model=before_model)[0]
 
 
 def decide_batch(
@@ -276,6 +282,7 @@ def decide_batch(
     client: JudgeClient,
     model_allowed: bool = True,
     may_call: Callable[[Spend], bool] | None = None,
+    before_model: Callable[[], None] | None = None,
 ) -> list[Judgement]:
     """Judge and validate several clusters of ONE user (aliases unique across them),
     one ``Judgement`` each, in order; never writes (see the module docstring).
@@ -286,8 +293,10 @@ def decide_batch(
     ``model_allowed=False`` runs the pre-pass only (the model tier was stopped for this
     user). ``may_call(spent)`` is asked before every model call with what this batch
     has spent so far; once it says no, the clusters without an answer are ``deferred``.
-    Raises ``JudgeRateLimited`` only;
-    every other failure is in the results.
+    ``before_model`` is called once right before the first model call, never when none
+    is made (rule judge, pre-pass settled every cluster): the queue's rate limit waits
+    there, and whatever it raises propagates. Raises ``JudgeRateLimited`` only; every
+    other failure is in the results.
     """
     if not getattr(client, "calls_model", True):
         results = []
@@ -327,6 +336,8 @@ def decide_batch(
     def check() -> bool:
         return may_call is None or may_call(sum((st.spend for st in states.values()), Spend()))
 
+    if pending and before_model is not None:
+        before_model()
     try:
         if pending:
             _judge_group(pending, model_requests, client, states, done, check)

@@ -276,7 +276,7 @@ def claim(job_id: int, *, worker: str = "", now: datetime | None = None) -> Job 
         job.deliveries += 1
         job.worker = worker[:200]
         job.started_at = now
-        job.lease_until = now + timedelta(seconds=dispatch.timeout_of(job.kind) + LEASE_MARGIN)
+        job.lease_until = now + timedelta(seconds=dispatch.timeout_of(job.kind, user_id=job.user_id) + LEASE_MARGIN)
         job.first_attempt_at = job.first_attempt_at or now
         job.not_before = None
         job.save()
@@ -325,6 +325,43 @@ def defer_batch(batch: list[Job], *, until: datetime, rate_limited: bool = False
             held.append(locked)
         dispatch.send_batch_at(held, until)
     return len(held)
+
+
+#: The note a user job carries while its phase 1 goes on across deliveries.
+PHASE1_CONTINUES = "Phase 1 continues in a new delivery: {embedded} truths embedded in the last, {pending} left to embed."
+
+
+def phase1_progress(run_id: Any) -> list[tuple[int, str]]:
+    """``(user id, note)`` of the run's user jobs whose phase 1 goes on across deliveries."""
+    return list(
+        Job.objects.filter(
+            run_id=run_id,
+            kind=Job.Kind.USER,
+            status__in=(Status.QUEUED, Status.RUNNING, Status.WAITING),
+            error__startswith=PHASE1_CONTINUES.split(":")[0],
+        )
+        .order_by("user_id")
+        .values_list("user_id", "error")
+    )
+
+
+def continue_later(job: Job, *, note: str, now: datetime | None = None) -> bool:
+    """This delivery did part of ``job`` (phase 1 embedding, committed) and the rest
+    goes to a new delivery, sent now: queued again, not a fault. ``note`` says how far
+    it got (shown on the run page and by ``consolidation_status``). Returns False if
+    this delivery no longer holds the job."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _lock_own(job)
+        if locked is None:
+            return False
+        locked.status = Status.QUEUED
+        locked.lease_until = None
+        locked.dispatched_at = now
+        locked.error = note
+        locked.save()
+        dispatch.send(locked)
+    return True
 
 
 def record_fault(job: Job, *, error: str, now: datetime | None = None) -> str:

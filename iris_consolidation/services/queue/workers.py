@@ -3,7 +3,9 @@ one user's clusters (one model call).
 
 The caller (``tasks.py``) claims the job (``jobs.claim``) and handles faults; these
 functions do the work and move the job on. Phase 2 passes the jobs-per-minute limit
-first (``throttling``; phase 1 is not throttled), then asks the judge once. A
+right before the judge's first model call (``throttling``): work that calls no
+model (phase 1, the rule judge, clusters the deterministic pre-pass settles) never
+waits for it. A
 provider's 429 puts the job back to wait for the provider's reset time, for up to
 ``RETRY_WINDOW`` seconds from its first attempt, without counting as a failure; past
 the window the cluster is recorded as failed with that reason.
@@ -26,7 +28,7 @@ from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob
 from ..operations import dry_runs
 from ..pipeline import consolidation
-from . import jobs, throttling
+from . import dispatch, jobs, throttling
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +43,13 @@ RATE_LIMIT_EXHAUSTED = (
     "after the {window} s (IRIS_CONSOLIDATION_RETRY_WINDOW) that began with the first attempt at {first}. "
     "Last reply: {error}"
 )
+#: Share of a user task's timeout spent embedding before the rest goes to a new delivery.
+EMBED_SHARE = 0.5
 THROTTLED = "Waiting for room under IRIS_CONSOLIDATION_JOBS_PER_MINUTE ({limit} per {period:g} s)."
+
+
+class _Deferred(Exception):
+    """The job was put back to wait for room under the rate limit (nothing recorded)."""
 
 
 def max_throttle_sleep() -> float:
@@ -55,8 +63,24 @@ def max_throttle_sleep() -> float:
 
 
 def plan_user_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any]:
-    """Phase 1 of a claimed user job: embed, cluster, create and send the cluster jobs."""
-    plan = consolidation.build_user_plan(run_id=job.run_id, user_id=job.user_id, embedder=embedder)
+    """Phase 1 of a claimed user job: embed, cluster, create and send the cluster jobs.
+
+    Embedding stops after the committed batch that passes ``EMBED_SHARE`` of the task's
+    timeout; the job then continues in a new delivery (not a fault), which embeds the
+    rest or, with nothing left, clusters with its whole timeout. So a user of any size
+    gets through embedding; clustering must fit one timeout (``dispatch.timeout_of``, which
+    grows with the user's size).
+    """
+    timeout = dispatch.timeout_of(job.kind, user_id=job.user_id)
+    deadline = time.monotonic() + EMBED_SHARE * timeout
+    plan = consolidation.build_user_plan(
+        run_id=job.run_id, user_id=job.user_id, embedder=embedder, embed_deadline=deadline
+    )
+    if not plan.complete:
+        note = jobs.PHASE1_CONTINUES.format(embedded=plan.embedded, pending=plan.pending)
+        jobs.continue_later(job, note=note)
+        logger.info("run %s: user %s: %s", job.run_id, job.user_id, note)
+        return {"user_id": job.user_id, "continued": True, "pending": plan.pending}
     created = jobs.finish_user_job(job, plan)
     return {"user_id": job.user_id, "clusters": created}
 
@@ -135,9 +159,12 @@ def judge_batch_job(
         jobs.finish_cluster_job(job, review)
         results[job.pk] = review.outcome
     if pending:
-        if throttled and not _pass_throttle(pending, sleep=sleep, clock=clock):
-            results.update((job.pk, "throttled") for job in pending)
-            return [{"job": job.pk, "outcome": results[job.pk]} for job in batch]
+
+        def before_model() -> None:
+            # Only model calls wait for the limit: the rule judge and the pre-pass never get here.
+            if throttled and not _pass_throttle(pending, sleep=sleep, clock=clock):
+                raise _Deferred
+
         try:
             reviews = consolidation.consolidate_batch(
                 run_id=pending[0].run_id,
@@ -145,7 +172,11 @@ def judge_batch_job(
                 client=client,
                 embedder=embedder,
                 keys=[job.review_key() for job in pending],
+                before_model=before_model,
             )
+        except _Deferred:
+            results.update((job.pk, "throttled") for job in pending)
+            return [{"job": job.pk, "outcome": results[job.pk]} for job in batch]
         except JudgeRateLimited as exc:
             failures = _rate_limited(pending, exc, client=client, clock=clock)
             if failures is None:

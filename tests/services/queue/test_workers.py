@@ -97,7 +97,8 @@ def test_429_whose_wait_ends_past_the_retry_window_fails_the_cluster(llm_server,
     assert not Schedule.objects.filter(func=dispatch.task_path(tasks.consolidate_batch)).exists()
 
 
-def test_short_wait_under_the_limit_is_taken_in_the_worker(rules_judge, claimed, settings):
+def test_short_wait_under_the_limit_is_taken_in_the_worker(llm_server, model_job, settings):
+    llm_server.script = [llm_stub.verdict([])]
     settings.IRIS_CONSOLIDATION_JOBS_PER_MINUTE = 1
     settings.IRIS_CONSOLIDATION_LLM_TIMEOUT = 5.0  # leaves 100 s of the 120 s timeout to wait
     throttling.acquire(name=throttling.CLUSTER_JOBS, limit=1, period=60)  # the window is full
@@ -108,18 +109,22 @@ def test_short_wait_under_the_limit_is_taken_in_the_worker(rules_judge, claimed,
         # The time passes: the start that filled the window leaves it.
         RateLimitWindow.objects.filter(name=throttling.CLUSTER_JOBS).update(starts=[])
 
-    result = _judge(claimed, sleep=sleep)
+    result = _judge(model_job, sleep=sleep)
 
-    assert result["outcome"] == "applied"
+    assert result["outcome"] == "kept"
     assert len(slept) == 1 and 0 < slept[0] <= 60 + throttling.START_MARGIN
+    assert len(llm_server.chat_requests()) == 1
 
 
-def test_long_wait_under_the_limit_puts_the_job_back_in_the_queue(rules_judge, claimed, settings):
+def test_long_wait_under_the_limit_puts_the_job_back_in_the_queue(llm_server, model_job, settings):
+    claimed = model_job
     settings.IRIS_CONSOLIDATION_JOBS_PER_MINUTE = 1
     settings.IRIS_CONSOLIDATION_LLM_TIMEOUT = 60.0  # leaves 45 s of the 120 s timeout: too short
     throttling.acquire(name=throttling.CLUSTER_JOBS, limit=1, period=60)
 
     assert _judge(claimed, sleep=pytest.fail, clock=timezone.now) == {"job": claimed.pk, "outcome": "throttled"}
+    assert llm_server.chat_requests() == []  # no call made, no review recorded
+    assert not ClusterReview.objects.exists()
 
     claimed.refresh_from_db()
     assert (claimed.status, claimed.throttled, claimed.rate_limited, claimed.faults) == ("waiting", 1, 0, 0)
@@ -128,6 +133,29 @@ def test_long_wait_under_the_limit_puts_the_job_back_in_the_queue(rules_judge, c
     assert claimed.not_before.timestamp() == pytest.approx(room - workers.max_throttle_sleep(), abs=2)
     assert workers.max_throttle_sleep() == 45
     assert Schedule.objects.get(func=dispatch.task_path(tasks.consolidate_batch)).next_run == claimed.not_before
+
+
+def test_rule_judge_clusters_are_not_throttled(rules_judge, claimed, settings):
+    settings.IRIS_CONSOLIDATION_JOBS_PER_MINUTE = 1
+    throttling.acquire(name=throttling.CLUSTER_JOBS, limit=1, period=60)  # the window is full
+
+    assert _judge(claimed, sleep=pytest.fail)["outcome"] == "applied"
+
+    claimed.refresh_from_db()
+    assert (claimed.status, claimed.throttled) == ("done", 0)
+    assert len(throttling.recent_starts(name=throttling.CLUSTER_JOBS)) == 1  # none taken
+
+
+def test_clusters_the_pre_pass_settles_are_not_throttled(llm_server, claimed, settings):
+    # The LLM judge is configured, but the deterministic pre-pass merges these two
+    # (equal after normalisation): no model call, so no wait for the rate limit.
+    settings.IRIS_CONSOLIDATION_JOBS_PER_MINUTE = 1
+    throttling.acquire(name=throttling.CLUSTER_JOBS, limit=1, period=60)
+
+    assert _judge(claimed, sleep=pytest.fail)["outcome"] == "applied"
+
+    assert llm_server.chat_requests() == []
+    assert len(throttling.recent_starts(name=throttling.CLUSTER_JOBS)) == 1
 
 
 def test_phase_one_is_not_throttled(
