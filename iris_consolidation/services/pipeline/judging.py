@@ -29,6 +29,7 @@ from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailab
 from ...llm import rules
 from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Verdict
 from ...models import CONSOLIDATABLE_ORIGINS, Truth
+from ..hygiene.quality import quality_of
 from . import validation
 
 JUDGE_UNAVAILABLE = "LLM judge unavailable: {error}"
@@ -58,6 +59,7 @@ def build_request(
             protected=is_protected(t, max_generation=max_generation),
             origin=t.origin,
             pinned=t.pinned,
+            quality=quality_of(t),
         )
         for alias, t in by_alias.items()
     )
