@@ -61,8 +61,8 @@ def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
     """The provable merges of ``request``: one action per group of equal statements.
 
     The merged content is a protected member's text when the group has one (it must
-    survive unchanged), else the text of the member of highest quality (``MemberView.quality``,
-    issue 13), the oldest among equals (members come oldest first).
+    survive unchanged), else the text of the member of highest quality (``MemberView.quality``
+    to two decimals, issue 13), the oldest among equals (members come oldest first).
     """
     actions = []
     for group, reason in equivalent_groups(request.members):
@@ -73,8 +73,9 @@ def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
             group = [m for m in group if not m.protected] + protected[:1]
             if len(group) < 2:
                 continue
-        # max() keeps the first of equals: the oldest member.
-        keeper = protected[0] if protected else max(group, key=lambda m: m.quality)
+        # Quality to two decimals, so that minutes of recency do not decide; max() keeps
+        # the first of equals: the oldest member.
+        keeper = protected[0] if protected else max(group, key=lambda m: round(m.quality, 2))
         actions.append(
             Action(action="merge", ids=tuple(m.alias for m in group), content=keeper.content, reason=reason)
         )
