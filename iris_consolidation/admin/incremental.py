@@ -104,6 +104,7 @@ class LiveSettingsAdmin(admin.ModelAdmin):
         "allowed_users",
         "max_retirements_per_run",
         "similarity_threshold",
+        ("noise_mode", "decay_mode", "lexical_mode", "semantic_mode", "prune_mode"),
         "in_force",
         "updated_at",
     ]
@@ -135,5 +136,6 @@ class LiveSettingsAdmin(admin.ModelAdmin):
             f"enabled={effective.enabled}; "
             f"interval={f'{effective.interval_hours} h' if effective.interval_hours else 'every schedule slot'}; "
             f"scheduled dry-run only={effective.scheduled_dry_run_only}; users={users}; "
-            f"cap={effective.max_retirements_per_run} retirements/run; threshold={effective.similarity_threshold}"
+            f"cap={effective.max_retirements_per_run} retirements/run; threshold={effective.similarity_threshold}; "
+            f"stages: {', '.join(f'{s} {m}' for s, m in effective.stage_modes.items())}"
         )

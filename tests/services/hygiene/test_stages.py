@@ -159,3 +159,19 @@ def test_live_settings_switch_each_stage_and_are_stored_on_the_run(run_factory, 
     LiveSettings.objects.filter(pk=1).update(prune_mode="")
     assert stages.run_modes(run)["prune"] == "apply"  # the run keeps what was in force
     assert stages.run_modes(run_factory())["prune"] == "report"
+
+
+def test_admin_live_settings_switch_a_stage_mode(admin_client):
+    from django.urls import reverse
+
+    saved = admin_client.post(
+        reverse("admin:iris_consolidation_livesettings_add"),
+        {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "apply", "noise_mode": "off"},
+    )
+    assert saved.status_code == 302
+    assert live_settings.get_effective_settings().stage_modes["prune"] == "apply"
+    page = admin_client.get(reverse("admin:iris_consolidation_livesettings_change", args=[1])).content.decode()
+    assert "stages: noise off, decay apply, lexical apply, semantic apply, prune apply" in page
+    bad = admin_client.post(reverse("admin:iris_consolidation_livesettings_change", args=[1]),
+                            {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "delete"})
+    assert bad.status_code == 200 and LiveSettings.objects.get().prune_mode == "apply"
