@@ -89,5 +89,24 @@ def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:
             if verbosity >= 2:
                 for text in item.get("sources", []):
                     lines.append(f"      was: {text}")
+    lines.extend(stage_lines(data.get("stages") or {}, verbosity=verbosity))
     lines.append(checkpoint_line(run))
+    return lines
+
+
+def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
+    """One line per stage (mode, counts, seconds); at ``verbosity`` >= 2 the first examples
+    of what noise and prune retired or would retire."""
+    if not report:
+        return []
+    lines = ["Stages:"]
+    for stage, item in report.items():
+        lines.append(
+            f"  {stage}: {item['mode']}; examined {item['examined']}, found {item['affected']}, "
+            f"applied {item['applied']}; {item['seconds']:.2f} s"
+        )
+        if verbosity >= 2 and stage in ("noise", "prune"):
+            for f in item.get("examples") or ():
+                why = f.get("category") or f"relevance {f.get('relevance', 0):.4f}, quality {f.get('quality', 0):.4f}"
+                lines.append(f"      #{f['truth_id']} {f['content']!r} ({why})")
     return lines

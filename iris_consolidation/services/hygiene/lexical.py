@@ -10,8 +10,10 @@ is >= ``IRIS_CONSOLIDATION_JACCARD_THRESHOLD`` (0.6), most similar first, up to
 ``MAX_CLUSTER_SIZE``; clusters of at least ``MIN_CLUSTER_SIZE`` are kept. Protected
 truths may join but never seed.
 
-These are candidates only: they go through the same judge and validator as the
-embedding's, so a Jaccard match alone never merges. ``interleave`` alternates the two
+A truth already in one of the embedding's clusters may seed a lexical cluster but
+never join one (``taken``), so the arm adds what the embedding left out without
+splitting what it found. These are candidates only: they go through the same judge
+and validator as the embedding's, so a Jaccard match alone never merges. ``interleave`` alternates the two
 arms' clusters, so a near-duplicate the embedding ranks low is still judged early,
 and drops a lexical cluster that lies inside one embedding cluster (already judged).
 Reads only.
@@ -48,11 +50,16 @@ def find_lexical_clusters(
     max_size: int | None = None,
     min_size: int | None = None,
     seed_filter: Q | None = None,
+    taken: set[int] | frozenset[int] = frozenset(),
 ) -> list[CandidateCluster]:
     """Greedy Jaccard clusters of one user's truths (see the module docstring).
 
     ``similarities`` of each cluster are Jaccard similarities to the seed (1.0 for the
-    seed). ``seed_filter`` restricts the seeds (incremental passes). Two queries.
+    seed). ``seed_filter`` restricts the seeds (incremental passes). ``taken``: truths
+    already in a cluster of the other arm; they may seed a lexical cluster but never
+    join one as a member, so the lexical arm only adds what the embedding left out
+    (a truth the embedding ranked below its threshold, or cut from a full cluster) and
+    never splits a group the embedding found. Two queries.
     """
     threshold = float(app_settings.JACCARD_THRESHOLD if threshold is None else threshold)
     max_size = max_size or app_settings.MAX_CLUSTER_SIZE
@@ -79,7 +86,7 @@ def find_lexical_clusters(
         candidates = {pk for token in tokens[seed_id] for pk in index[(kind, token)]}
         scored = []
         for pk in candidates:
-            if pk == seed_id or pk in assigned or kind_of[pk] != kind:
+            if pk == seed_id or pk in assigned or pk in taken or kind_of[pk] != kind:
                 continue
             score = jaccard(tokens[seed_id], tokens[pk])
             if score >= threshold:

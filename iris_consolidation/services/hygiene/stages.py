@@ -189,8 +189,9 @@ def candidate_clusters(
                 seconds=time.monotonic() - started, findings=[])
     if modes["lexical"] != StageMode.OFF:
         started = time.monotonic()
-        lexical_clusters = lexical.find_lexical_clusters(user_id=user_id, seed_filter=seed_filter)
         judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
+        taken = {pk for c in judged_semantic for pk in c.member_ids}
+        lexical_clusters = lexical.find_lexical_clusters(user_id=user_id, seed_filter=seed_filter, taken=taken)
         _, added = lexical.interleave(judged_semantic, lexical_clusters)
         _record(run, user_id, "lexical", modes["lexical"], examined=len(lexical_clusters), affected=added,
                 applied=0, seconds=time.monotonic() - started,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from ...embeddings import Embedder
 from ...exceptions import InvalidThreshold, JudgeRateLimited
 from ...llm.base import JudgeClient
 from ...models import ConsolidationRun, Truth
+from ..hygiene import stages
 from ..operations import live_settings
 from . import clustering, incremental, inventory, judging, merging, verdict_cache
 
@@ -60,20 +61,25 @@ def create_run(
     judge: str = "",
     since: str | None = None,
     full: bool = False,
+    only: str | Sequence[str] | None = None,
 ) -> ConsolidationRun:
     """Create a pending run.
 
     ``threshold`` defaults to the live settings' (else the Django setting's);
     ``since``/``full`` choose the window (``incremental.resolve_window``; default:
-    the per-user cursor). The live settings in force are stored on the run. Raises
-    ``InvalidThreshold`` or ``InvalidWindow``; nothing is written then.
+    the per-user cursor). ``only`` names the stages to run (``hygiene.stages.parse_only``;
+    None: every stage in its configured mode). The live settings in force, with the
+    stage modes, are stored on the run. Raises ``InvalidThreshold``, ``InvalidWindow``
+    or ``InvalidInput`` (an unknown stage); nothing is written then.
     """
     effective = live_settings.get_effective_settings()
     value = validate_threshold(effective.similarity_threshold if threshold is None else threshold)
     window = incremental.resolve_window(since=since, full=full, user_id=user_id)
+    stored = effective.as_dict()
+    stored["stage_modes"] = stages.narrow(effective.stage_modes, stages.parse_only(only))
     run = ConsolidationRun(
         trigger=trigger, mode=mode, threshold=value, user_filter_id=user_id, judge=judge,
-        effective_settings=effective.as_dict(),
+        effective_settings=stored,
     )
     incremental.apply_window(run, window)
     run.save(force_insert=True)
@@ -115,9 +121,13 @@ def build_user_plan(*, run_id: Any, user_id: int, embedder: Embedder) -> UserPla
     started = time.monotonic()
     embedded = clustering.embed_missing(user_id=user_id, embedder=embedder)
     embed_seconds = time.monotonic() - started
+    # Stages before clustering (noise, decay), each timed in its StageResult; after the
+    # embedding, so that an embedder that fails leaves every truth as it was.
+    stages.before_clustering(run, user_id)
     started = time.monotonic()
     seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
-    clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
+    # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
+    clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
     cluster_seconds = time.monotonic() - started
     truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
     return UserPlan(
@@ -321,15 +331,21 @@ def finish_run_if_complete(run_id: Any) -> bool:
 
 def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
     """What every finished run does, whichever path finished it (this module's counters
-    or the queued run's job rows, ``jobs.refresh_run``): write the checkpoint (``done``
+    or the queued run's job rows, ``jobs.refresh_run``): run the prune stage for the
+    planned users (not ``held_users``; never for a failed run), write the checkpoint (``done``
     real runs only), move the users' cursors over what was fully judged and applied
     (never those of ``held_users``, e.g. whose phase 1 failed), complete the inventory.
 
     ``run`` is locked and its ``status``/``finished_at`` set by the caller, who saves
     ``checkpoint`` and ``inventory`` in the same transaction.
     """
+    held = set(held_users)
+    if run.status != ConsolidationRun.Status.FAILED:
+        # The stage after the merges (prune), for every user whose phase 1 ran.
+        planned = run.user_passes.order_by("user_id").values_list("user_id", flat=True)
+        stages.after_merges(run, [pk for pk in planned if pk not in held])
     incremental.write_checkpoint(run)
-    incremental.advance_cursors(run, held_users=held_users)
+    incremental.advance_cursors(run, held_users=held)
     inventory.complete(run)
 
 

@@ -9,7 +9,8 @@ partial or failed); both write ``ConsolidationRun.inventory``:
      "changes": [up to 10 of the most significant: merges of the most truths first,
                  then by the highest score, each with its reason],
      "llm": {"calls": n, "tokens": n, "cost": usd, "cost_known": bool, "cache_hits": n},
-     "seeds": n, "checkpoint": {"old": iso | None, "new": iso | None}}
+     "seeds": n, "checkpoint": {"old": iso | None, "new": iso | None},
+     "stages": {stage: {"mode", "examined", "affected", "applied", "seconds", "examples"}}}
 
 Counts are of live truths in the run's scope (its user filter, else its allowlist,
 else every user). A dry run's "after" equals its "before": nothing was changed, and
@@ -23,6 +24,7 @@ from typing import Any
 from django.db.models import Count, Q
 
 from ...models import ConsolidationRun, Truth
+from ..hygiene import stages
 from ..operations.live_settings import allowed_user_ids
 
 #: How many changes the report lists (the issue's "up to 10 most significant").
@@ -119,6 +121,7 @@ def complete(run: ConsolidationRun) -> dict[str, Any]:
         "cache_hits": run.cache_hits,
     }
     data["seeds"] = run.seeds
+    data["stages"] = stages.summarise(run)
     data["checkpoint"] = {
         "old": run.previous_checkpoint.isoformat() if run.previous_checkpoint else None,
         "new": run.checkpoint.isoformat() if run.checkpoint else None,
