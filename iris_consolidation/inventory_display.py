@@ -10,6 +10,10 @@ from typing import Any
 
 from .models import ConsolidationRun
 
+#: Position of each stage in a pass (services/hygiene/stages.py: STAGES), for display.
+STAGE_ORDER = {name: i for i, name in enumerate(("mine", "noise", "decay", "lexical", "semantic", "relocate",
+                                                  "promote", "prune"))}
+
 WINDOW_CURSOR = "Window: truths changed after each user's cursor (a first, full pass for users without one)."
 WINDOW_FULL = "Window: full pass (every consolidatable truth; cursors ignored)."
 WINDOW_SINCE = "Window: truths changed since {since} ({how}) until {until}."
@@ -100,7 +104,8 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
     if not report:
         return []
     lines = ["Stages:"]
-    for stage, item in report.items():
+    # In pass order (a JSON column does not keep the keys' order).
+    for stage, item in sorted(report.items(), key=lambda kv: STAGE_ORDER.get(kv[0], len(STAGE_ORDER))):
         lines.append(
             f"  {stage}: {item['mode']}; examined {item['examined']}, found {item['affected']}, "
             f"applied {item['applied']}; {item['seconds']:.2f} s"
