@@ -117,17 +117,18 @@ def _record(
         return StageResult.objects.get(run=run, user_id=user_id, stage=stage)
 
 
-def _done(run: ConsolidationRun, user_id: int, stage: str) -> StageResult | None:
-    return StageResult.objects.filter(run=run, user_id=user_id, stage=stage).first()
+def _start(run: ConsolidationRun, user_id: int, stage: str) -> tuple[str, StageResult | None]:
+    """The stage's mode for ``run`` and its result if already recorded (a second delivery)."""
+    mode = run_modes(run)[stage]
+    if mode == StageMode.OFF:
+        return mode, None
+    return mode, StageResult.objects.filter(run=run, user_id=user_id, stage=stage).first()
 
 
 def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     """The noise stage for one user (see ``noise.py``); retires in apply mode only."""
-    mode = run_modes(run)["noise"]
-    if mode == StageMode.OFF:
-        return None
-    existing = _done(run, user_id, "noise")
-    if existing is not None:
+    mode, existing = _start(run, user_id, "noise")
+    if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
     truths = list(
@@ -152,11 +153,8 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
 
 def run_decay(run: ConsolidationRun, user_id: int) -> StageResult | None:
     """The decay stage for one user (see ``decay.py``); writes in apply mode only."""
-    mode = run_modes(run)["decay"]
-    if mode == StageMode.OFF:
-        return None
-    existing = _done(run, user_id, "decay")
-    if existing is not None:
+    mode, existing = _start(run, user_id, "decay")
+    if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
     result = decay.decay_user(user_id=user_id, now=pass_time(run), write=mode == StageMode.APPLY)
@@ -208,11 +206,8 @@ def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
     Post-decay relevance is recomputed at the pass time when the decay stage did not
     write it (report mode, dry run): decay is deterministic, so it is the same value.
     """
-    mode = run_modes(run)["prune"]
-    if mode == StageMode.OFF:
-        return None
-    existing = _done(run, user_id, "prune")
-    if existing is not None:
+    mode, existing = _start(run, user_id, "prune")
+    if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
     now = pass_time(run)
