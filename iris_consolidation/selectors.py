@@ -16,7 +16,7 @@ from django.db.models import Count, Model, Prefetch, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from .exceptions import UnknownUser
-from .models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
+from .models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
 
 UNKNOWN_USER = "No user has the id or username {value!r}. Check the value, e.g. with export_truths."
 
@@ -291,9 +291,7 @@ class ConsolidationStatus:
 
 def get_run_progress(*, run: ConsolidationRun) -> RunProgress:
     """``run`` and its jobs counted by status."""
-    from .services.queue.jobs import job_counts
-
-    return RunProgress(run=run, jobs=job_counts(run.pk))
+    return RunProgress(run=run, jobs=ConsolidationJob.objects.in_run(run.pk).counts_by_status())
 
 
 def get_consolidation_status() -> ConsolidationStatus:
@@ -302,11 +300,11 @@ def get_consolidation_status() -> ConsolidationStatus:
 
     from .conf import app_settings
     from .models import ScheduleLock
-    from .services.queue import scheduling
+    from .services.queue import dispatch
 
-    weekly = Schedule.objects.filter(name=scheduling.WEEKLY).order_by("id").first()
+    weekly = Schedule.objects.filter(name=dispatch.WEEKLY_SCHEDULE).order_by("id").first()
     counts = dict(ConsolidationRun.objects.values_list("status").annotate(n=Count("id")).order_by())
-    lock = ScheduleLock.objects.filter(name=scheduling.LOCK).first()
+    lock = ScheduleLock.objects.filter(name=ScheduleLock.SCHEDULED_RUNS).first()
     return ConsolidationStatus(
         last_run=ConsolidationRun.objects.order_by("-created_at").first(),
         next_due=weekly.next_run if weekly is not None else None,

@@ -20,7 +20,6 @@ from ...conf import app_settings
 from ...exceptions import UndoRefused
 from ...models import ConsolidationRun, RetiredReason, Truth
 from ..pipeline import truth_events
-from ..pipeline.judging import is_protected
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ def retire(
         for truth in rows:
             if room is not None and len(retired) >= room:
                 break
-            if truth.retired_at is not None or is_protected(truth, max_generation=app_settings.MAX_GENERATION):
+            if truth.retired_at is not None or truth.is_protected(max_generation=app_settings.MAX_GENERATION):
                 continue
             truth.retired_at = now
             truth.retired_reason = reason
