@@ -26,6 +26,8 @@ class RetiredReason(models.TextChoices):
     MERGED = "merged", "Merged into another truth"
     SUPERSEDED = "superseded", "Superseded by a later truth"
     UNDONE = "undone", "Consolidation undone"
+    NOISE = "noise", "Noise: should never have been stored"
+    PRUNED = "pruned", "Pruned: relevance or quality below the floor"
 
 
 def is_protected(*, pinned: bool, origin: str, generation: int, max_generation: int) -> bool:
@@ -121,3 +123,11 @@ class JobStatus(models.TextChoices):
     WAITING = "waiting", "Waiting (rate limited)"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+
+
+class StageMode(models.TextChoices):
+    """What a stage of the pass does: nothing, list what it would do, or do it."""
+
+    OFF = "off", "Off"
+    REPORT = "report", "Report only"
+    APPLY = "apply", "Apply"

@@ -100,6 +100,25 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULED_DRY_RUN_ONLY": False,
     # Usernames or ids of the only users consolidated; empty: everyone.
     "USER_ALLOWLIST": [],
+    # --- hygiene stages (issue 13; services/hygiene/) ---
+    # Days over which an unused truth's relevance halves at decay weight 1 (loopctl's
+    # half-life); also the half-life of the quality score's recency term.
+    "HALF_LIFE_DAYS": 14.0,
+    # Decay weight by kind: a weight w makes the effective half-life HALF_LIFE_DAYS / w.
+    # Kinds not listed decay at 1. A string "kind=w,kind=w" (the environment's form) or a dict.
+    "DECAY_WEIGHTS": "fact=0.5,strategy=0.5,preference=0.5,insight=0.75,error_pattern=0.75,trajectory=1,working=2",
+    # Jaccard similarity of two truths' token sets at or above which the lexical arm
+    # makes them candidates (loopctl's greedy Jaccard clustering).
+    "JACCARD_THRESHOLD": 0.6,
+    # Relevance or quality below which the prune stage retires a truth.
+    "PRUNE_FLOOR": 0.05,
+    # Modes of the stages of a pass: "off", "report" (listed, nothing changed) or "apply".
+    # Stages that retire truths default to report (DESIGN.md, "Stages of a pass").
+    "NOISE": "report",
+    "DECAY": "apply",
+    "LEXICAL": "apply",
+    "SEMANTIC": "apply",
+    "PRUNE": "report",
 }
 
 

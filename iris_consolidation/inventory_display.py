@@ -11,6 +11,10 @@ from typing import Any
 from .models import ConsolidationRun
 from .services.pipeline.forecast import Forecast
 
+#: Position of each stage in a pass (services/hygiene/stages.py: STAGES), for display.
+STAGE_ORDER = {name: i for i, name in enumerate(("mine", "noise", "decay", "lexical", "semantic", "relocate",
+                                                  "promote", "prune"))}
+
 WINDOW_CURSOR = "Window: truths changed after each user's cursor (a first, full pass for users without one)."
 WINDOW_FULL = "Window: full pass (every consolidatable truth; cursors ignored)."
 WINDOW_SINCE = "Window: truths changed since {since} ({how}) until {until}."
@@ -133,5 +137,25 @@ def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:
             if verbosity >= 2:
                 for text in item.get("sources", []):
                     lines.append(f"      was: {text}")
+    lines.extend(stage_lines(data.get("stages") or {}, verbosity=verbosity))
     lines.append(checkpoint_line(run))
+    return lines
+
+
+def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
+    """One line per stage (mode, counts, seconds); at ``verbosity`` >= 2 the first examples
+    of what noise and prune retired or would retire."""
+    if not report:
+        return []
+    lines = ["Stages:"]
+    # In pass order (a JSON column does not keep the keys' order).
+    for stage, item in sorted(report.items(), key=lambda kv: STAGE_ORDER.get(kv[0], len(STAGE_ORDER))):
+        lines.append(
+            f"  {stage}: {item['mode']}; examined {item['examined']}, found {item['affected']}, "
+            f"applied {item['applied']}; {item['seconds']:.2f} s"
+        )
+        if verbosity >= 2 and stage in ("noise", "prune"):
+            for f in item.get("examples") or ():
+                why = f.get("category") or f"relevance {f.get('relevance', 0):.4f}, quality {f.get('quality', 0):.4f}"
+                lines.append(f"      #{f['truth_id']} {f['content']!r} ({why})")
     return lines

@@ -29,6 +29,7 @@ from .choices import (
     RunMode,
     RunStatus,
     RunTrigger,
+    StageMode,
     is_protected,
 )
 from .querysets import ClusterReviewQuerySet, JobQuerySet, LiveTruthManager, RunQuerySet, TruthQuerySet
@@ -76,6 +77,15 @@ class Truth(models.Model):
         help_text="The truth that replaced this one when it was retired.",
     )
     retired_reason = models.CharField(max_length=16, choices=RetiredReason.choices, blank=True)
+    # --- hygiene (issue 13, loopctl's memory entry): services/hygiene/ ---
+    relevance = models.FloatField(
+        default=1.0, help_text="0..1; lowered by decay, raised by merges (+0.1 per retired duplicate)."
+    )
+    access_count = models.PositiveIntegerField(default=0, help_text="Uses the host reported (record_access).")
+    last_accessed = models.DateTimeField(null=True, blank=True, help_text="Last use the host reported.")
+    last_decayed = models.DateTimeField(null=True, blank=True, help_text="Pass time of the last decay.")
+    validated = models.BooleanField(default=False, help_text="Confirmed by the host (mark_validated).")
+    tags = models.JSONField(default=list, blank=True, help_text="List of strings; a merge keeps the union.")
 
     objects = LiveTruthManager()
     all_objects = TruthQuerySet.as_manager()
@@ -107,6 +117,9 @@ class Truth(models.Model):
                 condition=Q(origin__in=[c.value for c in Origin]), name="truth_origin_valid"
             ),
             models.CheckConstraint(condition=Q(content__regex=r"\S"), name="truth_content_not_blank"),
+            models.CheckConstraint(
+                condition=Q(relevance__gte=0) & Q(relevance__lte=1), name="truth_relevance_in_range"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -116,6 +129,13 @@ class Truth(models.Model):
     @property
     def is_live(self) -> bool:
         return self.retired_at is None
+
+    @property
+    def quality(self) -> float:
+        """Composite quality in 0..1 now (``services/hygiene/quality.py``, loopctl's formula)."""
+        from .services.hygiene.quality import quality_of
+
+        return quality_of(self)
 
     def is_protected(self, *, max_generation: int) -> bool:
         """Whether consolidation must never retire or reword this truth (``choices.is_protected``)."""
@@ -521,6 +541,24 @@ class LiveSettings(models.Model):
         help_text="USD one run may spend on judge calls; the clusters left wait for the next run. "
         "Empty: IRIS_CONSOLIDATION_MAX_COST_PER_RUN (empty: no cap).",
     )
+    # Stages of a pass (issue 13): off, report (listed, nothing changed) or apply; empty: the setting.
+    noise_mode = models.CharField(
+        max_length=8, blank=True, choices=StageMode.choices, help_text="Noise stage. Empty: IRIS_CONSOLIDATION_NOISE."
+    )
+    decay_mode = models.CharField(
+        max_length=8, blank=True, choices=StageMode.choices, help_text="Decay stage. Empty: IRIS_CONSOLIDATION_DECAY."
+    )
+    lexical_mode = models.CharField(
+        max_length=8, blank=True, choices=StageMode.choices,
+        help_text="Lexical (Jaccard) arm; report: clusters counted, not judged. Empty: IRIS_CONSOLIDATION_LEXICAL.",
+    )
+    semantic_mode = models.CharField(
+        max_length=8, blank=True, choices=StageMode.choices,
+        help_text="Embedding arm; report: clusters counted, not judged. Empty: IRIS_CONSOLIDATION_SEMANTIC.",
+    )
+    prune_mode = models.CharField(
+        max_length=8, blank=True, choices=StageMode.choices, help_text="Prune stage. Empty: IRIS_CONSOLIDATION_PRUNE."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -660,3 +698,37 @@ class ScheduleLock(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class StageResult(models.Model):
+    """What one hygiene stage did (or would do, in report mode) for one user in one run.
+
+    Written once per (run, user, stage) by ``services/hygiene/stages.py``; the run's
+    report sums them. ``findings`` lists the truths concerned (id, content, reason,
+    figures), at most ``MAX_FINDINGS`` of them; ``affected`` counts them all.
+    """
+
+    MAX_FINDINGS = 200
+
+    run = models.ForeignKey(ConsolidationRun, on_delete=models.CASCADE, related_name="stage_results")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    stage = models.CharField(max_length=16, help_text="noise, decay, lexical, semantic or prune.")
+    mode = models.CharField(max_length=8, choices=StageMode.choices)
+    examined = models.PositiveIntegerField(default=0, help_text="Truths (or clusters) the stage looked at.")
+    affected = models.PositiveIntegerField(
+        default=0, help_text="Truths retired or decayed (apply), or that would be (report); clusters found."
+    )
+    applied = models.PositiveIntegerField(default=0, help_text="Of those, changed in the database.")
+    seconds = models.FloatField(default=0.0)
+    findings = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "stage result"
+        ordering = ["run", "user_id", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "user", "stage"], name="stage_result_once_per_run_user_stage"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stage} ({self.mode}) of user {self.user_id}: {self.affected}"

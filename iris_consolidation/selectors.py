@@ -187,7 +187,8 @@ class UndoStep:
 
     @property
     def action(self) -> str:
-        return self.events[0].action
+        """merge or supersede; ``restore`` for a noise or prune retirement (no events)."""
+        return self.events[0].action if self.events else "restore"
 
 
 def list_undo_steps(*, truth: Truth) -> list[UndoStep]:

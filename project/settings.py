@@ -147,6 +147,15 @@ _IRIS = {
     "USER_ALLOWLIST": env.list,
     "MAX_CONTENT_LENGTH": env.int,
     "HNSW_EF_SEARCH": env.int,
+    "HALF_LIFE_DAYS": env.float,
+    "DECAY_WEIGHTS": env.str,
+    "JACCARD_THRESHOLD": env.float,
+    "PRUNE_FLOOR": env.float,
+    "NOISE": env.str,
+    "DECAY": env.str,
+    "LEXICAL": env.str,
+    "SEMANTIC": env.str,
+    "PRUNE": env.str,
 }
 for _name, _cast in _IRIS.items():
     _var = f"IRIS_CONSOLIDATION_{_name}"

@@ -18,11 +18,21 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def truth_state() -> dict[int, dict[str, Any]]:
-    """Every truth row, keyed by id, with every column (embedding as a rounded list)."""
+#: Columns the decay stage writes on every real pass, whatever the judge decides (a clock,
+#: like ``updated_at`` for edits); ``tests/services/hygiene/test_decay.py`` checks them.
+DECAY_COLUMNS = ("relevance", "last_decayed")
+
+
+def truth_state(*, with_decay: bool = False) -> dict[int, dict[str, Any]]:
+    """Every truth row, keyed by id, with every column (embedding as a rounded list);
+    the decay columns only ``with_decay`` (a dry run must leave even those)."""
     from iris_consolidation.models import Truth
 
-    return {row["id"]: {k: _plain(v) for k, v in row.items()} for row in Truth.all_objects.order_by("id").values()}
+    skip = () if with_decay else DECAY_COLUMNS
+    return {
+        row["id"]: {k: _plain(v) for k, v in row.items() if k not in skip}
+        for row in Truth.all_objects.order_by("id").values()
+    }
 
 
 def history_counts() -> dict[str, int]:

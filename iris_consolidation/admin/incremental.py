@@ -106,6 +106,7 @@ class LiveSettingsAdmin(admin.ModelAdmin):
         "max_retirements_per_run",
         "similarity_threshold",
         "max_cost_per_run",
+        ("noise_mode", "decay_mode", "lexical_mode", "semantic_mode", "prune_mode"),
         "in_force",
         "updated_at",
     ]
@@ -138,5 +139,6 @@ class LiveSettingsAdmin(admin.ModelAdmin):
             f"interval={f'{effective.interval_hours} h' if effective.interval_hours else 'every schedule slot'}; "
             f"scheduled dry-run only={effective.scheduled_dry_run_only}; users={users}; "
             f"cap={effective.max_retirements_per_run} retirements/run; threshold={effective.similarity_threshold}; "
-            f"budget={'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}/run"
+            f"budget={'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}/run; "
+            f"stages: {', '.join(f'{s} {m}' for s, m in effective.stage_modes.items())}"
         )

@@ -24,6 +24,7 @@ from django.utils.text import capfirst
 from .. import inventory_display, run_display, selectors
 from ..exceptions import ApplyRefused
 from ..models import ClusterReview, ConsolidationRun, LineageEvent
+from ..services.hygiene import stages
 from ..services.operations import dry_runs
 from ..services.pipeline.forecast import Forecast
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, template_list, url_name
@@ -210,6 +211,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 can_apply=self.has_apply_permission(request),
                 can_undo=can_change_truths(request),
                 forecast_line=inventory_display.forecast_line(Forecast.from_dict(obj.forecast)) if obj.forecast else "",
+                stage_report=stages.summarise(obj),
             )
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 

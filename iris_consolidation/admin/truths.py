@@ -91,6 +91,7 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         "pinned",
         "generation",
         "score",
+        "quality_display",
         "is_live_display",
         "created_at",
         "lineage_link",
@@ -114,10 +115,19 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["user", "content", "kind", "pinned", "score", "source"]}),
         ("Consolidation", {"fields": ["origin", "generation", "corroborations", "embedding_status"]}),
+        (
+            "Hygiene",
+            {"fields": [("relevance", "quality_display"), ("access_count", "last_accessed"), "last_decayed",
+                        "validated", "tags"]},
+        ),
         ("Retirement", {"fields": ["retired_at", "retired_reason", "superseded_by"]}),
         ("Times", {"fields": ["created_at", "updated_at"]}),
     ]
+    #: Bookkeeping of the hygiene stages and the host's reports (record_access,
+    #: mark_validated): shown, never edited by hand.
+    HYGIENE_FIELDS = ["relevance", "quality_display", "access_count", "last_accessed", "last_decayed", "validated", "tags"]
     HISTORY_FIELDS = [
+        *HYGIENE_FIELDS,
         "origin",
         "generation",
         "corroborations",
@@ -140,7 +150,8 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Truth | None = None) -> list[str]:
         if obj is None:
-            return ["embedding_status", "retired_at", "retired_reason", "superseded_by", "created_at", "updated_at"]
+            return ["embedding_status", *self.HYGIENE_FIELDS, "retired_at", "retired_reason", "superseded_by",
+                    "created_at", "updated_at"]
         if obj.retired_at is not None:
             # A retired truth is history: shown, never edited.
             return ["user", "content", "kind", "pinned", "score", "source", *self.HISTORY_FIELDS]
@@ -181,6 +192,13 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     def user_display(self, obj: Truth) -> str:
         url = reverse("admin:iris_consolidation_truth_changelist") + f"?user__id__exact={obj.user_id}"
         return format_html('<a href="{}" title="Only this user\'s truths">{}</a>', url, obj.user)
+
+    @admin.display(description="quality")
+    def quality_display(self, obj: Truth) -> str:
+        """Composite quality now (relevance, uses, recency, validated), from the row's own fields."""
+        if obj.pk is None:
+            return "-"
+        return f"{obj.quality:.2f}"
 
     @admin.display(description="live", boolean=True, ordering="retired_at")
     def is_live_display(self, obj: Truth) -> bool:

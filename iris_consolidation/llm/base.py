@@ -24,6 +24,9 @@ class MemberView:
     protected: bool = False
     origin: str = "promoted"
     pinned: bool = False
+    #: The truth's composite quality in 0..1 (services/hygiene/quality.py); not sent to
+    #: a model. The rule judge keeps the best one's text where it has no other preference.
+    quality: float = 0.0
 
     def as_wire(self) -> dict[str, object]:
         """The member as DESIGN.md's wire contract puts it in the request."""

@@ -18,6 +18,7 @@ from .base import Action, BatchReply, JudgeRequest, MemberView, Spend, Verdict
 RULES_VERSION = "rules-1"
 REASON_SAME_TEXT = "Same statement: the texts are equal once case, punctuation and contractions are ignored."
 REASON_SAME_WORDS = "Same statement: the same words, with names in the same order."
+REPORT_REORDERED = "{pair}: the same words in another order; reported only, an LLM judge must confirm a merge"
 
 
 def _signature(member: MemberView, known: frozenset[str]) -> tuple[frozenset[str], tuple[str, ...], bool]:
@@ -62,7 +63,8 @@ def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
     """The provable merges of ``request``: one action per group of equal statements.
 
     The merged content is a protected member's text when the group has one (it must
-    survive unchanged), else the oldest member's text (members come oldest first).
+    survive unchanged), else the text of the member of highest quality (``MemberView.quality``
+    to two decimals, issue 13), the oldest among equals (members come oldest first).
     """
     actions = []
     for group, reason in equivalent_groups(request.members):
@@ -73,11 +75,25 @@ def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
             group = [m for m in group if not m.protected] + protected[:1]
             if len(group) < 2:
                 continue
-        keeper = protected[0] if protected else group[0]
+        # Quality to two decimals, so that minutes of recency do not decide; max() keeps
+        # the first of equals: the oldest member.
+        keeper = protected[0] if protected else max(group, key=lambda m: round(m.quality, 2))
         actions.append(
             Action(action="merge", ids=tuple(m.alias for m in group), content=keeper.content, reason=reason)
         )
     return tuple(actions)
+
+
+def reordered_pairs(members: tuple[MemberView, ...]) -> list[tuple[str, str]]:
+    """Pairs of aliases whose texts use the same words in another order (iii's word-order
+    matches): the rule judge reports them and never merges them, because the order can
+    swap who does what; an LLM judge may confirm them (then the validator decides)."""
+    pairs = []
+    for i, a in enumerate(members):
+        for b in members[i + 1 :]:
+            if textfacts.reordered(a.content, b.content):
+                pairs.append((a.alias, b.alias))
+    return pairs
 
 
 class RuleJudge:
@@ -99,6 +115,9 @@ class RuleJudge:
             if actions
             else "No two members are provably the same statement; all kept."
         )
+        reported = [REPORT_REORDERED.format(pair="+".join(p)) for p in reordered_pairs(request.members)]
+        if reported:
+            reasoning = "; ".join([reasoning, *reported])
         return Verdict(actions=actions, reasoning=reasoning, model="rules", prompt_version=RULES_VERSION, llm_calls=0)
 
     def judge_batch(self, requests: Sequence[JudgeRequest]) -> BatchReply:

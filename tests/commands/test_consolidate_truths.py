@@ -46,7 +46,7 @@ def duplicates(truth_factory):
 
 @pytest.mark.parametrize("value", ["0", "1.5", "abc", "-0.2", "nan", ""])
 def test_threshold_outside_zero_one_is_refused(duplicates, value):
-    before = truth_state()
+    before = truth_state(with_decay=True)
 
     with pytest.raises(CommandError) as info:
         run_command("--sync", "--threshold", value)
@@ -54,11 +54,12 @@ def test_threshold_outside_zero_one_is_refused(duplicates, value):
     assert str(info.value) == BAD_THRESHOLD.format(value=value)
     assert info.value.returncode == 1
     assert ConsolidationRun.objects.count() == 0
-    assert truth_state() == before
+    assert truth_state(with_decay=True) == before
 
 
 def test_threshold_of_one_is_accepted(duplicates):
-    output = run_command("--sync", "--threshold", "1")
+    # The embedding arm alone: the lexical arm would find these two (the same words).
+    output = run_command("--sync", "--threshold", "1", "--only", "semantic")
 
     assert ConsolidationRun.objects.get().threshold == 1.0
     assert parse_summary(output)["clusters"] == "0"
@@ -66,14 +67,14 @@ def test_threshold_of_one_is_accepted(duplicates):
 
 @pytest.mark.parametrize("value", ["nobody", "999999"])
 def test_unknown_user_is_refused(duplicates, value):
-    before = truth_state()
+    before = truth_state(with_decay=True)
 
     with pytest.raises(CommandError) as info:
         run_command("--sync", "--user", value)
 
     assert str(info.value) == UNKNOWN_USER.format(value=value)
     assert ConsolidationRun.objects.count() == 0
-    assert truth_state() == before
+    assert truth_state(with_decay=True) == before
 
 
 def test_missing_api_key_for_the_llm_judge_names_the_variable(duplicates, settings, monkeypatch):
@@ -258,8 +259,9 @@ def test_threshold_option_is_used_for_clustering(truth_factory):
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
     truth_factory("works as a nurse.", user=a.user, embedding=vector_at(0.85))
 
-    strict = parse_summary(run_command("--sync", "--threshold", "0.9"))
-    loose = parse_summary(run_command("--sync", "--threshold", "0.8"))
+    # The embedding arm alone: the lexical arm finds these two at any cosine threshold.
+    strict = parse_summary(run_command("--sync", "--threshold", "0.9", "--only", "semantic"))
+    loose = parse_summary(run_command("--sync", "--threshold", "0.8", "--only", "semantic"))
 
     assert (strict["clusters"], loose["clusters"], loose["merged"]) == ("0", "1", "1")
     assert sorted(ConsolidationRun.objects.values_list("threshold", flat=True)) == [0.8, 0.9]

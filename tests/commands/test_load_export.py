@@ -50,6 +50,13 @@ LINES = [
 ]
 
 
+#: What export writes for the hygiene fields (issue 13) of a truth loaded without them.
+HYGIENE_DEFAULTS = {
+    "retired_reason": "", "relevance": 1.0, "access_count": 0, "last_accessed": None, "last_decayed": None,
+    "validated": False, "tags": [],
+}
+
+
 def write(tmp_path: Path, lines: list, name: str = "in.truths.jsonl") -> Path:
     path = tmp_path / name
     path.write_text(
@@ -83,6 +90,9 @@ def test_load_then_export_gives_back_every_field(tmp_path):
     rows = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
     assert err.getvalue().strip() == Export.EXPORTED.format(count=3, path=target)
     ids = list(Truth.objects.order_by("user__username", "created_at").values_list("pk", flat=True))
+    # Quality is computed at export time: relevance 1.0 (x 0.45), no use, created years ago.
+    assert [round(r.pop("quality"), 3) for r in rows] == [0.45, 0.45, 0.45]
+    rows = [{k: v for k, v in r.items() if k not in HYGIENE_DEFAULTS or v != HYGIENE_DEFAULTS[k]} for r in rows]
     assert rows == [
         {
             "id": ids[0],
@@ -373,3 +383,52 @@ def test_export_to_an_unwritable_path_is_a_one_line_error(tmp_path):
         export("--output", str(target))
 
     assert str(info.value) == Export.CANNOT_WRITE.format(path=target, error="No such file or directory")
+
+
+# --- hygiene fields (issue 13) ------------------------------------------------------------
+
+HYGIENE_LINE = {
+    "user": "carol", "content": "Plays the cello", "origin": "promoted", "created_at": "2023-05-08T13:56:00Z",
+    "source": "s:1", "relevance": 0.4, "access_count": 7, "last_accessed": "2023-06-01T10:00:00Z",
+    "last_decayed": "2023-06-02T00:00:00+00:00", "validated": True, "tags": ["music", "hobby", "music"],
+}
+
+
+def test_hygiene_fields_load_and_export_with_quality_and_retired_reason(tmp_path):
+    load(write(tmp_path, [HYGIENE_LINE]))
+    Truth.objects.filter(source="s:1").update(retired_at=timezone.now(), retired_reason=RetiredReason.PRUNED)
+    (row,) = export("--include-retired")
+    assert {k: row[k] for k in ("relevance", "access_count", "last_accessed", "last_decayed", "validated", "tags",
+                                 "retired_reason")} == {
+        "relevance": 0.4, "access_count": 7, "last_accessed": "2023-06-01T10:00:00Z",
+        "last_decayed": "2023-06-02T00:00:00Z", "validated": True, "tags": ["music", "hobby"],
+        "retired_reason": "pruned",
+    }
+    # 0.45 x 0.4 + 0.30 x log(8)/log(101) + 0.15 x (years ago: ~0) + 0.10 x 1
+    assert row["quality"] == pytest.approx(0.18 + 0.3 * 0.45056 + 0.10, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    "field,value,problem",
+    [
+        ("relevance", 1.5, "'relevance' must be a number from 0 to 1"),
+        ("relevance", -0.1, "'relevance' must be a number from 0 to 1"),
+        ("relevance", "high", "'relevance' must be a number from 0 to 1"),
+        ("access_count", -1, "'access_count' must be a whole number >= 0"),
+        ("access_count", 2.5, "'access_count' must be a whole number >= 0"),
+        ("last_accessed", "yesterday", "'last_accessed' must be an ISO 8601 time with a time zone, or null"),
+        ("last_decayed", "2023-06-02T00:00:00", "'last_decayed' must be an ISO 8601 time with a time zone, or null"),
+        ("validated", "yes", "'validated' must be true or false"),
+        ("tags", "music,hobby", "'tags' must be a list of non-empty strings"),
+        ("tags", ["music", 3], "'tags' must be a list of non-empty strings"),
+        ("tags", [""], "'tags' must be a list of non-empty strings"),
+    ],
+)
+def test_bad_hygiene_field_names_the_line_and_imports_nothing(tmp_path, field, value, problem):
+    good = dict(HYGIENE_LINE, source="s:0")
+    path = write(tmp_path, [good, dict(HYGIENE_LINE, **{field: value})])
+    before = truth_state()
+    with pytest.raises(CommandError) as info:
+        load(path)
+    assert str(info.value) == BAD_LINE.format(path=path, line=2, problem=problem)
+    assert truth_state() == before

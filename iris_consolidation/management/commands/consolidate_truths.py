@@ -48,6 +48,12 @@ class Command(BaseCommand):
         window.add_argument(
             "--full", action="store_true", help="Seed clusters with every truth, ignoring the cursors."
         )
+        parser.add_argument(
+            "--only",
+            metavar="STAGE[,STAGE]",
+            help="Run only these stages of the pass: noise, decay, lexical, semantic, prune (default: every "
+            "stage in its configured mode).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -66,7 +72,7 @@ class Command(BaseCommand):
             mode = "dry_run" if options["dry_run"] else ("sync" if options["sync"] else "queued")
             run = consolidation.create_run(
                 trigger="command", mode=mode, threshold=threshold, user_id=user_id, judge=client.name,
-                since=options["since"], full=options["full"],
+                since=options["since"], full=options["full"], only=options["only"],
             )
         except (InvalidInput, ImproperlyConfigured, EmbeddingError) as exc:
             raise CommandError(str(exc)) from exc

@@ -11,13 +11,14 @@ the interval and "scheduled passes dry-run only" from here.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
 
 from ...conf import app_settings
 from ...models import ConsolidationRun, LiveSettings
+from ..hygiene import stages
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +37,8 @@ class EffectiveSettings:
     similarity_threshold: float
     max_cost_per_run: float | None = None
     overridden: tuple[str, ...] = ()
+    #: Mode of each stage of a pass (``services/hygiene/stages.py``): off, report or apply.
+    stage_modes: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form, stored on the run."""
@@ -97,7 +100,15 @@ def get_effective_settings() -> EffectiveSettings:
         if allowed:
             values["allowed_user_ids"] = allowed
             overridden.append("allowed_users")
-    return EffectiveSettings(**values, overridden=tuple(overridden))
+    live_modes = {}
+    for stage in stages.STAGES:
+        value = getattr(row, f"{stage}_mode", "") if row is not None else ""
+        if value:
+            live_modes[stage] = value
+            overridden.append(f"{stage}_mode")
+    return EffectiveSettings(
+        **values, overridden=tuple(overridden), stage_modes=stages.default_modes(live_modes)
+    )
 
 
 def retirement_cap(run: ConsolidationRun) -> int:

@@ -4,7 +4,9 @@ File format (one JSON object per line), as in ``shared/data/*.truths.jsonl``:
 ``user`` (the user's natural key, their ``USERNAME_FIELD``: a username, or an email
 for a user model keyed by email; created if missing), ``content``, ``origin``, ``created_at``
 (ISO 8601), ``source``; optional ``pinned``, ``generation``, ``score``, ``kind``,
-``corroborations``. Import validates the whole file first and writes nothing if any
+``corroborations`` and the hygiene fields ``relevance`` (0..1), ``access_count`` (>= 0),
+``last_accessed``, ``last_decayed`` (ISO 8601 or null), ``validated``, ``tags`` (list of
+strings). Export also writes ``retired_reason`` and the derived ``quality`` (at export time). Import validates the whole file first and writes nothing if any
 line is bad; it is idempotent: a (user, source) pair already present is skipped, and
 a line without a source is skipped when its user already has that content at that time.
 """
@@ -20,11 +22,13 @@ from typing import Any, TextIO
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ...exceptions import ImportFileInvalid
 from ...models import Origin, Truth
 from ...selectors import user_name_lookup, username_max_length
+from ..hygiene import quality
 from ..pipeline import truth_events
 
 BAD_LINE = "{path}:{line}: {problem}. Nothing was imported; fix the line and load again."
@@ -82,6 +86,7 @@ def _parse_line(raw: str, *, max_user_length: int | None = None) -> dict[str, An
         raise ValueError("'score' must be a number")
     if not isinstance(data.get("pinned", False), bool):
         raise ValueError("'pinned' must be true or false")
+    hygiene = _parse_hygiene(data)
     return {
         "user": data["user"].strip(),
         "content": data["content"].strip(),
@@ -93,6 +98,42 @@ def _parse_line(raw: str, *, max_user_length: int | None = None) -> dict[str, An
         "score": float(score),
         "kind": str(data.get("kind") or "fact")[:32],
         "corroborations": corroborations,
+        **hygiene,
+    }
+
+
+def _parse_time(data: dict[str, Any], name: str) -> datetime | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    parsed = parse_datetime(str(value).replace("Z", "+00:00")) if isinstance(value, str) else None
+    if parsed is None or parsed.tzinfo is None:
+        raise ValueError(f"{name!r} must be an ISO 8601 time with a time zone, or null")
+    return parsed
+
+
+def _parse_hygiene(data: dict[str, Any]) -> dict[str, Any]:
+    """The optional hygiene fields (issue 13): relevance, access_count, last_accessed,
+    last_decayed, validated, tags; absent ones take the model's defaults."""
+    relevance = data.get("relevance", 1.0)
+    if not isinstance(relevance, (int, float)) or isinstance(relevance, bool) or not 0.0 <= relevance <= 1.0:
+        raise ValueError("'relevance' must be a number from 0 to 1")
+    access_count = data.get("access_count", 0)
+    if not _is_whole(access_count) or not 0 <= access_count <= MAX_INT:
+        raise ValueError("'access_count' must be a whole number >= 0")
+    validated = data.get("validated", False)
+    if not isinstance(validated, bool):
+        raise ValueError("'validated' must be true or false")
+    tags = data.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() and "\x00" not in t for t in tags):
+        raise ValueError("'tags' must be a list of non-empty strings")
+    return {
+        "relevance": float(relevance),
+        "access_count": access_count,
+        "last_accessed": _parse_time(data, "last_accessed"),
+        "last_decayed": _parse_time(data, "last_decayed"),
+        "validated": validated,
+        "tags": list(dict.fromkeys(t.strip() for t in tags)),
     }
 
 
@@ -182,10 +223,16 @@ def iter_export_rows(*, user_id: int | None, include_retired: bool) -> Iterator[
     qs = Truth.all_objects.all() if include_retired else Truth.objects.all()
     if user_id is not None:
         qs = qs.filter(user_id=user_id)
+    now = timezone.now()
     user_name = user_name_lookup()
     fields = ("id", user_name, "content", "origin", "pinned", "generation", "score", "kind",
-              "created_at", "retired_at", "superseded_by_id", "source")
+              "created_at", "retired_at", "retired_reason", "superseded_by_id", "source",
+              "relevance", "access_count", "last_accessed", "last_decayed", "validated", "tags")
     for row in qs.order_by("user_id", "created_at", "id").values(*fields).iterator(chunk_size=2000):
+        row_quality = quality.quality(
+            relevance=row["relevance"], access_count=row["access_count"],
+            last_used=row["last_accessed"] or row["created_at"], validated=row["validated"], now=now,
+        )
         yield {
             "id": row["id"],
             "user": row[user_name],
@@ -197,8 +244,16 @@ def iter_export_rows(*, user_id: int | None, include_retired: bool) -> Iterator[
             "kind": row["kind"],
             "created_at": _iso(row["created_at"]),
             "retired_at": _iso(row["retired_at"]),
+            "retired_reason": row["retired_reason"],
             "superseded_by": row["superseded_by_id"],
             "source": row["source"],
+            "relevance": row["relevance"],
+            "access_count": row["access_count"],
+            "last_accessed": _iso(row["last_accessed"]),
+            "last_decayed": _iso(row["last_decayed"]),
+            "validated": row["validated"],
+            "tags": row["tags"] or [],
+            "quality": round(row_quality, 6),
         }
 
 

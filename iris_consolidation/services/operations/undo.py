@@ -37,6 +37,7 @@ from django.utils import timezone
 from ... import selectors
 from ...exceptions import ConsolidatedFurther, UndoRefused
 from ...models import ClusterReview, LineageEvent, RetiredReason, Truth
+from ..hygiene import retire
 from ..pipeline import truth_events
 
 logger = logging.getLogger(__name__)
@@ -165,8 +166,11 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
 def plan_undo(*, truth: Truth) -> selectors.UndoStep:
     """The step ``undo_consolidation`` would reverse on ``truth``, for a confirmation page.
 
-    Reads only. Raises what ``undo_consolidation`` would refuse with.
+    Reads only. Raises what ``undo_consolidation`` would refuse with. For a truth the
+    noise or prune stage retired, the step restores it (no events, action ``restore``).
     """
+    if retire.is_hygiene_retirement(truth):
+        return selectors.UndoStep(truth=truth, review=None, events=(), creates_truth=False)
     return _latest_step(truth)
 
 
@@ -192,7 +196,13 @@ def undo_consolidation(*, truth_id: int, actor: str, reason: str) -> UndoResult:
 
     Transaction: one, with row locks. Idempotent in effect: a second call refuses
     with ``ALREADY_UNDONE``. Raises ``UndoRefused`` / ``ConsolidatedFurther``.
+    A truth retired by the noise or prune stage is restored (``hygiene.retire.restore``).
     """
+    truth = Truth.all_objects.filter(pk=truth_id).first()
+    if truth is not None and retire.is_hygiene_retirement(truth):
+        retire.restore(truth_id=truth_id, actor=actor, reason=reason)
+        return UndoResult(truth_id=truth_id, truth_retired=False, restored_ids=(truth_id,), review_id=None,
+                          action="restore")
     return _undo(truth_ids=[truth_id], review_id=None, actor=actor, reason=reason)[0]
 
 

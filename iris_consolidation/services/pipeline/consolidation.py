@@ -28,6 +28,7 @@ from ...embeddings import Embedder
 from ...exceptions import InvalidThreshold
 from ...llm.base import JudgeClient, Spend
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
+from ..hygiene import stages
 from ..operations import live_settings
 from . import clustering, forecast, incremental, inventory, judging, merging, verdict_cache
 
@@ -65,24 +66,28 @@ def create_run(
     full: bool = False,
     source_run: ConsolidationRun | None = None,
     notes: str = "",
+    only: str | Sequence[str] | None = None,
 ) -> ConsolidationRun:
     """Create a pending run: the one constructor of every run (command, schedule,
     admin, the application of a dry run, whose ``source_run`` is the dry run).
 
     ``threshold`` defaults to the live settings' (else the Django setting's);
     ``since``/``full`` choose the window (``incremental.resolve_window``; default:
-    the per-user cursor). The live settings in force are stored on the run. A
-    ``sync`` run executes in process, any other on the queue until
-    ``execution.run_sync`` takes it. Raises ``InvalidThreshold`` or ``InvalidWindow``;
-    nothing is written then.
+    the per-user cursor). ``only`` names the stages to run (``hygiene.stages.parse_only``;
+    None: every stage in its configured mode). The live settings in force, with the
+    stage modes, are stored on the run. A ``sync`` run executes in process, any other
+    on the queue until ``execution.run_sync`` takes it. Raises ``InvalidThreshold``,
+    ``InvalidWindow`` or ``InvalidInput`` (an unknown stage); nothing is written then.
     """
     effective = live_settings.get_effective_settings()
     value = validate_threshold(effective.similarity_threshold if threshold is None else threshold)
     window = incremental.resolve_window(since=since, full=full, user_id=user_id)
+    stored = effective.as_dict()
+    stored["stage_modes"] = stages.narrow(effective.stage_modes, stages.parse_only(only))
     execution = ConsolidationRun.Execution.IN_PROCESS if mode == ConsolidationRun.Mode.SYNC else ConsolidationRun.Execution.QUEUED
     run = ConsolidationRun(
         trigger=trigger, mode=mode, execution=execution, threshold=value, user_filter_id=user_id, judge=judge,
-        effective_settings=effective.as_dict(), source_run=source_run, notes=notes,
+        effective_settings=stored, source_run=source_run, notes=notes,
     )
     incremental.apply_window(run, window)
     run.save(force_insert=True)
@@ -160,9 +165,13 @@ def build_user_plan(
             complete=False,
             pending=clustering.missing_embeddings(user_id=user_id, embedder=embedder),
         )
+    # Stages before clustering (noise, decay), each timed in its StageResult; after the
+    # embedding, so that an embedder that fails leaves every truth as it was.
+    stages.before_clustering(run, user_id)
     started = time.monotonic()
     seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
-    clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
+    # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
+    clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
     cluster_seconds = time.monotonic() - started
     user_forecast = None
     if run.is_dry_run:
@@ -467,15 +476,21 @@ def record_cluster_failure(
 
 def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
     """What every finished run does when its job rows say it is finished
-    (``jobs.refresh_run``, the one finish rule): write the checkpoint (``done``
+    (``jobs.refresh_run``, the one finish rule): run the prune stage for the planned
+    users (not ``held_users``; never for a failed run), write the checkpoint (``done``
     real runs only), move the users' cursors over what was fully judged and applied
     (never those of ``held_users``, e.g. whose phase 1 failed), complete the inventory.
 
     ``run`` is locked and its ``status``/``finished_at`` set by the caller, who saves
     ``checkpoint`` and ``inventory`` in the same transaction.
     """
+    held = set(held_users)
+    if run.status != ConsolidationRun.Status.FAILED:
+        # The stage after the merges (prune), for every user whose phase 1 ran.
+        planned = run.user_passes.order_by("user_id").values_list("user_id", flat=True)
+        stages.after_merges(run, [pk for pk in planned if pk not in held])
     incremental.write_checkpoint(run)
-    incremental.advance_cursors(run, held_users=held_users)
+    incremental.advance_cursors(run, held_users=held)
     inventory.complete(run)
 
 

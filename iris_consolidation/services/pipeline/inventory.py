@@ -10,7 +10,8 @@ partial or failed); both write ``ConsolidationRun.inventory``:
                  then by the highest score, each with its reason],
      "llm": {"calls": n, "tokens": n, "cost": usd, "cost_known": bool, "cache_hits": n,
               "clusters_to_model": n, "prompt_tokens": n, "cached_tokens": n, "completion_tokens": n, "deferred": n},
-     "seeds": n, "checkpoint": {"old": iso | None, "new": iso | None}}
+     "seeds": n, "checkpoint": {"old": iso | None, "new": iso | None},
+     "stages": {stage: {"mode", "examined", "affected", "applied", "seconds", "examples"}}}
 
 Counts are of live truths in the run's scope (its user filter, else its allowlist,
 else every user). A dry run's "after" equals its "before": nothing was changed, and
@@ -24,6 +25,7 @@ from typing import Any
 from django.db.models import Count, Q
 
 from ...models import ConsolidationRun, Truth
+from ..hygiene import stages
 from ..operations.live_settings import allowed_user_ids
 
 #: How many changes the report lists (the issue's "up to 10 most significant").
@@ -125,6 +127,7 @@ def complete(run: ConsolidationRun) -> dict[str, Any]:
         "deferred": run.deferred,
     }
     data["seeds"] = run.seeds
+    data["stages"] = stages.summarise(run)
     data["checkpoint"] = {
         "old": run.previous_checkpoint.isoformat() if run.previous_checkpoint else None,
         "new": run.checkpoint.isoformat() if run.checkpoint else None,

@@ -32,6 +32,7 @@ from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailab
 from ...llm import rules
 from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Spend, Verdict
 from ...models import Truth
+from ..hygiene.quality import quality_of
 from . import validation
 
 JUDGE_UNAVAILABLE = "LLM judge unavailable: {error}"
@@ -60,6 +61,7 @@ def build_request(
             protected=t.is_protected(max_generation=max_generation),
             origin=t.origin,
             pinned=t.pinned,
+            quality=quality_of(t),
         )
         for alias, t in by_alias.items()
     )

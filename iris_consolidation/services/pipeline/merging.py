@@ -24,6 +24,7 @@ from django.utils import timezone
 from ...conf import app_settings
 from ...llm.base import Action, Spend, Verdict
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
+from ..hygiene import bookkeeping
 from ..operations import live_settings
 from . import truth_events
 from .validation import Code, Rejection
@@ -118,6 +119,7 @@ def _merged_truth(action: Action, sources: Sequence[Truth], embedding: Any, embe
         created_at=max(s.created_at for s in sources),
         embedding=embedding,
         embedding_model=embedding_model if embedding is not None else "",
+        **bookkeeping.merged_fields(sources, retired=len(sources) - 1),
     )
     truth.full_clean(exclude=["embedding", "user", "superseded_by"])
     truth.save()
@@ -190,6 +192,9 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             if action.action == "merge":
                 if protected:
                     result = current[protected[0]]
+                    # The protected keeper is never reworded, but it takes the merge's
+                    # bookkeeping (tags, uses, validation, relevance) of what it absorbs.
+                    bookkeeping.absorb(result, sources=sources, retired=len(retiring))
                 else:
                     embedding = draft.embeddings.get(action.content.strip())
                     result = _merged_truth(action, sources, embedding, embedding_model)

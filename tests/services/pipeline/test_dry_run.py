@@ -31,11 +31,11 @@ def duplicates(truth_factory):
 
 
 def test_dry_run_changes_no_truth(duplicates, run_factory, embedder):
-    before = truth_state()
+    before = truth_state(with_decay=True)
 
     run = execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
 
-    assert truth_state() == before
+    assert truth_state(with_decay=True) == before
     assert LineageEvent.objects.count() == 0
     assert (run.status, run.clusters_found, run.merged, run.retired) == (ConsolidationRun.Status.DONE, 1, 1, 2)
 
@@ -69,11 +69,11 @@ def test_dry_run_with_the_llm_judge_previews_a_supersede(llm_server, truth_facto
     llm_server.script = [
         llm_stub.verdict([{"action": "supersede", "old": ["t1"], "new": "t2", "reason": "moved"}], "moved in May")
     ]
-    before = truth_state()
+    before = truth_state(with_decay=True)
 
     run = execution.run_sync(run=run_factory(mode="dry_run"), client=get_judge_client(), embedder=embedder)
 
-    assert truth_state() == before
+    assert truth_state(with_decay=True) == before
     review = ClusterReview.objects.get()
     assert (review.outcome, review.reasoning, review.model) == ("preview", "moved in May", "openai/stub-judge")
     assert review.applied_actions[0]["truth_ids"] == {"t1": old.pk, "t2": new.pk}
@@ -91,11 +91,11 @@ def test_dry_run_stores_missing_embeddings_and_nothing_else(truth_factory, run_f
     every other column of every truth stays as it was."""
     a = truth_factory("Works as a nurse")
     truth_factory("works as a nurse.", user=a.user)
-    before = truth_state()
+    before = truth_state(with_decay=True)
 
     run = execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
 
-    after = truth_state()
+    after = truth_state(with_decay=True)
     assert run.embedded == 2 and run.merged == 1
     assert set(Truth.objects.values_list("embedding_model", flat=True)) == {LOCAL_MODEL_NAME}
     assert _without_embeddings(after) == _without_embeddings(before)

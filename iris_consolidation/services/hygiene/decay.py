@@ -1,0 +1,143 @@
+"""Category-weighted time decay of relevance (loopctl's consolidate), idempotent over cadence.
+
+For each live, consolidatable truth of a user, at the pass time ``now``:
+
+    relevance = relevance x 0.5 ^ (elapsed days x weight(kind) / HALF_LIFE_DAYS)
+    last_decayed = now
+
+``elapsed`` runs from the later of ``last_decayed`` and ``last_accessed`` (else from
+``created_at``) to ``now``. Because the exponent adds up over intervals, decaying
+hourly, daily or once over the same span gives the same relevance (up to float
+rounding), and a second pass at the same time changes nothing. A use reported with
+``record_access`` restarts the clock from that use (the access baseline), without
+restoring what had decayed before it. Weights come from ``IRIS_CONSOLIDATION_DECAY_WEIGHTS``
+(kinds not listed: 1). Protected truths (pinned, of origin user or agent, or at the
+max generation) never decay: they are not selected.
+
+Writes ``relevance`` and ``last_decayed`` only, with ``bulk_update``, so ``updated_at``
+is untouched (the incremental cursor and the judge's freshness check ignore decay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+
+from ...conf import app_settings
+from ...models import StageResult, Truth
+
+BAD_WEIGHTS = (
+    "IRIS_CONSOLIDATION_DECAY_WEIGHTS must be 'kind=weight,...' with weights >= 0, e.g. 'fact=0.5,working=2'; "
+    "got {value!r}."
+)
+
+
+def parse_weights(value: str | Mapping[str, Any]) -> dict[str, float]:
+    """``{"fact": 0.5, ...}`` from ``"fact=0.5,working=2"`` or a mapping.
+
+    Raises ``ImproperlyConfigured`` for a malformed entry or a negative weight.
+    """
+    if isinstance(value, Mapping):
+        items = [(str(k), v) for k, v in value.items()]
+    else:
+        items = []
+        for part in str(value).split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise ImproperlyConfigured(BAD_WEIGHTS.format(value=value))
+            kind, _, weight = part.partition("=")
+            items.append((kind.strip(), weight.strip()))
+    weights: dict[str, float] = {}
+    for kind, weight in items:
+        try:
+            number = float(weight)
+        except (TypeError, ValueError):
+            raise ImproperlyConfigured(BAD_WEIGHTS.format(value=value)) from None
+        if not kind or number < 0:
+            raise ImproperlyConfigured(BAD_WEIGHTS.format(value=value))
+        weights[kind] = number
+    return weights
+
+
+def weight_of(kind: str, weights: Mapping[str, float]) -> float:
+    """The decay weight of ``kind``: the configured one, else 1."""
+    return float(weights.get(kind, 1.0))
+
+
+def baseline(truth: Any) -> datetime:
+    """Where elapsed time starts: the later of ``last_decayed`` and ``last_accessed``,
+    else ``created_at``."""
+    marks = [t for t in (truth.last_decayed, truth.last_accessed) if t is not None]
+    return max(marks) if marks else truth.created_at
+
+
+def decayed_relevance(
+    *, relevance: float, since: datetime, now: datetime, weight: float, half_life_days: float
+) -> float:
+    """``relevance x 0.5 ^ (days(since..now) x weight / half_life_days)``; no time, no change."""
+    days = max(0.0, (now - since).total_seconds() / 86400.0)
+    if days == 0.0 or weight == 0.0:
+        return float(relevance)
+    return float(relevance) * 0.5 ** (days * weight / half_life_days)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecayResult:
+    """Decay of one user's truths: ``relevance`` maps truth id -> post-decay value
+    (every truth examined, changed or not); ``changed`` counts the values that moved."""
+
+    examined: int
+    changed: int
+    relevance: dict[int, float]
+    findings: list[dict[str, Any]]
+
+
+def decay_user(*, user_id: int, now: datetime, write: bool) -> DecayResult:
+    """Decay ``user_id``'s consolidatable truths to ``now`` (see the module docstring).
+
+    ``write=False`` computes only (report mode, dry runs). Transaction: one, around the
+    read and the ``bulk_update``, with the rows locked so that a concurrent
+    ``record_access`` is not lost. Raises ``ImproperlyConfigured`` for bad weights.
+    """
+    weights = parse_weights(app_settings.DECAY_WEIGHTS)
+    half_life = float(app_settings.HALF_LIFE_DAYS)
+    with transaction.atomic():
+        qs = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+        if write:
+            qs = qs.select_for_update()
+        truths = list(qs.only("id", "content", "kind", "relevance", "created_at", "last_decayed", "last_accessed"))
+        result = _decay(truths, now=now, weights=weights, half_life=half_life)
+        if write:
+            rows = [t for t in truths if t.pk in result.relevance]
+            for t in rows:
+                t.relevance = result.relevance[t.pk]
+                t.last_decayed = now
+            Truth.all_objects.bulk_update(rows, ["relevance", "last_decayed"], batch_size=1000)
+    return result
+
+
+def _decay(truths: Iterable[Truth], *, now: datetime, weights: Mapping[str, float], half_life: float) -> DecayResult:
+    relevance: dict[int, float] = {}
+    findings: list[dict[str, Any]] = []
+    changed = 0
+    examined = 0
+    for t in truths:
+        examined += 1
+        new = decayed_relevance(
+            relevance=t.relevance, since=baseline(t), now=now, weight=weight_of(t.kind, weights),
+            half_life_days=half_life,
+        )
+        relevance[t.pk] = new
+        if new != t.relevance:
+            changed += 1
+            if len(findings) < StageResult.MAX_FINDINGS:
+                findings.append(
+                    {"truth_id": t.pk, "content": t.content, "before": round(t.relevance, 6), "after": round(new, 6)}
+                )
+    return DecayResult(examined=examined, changed=changed, relevance=relevance, findings=findings)

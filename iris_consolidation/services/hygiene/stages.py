@@ -1,0 +1,267 @@
+"""The stages of a pass around the judge (issue 13): noise, decay, lexical, semantic, prune.
+
+Order (loopctl's consolidate_entries, rho's SOP), per user: ``noise`` (retire what
+should never have been stored), ``decay`` (relevance), then the two candidate arms
+``lexical`` + ``semantic`` (clusters for the judge, interleaved), and after every
+cluster of the run is judged, ``prune`` (below the floor). Each stage has a mode:
+``off``, ``report`` (listed in the run's report, nothing changed; for the arms: clusters
+counted, not judged) or ``apply``. A dry run turns every ``apply`` into ``report``
+(the arms' clusters are still judged and recorded as previews, as always).
+
+Modes come from the run's stored settings (``effective_settings["stage_modes"]``:
+live settings over ``IRIS_CONSOLIDATION_NOISE`` / ``_DECAY`` / ``_LEXICAL`` /
+``_SEMANTIC`` / ``_PRUNE``), narrowed by ``consolidate_truths --only``. Each stage writes
+one ``StageResult`` per (run, user, stage): counts, seconds and up to
+``StageResult.MAX_FINDINGS`` findings; a second delivery of the same work finds its
+row and does nothing again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import IntegrityError, transaction
+from django.db.models import Q, Sum
+
+from ...conf import app_settings
+from ...exceptions import InvalidInput
+from ...models import ConsolidationRun, RetiredReason, StageMode, StageResult, Truth
+from ..pipeline import clustering
+from . import decay, lexical, noise, prune, retire
+
+logger = logging.getLogger(__name__)
+
+#: Every stage, in pass order (part 2 adds mine, relocate, promote).
+STAGES = ("noise", "decay", "lexical", "semantic", "prune")
+#: The setting of each stage's default mode.
+SETTING_OF = {"noise": "NOISE", "decay": "DECAY", "lexical": "LEXICAL", "semantic": "SEMANTIC", "prune": "PRUNE"}
+MODES = tuple(StageMode.values)
+
+UNKNOWN_STAGE = "Unknown stage {names}; the stages are: {stages}."
+BAD_MODE = "IRIS_CONSOLIDATION_{setting} must be one of {modes}; got {value!r}."
+ACTOR = "hygiene:{stage}"
+
+
+def parse_only(value: str | Iterable[str] | None) -> tuple[str, ...] | None:
+    """The stages named by ``--only`` ("noise,decay" or a list), in pass order; None for all.
+
+    Raises ``InvalidInput`` with one line listing the stages for an unknown or empty name.
+    """
+    if value is None:
+        return None
+    names = [n.strip().lower() for n in (value.split(",") if isinstance(value, str) else value)]
+    unknown = [n for n in names if n not in STAGES]
+    if unknown or not names:
+        shown = ", ".join(repr(n) for n in unknown) if unknown else "''"
+        raise InvalidInput(UNKNOWN_STAGE.format(names=shown, stages=", ".join(STAGES)))
+    return tuple(s for s in STAGES if s in names)
+
+
+def default_modes(live: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each stage's mode: the live settings' (where set), else the Django setting's.
+
+    Raises ``ImproperlyConfigured`` for a setting that is not off, report or apply.
+    """
+    modes = {}
+    for stage, setting in SETTING_OF.items():
+        value = (live or {}).get(stage) or getattr(app_settings, setting)
+        value = str(value).strip().lower()
+        if value not in MODES:
+            raise ImproperlyConfigured(BAD_MODE.format(setting=setting, modes=", ".join(MODES), value=value))
+        modes[stage] = value
+    return modes
+
+
+def narrow(modes: Mapping[str, str], only: tuple[str, ...] | None) -> dict[str, str]:
+    """``modes`` with every stage not in ``only`` turned off (``only`` None: unchanged).
+
+    A stage named in ``only`` whose mode is off runs in report mode: naming it asks for it.
+    """
+    if only is None:
+        return dict(modes)
+    return {s: (modes[s] if modes[s] != StageMode.OFF else StageMode.REPORT) if s in only else StageMode.OFF
+            for s in STAGES}
+
+
+def run_modes(run: ConsolidationRun) -> dict[str, str]:
+    """The modes in force for ``run``: stored on it, dry runs never ``apply``."""
+    stored = (run.effective_settings or {}).get("stage_modes") or default_modes()
+    modes = {s: stored.get(s, StageMode.OFF) for s in STAGES}
+    if run.is_dry_run:
+        modes = {s: (StageMode.REPORT if m == StageMode.APPLY and s not in ("lexical", "semantic") else m)
+                 for s, m in modes.items()}
+    return modes
+
+
+def pass_time(run: ConsolidationRun) -> datetime:
+    """The pass time of ``run`` (decay and quality are computed at it): when it started."""
+    return run.started_at or run.created_at
+
+
+def _record(
+    run: ConsolidationRun, user_id: int, stage: str, mode: str, *, examined: int, affected: int, applied: int,
+    seconds: float, findings: list[dict[str, Any]],
+) -> StageResult:
+    try:
+        with transaction.atomic():
+            return StageResult.objects.create(
+                run=run, user_id=user_id, stage=stage, mode=mode, examined=examined, affected=affected,
+                applied=applied, seconds=round(seconds, 6), findings=findings[: StageResult.MAX_FINDINGS],
+            )
+    except IntegrityError:
+        return StageResult.objects.get(run=run, user_id=user_id, stage=stage)
+
+
+def _start(run: ConsolidationRun, user_id: int, stage: str) -> tuple[str, StageResult | None]:
+    """The stage's mode for ``run`` and its result if already recorded (a second delivery)."""
+    mode = run_modes(run)[stage]
+    if mode == StageMode.OFF:
+        return mode, None
+    return mode, StageResult.objects.filter(run=run, user_id=user_id, stage=stage).first()
+
+
+def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
+    """The noise stage for one user (see ``noise.py``); retires in apply mode only."""
+    mode, existing = _start(run, user_id, "noise")
+    if mode == StageMode.OFF or existing is not None:
+        return existing
+    started = time.monotonic()
+    truths = list(
+        Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+        .exclude(kind="preference").only("id", "content", "kind").order_by("created_at", "id")
+    )
+    found = noise.find_noise(truths)
+    applied: list[int] = []
+    if mode == StageMode.APPLY and found:
+        applied = retire.retire(
+            truth_ids=[t.pk for t, _ in found], reason=RetiredReason.NOISE,
+            note={t.pk: m.category for t, m in found}, run=run, actor=ACTOR.format(stage="noise"),
+        )
+    findings = [
+        {"truth_id": t.pk, "content": t.content, "category": m.category, "matched": m.matched,
+         "retired": t.pk in applied}
+        for t, m in found
+    ]
+    return _record(run, user_id, "noise", mode, examined=len(truths), affected=len(found), applied=len(applied),
+                   seconds=time.monotonic() - started, findings=findings)
+
+
+def run_decay(run: ConsolidationRun, user_id: int) -> StageResult | None:
+    """The decay stage for one user (see ``decay.py``); writes in apply mode only."""
+    mode, existing = _start(run, user_id, "decay")
+    if mode == StageMode.OFF or existing is not None:
+        return existing
+    started = time.monotonic()
+    result = decay.decay_user(user_id=user_id, now=pass_time(run), write=mode == StageMode.APPLY)
+    return _record(run, user_id, "decay", mode, examined=result.examined, affected=result.changed,
+                   applied=result.changed if mode == StageMode.APPLY else 0,
+                   seconds=time.monotonic() - started, findings=result.findings)
+
+
+def before_clustering(run: ConsolidationRun, user_id: int) -> None:
+    """The stages that run before phase 1's clustering of ``user_id``: noise, then decay."""
+    run_noise(run, user_id)
+    run_decay(run, user_id)
+
+
+def candidate_clusters(
+    run: ConsolidationRun, user_id: int, *, seed_filter: Q | None = None
+) -> list[clustering.CandidateCluster]:
+    """Phase 1's clusters of ``user_id`` from both arms, interleaved (``lexical.interleave``).
+
+    An arm in report mode is counted (its ``StageResult``) but its clusters are not
+    returned for judging; an arm that is off is not run.
+    """
+    modes = run_modes(run)
+    semantic: list[clustering.CandidateCluster] = []
+    lexical_clusters: list[clustering.CandidateCluster] = []
+    if modes["semantic"] != StageMode.OFF:
+        started = time.monotonic()
+        semantic = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
+        _record(run, user_id, "semantic", modes["semantic"], examined=0, affected=len(semantic), applied=0,
+                seconds=time.monotonic() - started, findings=[])
+    if modes["lexical"] != StageMode.OFF:
+        started = time.monotonic()
+        judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
+        taken = {pk for c in judged_semantic for pk in c.member_ids}
+        lexical_clusters = lexical.find_lexical_clusters(user_id=user_id, seed_filter=seed_filter, taken=taken)
+        _, added = lexical.interleave(judged_semantic, lexical_clusters)
+        _record(run, user_id, "lexical", modes["lexical"], examined=len(lexical_clusters), affected=added,
+                applied=0, seconds=time.monotonic() - started,
+                findings=[{"truth_ids": list(c.member_ids), "jaccard": list(c.similarities)} for c in lexical_clusters])
+    judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
+    judged_lexical = lexical_clusters if modes["lexical"] == StageMode.APPLY else []
+    clusters, _ = lexical.interleave(judged_semantic, judged_lexical)
+    return clusters
+
+
+def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
+    """The prune stage for one user, after the run's merges (see ``prune.py``).
+
+    Post-decay relevance is recomputed at the pass time when the decay stage did not
+    write it (report mode, dry run): decay is deterministic, so it is the same value.
+    """
+    mode, existing = _start(run, user_id, "prune")
+    if mode == StageMode.OFF or existing is not None:
+        return existing
+    started = time.monotonic()
+    now = pass_time(run)
+    relevance = None
+    if run_modes(run)["decay"] != StageMode.OFF:
+        relevance = decay.decay_user(user_id=user_id, now=now, write=False).relevance
+    examined, found = prune.find_candidates(user_id=user_id, now=now, relevance=relevance)
+    applied: list[int] = []
+    if mode == StageMode.APPLY and found:
+        applied = retire.retire(
+            truth_ids=[c.truth.pk for c in found], reason=RetiredReason.PRUNED,
+            note={c.truth.pk: c.note() for c in found}, run=run, actor=ACTOR.format(stage="prune"),
+        )
+    findings = [
+        {"truth_id": c.truth.pk, "content": c.truth.content, "relevance": round(c.relevance, 6),
+         "quality": round(c.quality, 6), "retired": c.truth.pk in applied}
+        for c in found
+    ]
+    return _record(run, user_id, "prune", mode, examined=examined, affected=len(found), applied=len(applied),
+                   seconds=time.monotonic() - started, findings=findings)
+
+
+def after_merges(run: ConsolidationRun, user_ids: Iterable[int]) -> None:
+    """The stages that run once every cluster of the run is judged: prune, per user."""
+    for user_id in user_ids:
+        run_prune(run, user_id)
+
+
+def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
+    """Per stage: mode, examined, affected, applied, seconds and a few findings (for the report)."""
+    modes = run_modes(run)
+    rows = StageResult.objects.filter(run=run)
+    totals = {
+        r["stage"]: r
+        for r in rows.values("stage").annotate(
+            examined=Sum("examined"), affected=Sum("affected"), applied=Sum("applied"), seconds=Sum("seconds")
+        ).order_by()
+    }
+    report: dict[str, Any] = {}
+    for stage in STAGES:
+        total = totals.get(stage)
+        item: dict[str, Any] = {
+            "mode": modes[stage],
+            "examined": int(total["examined"]) if total else 0,
+            "affected": int(total["affected"]) if total else 0,
+            "applied": int(total["applied"]) if total else 0,
+            "seconds": round(float(total["seconds"]), 3) if total else 0.0,
+        }
+        if stage in ("noise", "prune", "decay"):
+            shown: list[dict[str, Any]] = []
+            for result in rows.filter(stage=stage).order_by("user_id", "id"):
+                shown.extend(result.findings[: examples - len(shown)])
+                if len(shown) >= examples:
+                    break
+            item["examples"] = shown
+        report[stage] = item
+    return report

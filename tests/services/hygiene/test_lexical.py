@@ -1,0 +1,137 @@
+"""The lexical arm: greedy Jaccard clusters within one kind, interleaved with the embedding's;
+a pair the embedding misses is judged; a Jaccard match alone never merges."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from iris_consolidation.embeddings import LocalEmbedder
+from iris_consolidation.llm import get_judge_client
+from iris_consolidation.llm.base import JudgeRequest, MemberView
+from iris_consolidation.llm.rules import RuleJudge
+from iris_consolidation.models import Origin, Truth
+from iris_consolidation.services.hygiene import lexical, stages
+from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.pipeline.clustering import CandidateCluster
+from tests import llm_stub
+from tests.conftest import unit_vector, vector_at
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+def _started(run):
+    run.started_at = timezone.now()
+    run.save(update_fields=["started_at"])
+    return run
+
+
+def test_jaccard_over_normalised_tokens():
+    a = lexical.token_set("Has a dog named Rex.")
+    b = lexical.token_set("has a DOG named rex")
+    c = lexical.token_set("Has a cat named Rex")
+    assert lexical.jaccard(a, b) == 1.0
+    assert lexical.jaccard(a, c) == pytest.approx(4 / 6)
+    assert lexical.jaccard(frozenset(), frozenset()) == 0.0
+
+
+def test_clusters_stay_within_one_kind_and_compare_with_the_seed(truth_factory, user_factory):
+    user = user_factory()
+    seed = truth_factory("Goes hiking in the Alps every summer", user=user)
+    near = truth_factory("Goes hiking in the Alps every summer.", user=user)
+    other_kind = truth_factory("goes hiking in the alps every summer", user=user, kind="preference")
+    # Close to ``near`` but not to the seed: no chaining.
+    truth_factory("Went hiking in the Alps last summer with Ana", user=user)
+    clusters = lexical.find_lexical_clusters(user_id=user.pk)
+    assert [c.member_ids for c in clusters] == [(seed.pk, near.pk)]
+    assert clusters[0].similarities == (1.0, 1.0)
+    assert other_kind.pk not in clusters[0].member_ids
+
+
+def test_protected_truths_join_but_never_seed(truth_factory, user_factory):
+    user = user_factory()
+    pinned = truth_factory("Plays the violin at church", user=user, pinned=True)
+    plain = truth_factory("plays the violin at church!", user=user)
+    clusters = lexical.find_lexical_clusters(user_id=user.pk)
+    assert [c.member_ids for c in clusters] == [(plain.pk, pinned.pk)]
+
+
+def test_interleave_alternates_arms_and_drops_lexical_clusters_inside_a_semantic_one():
+    def c(*ids):
+        return CandidateCluster(user_id=1, member_ids=ids, similarities=(1.0,) * len(ids))
+
+    semantic = [c(1, 2, 3), c(4, 5)]
+    lex = [c(1, 2), c(6, 7), c(8, 9), c(4, 6)]
+    merged, added = lexical.interleave(semantic, lex)
+    assert [m.member_ids for m in merged] == [(1, 2, 3), (6, 7), (4, 5), (8, 9), (4, 6)]
+    assert added == 3
+
+
+def test_a_pair_the_embedding_misses_is_judged_and_merged(truth_factory, user_factory, run_factory, embedder):
+    user = user_factory()
+    # Orthogonal vectors: no cosine cluster at any threshold; the same words.
+    a = truth_factory("Has a dog named Rex.", user=user, embedding=unit_vector(1.0))
+    b = truth_factory("has a dog named rex", user=user, embedding=unit_vector(0.0, 1.0))
+    run = _started(run_factory())
+    clusters = stages.candidate_clusters(run, user.pk)
+    assert [set(c.member_ids) for c in clusters] == [{a.pk, b.pk}]
+    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=clusters[0], client=RuleJudge(),
+                                               embedder=embedder)
+    assert review.applied
+    assert not Truth.objects.filter(pk__in=[a.pk, b.pk]).exists()
+    assert Truth.objects.get(user=user, origin=Origin.CONSOLIDATED).content == "Has a dog named Rex."
+    lexical_row = run.stage_results.get(stage="lexical")
+    assert (lexical_row.examined, lexical_row.affected) == (1, 1)
+    assert run.stage_results.get(stage="semantic").affected == 0
+
+
+def test_an_arm_in_report_mode_is_counted_not_judged(truth_factory, user_factory, run_factory, settings):
+    settings.IRIS_CONSOLIDATION_LEXICAL = "report"
+    user = user_factory()
+    truth_factory("Has a dog named Rex.", user=user, embedding=unit_vector(1.0))
+    truth_factory("has a dog named rex", user=user, embedding=unit_vector(0.0, 1.0))
+    run = _started(run_factory())
+    assert stages.candidate_clusters(run, user.pk) == []
+    assert run.stage_results.get(stage="lexical").affected == 1
+
+
+def test_a_negation_pair_found_by_jaccard_never_merges(truth_factory, user_factory, run_factory, embedder,
+                                                       llm_server):
+    user = user_factory()
+    a = truth_factory("Is a vegetarian", user=user, embedding=unit_vector(1.0))
+    b = truth_factory("Is not a vegetarian", user=user, embedding=unit_vector(0.0, 1.0))
+    run = _started(run_factory())
+    (cluster,) = stages.candidate_clusters(run, user.pk)
+    assert set(cluster.member_ids) == {a.pk, b.pk} and cluster.similarities[1] == pytest.approx(0.75)
+    # The rule judge keeps them; a careless model that merges them is refused by the validator.
+    assert RuleJudge().judge(JudgeRequest(members=(
+        MemberView(alias="t1", content=a.content, created_at=a.created_at),
+        MemberView(alias="t2", content=b.content, created_at=b.created_at),
+    ))).actions == ()
+    llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Is a vegetarian",
+                                            "reason": "same"}])]
+    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
+                                               embedder=embedder)
+    assert not review.applied and review.rejections
+    assert Truth.objects.filter(pk__in=[a.pk, b.pk]).count() == 2
+
+
+def test_the_rule_judge_reports_word_order_matches_without_merging():
+    now = timezone.now()
+    request = JudgeRequest(members=(
+        MemberView(alias="t1", content="The dog chased the cat", created_at=now),
+        MemberView(alias="t2", content="The cat chased the dog", created_at=now),
+    ))
+    verdict = RuleJudge().judge(request)
+    assert verdict.actions == ()
+    assert "t1+t2: the same words in another order; reported only" in verdict.reasoning
+
+
+def test_vector_helper_sanity():
+    # vector_at keeps the semantic arm's own tests meaningful next to these.
+    assert float(vector_at(1.0)[0]) == 1.0

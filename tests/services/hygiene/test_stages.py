@@ -1,0 +1,177 @@
+"""Noise and prune stages (report-only default, apply, undo restores), stage modes and --only."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from iris_consolidation.exceptions import InvalidInput, UndoRefused
+from iris_consolidation.models import LiveSettings, Origin, RetiredReason, StageResult, Truth, TruthChange
+from iris_consolidation.services.hygiene import retire, stages
+from iris_consolidation.services.operations import live_settings
+
+pytestmark = pytest.mark.django_db
+
+
+def _started(run):
+    run.started_at = timezone.now()
+    run.save(update_fields=["started_at"])
+    return run
+
+
+@pytest.fixture
+def noisy(truth_factory, user_factory):
+    user = user_factory()
+    return {
+        "noise": truth_factory("Upgraded numpy to 2.1.3", user=user),
+        "heartbeat": truth_factory("Heartbeat OK at 09:00", user=user),
+        "pref": truth_factory("The CI build is currently failing", user=user, kind="preference"),
+        "pinned": truth_factory("Fixed 3 lint errors", user=user, pinned=True),
+        "fact": truth_factory("Ran the Berlin marathon in 3:41:07", user=user),
+    }
+
+
+def test_noise_defaults_to_report_and_retires_nothing(noisy, run_factory):
+    run = _started(run_factory())
+    result = stages.run_noise(run, noisy["noise"].user_id)
+    assert (result.mode, result.examined, result.affected, result.applied) == ("report", 3, 2, 0)
+    assert {f["category"] for f in result.findings} == {"version", "heartbeat"}
+    assert Truth.objects.filter(user_id=noisy["noise"].user_id).count() == 5
+
+
+def test_noise_apply_retires_with_reason_and_audit_rows_and_undo_restores(noisy, run_factory, settings):
+    settings.IRIS_CONSOLIDATION_NOISE = "apply"
+    run = _started(run_factory())
+    result = stages.run_noise(run, noisy["noise"].user_id)
+    assert (result.affected, result.applied) == (2, 2)
+    gone = Truth.all_objects.get(pk=noisy["noise"].pk)
+    assert (gone.retired_reason, gone.superseded_by_id) == (RetiredReason.NOISE, None)
+    for key in ("pref", "pinned", "fact"):
+        assert Truth.all_objects.get(pk=noisy[key].pk).is_live, key
+    change = TruthChange.objects.get(truth=gone, action="retired")
+    assert (change.run_id, change.actor, change.reason) == (run.pk, "hygiene:noise", "noise: version")
+    run.refresh_from_db()
+    assert run.retired == 2
+    # A second delivery does nothing again.
+    assert stages.run_noise(run, noisy["noise"].user_id).pk == result.pk
+    assert StageResult.objects.filter(run=run, stage="noise").count() == 1
+
+    retire.restore(truth_id=gone.pk, actor="ops", reason="it was a real fact")
+    back = Truth.all_objects.get(pk=gone.pk)
+    assert back.is_live and back.retired_reason == ""
+    assert TruthChange.objects.filter(truth=gone, action="restored", actor="ops").exists()
+    with pytest.raises(UndoRefused):
+        retire.restore(truth_id=gone.pk, actor="ops", reason="again")
+
+
+@pytest.fixture
+def aging(truth_factory, user_factory):
+    user = user_factory()
+    old = timezone.now() - timedelta(days=400)
+    return {
+        "old": truth_factory("Went to a concert", user=user, created_at=old, kind="working"),
+        "old_but_used": truth_factory("Likes jazz", user=user, created_at=old, kind="working",
+                                      last_accessed=timezone.now() - timedelta(hours=1), access_count=5),
+        "new": truth_factory("Has a dog", user=user, created_at=timezone.now() - timedelta(days=1)),
+        "old_pinned": truth_factory("Born in Porto", user=user, created_at=old, pinned=True),
+        "old_user": truth_factory("Is vegetarian", user=user, created_at=old, origin=Origin.USER),
+    }
+
+
+def test_prune_defaults_to_report_with_post_decay_figures(aging, run_factory):
+    run = _started(run_factory())
+    user_id = aging["old"].user_id
+    stages.before_clustering(run, user_id)  # decay applies by default
+    result = stages.run_prune(run, user_id)
+    assert result.mode == "report"
+    assert [f["truth_id"] for f in result.findings] == [aging["old"].pk]
+    assert result.findings[0]["relevance"] < 0.05
+    assert all(Truth.all_objects.get(pk=t.pk).is_live for t in aging.values())
+
+
+def test_prune_in_a_dry_run_uses_decay_computed_not_written(aging, run_factory, settings):
+    settings.IRIS_CONSOLIDATION_PRUNE = "apply"
+    run = _started(run_factory(mode="dry_run"))
+    user_id = aging["old"].user_id
+    stages.before_clustering(run, user_id)
+    result = stages.run_prune(run, user_id)
+    assert (result.mode, result.affected, result.applied) == ("report", 1, 0)
+    assert Truth.all_objects.get(pk=aging["old"].pk).relevance == 1.0  # nothing written
+
+
+def test_prune_apply_retires_below_the_floor_only_and_undo_restores(aging, run_factory, settings):
+    settings.IRIS_CONSOLIDATION_PRUNE = "apply"
+    settings.IRIS_CONSOLIDATION_PRUNE_FLOOR = 0.05
+    run = _started(run_factory())
+    user_id = aging["old"].user_id
+    stages.before_clustering(run, user_id)
+    result = stages.run_prune(run, user_id)
+    assert result.applied == 1
+    pruned = Truth.all_objects.get(pk=aging["old"].pk)
+    assert pruned.retired_reason == RetiredReason.PRUNED
+    for key in ("old_but_used", "new", "old_pinned", "old_user"):
+        assert Truth.all_objects.get(pk=aging[key].pk).is_live, key
+    retire.restore(truth_id=pruned.pk, actor="ops", reason="still true")
+    back = Truth.all_objects.get(pk=pruned.pk)
+    assert back.is_live and back.relevance == 1.0
+
+
+def test_prune_retirements_respect_the_runs_cap(truth_factory, user_factory, run_factory, settings):
+    settings.IRIS_CONSOLIDATION_PRUNE = "apply"
+    settings.IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN = 2
+    user = user_factory()
+    for i in range(4):
+        truth_factory(f"Old thing {i}", user=user, relevance=0.01)
+    run = _started(run_factory())
+    result = stages.run_prune(run, user.pk)
+    assert (result.affected, result.applied) == (4, 2)
+
+
+def test_only_parses_stages_and_refuses_unknown_names_in_one_line():
+    assert stages.parse_only("prune,noise") == ("noise", "prune")
+    assert stages.parse_only(None) is None
+    with pytest.raises(InvalidInput) as info:
+        stages.parse_only("noise,dedupe")
+    message = str(info.value)
+    assert "\n" not in message and "'dedupe'" in message
+    assert "noise, decay, lexical, semantic, prune" in message
+
+
+def test_narrow_turns_unlisted_stages_off_and_listed_off_ones_to_report():
+    modes = {"noise": "off", "decay": "apply", "lexical": "apply", "semantic": "apply", "prune": "report"}
+    assert stages.narrow(modes, ("noise", "decay")) == {
+        "noise": "report", "decay": "apply", "lexical": "off", "semantic": "off", "prune": "off"
+    }
+
+
+def test_live_settings_switch_each_stage_and_are_stored_on_the_run(run_factory, settings):
+    settings.IRIS_CONSOLIDATION_NOISE = "off"
+    LiveSettings.objects.create(prune_mode="apply", lexical_mode="off")
+    effective = live_settings.get_effective_settings()
+    assert effective.stage_modes == {
+        "noise": "off", "decay": "apply", "lexical": "off", "semantic": "apply", "prune": "apply"
+    }
+    assert {"prune_mode", "lexical_mode"} <= set(effective.overridden)
+    run = run_factory()
+    assert stages.run_modes(run)["prune"] == "apply"
+    LiveSettings.objects.filter(pk=1).update(prune_mode="")
+    assert stages.run_modes(run)["prune"] == "apply"  # the run keeps what was in force
+    assert stages.run_modes(run_factory())["prune"] == "report"
+
+
+def test_admin_live_settings_switch_a_stage_mode(admin_client):
+    from django.urls import reverse
+
+    saved = admin_client.post(
+        reverse("admin:iris_consolidation_livesettings_add"),
+        {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "apply", "noise_mode": "off"},
+    )
+    assert saved.status_code == 302
+    assert live_settings.get_effective_settings().stage_modes["prune"] == "apply"
+    page = admin_client.get(reverse("admin:iris_consolidation_livesettings_change", args=[1])).content.decode()
+    assert "stages: noise off, decay apply, lexical apply, semantic apply, prune apply" in page
+    bad = admin_client.post(reverse("admin:iris_consolidation_livesettings_change", args=[1]),
+                            {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "delete"})
+    assert bad.status_code == 200 and LiveSettings.objects.get().prune_mode == "apply"

@@ -1,0 +1,52 @@
+"""Undo of a noise or prune retirement: through the undo service and the admin's undo page."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from iris_consolidation.exceptions import UndoRefused
+from iris_consolidation.models import RetiredReason, Truth, TruthChange
+from iris_consolidation.services.hygiene import retire
+from iris_consolidation.services.operations import undo
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def pruned(truth_factory):
+    t = truth_factory("Went to a concert", relevance=0.01)
+    assert retire.retire(truth_ids=[t.pk], reason=RetiredReason.PRUNED, note={t.pk: "low"}, run=None,
+                         actor="hygiene:prune") == [t.pk]
+    return Truth.all_objects.get(pk=t.pk)
+
+
+def test_undo_service_restores_a_pruned_truth(pruned):
+    assert undo.plan_undo(truth=pruned).action == "restore"
+    result = undo.undo_consolidation(truth_id=pruned.pk, actor="ops", reason="still true")
+    assert (result.restored_ids, result.truth_retired, result.action) == ((pruned.pk,), False, "restore")
+    row = Truth.all_objects.get(pk=pruned.pk)
+    assert row.is_live and row.relevance == 1.0
+    assert list(TruthChange.objects.filter(truth=row).order_by("id").values_list("action", flat=True)) == [
+        "retired", "restored"
+    ]
+    with pytest.raises(UndoRefused):
+        undo.undo_consolidation(truth_id=pruned.pk, actor="ops", reason="twice")
+
+
+def test_restore_refuses_other_retirements_and_needs_a_reason(truth_factory, pruned):
+    merged = truth_factory("Likes tea", retired_at=timezone.now(), retired_reason=RetiredReason.UNDONE)
+    with pytest.raises(UndoRefused, match="noise or prune"):
+        retire.restore(truth_id=merged.pk, actor="ops", reason="no")
+    with pytest.raises(UndoRefused, match="reason"):
+        retire.restore(truth_id=pruned.pk, actor="ops", reason="  ")
+
+
+def test_admin_undo_page_restores_a_pruned_truth(admin_client, pruned):
+    url = reverse("admin:iris_consolidation_truth_undo", args=[pruned.pk])
+    html = admin_client.get(url).content.decode()
+    assert f"Restore truth #{pruned.pk}" in html and "Pruned: relevance or quality below the floor" in html
+    response = admin_client.post(url, {"reason": "still true"})
+    assert response.status_code == 302
+    assert Truth.objects.filter(pk=pruned.pk).exists()
