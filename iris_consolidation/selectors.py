@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Count, Model, Prefetch, Q, QuerySet
+from django.db.models import Case, Count, Exists, IntegerField, Model, OuterRef, Prefetch, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
 from .exceptions import UnknownUser
@@ -187,15 +187,33 @@ def has_consolidation_history(*, truth: Truth) -> bool:
 # --- runs and reviews --------------------------------------------------------------
 
 
+#: The run page lists changes first, then what stopped them, and the kept clusters last
+#: (issue 15): an operator deciding whether to trust a pass reads what it did.
+REVIEW_ORDER = (
+    ClusterReview.Outcome.APPLIED,
+    ClusterReview.Outcome.PREVIEW,
+    ClusterReview.Outcome.REJECTED,
+    ClusterReview.Outcome.FAILED,
+    ClusterReview.Outcome.STALE,
+    ClusterReview.Outcome.KEPT,
+)
+
+
 def list_run_reviews(*, run: ConsolidationRun, outcome: str | None = None) -> QuerySet[ClusterReview]:
-    """The run's reviews, oldest first, each with ``undo_events`` prefetched (one extra query).
+    """The run's reviews in ``REVIEW_ORDER`` of outcome, then oldest first, each with
+    ``undo_events`` prefetched (one extra query).
 
     ``outcome``: one of ``ClusterReview.Outcome`` to filter by, or None for all.
     """
     reviews = ClusterReview.objects.filter(run=run).select_related("user").defer("raw_response")
     if outcome:
         reviews = reviews.filter(outcome=outcome)
-    return reviews.order_by("created_at", "id").prefetch_related(
+    rank = Case(
+        *(When(outcome=value, then=Value(i)) for i, value in enumerate(REVIEW_ORDER)),
+        default=Value(len(REVIEW_ORDER)),
+        output_field=IntegerField(),
+    )
+    return reviews.order_by(rank, "created_at", "id").prefetch_related(
         Prefetch(
             "events",
             queryset=LineageEvent.objects.filter(action=LineageEvent.Action.UNDO).order_by("created_at", "id"),
@@ -218,6 +236,24 @@ def get_review_undo_events(*, review: ClusterReview) -> list[LineageEvent]:
 def get_application(*, run: ConsolidationRun) -> ConsolidationRun | None:
     """The run that applied the dry run ``run``'s verdicts, if any."""
     return run.applications.order_by("created_at").first()
+
+
+def count_outdated_previews(*, run: ConsolidationRun) -> int:
+    """How many of dry run ``run``'s previews touch a truth that was retired or edited
+    after the preview was judged (one query).
+
+    Applying such a preview finds it stale (``merging.record_review`` re-checks under
+    row locks and writes nothing for it), typically because a later real run already
+    made the same merges. The admin says so before offering to apply (issue 15).
+    """
+    changed = Truth.all_objects.filter(reviews=OuterRef("pk")).filter(
+        Q(retired_at__isnull=False) | Q(updated_at__gt=OuterRef("created_at"))
+    )
+    return (
+        ClusterReview.objects.filter(run=run, outcome=ClusterReview.Outcome.PREVIEW)
+        .filter(Exists(changed))
+        .count()
+    )
 
 
 

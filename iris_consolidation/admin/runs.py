@@ -18,7 +18,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import capfirst
 
 from .. import run_display, selectors, tasks
@@ -36,6 +36,12 @@ APPLY_QUEUED = (
     "each is re-validated and re-checked for freshness."
 )
 APPLY_TITLE = "Apply the verdicts of dry run {run}"
+#: Real runs by how they execute; a dry run is shown as a preview badge.
+MODE_LABELS = {ConsolidationRun.Mode.QUEUED: "Real run (queue)", ConsolidationRun.Mode.SYNC: "Real run (inline)"}
+OUTDATED_PREVIEWS = (
+    "{outdated} of {previews} previewed cluster(s) have changed since this dry run (a later run may already "
+    "have made these merges): applying finds them stale and changes nothing for them."
+)
 
 
 def _run_link(run_id: Any) -> str:
@@ -47,23 +53,18 @@ def _run_link(run_id: Any) -> str:
 class ConsolidationRunAdmin(ReadOnlyAdmin):
     """Runs, newest first; a run's page holds its reviews."""
 
+    # Compact enough for a 1360 px screen with the filter column (issue 15): the
+    # outcome counts share one column, the users and clusters another.
     list_display = [
         "short_id",
         "created_at",
         "trigger",
         "mode_display",
         "status",
-        "threshold",
-        "user_filter",
-        "users",
-        "clusters_display",
-        "merged",
-        "superseded",
-        "retired",
-        "kept",
-        "rejected",
-        "failed",
+        "scope_display",
+        "outcome_display",
         "tokens",
+        "list_cost_display",
         "duration_display",
     ]
     list_display_links = ["short_id"]
@@ -134,15 +135,36 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     def short_id(self, obj: ConsolidationRun) -> str:
         return str(obj.pk)[:8]
 
-    @admin.display(description="mode", ordering="mode")
+    @admin.display(description="kind", ordering="mode")
     def mode_display(self, obj: ConsolidationRun) -> str:
         if obj.is_dry_run:
             return format_html('<span class="iris-badge iris-preview">{}</span>', "Dry run (preview)")
-        return obj.get_mode_display()
+        # "Queued" is how a real run executes, not a status: say what it is.
+        return MODE_LABELS.get(obj.mode, obj.get_mode_display())
 
-    @admin.display(description="clusters done")
-    def clusters_display(self, obj: ConsolidationRun) -> str:
-        return f"{obj.clusters_done} / {obj.clusters_found}"
+    @admin.display(description="users · clusters")
+    def scope_display(self, obj: ConsolidationRun) -> str:
+        who = str(obj.user_filter) if obj.user_filter_id else f"{obj.users} user{'s' if obj.users != 1 else ''}"
+        return format_html(
+            '{}<br><span class="iris-muted">{} of {} clusters</span>', who, obj.clusters_done, obj.clusters_found
+        )
+
+    @admin.display(description="outcome")
+    def outcome_display(self, obj: ConsolidationRun) -> str:
+        counts = run_display.outcome_counts(obj, nonzero_only=True)
+        if not counts:
+            return format_html('<span class="iris-muted">{}</span>', "no change")
+        return format_html(
+            '<span class="iris-outcome">{}</span>',
+            format_html_join(
+                " ", '<span class="iris-count iris-count-{}">{} <b>{}</b></span>', ((c.key, c.label, c.value) for c in counts)
+            ),
+        )
+
+    @admin.display(description="cost")
+    def list_cost_display(self, obj: ConsolidationRun) -> str:
+        text = run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
+        return "unknown" if text == run_display.COST_UNKNOWN else ("—" if text == run_display.COST_NONE else text)
 
     @admin.display(description="duration")
     def duration_display(self, obj: ConsolidationRun) -> str:
@@ -153,9 +175,9 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     def llm_calls_display(self, obj: ConsolidationRun) -> int:
         return obj.llm_calls
 
-    @admin.display(description="cost (USD)")
+    @admin.display(description="cost")
     def cost_display(self, obj: ConsolidationRun) -> str:
-        return f"{obj.cost:.4f}"
+        return run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
 
     @admin.display(description="embedding time")
     def embed_seconds_display(self, obj: ConsolidationRun) -> str:
@@ -193,8 +215,13 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             )
             counts = selectors.count_reviews_by_outcome(run=obj)
             application = selectors.get_application(run=obj) if obj.is_dry_run else None
+            previews = counts.get(ClusterReview.Outcome.PREVIEW, 0)
+            refusal = dry_runs.apply_refusal(run=obj, application=application, previews=previews)
             context.update(
                 run=obj,
+                summary=run_display.run_summary(obj),
+                outcome_table=run_display.outcome_counts(obj),
+                outdated_warning=self._outdated_warning(obj, previews) if refusal is None else "",
                 progress=run_display.run_progress(obj),
                 refresh_seconds=REFRESH_SECONDS,
                 review_page=page,
@@ -203,15 +230,18 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 outcome_counts=[(value, label, counts.get(value, 0)) for value, label in ClusterReview.Outcome.choices],
                 review_total=sum(counts.values()),
                 application=application,
-                apply_refusal=dry_runs.apply_refusal(
-                    run=obj, application=application, previews=counts.get(ClusterReview.Outcome.PREVIEW, 0)
-                ),
+                apply_refusal=refusal,
                 can_apply=self.has_apply_permission(request),
                 can_undo=can_change_truths(request),
             )
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     # --- applying a dry run ---------------------------------------------------------
+
+    def _outdated_warning(self, run: ConsolidationRun, previews: int) -> str:
+        """Say, before applying, how many previews a later change has made stale."""
+        outdated = selectors.count_outdated_previews(run=run)
+        return OUTDATED_PREVIEWS.format(outdated=outdated, previews=previews) if outdated else ""
 
     def _apply(self, request: HttpRequest, run: ConsolidationRun) -> ConsolidationRun | None:
         try:
@@ -247,6 +277,9 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             "subtitle": None,
             "module_name": str(capfirst(self.opts.verbose_name_plural)),
             "previews": obj.merged + obj.superseded,
+            "outdated_warning": self._outdated_warning(
+                obj, selectors.count_reviews_by_outcome(run=obj).get(ClusterReview.Outcome.PREVIEW, 0)
+            ),
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, template_list(self.opts, "apply_confirmation.html"), context)

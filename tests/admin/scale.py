@@ -80,6 +80,9 @@ def pages(data: dict[str, Any]) -> list[Page]:
         Page("review page", reverse("admin:iris_consolidation_clusterreview_change", args=[review.pk]), 10),
         Page("lineage event list", reverse("admin:iris_consolidation_lineageevent_changelist"), 10),
         Page("lineage event page", reverse("admin:iris_consolidation_lineageevent_change", args=[event.pk]), 10),
+        Page("truth change audit list", reverse("admin:iris_consolidation_truthchange_changelist"), 10),
+        Page("truth history (generation 5)", reverse("admin:iris_consolidation_truth_history", args=[root.pk]), 10),
+        Page("live settings (add form)", reverse("admin:iris_consolidation_livesettings_add"), 10),
     ]
 
 

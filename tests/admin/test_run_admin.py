@@ -67,7 +67,7 @@ def test_run_list_shows_mode_status_counts_and_marks_dry_runs(admin_client, dry_
 
     assert "Dry run (preview)" in html and "iris-preview" in html
     assert str(dry_run.pk)[:8] in html
-    assert "1 / 1" in html  # clusters done / found
+    assert "1 of 1 clusters" in html  # clusters done / found
 
 
 def test_run_page_shows_each_review_with_members_decision_reasoning_and_figures(admin_client, user_factory):
