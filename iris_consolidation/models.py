@@ -376,6 +376,7 @@ class UserPass(models.Model):
 
     class Meta:
         verbose_name = "user pass"
+        verbose_name_plural = "user passes"
         constraints = [models.UniqueConstraint(fields=["run", "user"], name="user_pass_once_per_run")]
 
     def __str__(self) -> str:

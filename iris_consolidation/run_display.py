@@ -348,8 +348,8 @@ def run_summary(run: ConsolidationRun) -> RunSummary:
         for item in data.get("changes") or []
     )
     return RunSummary(
-        window=window_line(run),
-        checkpoint=checkpoint_line(run),
+        window=window_line(run).removeprefix("Window: "),
+        checkpoint=checkpoint_line(run).removeprefix("Checkpoint: "),
         seeds=int(data.get("seeds", run.seeds)),
         cache_hits=run.cache_hits,
         cost=cost_text(cost=run.cost, tokens=run.tokens),

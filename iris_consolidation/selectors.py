@@ -309,3 +309,115 @@ def get_consolidation_status() -> ConsolidationStatus:
         lock_run_id=lock.run_id if lock is not None else None,
         lock_expires_at=lock.expires_at if lock is not None and lock.run_id else None,
     )
+
+
+# --- the truth admin's history, dates and user picker (issue 15) -----------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class TruthHistory:
+    """Everything recorded about one truth, each list oldest first.
+
+    ``changes``: its ``TruthChange`` audit rows (with ``review`` and ``run`` loaded);
+    ``events``: lineage events into or out of it (merge, supersede, undo; with
+    ``source``, ``result`` and ``review`` loaded); ``edits``: the admin's ``LogEntry``
+    rows for it (with ``user`` loaded).
+    """
+
+    truth: Truth
+    changes: tuple[Any, ...]
+    events: tuple[LineageEvent, ...]
+    edits: tuple[Any, ...]
+
+
+def get_truth_history(*, truth: Truth) -> TruthHistory:
+    """The history of ``truth`` (three queries); reads only."""
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    from .models import TruthChange
+
+    changes = (
+        TruthChange.objects.filter(truth_id=truth.pk)
+        .select_related("review", "run")
+        .defer("review__raw_response", "review__snapshot")
+        .order_by("created_at", "id")
+    )
+    events = (
+        LineageEvent.objects.filter(Q(source_id=truth.pk) | Q(result_id=truth.pk))
+        .filter(source__user_id=truth.user_id, result__user_id=truth.user_id)
+        .select_related("source", "result", "review")
+        .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot")
+        .order_by("created_at", "id")
+    )
+    edits = (
+        LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(Truth, for_concrete_model=False),
+            object_id=str(truth.pk),
+        )
+        .select_related("user")
+        .order_by("action_time", "id")
+    )
+    return TruthHistory(truth=truth, changes=tuple(changes), events=tuple(events), edits=tuple(edits))
+
+
+def get_made_at(*, truth: Truth) -> datetime | None:
+    """When ``truth``'s row was made: its first audit row, else the first merge or
+    supersede into it (one or two queries), else None (a truth older than the audit).
+
+    ``Truth.created_at`` is when the user last stated it (a consolidated truth takes
+    its newest source's date, which supersede compares), so it is not this.
+    """
+    from .models import TruthChange
+
+    first = TruthChange.objects.filter(truth_id=truth.pk).order_by("created_at", "id").values_list("created_at", flat=True).first()
+    if first is not None:
+        return first
+    return (
+        LineageEvent.objects.filter(result_id=truth.pk)
+        .exclude(action=LineageEvent.Action.UNDO)
+        .order_by("created_at", "id")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+
+
+#: Most usernames the truth list's user filter suggests at once.
+USER_SUGGESTIONS = 20
+
+
+def list_usernames_with_truths(*, term: str, limit: int = USER_SUGGESTIONS) -> list[str]:
+    """Usernames (``USERNAME_FIELD``) of users who have truths, containing ``term``
+    (case-insensitive), sorted, at most ``limit`` (one query)."""
+    User = get_user_model()
+    field = User.USERNAME_FIELD
+    users = User.objects.filter(Exists(Truth.all_objects.filter(user_id=OuterRef("pk"))))
+    if term.strip():
+        users = users.filter(**{f"{field}__icontains": term.strip()})
+    return [str(name) for name in users.order_by(field).values_list(field, flat=True)[:limit]]
+
+
+def list_usernames(*, user_ids: Any) -> list[str]:
+    """Usernames (``USERNAME_FIELD``) of ``user_ids``, sorted (one query; none if empty)."""
+    ids = [pk for pk in user_ids if pk > 0]
+    if not ids:
+        return []
+    User = get_user_model()
+    return sorted(str(n) for n in User.objects.filter(pk__in=ids).values_list(User.USERNAME_FIELD, flat=True))
+
+
+def list_allowed_usernames(*, settings: Any) -> list[str]:
+    """Usernames of the live settings record's allowed users, sorted (one query)."""
+    field = get_user_model().USERNAME_FIELD
+    return sorted(str(n) for n in settings.allowed_users.values_list(field, flat=True))
+
+
+def get_users_by_username(*, names: list[str]) -> tuple[list[Model], list[str]]:
+    """The users named ``names`` (by ``USERNAME_FIELD``) and the names that match no
+    user, in the order given (one query; none if ``names`` is empty)."""
+    if not names:
+        return [], []
+    User = get_user_model()
+    field = User.USERNAME_FIELD
+    found = {str(getattr(u, field)): u for u in User.objects.filter(**{f"{field}__in": names})}
+    return [found[n] for n in names if n in found], [n for n in names if n not in found]

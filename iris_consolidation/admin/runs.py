@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils import timezone
 from django.utils.text import capfirst
 
 from .. import run_display, selectors, tasks
@@ -57,14 +58,12 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     # outcome counts share one column, the users and clusters another.
     list_display = [
         "short_id",
-        "created_at",
-        "trigger",
+        "created_display",
         "mode_display",
         "status",
         "scope_display",
         "outcome_display",
-        "tokens",
-        "list_cost_display",
+        "llm_display",
         "duration_display",
     ]
     list_display_links = ["short_id"]
@@ -135,12 +134,26 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     def short_id(self, obj: ConsolidationRun) -> str:
         return str(obj.pk)[:8]
 
+    @admin.display(description="created", ordering="created_at")
+    def created_display(self, obj: ConsolidationRun) -> str:
+        when = timezone.localtime(obj.created_at)
+        return format_html('<span title="{}">{}</span>', when.isoformat(), when.strftime("%Y-%m-%d %H:%M"))
+
     @admin.display(description="kind", ordering="mode")
     def mode_display(self, obj: ConsolidationRun) -> str:
+        trigger = format_html('<br><span class="iris-muted">by {}</span>', obj.get_trigger_display().lower())
         if obj.is_dry_run:
-            return format_html('<span class="iris-badge iris-preview">{}</span>', "Dry run (preview)")
+            return format_html('<span class="iris-badge iris-preview">{}</span>{}', "Dry run (preview)", trigger)
         # "Queued" is how a real run executes, not a status: say what it is.
-        return MODE_LABELS.get(obj.mode, obj.get_mode_display())
+        return format_html("{}{}", MODE_LABELS.get(obj.mode, obj.get_mode_display()), trigger)
+
+    @admin.display(description="LLM", ordering="tokens")
+    def llm_display(self, obj: ConsolidationRun) -> str:
+        text = run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
+        cost = "cost unknown" if text == run_display.COST_UNKNOWN else ("" if text == run_display.COST_NONE else text)
+        return format_html(
+            '{} tokens<br><span class="iris-muted">{}</span>', f"{obj.tokens:,}", cost
+        )
 
     @admin.display(description="users · clusters")
     def scope_display(self, obj: ConsolidationRun) -> str:
@@ -161,10 +174,6 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             ),
         )
 
-    @admin.display(description="cost")
-    def list_cost_display(self, obj: ConsolidationRun) -> str:
-        text = run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
-        return "unknown" if text == run_display.COST_UNKNOWN else ("—" if text == run_display.COST_NONE else text)
 
     @admin.display(description="duration")
     def duration_display(self, obj: ConsolidationRun) -> str:
