@@ -38,6 +38,10 @@ HISTORY_TITLE = "History of truth #{pk}"
 WHAT = {ConsolidationRun.Mode.DRY_RUN: "a dry run", ConsolidationRun.Mode.QUEUED: "a consolidation run"}
 
 
+def _when(value: Any) -> str:
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 class LiveFilter(admin.SimpleListFilter):
     """Live truths by default; retired ones, or all, on request."""
 
@@ -267,10 +271,14 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         return format_html('<a href="{}" title="Only this user\'s truths">{}</a>', url, obj.user.get_username())
 
     @admin.display(description="last stated", ordering="created_at")
-    def stated_at(self, obj: Truth) -> Any:
+    def stated_at(self, obj: Truth) -> str:
         """When the user last stated it: for a consolidated truth, its newest source's
         date, which supersede compares (``Truth.created_at``)."""
-        return obj.created_at
+        return format_html(
+            '{} <span class="iris-muted">{}</span>',
+            _when(obj.created_at),
+            "when the user last stated it (for a merge: its newest source); supersede compares this date",
+        )
 
     @admin.display(description="last stated", ordering="created_at")
     def stated_on(self, obj: Truth) -> str:
@@ -282,7 +290,9 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     def made_at(self, obj: Truth) -> Any:
         """When this row was made: its creation in the audit, or the merge that made it."""
         made = selectors.get_made_at(truth=obj)
-        return made if made is not None else "—"
+        if made is None:
+            return "—"
+        return format_html('{} <span class="iris-muted">{}</span>', _when(made), "when this record was made")
 
     @admin.display(description="live", boolean=True, ordering="retired_at")
     def is_live_display(self, obj: Truth) -> bool:

@@ -199,3 +199,38 @@ def test_console_is_styled_with_debug_off_under_runserver(page, artifacts):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_truth_page_dates_history_and_a_missing_lineage(logged_in, live_server, user_factory, artifacts):
+    page = logged_in
+    user = user_factory("alice")
+    first, _ = _pairs(user, 1)[0]
+    _real_run(user)
+    merged = Truth.objects.get(user=user, origin="consolidated")
+
+    page.goto(f"{live_server.url}/admin/iris_consolidation/truth/{merged.pk}/change/")
+    expect(page.locator(".field-stated_at label")).to_have_text("Last stated:")
+    expect(page.locator(".field-made_at label")).to_have_text("Made:")
+    page.screenshot(path=str(artifacts / "console-truth-page.png"), full_page=True)
+
+    page.get_by_role("link", name="History").click()
+    expect(page.locator("#change-history")).to_contain_text(f"Made by merging #{first.pk}")
+    expect(page.locator("#change-history")).to_contain_text("Created")
+    page.screenshot(path=str(artifacts / "console-truth-history.png"), full_page=True)
+
+    page.goto(f"{live_server.url}/admin/iris_consolidation/truth/424242/lineage/")
+    expect(page.locator("#header")).to_be_visible()
+    expect(page.locator(".errornote")).to_contain_text("Truth with ID “424242” doesn’t exist.")
+    page.screenshot(path=str(artifacts / "console-missing-lineage.png"), full_page=True)
+
+
+def test_dry_run_page_warns_when_a_later_run_made_its_merges(logged_in, live_server, user_factory, artifacts):
+    page = logged_in
+    user = user_factory("alice")
+    _pairs(user, 2)
+    dry = _real_run(user, mode="dry_run")
+    _real_run(user)
+
+    page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{dry.pk}/change/")
+    expect(page.locator(".iris-warning-banner")).to_contain_text("2 of 2 previewed cluster(s) have changed")
+    page.screenshot(path=str(artifacts / "console-dry-run-outdated.png"), full_page=True)
