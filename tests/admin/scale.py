@@ -54,7 +54,7 @@ def pages(data: dict[str, Any]) -> list[Page]:
     return [
         Page("truth list (live, 100 per page)", truths, 12),
         Page("truth list, all incl. retired", f"{truths}?status=all", 12),
-        Page("truth list, one user", f"{truths}?user__id__exact={user.pk}", 12),
+        Page("truth list, one user", f"{truths}?user={user.username}", 12),
         Page("truth list, search", f"{truths}?q=Tomas", 12),
         Page("truth change page (generation 5)", reverse("admin:iris_consolidation_truth_change", args=[root.pk]), 10),
         Page("lineage, generation 5 (63 truths)", reverse("admin:iris_consolidation_truth_lineage", args=[root.pk]), 8),
