@@ -357,3 +357,47 @@ def run_summary(run: ConsolidationRun) -> RunSummary:
         settings=settings,
         changes=changes,
     )
+
+
+# --- the queue: workers and jobs (issue 15) ---------------------------------------------
+
+NO_WORKER = "No worker seen: queued runs wait until one runs (manage.py qcluster)."
+WAITING_FOR_WORKER = (
+    "No worker has taken or finished a job in the last {silence} s, and this run's jobs are queued. "
+    "Start one with manage.py qcluster; this page stops refreshing until then."
+)
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def queue_lines(overview: Any, *, now: datetime | None = None) -> list[tuple[str, str]]:
+    """The queue's state as (label, text) rows: workers, jobs, throughput; pure."""
+    from django.utils import timezone
+
+    now = now or timezone.now()
+    if overview.clusters:
+        workers = "; ".join(
+            f"qcluster {c.cluster_id[:8]} on {c.host}: {c.workers} worker{'s' if c.workers != 1 else ''}, {c.status}"
+            for c in overview.clusters
+        )
+    elif overview.worker_seen:
+        workers = f"a worker took or finished a job {_ago((now - overview.last_seen).total_seconds())}"
+    else:
+        last = f" (last job {_ago((now - overview.last_seen).total_seconds())})" if overview.last_seen else ""
+        workers = NO_WORKER + last
+    jobs = overview.jobs
+    return [
+        ("Workers", workers),
+        (
+            "Jobs",
+            f"{jobs['queued']} queued, {jobs['running']} running, {jobs['waiting']} waiting (rate limited), "
+            f"{jobs['failed']} failed",
+        ),
+        ("Throughput", f"{overview.done_last_hour} job{'s' if overview.done_last_hour != 1 else ''} done in the last hour"),
+    ]

@@ -421,3 +421,128 @@ def get_users_by_username(*, names: list[str]) -> tuple[list[Model], list[str]]:
     field = User.USERNAME_FIELD
     found = {str(getattr(u, field)): u for u in User.objects.filter(**{f"{field}__in": names})}
     return [found[n] for n in names if n in found], [n for n in names if n not in found]
+
+
+# --- workers and jobs: the console's queue view (issue 15) ------------------------------
+
+#: Seconds without a job taken or finished after which no worker counts as seen.
+WORKER_SILENCE_SECONDS = 120
+#: Seconds a queued job may wait before its run counts as waiting for a worker: a live
+#: worker polls the ORM broker every second or so, so this is generous.
+WORKER_GRACE_SECONDS = 30
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerCluster:
+    """One running ``qcluster`` as django-q2 reports it (``django_q.status.Stat``)."""
+
+    cluster_id: str
+    host: str
+    status: str
+    workers: int
+    uptime_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueOverview:
+    """What the workers are doing, for the run list and ``consolidation_status``.
+
+    ``clusters``: the qclusters django-q2 reports (empty when its statistics live in a
+    per-process cache, as with the ORM broker and Django's default local-memory cache);
+    ``last_seen``: the latest moment a worker took or finished one of our jobs;
+    ``jobs``: jobs of runs in progress by status (queued, running, waiting) plus failed
+    jobs of any run (what "retry failed clusters" would re-queue); ``done_last_hour``:
+    jobs finished in the last hour (throughput); ``failed_runs``: runs with failed jobs.
+    """
+
+    clusters: tuple[WorkerCluster, ...]
+    last_seen: datetime | None
+    worker_seen: bool
+    jobs: dict[str, int]
+    done_last_hour: int
+    failed_runs: tuple[Any, ...]
+
+
+def _django_q_clusters() -> tuple[WorkerCluster, ...]:
+    from django_q.status import Stat
+
+    try:
+        stats = Stat.get_all()
+    except Exception:  # a broker that cannot be reached reports no cluster
+        return ()
+    return tuple(
+        WorkerCluster(
+            cluster_id=str(s.cluster_id),
+            host=str(s.host),
+            status=str(s.status),
+            workers=len(s.workers or ()),
+            uptime_seconds=s.uptime() if s.tob else 0.0,
+        )
+        for s in stats
+    )
+
+
+def get_queue_overview(*, now: datetime | None = None) -> QueueOverview:
+    """Workers alive, jobs waiting, running and failed, throughput (four queries plus
+    django-q2's statistics); reads only."""
+    from datetime import timedelta
+
+    from django.db.models import Max
+    from django.utils import timezone
+
+    from .models import ConsolidationJob
+
+    now = now or timezone.now()
+    jobs = ConsolidationJob.objects
+    seen = jobs.aggregate(started=Max("started_at"), finished=Max("finished_at"))
+    last_seen = max((t for t in (seen["started"], seen["finished"]) if t is not None), default=None)
+    in_flight = dict(
+        jobs.filter(run__status__in=[ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING])
+        .values_list("status")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    failed = list(
+        jobs.filter(status=ConsolidationJob.Status.FAILED).values_list("run_id").annotate(n=Count("id")).order_by()
+    )
+    counts = {
+        "queued": int(in_flight.get(ConsolidationJob.Status.QUEUED, 0)),
+        "running": int(in_flight.get(ConsolidationJob.Status.RUNNING, 0)),
+        "waiting": int(in_flight.get(ConsolidationJob.Status.WAITING, 0)),
+        "failed": sum(n for _, n in failed),
+    }
+    clusters = _django_q_clusters()
+    recent = last_seen is not None and (now - last_seen).total_seconds() <= WORKER_SILENCE_SECONDS
+    return QueueOverview(
+        clusters=clusters,
+        last_seen=last_seen,
+        worker_seen=bool(clusters) or recent,
+        jobs=counts,
+        done_last_hour=jobs.filter(
+            status=ConsolidationJob.Status.DONE, finished_at__gte=now - timedelta(hours=1)
+        ).count(),
+        failed_runs=tuple(run_id for run_id, _ in failed),
+    )
+
+
+def is_waiting_for_worker(*, run: ConsolidationRun, overview: QueueOverview, now: datetime | None = None) -> bool:
+    """Whether ``run`` is in progress with jobs queued for more than
+    ``WORKER_GRACE_SECONDS`` while no worker has been seen (one query).
+
+    A run in progress with no ``qcluster`` alive used to show "Running" for ever; this
+    is what the run page and ``consolidation_status`` say instead (issue 15).
+    """
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from .models import ConsolidationJob
+
+    if run.status not in (ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING) or overview.worker_seen:
+        return False
+    now = now or timezone.now()
+    return ConsolidationJob.objects.filter(
+        run=run,
+        status=ConsolidationJob.Status.QUEUED,
+        created_at__lte=now - timedelta(seconds=WORKER_GRACE_SECONDS),
+    ).exists()

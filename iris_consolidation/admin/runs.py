@@ -118,6 +118,12 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         "cluster_seconds_display",
     ]
 
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """The run list, headed by the queue's state: workers, jobs, throughput."""
+        overview = selectors.get_queue_overview()
+        context = {"queue": overview, "queue_rows": run_display.queue_lines(overview), **(extra_context or {})}
+        return super().changelist_view(request, context)
+
     def get_fieldsets(self, request: HttpRequest, obj: ConsolidationRun | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
         if obj is not None and obj.source_run_id is None:
@@ -239,12 +245,19 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             application = selectors.get_application(run=obj) if obj.is_dry_run else None
             previews = counts.get(ClusterReview.Outcome.PREVIEW, 0)
             refusal = dry_runs.apply_refusal(run=obj, application=application, previews=previews)
+            progress = run_display.run_progress(obj)
+            waiting = progress.in_progress and selectors.is_waiting_for_worker(
+                run=obj, overview=selectors.get_queue_overview()
+            )
             context.update(
                 run=obj,
                 summary=run_display.run_summary(obj),
                 outcome_table=run_display.outcome_counts(obj),
                 outdated_warning=self._outdated_warning(obj, previews) if refusal is None else "",
-                progress=run_display.run_progress(obj),
+                progress=progress,
+                waiting_for_worker=(
+                    run_display.WAITING_FOR_WORKER.format(silence=selectors.WORKER_SILENCE_SECONDS) if waiting else ""
+                ),
                 refresh_seconds=REFRESH_SECONDS,
                 review_page=page,
                 review_cards=run_display.review_cards(page.object_list),

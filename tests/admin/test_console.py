@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from iris_consolidation import run_display, selectors
 from iris_consolidation.admin import incremental as incremental_admin
@@ -259,3 +260,76 @@ def test_live_settings_offer_the_default_and_no_add_another(admin_client):
     assert ">Unknown</option>" not in html
     assert "_addanother" not in html
     assert 'placeholder="default: 0.75"' in html
+
+
+# --- workers and the queue ------------------------------------------------------------------
+
+
+def _queued_run_without_worker(user, *, minutes=5):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from iris_consolidation.models import ConsolidationJob
+
+    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
+    run.status, run.started_at = "running", timezone.now() - timedelta(minutes=minutes)
+    run.users = 1
+    run.save()
+    ConsolidationJob.objects.create(
+        run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=timezone.now() - timedelta(minutes=minutes)
+    )
+    return run
+
+
+def test_queued_run_with_no_worker_says_it_is_waiting_for_one(admin_client, user_factory):
+    run = _queued_run_without_worker(user_factory("alice"))
+
+    html = admin_client.get(run_url(run)).content.decode()
+
+    assert "Waiting for a worker." in html
+    assert escape(run_display.WAITING_FOR_WORKER.format(silence=selectors.WORKER_SILENCE_SECONDS)) in html
+    assert 'http-equiv="refresh"' not in html  # no endless refreshing
+
+
+def test_queued_run_is_not_waiting_when_a_worker_took_a_job_recently(admin_client, user_factory):
+    from django.utils import timezone
+
+    from iris_consolidation.models import ConsolidationJob
+
+    user = user_factory("alice")
+    run = _queued_run_without_worker(user)
+    other = lb.new_run(user_id=user.pk)
+    ConsolidationJob.objects.create(run=other, kind="user", key="user:x", user=user, status="done", started_at=timezone.now())
+
+    html = admin_client.get(run_url(run)).content.decode()
+
+    assert "Waiting for a worker." not in html
+    assert 'http-equiv="refresh"' in html
+
+
+def test_a_run_just_queued_is_not_yet_waiting_for_a_worker(user_factory):
+    run = _queued_run_without_worker(user_factory("alice"), minutes=0)
+
+    assert not selectors.is_waiting_for_worker(run=run, overview=selectors.get_queue_overview())
+
+
+def test_run_list_shows_workers_jobs_and_throughput(admin_client, user_factory):
+    from django.utils import timezone
+
+    from iris_consolidation.models import ConsolidationJob
+
+    user = user_factory("alice")
+    _queued_run_without_worker(user)
+    done = lb.new_run(user_id=user.pk)
+    for i in range(3):
+        ConsolidationJob.objects.create(
+            run=done, kind="cluster", key=f"c{i}", user=user, status="done", finished_at=timezone.now()
+        )
+    ConsolidationJob.objects.create(run=done, kind="cluster", key="bad", user=user, status="failed")
+
+    html = admin_client.get(RUNS).content.decode()
+
+    assert "1 queued, 0 running, 0 waiting (rate limited), 1 failed" in html
+    assert "3 jobs done in the last hour" in html
+    assert "a worker took or finished a job" in html
