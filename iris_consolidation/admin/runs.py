@@ -8,6 +8,7 @@ verdicts as a real run. Applying creates the run and enqueues its tasks; the wor
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin, messages
@@ -24,7 +25,7 @@ from django.utils.text import capfirst
 
 from .. import run_display, selectors, tasks
 from ..exceptions import ApplyRefused
-from ..models import ClusterReview, ConsolidationRun, LineageEvent
+from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 from ..services.operations import dry_runs
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, template_list, url_name
 from .undo import ReviewUndoMixin
@@ -73,7 +74,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         "short_id",
         "created_display",
         "mode_display",
-        "status",
+        "status_display",
         "scope_display",
         "outcome_display",
         "llm_display",
@@ -88,7 +89,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             None,
             {
                 "fields": [
-                    ("trigger", "mode", "status"),
+                    ("trigger", "mode_display", "status_display"),
                     "progress_display",
                     ("threshold", "judge"),
                     "user_filter",
@@ -110,6 +111,8 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         ),
     ]
     readonly_fields = [
+        "mode_display",
+        "status_display",
         "progress_display",
         "duration_display",
         "llm_calls_display",
@@ -121,6 +124,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         """The run list, headed by the queue's state: workers, jobs, throughput."""
         overview = selectors.get_queue_overview()
+        request.iris_queue = overview  # type: ignore[attr-defined]  # read by get_queryset
         context = {"queue": overview, "queue_rows": run_display.queue_lines(overview), **(extra_context or {})}
         return super().changelist_view(request, context)
 
@@ -133,7 +137,17 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         return fieldsets
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ConsolidationRun]:
-        return super().get_queryset(request).select_related("user_filter", "source_run")
+        runs = super().get_queryset(request).select_related("user_filter", "source_run")
+        overview = getattr(request, "iris_queue", None)
+        if overview is not None and not overview.worker_seen:
+            # No worker seen: a run in progress with a job queued past the grace period waits for one.
+            stuck = ConsolidationJob.objects.filter(
+                run=OuterRef("pk"),
+                status=ConsolidationJob.Status.QUEUED,
+                created_at__lte=timezone.now() - timedelta(seconds=selectors.WORKER_GRACE_SECONDS),
+            )
+            runs = runs.annotate(waiting_for_worker=Exists(stuck))
+        return runs
 
     def get_urls(self) -> list[Any]:
         apply = path(
@@ -165,6 +179,15 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             return format_html('<span class="iris-badge iris-preview">{}</span>{}', "Dry run (preview)", trigger)
         # "Queued" is how a real run executes, not a status: say what it is.
         return format_html("{}{}", MODE_LABELS.get(obj.mode, obj.get_mode_display()), trigger)
+
+    @admin.display(description="status", ordering="status")
+    def status_display(self, obj: ConsolidationRun) -> str:
+        if getattr(obj, "waiting_for_worker", False) and obj.status in (
+            ConsolidationRun.Status.PENDING,
+            ConsolidationRun.Status.RUNNING,
+        ):
+            return format_html('<span class="iris-badge iris-badge-stale">{}</span>', "waiting for a worker")
+        return obj.get_status_display()
 
     @admin.display(description="LLM", ordering="tokens")
     def llm_display(self, obj: ConsolidationRun) -> str:
@@ -249,6 +272,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             waiting = progress.in_progress and selectors.is_waiting_for_worker(
                 run=obj, overview=selectors.get_queue_overview()
             )
+            obj.waiting_for_worker = waiting  # type: ignore[attr-defined]  # read by status_display
             context.update(
                 run=obj,
                 summary=run_display.run_summary(obj),

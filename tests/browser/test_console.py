@@ -234,3 +234,30 @@ def test_dry_run_page_warns_when_a_later_run_made_its_merges(logged_in, live_ser
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{dry.pk}/change/")
     expect(page.locator(".iris-warning-banner")).to_contain_text("2 of 2 previewed cluster(s) have changed")
     page.screenshot(path=str(artifacts / "console-dry-run-outdated.png"), full_page=True)
+
+
+def test_a_queued_run_with_no_worker_says_so(logged_in, live_server, user_factory, artifacts):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from iris_consolidation.models import ConsolidationJob
+
+    page = logged_in
+    user = user_factory("alice")
+    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
+    long_ago = timezone.now() - timedelta(minutes=10)
+    ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=long_ago, users=1)
+    ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=long_ago)
+
+    page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{run.pk}/change/")
+    expect(page.locator(".iris-no-worker")).to_contain_text("Waiting for a worker.")
+    expect(page.locator(".fieldBox.field-status_display .readonly")).to_have_text("waiting for a worker")
+    expect(page.locator("meta[http-equiv=refresh]")).to_have_count(0)
+    page.screenshot(path=str(artifacts / "console-run-no-worker.png"), full_page=True)
+
+    page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/")
+    expect(page.locator(".iris-queue")).to_contain_text("No worker seen")
+    expect(page.locator(".iris-queue")).to_contain_text("1 queued, 0 running")
+    expect(page.locator("#result_list td.field-status_display")).to_have_text("waiting for a worker")
+    page.screenshot(path=str(artifacts / "console-run-list-no-worker.png"), full_page=True)
