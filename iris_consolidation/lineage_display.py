@@ -434,8 +434,14 @@ class HistoryRow:
     run_id: Any = None
 
 
-_OUT_WORDS = {LineageEvent.Action.MERGE: "Merged into #{other}", LineageEvent.Action.SUPERSEDE: "Superseded by #{other}"}
-_IN_WORDS = {LineageEvent.Action.MERGE: "Made by merging #{other}", LineageEvent.Action.SUPERSEDE: "Supersedes #{other}"}
+_OUT_WORDS = {
+    LineageEvent.Action.MERGE: "Merged into #{other}",
+    LineageEvent.Action.SUPERSEDE: "Superseded by #{other}",
+}
+_IN_WORDS = {
+    LineageEvent.Action.MERGE: "Made by merging #{other}",
+    LineageEvent.Action.SUPERSEDE: "Supersedes #{other}",
+}
 _EDIT_WORDS = {1: "Added in the admin", 2: "Edited in the admin", 3: "Deleted in the admin"}
 
 

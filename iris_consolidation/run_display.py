@@ -399,5 +399,8 @@ def queue_lines(overview: Any, *, now: datetime | None = None) -> list[tuple[str
             f"{jobs['queued']} queued, {jobs['running']} running, {jobs['waiting']} waiting (rate limited), "
             f"{jobs['failed']} failed",
         ),
-        ("Throughput", f"{overview.done_last_hour} job{'s' if overview.done_last_hour != 1 else ''} done in the last hour"),
+        (
+            "Throughput",
+            f"{overview.done_last_hour} job{'s' if overview.done_last_hour != 1 else ''} done in the last hour",
+        ),
     ]

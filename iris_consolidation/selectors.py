@@ -370,7 +370,8 @@ def get_made_at(*, truth: Truth) -> datetime | None:
     """
     from .models import TruthChange
 
-    first = TruthChange.objects.filter(truth_id=truth.pk).order_by("created_at", "id").values_list("created_at", flat=True).first()
+    audit = TruthChange.objects.filter(truth_id=truth.pk).order_by("created_at", "id")
+    first = audit.values_list("created_at", flat=True).first()
     if first is not None:
         return first
     return (

@@ -11,6 +11,7 @@ from django.db.models.options import Options
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.text import capfirst
 
 from ..models import Truth
 
@@ -58,6 +59,24 @@ def missing_object(model_admin: admin.ModelAdmin[Any], request: HttpRequest, obj
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, template_list(opts, "missing.html"), context, status=404)
+
+
+def object_page(
+    model_admin: admin.ModelAdmin[Any], request: HttpRequest, obj: Model, *, title: str, **extra: Any
+) -> dict[str, Any]:
+    """The context every page of one object needs (lineage, history, undo, apply), as
+    Django's ``history_view`` builds it, plus ``extra``; sets ``request.current_app``."""
+    request.current_app = model_admin.admin_site.name
+    return {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.opts,
+        "object": obj,
+        "title": title,
+        "subtitle": None,
+        "module_name": str(capfirst(model_admin.opts.verbose_name_plural)),
+        "preserved_filters": model_admin.get_preserved_filters(request),
+        **extra,
+    }
 
 
 def url_name(opts: Options[Any], view: str) -> str:

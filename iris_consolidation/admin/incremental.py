@@ -35,7 +35,17 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     """
 
     # Short columns so user, reason, actor, review and run fit 1360 px (issue 15).
-    list_display = ["id", "created_at", "action", "truth_display", "user", "short_reason", "actor", "review_link", "run_link"]
+    list_display = [
+        "id",
+        "created_at",
+        "action",
+        "truth_display",
+        "user",
+        "short_reason",
+        "actor",
+        "review_link",
+        "run_link",
+    ]
     list_filter = ["action", "created_at", "actor"]
     search_fields = ["content", "reason", f"user__{get_user_model().USERNAME_FIELD}", "=truth__id"]
     list_select_related = ["truth", "user"]
@@ -76,7 +86,11 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     def review_link(self, obj: TruthChange) -> str:
         if obj.review_id is None:
             return "—"
-        return format_html('<a href="{}">#{}</a>', reverse("admin:iris_consolidation_clusterreview_change", args=[obj.review_id]), obj.review_id)
+        return format_html(
+            '<a href="{}">#{}</a>',
+            reverse("admin:iris_consolidation_clusterreview_change", args=[obj.review_id]),
+            obj.review_id,
+        )
 
     @admin.display(description="run", ordering="run_id")
     def run_link(self, obj: TruthChange) -> str:

@@ -19,15 +19,14 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html, format_html_join
 from django.utils import timezone
-from django.utils.text import capfirst
+from django.utils.html import format_html, format_html_join
 
 from .. import run_display, selectors, tasks
 from ..exceptions import ApplyRefused
 from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 from ..services.operations import dry_runs
-from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, template_list, url_name
+from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
 from .undo import ReviewUndoMixin
 
 #: Seconds between refreshes of an in-progress run's page.
@@ -193,9 +192,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     def llm_display(self, obj: ConsolidationRun) -> str:
         text = run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
         cost = "cost unknown" if text == run_display.COST_UNKNOWN else ("" if text == run_display.COST_NONE else text)
-        return format_html(
-            '{} tokens<br><span class="iris-muted">{}</span>', f"{obj.tokens:,}", cost
-        )
+        return format_html('{} tokens<br><span class="iris-muted">{}</span>', f"{obj.tokens:,}", cost)
 
     @admin.display(description="users · clusters")
     def scope_display(self, obj: ConsolidationRun) -> str:
@@ -212,10 +209,11 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         return format_html(
             '<span class="iris-outcome">{}</span>',
             format_html_join(
-                " ", '<span class="iris-count iris-count-{}">{} <b>{}</b></span>', ((c.key, c.label, c.value) for c in counts)
+                " ",
+                '<span class="iris-count iris-count-{}">{} <b>{}</b></span>',
+                ((c.key, c.label, c.value) for c in counts),
             ),
         )
-
 
     @admin.display(description="duration")
     def duration_display(self, obj: ConsolidationRun) -> str:
@@ -328,19 +326,15 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         if request.method == "POST":
             application = self._apply(request, obj)
             return HttpResponseRedirect(change_url(application or obj))
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "object": obj,
-            "title": APPLY_TITLE.format(run=str(obj.pk)[:8]),
-            "subtitle": None,
-            "module_name": str(capfirst(self.opts.verbose_name_plural)),
-            "previews": obj.merged + obj.superseded,
-            "outdated_warning": self._outdated_warning(
-                obj, selectors.count_reviews_by_outcome(run=obj).get(ClusterReview.Outcome.PREVIEW, 0)
-            ),
-        }
-        request.current_app = self.admin_site.name
+        previews = selectors.count_reviews_by_outcome(run=obj).get(ClusterReview.Outcome.PREVIEW, 0)
+        context = object_page(
+            self,
+            request,
+            obj,
+            title=APPLY_TITLE.format(run=str(obj.pk)[:8]),
+            previews=obj.merged + obj.superseded,
+            outdated_warning=self._outdated_warning(obj, previews),
+        )
         return TemplateResponse(request, template_list(self.opts, "apply_confirmation.html"), context)
 
 

@@ -9,24 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.auth import get_user_model
 from django.contrib.admin.utils import unquote
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.http import urlencode
 from django.utils.html import format_html, format_html_join
-from django.utils.text import capfirst
+from django.utils.http import urlencode
 
 from .. import lineage_display, selectors, tasks
 from ..exceptions import InvalidInput
 from ..llm import get_judge_client
 from ..models import EMBEDDING_DIMENSIONS, ConsolidationRun, Truth
 from ..services.operations import curation
-from .base import can_change_truths, missing_object, template_list, url_name
+from .base import can_change_truths, missing_object, object_page, template_list, url_name
 from .lineage import LineageViewMixin
 from .undo import TruthUndoMixin
 
@@ -178,9 +177,7 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     ]
 
     def get_urls(self) -> list[Any]:
-        users = path(
-            "users/", self.admin_site.admin_view(self.users_view), name=url_name(self.opts, "users")
-        )
+        users = path("users/", self.admin_site.admin_view(self.users_view), name=url_name(self.opts, "users"))
         return [users, *super().get_urls()]
 
     def users_view(self, request: HttpRequest) -> HttpResponse:
@@ -201,18 +198,10 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
             return missing_object(self, request, object_id)
         if not self.has_view_or_change_permission(request, obj):
             raise PermissionDenied
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "object": obj,
-            "title": HISTORY_TITLE.format(pk=obj.pk),
-            "subtitle": None,
-            "module_name": str(capfirst(self.opts.verbose_name_plural)),
-            "preserved_filters": self.get_preserved_filters(request),
-            "rows": lineage_display.history_rows(selectors.get_truth_history(truth=obj)),
-            **(extra_context or {}),
-        }
-        request.current_app = self.admin_site.name
+        rows = lineage_display.history_rows(selectors.get_truth_history(truth=obj))
+        context = object_page(
+            self, request, obj, title=HISTORY_TITLE.format(pk=obj.pk), rows=rows, **(extra_context or {})
+        )
         return TemplateResponse(request, template_list(self.opts, "truth_history.html"), context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Truth]:

@@ -117,8 +117,8 @@ def test_run_page_summary_shows_what_the_run_stored(admin_client, user_factory):
     assert "truths changed after each user&#x27;s cursor" in summary  # the window
     assert "none -&gt; " in summary  # the checkpoint written
     assert "0 clusters answered from the verdict cache" in summary
-    assert "<th scope=\"row\">before</th><td>2</td>" in summary
-    assert "<th scope=\"row\">after</th><td>1</td>" in summary
+    assert '<th scope="row">before</th><td>2</td>' in summary
+    assert '<th scope="row">after</th><td>1</td>' in summary
     assert "similarity threshold: <strong>0.75</strong>" in summary
     assert "Reason: Same statement" in summary and "Drinks green tea every morning" in summary
 
@@ -219,12 +219,18 @@ def test_internal_tables_are_out_of_the_menu_but_still_open(admin_client):
     index = admin_client.get(reverse("admin:app_list", args=["iris_consolidation"])).content.decode()
     runs = admin_client.get(RUNS).content.decode()
 
-    for model, name in (("consolidationcursor", "cursors"), ("userpass", "user passes"), ("verdictcacheentry", "cached verdicts")):
+    for model, name in (
+        ("consolidationcursor", "cursors"),
+        ("userpass", "user passes"),
+        ("verdictcacheentry", "cached verdicts"),
+    ):
         url = reverse(f"admin:iris_consolidation_{model}_changelist")
         assert url not in index
         assert f'<a href="{url}">{name}</a>' in runs
         assert admin_client.get(url).status_code == 200
-    assert "User passs" not in admin_client.get(reverse("admin:iris_consolidation_userpass_changelist")).content.decode()
+    assert (
+        "User passs" not in admin_client.get(reverse("admin:iris_consolidation_userpass_changelist")).content.decode()
+    )
 
 
 # --- live settings ------------------------------------------------------------------------
@@ -300,7 +306,9 @@ def test_queued_run_is_not_waiting_when_a_worker_took_a_job_recently(admin_clien
     user = user_factory("alice")
     run = _queued_run_without_worker(user)
     other = lb.new_run(user_id=user.pk)
-    ConsolidationJob.objects.create(run=other, kind="user", key="user:x", user=user, status="done", started_at=timezone.now())
+    ConsolidationJob.objects.create(
+        run=other, kind="user", key="user:x", user=user, status="done", started_at=timezone.now()
+    )
 
     html = admin_client.get(run_url(run)).content.decode()
 

@@ -19,7 +19,6 @@ from iris_consolidation.embeddings import LOCAL_MODEL_NAME, get_embedder
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services.pipeline import consolidation
-from tests import lineage_builder as lb
 from tests.conftest import vector_at
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
