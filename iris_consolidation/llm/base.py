@@ -23,6 +23,8 @@ class MemberView:
     protected: bool = False
     origin: str = "promoted"
     pinned: bool = False
+    #: Distillation score; the rule judge's tie-break between equal texts (never sent to a model).
+    score: float = 0.0
 
     def as_wire(self) -> dict[str, object]:
         """The member as DESIGN.md's wire contract puts it in the request."""

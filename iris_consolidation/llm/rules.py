@@ -56,11 +56,31 @@ def equivalent_groups(members: tuple[MemberView, ...]) -> list[tuple[list[Member
     return result
 
 
+def best_written(group: list[MemberView]) -> MemberView:
+    """The member whose text a merge keeps, the best written (issue 15): the most proper
+    names capitalised (so "I met Taylor Swift" wins over "I met taylor swift."), then a
+    capital first letter, then the higher distillation score, then the oldest (members
+    come oldest first).
+    """
+    known = textfacts.known_names(m.content for m in group)
+    ranked = [
+        (
+            len(textfacts.proper_names(m.content, known=known)),
+            m.content.lstrip()[:1].isupper(),
+            m.score,
+            -index,
+            m,
+        )
+        for index, m in enumerate(group)
+    ]
+    return max(ranked, key=lambda r: r[:4])[4]
+
+
 def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
     """The provable merges of ``request``: one action per group of equal statements.
 
     The merged content is a protected member's text when the group has one (it must
-    survive unchanged), else the oldest member's text (members come oldest first).
+    survive unchanged), else the best-written member's (``best_written``).
     """
     actions = []
     for group, reason in equivalent_groups(request.members):
@@ -71,7 +91,7 @@ def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
             group = [m for m in group if not m.protected] + protected[:1]
             if len(group) < 2:
                 continue
-        keeper = protected[0] if protected else group[0]
+        keeper = protected[0] if protected else best_written(group)
         actions.append(
             Action(action="merge", ids=tuple(m.alias for m in group), content=keeper.content, reason=reason)
         )

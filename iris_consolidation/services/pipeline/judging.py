@@ -58,6 +58,7 @@ def build_request(
             protected=is_protected(t, max_generation=max_generation),
             origin=t.origin,
             pinned=t.pinned,
+            score=t.score,
         )
         for alias, t in by_alias.items()
     )
