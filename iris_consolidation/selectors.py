@@ -278,6 +278,10 @@ class ConsolidationStatus:
     runs_by_status: dict[str, int]
     lock_run_id: Any = None
     lock_expires_at: datetime | None = None
+    #: The workers and jobs (``get_queue_overview``), and the runs in flight that wait
+    #: for a worker (``is_waiting_for_worker``): issue 15.
+    queue: Any = None
+    waiting_for_worker: frozenset[Any] = frozenset()
 
 
 def get_run_progress(*, run: ConsolidationRun) -> RunProgress:
@@ -298,16 +302,22 @@ def get_consolidation_status() -> ConsolidationStatus:
     weekly = Schedule.objects.filter(name=scheduling.WEEKLY).order_by("id").first()
     counts = dict(ConsolidationRun.objects.values_list("status").annotate(n=Count("id")).order_by())
     lock = ScheduleLock.objects.filter(name=scheduling.LOCK).first()
+    in_flight = tuple(
+        get_run_progress(run=run) for run in ConsolidationRun.objects.in_progress().order_by("created_at")
+    )
+    queue = get_queue_overview()
     return ConsolidationStatus(
         last_run=ConsolidationRun.objects.order_by("-created_at").first(),
         next_due=weekly.next_run if weekly is not None else None,
         cron=weekly.cron if weekly is not None else app_settings.SCHEDULE_CRON,
-        in_flight=tuple(
-            get_run_progress(run=run) for run in ConsolidationRun.objects.in_progress().order_by("created_at")
-        ),
+        in_flight=in_flight,
         runs_by_status={status: int(counts.get(status, 0)) for status in ConsolidationRun.Status.values},
         lock_run_id=lock.run_id if lock is not None else None,
         lock_expires_at=lock.expires_at if lock is not None and lock.run_id else None,
+        queue=queue,
+        waiting_for_worker=frozenset(
+            p.run.pk for p in in_flight if is_waiting_for_worker(run=p.run, overview=queue)
+        ),
     )
 
 

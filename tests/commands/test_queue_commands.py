@@ -100,8 +100,28 @@ def test_status_shows_the_last_run_the_next_due_and_what_is_in_flight(failed_run
     )
     assert lines[2] == Status.IN_FLIGHT.format(count=1)
     assert lines[3].endswith("jobs queued=1 running=0 waiting=0 done=0 failed=0")
-    assert lines[4] == Status.BY_STATUS.format(counts="pending=0 running=1 done=0 partial=0 failed=1")
-    assert lines[5] == Status.LOCK_FREE
+    assert lines[4].startswith("Workers: a worker took or finished a job")  # the failed run's jobs ran here
+    assert lines[5] == "Jobs: 1 queued, 0 running, 0 waiting (rate limited), 1 failed"
+    assert lines[6].startswith("Throughput: ")
+    assert lines[7] == Status.BY_STATUS.format(counts="pending=0 running=1 done=0 partial=0 failed=1")
+    assert lines[8] == Status.LOCK_FREE
+
+
+def test_status_says_a_run_waits_for_a_worker_when_none_is_seen(user_factory):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    user = user_factory("alice")
+    run = consolidation.create_run(trigger="command", mode="queued")
+    long_ago = timezone.now() - timedelta(minutes=10)
+    ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=long_ago)
+    ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=long_ago)
+
+    out = _run("consolidation_status")
+
+    assert f"  {run.pk} (command, {Status.WAITING_FOR_WORKER}) started" in out
+    assert "Workers: No worker seen: queued runs wait until one runs (manage.py qcluster)." in out
 
 
 def test_status_says_when_the_weekly_run_is_overdue():
