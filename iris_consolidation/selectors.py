@@ -557,3 +557,10 @@ def is_waiting_for_worker(*, run: ConsolidationRun, overview: QueueOverview, now
         status=ConsolidationJob.Status.QUEUED,
         created_at__lte=now - timedelta(seconds=WORKER_GRACE_SECONDS),
     ).exists()
+
+
+def count_failed_jobs(*, run: ConsolidationRun) -> int:
+    """Failed jobs of ``run``: what "retry failed clusters" re-queues (one query)."""
+    from .models import ConsolidationJob
+
+    return ConsolidationJob.objects.filter(run=run, status=ConsolidationJob.Status.FAILED).count()

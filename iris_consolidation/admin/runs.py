@@ -26,6 +26,7 @@ from .. import run_display, selectors, tasks
 from ..exceptions import ApplyRefused
 from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 from ..services.operations import dry_runs
+from ..services.queue import jobs
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
 from .undo import ReviewUndoMixin
 
@@ -39,6 +40,9 @@ APPLY_QUEUED = (
 APPLY_TITLE = "Apply the verdicts of dry run {run}"
 #: Real runs by how they execute; a dry run is shown as a preview badge.
 MODE_LABELS = {ConsolidationRun.Mode.QUEUED: "Real run (queue)", ConsolidationRun.Mode.SYNC: "Real run (inline)"}
+RETRIED = "Run {run}: re-queued {count} failed job(s); each cluster is judged again on its members as they are now."
+NOTHING_TO_RETRY = "Run {run} has no failed job to retry."
+RETRY_NOT_QUEUED = "Run {run} ran in one process ({mode}); only queued runs have jobs to retry."
 OUTDATED_PREVIEWS = (
     "{outdated} of {previews} previewed cluster(s) have changed since this dry run (a later run may already "
     "have made these merges): applying finds them stale and changes nothing for them."
@@ -82,7 +86,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     list_display_links = ["short_id"]
     list_filter = [ModeFilter, "status", "trigger"]
     list_select_related = ["user_filter"]
-    actions = ["apply_dry_runs"]
+    actions = ["apply_dry_runs", "retry_failed_clusters"]
     fieldsets = [
         (
             None,
@@ -154,7 +158,12 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             self.admin_site.admin_view(self.apply_view),
             name=url_name(self.opts, "apply"),
         )
-        return [apply, *super().get_urls()]
+        retry = path(
+            "<path:object_id>/retry/",
+            self.admin_site.admin_view(self.retry_view),
+            name=url_name(self.opts, "retry"),
+        )
+        return [apply, retry, *super().get_urls()]
 
     def has_apply_permission(self, request: HttpRequest) -> bool:
         """Applying a dry run changes truths: the change permission on truths."""
@@ -289,9 +298,45 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 application=application,
                 apply_refusal=refusal,
                 can_apply=self.has_apply_permission(request),
+                can_retry=self.has_retry_permission(request) and obj.mode == ConsolidationRun.Mode.QUEUED,
+                failed_jobs=selectors.count_failed_jobs(run=obj),
                 can_undo=can_change_truths(request),
             )
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
+
+    # --- retrying failed clusters ------------------------------------------------------
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        """Retrying judges and writes again: the change permission on truths."""
+        return can_change_truths(request)
+
+    def _retry(self, request: HttpRequest, run: ConsolidationRun) -> None:
+        """Re-queue ``run``'s failed jobs through ``jobs.retry_failed`` (as ``retry_consolidation``)."""
+        short = str(run.pk)[:8]
+        if run.mode != ConsolidationRun.Mode.QUEUED:
+            self.message_user(request, RETRY_NOT_QUEUED.format(run=short, mode=run.get_mode_display()), messages.ERROR)
+            return
+        count = jobs.retry_failed(run.pk)
+        if count:
+            self.message_user(request, RETRIED.format(run=short, count=count), messages.SUCCESS)
+        else:
+            self.message_user(request, NOTHING_TO_RETRY.format(run=short), messages.WARNING)
+
+    @admin.action(description="Retry the failed clusters of the selected runs", permissions=["retry"])
+    def retry_failed_clusters(self, request: HttpRequest, queryset: QuerySet[ConsolidationRun]) -> None:
+        for run in queryset.order_by("created_at"):
+            self._retry(request, run)
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: re-queue the run's failed clusters, then back to its page (GET only redirects)."""
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return missing_object(self, request, object_id)
+        if not (self.has_view_permission(request, obj) and self.has_retry_permission(request)):
+            raise PermissionDenied
+        if request.method == "POST":
+            self._retry(request, obj)
+        return HttpResponseRedirect(change_url(obj))
 
     # --- applying a dry run ---------------------------------------------------------
 

@@ -341,3 +341,51 @@ def test_run_list_shows_workers_jobs_and_throughput(admin_client, user_factory):
     assert "1 queued, 0 running, 0 waiting (rate limited), 1 failed" in html
     assert "3 jobs done in the last hour" in html
     assert "a worker took or finished a job" in html
+
+
+# --- retrying failed clusters from the admin ------------------------------------------------
+
+from tests.commands.test_queue_commands import failed_run  # noqa: E402, F401  (fixture)
+
+
+def test_run_page_offers_to_retry_its_failed_clusters(admin_client, failed_run):
+    html = admin_client.get(run_url(failed_run)).content.decode()
+
+    assert "1 failed job." in html
+    assert reverse("admin:iris_consolidation_consolidationrun_retry", args=[failed_run.pk]) in html
+
+
+def test_retry_button_requeues_the_failed_cluster_through_the_retry_service(
+    admin_client, failed_run, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(reverse("admin:iris_consolidation_consolidationrun_retry", args=[failed_run.pk]))
+
+    failed_run.refresh_from_db()
+    assert response.status_code == 302
+    assert (failed_run.status, failed_run.failed, failed_run.merged) == ("done", 0, 1)
+    page = admin_client.get(response["Location"]).content.decode()
+    assert "iris-failed-jobs" not in page and "re-queued 1 failed job(s)" in page
+
+
+def test_retry_action_on_the_run_list_requeues_failed_clusters(
+    admin_client, failed_run, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            RUNS, {"action": "retry_failed_clusters", "_selected_action": [str(failed_run.pk)]}, follow=True
+        )
+
+    failed_run.refresh_from_db()
+    assert failed_run.status == "done"
+    assert run_admin.RETRIED.format(run=str(failed_run.pk)[:8], count=1) in response.content.decode()
+
+
+def test_retry_needs_the_change_permission_on_truths(staff_client, failed_run):
+    client = staff_client("view_truth", "view_consolidationrun")
+
+    response = client.post(reverse("admin:iris_consolidation_consolidationrun_retry", args=[failed_run.pk]))
+
+    assert response.status_code == 403
+    failed_run.refresh_from_db()
+    assert failed_run.status == "failed"
