@@ -345,9 +345,6 @@ def test_run_list_shows_workers_jobs_and_throughput(admin_client, user_factory):
 
 # --- retrying failed clusters from the admin ------------------------------------------------
 
-from tests.commands.test_queue_commands import failed_run  # noqa: E402, F401  (fixture)
-
-
 def test_run_page_offers_to_retry_its_failed_clusters(admin_client, failed_run):
     html = admin_client.get(run_url(failed_run)).content.decode()
 

@@ -9,13 +9,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django_q.models import Schedule
 
-from iris_consolidation import tasks
 from iris_consolidation.management.commands.consolidation_status import Command as Status
 from iris_consolidation.management.commands.retry_consolidation import Command as Retry
 from iris_consolidation.models import ConsolidationJob, ConsolidationRun
 from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import scheduling
-from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
 
@@ -24,22 +22,6 @@ def _run(*args: str) -> str:
     out = StringIO()
     call_command(*args, stdout=out, stderr=StringIO())
     return out.getvalue()
-
-
-@pytest.fixture
-def failed_run(truth_factory, settings, django_capture_on_commit_callbacks):
-    """A queued run whose only cluster failed (the judge could not be built)."""
-    truth_factory("Works as a nurse", embedding=vector_at(1.0))
-    truth_factory("Works as a nurse.", embedding=vector_at(0.95))
-    settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
-    settings.IRIS_CONSOLIDATION_JUDGE = "nonexistent"
-    run = consolidation.create_run(trigger="command", mode="queued")
-    with pytest.raises(Exception, match="Unknown judge"), django_capture_on_commit_callbacks(execute=True):
-        tasks.enqueue_run(run)
-    run.refresh_from_db()
-    assert (run.status, run.failed) == ("failed", 1)
-    settings.IRIS_CONSOLIDATION_JUDGE = "rules"
-    return run
 
 
 def test_retry_requeues_the_failed_cluster_and_the_run_completes(failed_run, django_capture_on_commit_callbacks):
