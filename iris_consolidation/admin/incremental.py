@@ -10,7 +10,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
@@ -18,6 +17,7 @@ from django.utils.html import format_html
 from .. import selectors
 from ..conf import app_settings
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
+from ..selectors import named_users, user_search_fields
 from ..services.operations.live_settings import get_effective_settings
 from .base import ReadOnlyAdmin, can_view_truths, change_url
 
@@ -47,7 +47,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
         "run_link",
     ]
     list_filter = ["action", "created_at", "actor"]
-    search_fields = ["content", "reason", f"user__{get_user_model().USERNAME_FIELD}", "=truth__id"]
+    search_fields = ["content", "reason", *user_search_fields(), "=truth__id"]
     list_select_related = ["truth", "user"]
     date_hierarchy = "created_at"
     raw_id_fields = ["truth", "user", "review", "run"]
@@ -117,7 +117,7 @@ class InternalAdmin(ReadOnlyAdmin):
 class ConsolidationCursorAdmin(InternalAdmin):
     list_display = ["user", "updated_at", "truth_id", "run", "moved_at"]
     list_select_related = ["user", "run"]
-    search_fields = [f"user__{get_user_model().USERNAME_FIELD}"]
+    search_fields = user_search_fields()
 
 
 @admin.register(UserPass)
@@ -125,7 +125,7 @@ class UserPassAdmin(InternalAdmin):
     list_display = ["id", "run", "user", "seeds", "covers_cursor", "cursor_updated_at", "advanced_updated_at"]
     list_filter = ["covers_cursor"]
     list_select_related = ["run", "user"]
-    search_fields = [f"user__{get_user_model().USERNAME_FIELD}"]
+    search_fields = user_search_fields()
 
 
 @admin.register(VerdictCacheEntry)
@@ -133,7 +133,7 @@ class VerdictCacheEntryAdmin(InternalAdmin):
     list_display = ["id", "user", "model", "prompt_version", "members", "hits", "created_at", "last_hit_at"]
     list_filter = ["model", "prompt_version"]
     list_select_related = ["user"]
-    search_fields = [f"user__{get_user_model().USERNAME_FIELD}", "reasoning"]
+    search_fields = [*user_search_fields(), "reasoning"]
 
     @admin.display(description="members")
     def members(self, obj: VerdictCacheEntry) -> int:
@@ -275,8 +275,7 @@ class LiveSettingsAdmin(admin.ModelAdmin):
     @admin.display(description="in force for the next run")
     def in_force(self, obj: LiveSettings) -> str:
         effective = get_effective_settings()
-        names = selectors.list_usernames(user_ids=effective.allowed_user_ids)
-        users = ", ".join(names) or "every user"
+        users = ", ".join(named_users(effective.allowed_user_ids)) or "every user"
         return (
             f"enabled: {_yes_no(effective.enabled)}; "
             f"interval: {f'{effective.interval_hours} h' if effective.interval_hours else 'every schedule slot'}; "

@@ -10,7 +10,6 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -101,7 +100,7 @@ class UserFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
         if not self.value():
             return queryset
-        return queryset.filter(**{f"user__{get_user_model().USERNAME_FIELD}": self.value()})
+        return queryset.filter(**{selectors.user_name_lookup(): self.value()})
 
 
 class ScoreFilter(admin.SimpleListFilter):
@@ -152,7 +151,7 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         "kind",
         "created_at",
     ]
-    search_fields = ["content", f"user__{get_user_model().USERNAME_FIELD}"]
+    search_fields = ["content", *selectors.user_search_fields()]
     list_select_related = ["user"]
     list_per_page = 100
     actions = ["pin_selected", "unpin_selected", "queue_dry_run", "queue_real_run"]
@@ -254,7 +253,7 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         pinned = format_html(' <span class="iris-badge">{}</span>', "pinned") if obj.pinned else ""
         return format_html('{}{} <span class="iris-muted">{}</span>', text, pinned, obj.get_origin_display().lower())
 
-    @admin.display(description="user", ordering=f"user__{get_user_model().USERNAME_FIELD}")
+    @admin.display(description="user", ordering=selectors.user_name_lookup())
     def user_display(self, obj: Truth) -> str:
         url = reverse("admin:iris_consolidation_truth_changelist") + "?" + urlencode({"user": obj.user.get_username()})
         return format_html('<a href="{}" title="Only this user\'s truths">{}</a>', url, obj.user.get_username())

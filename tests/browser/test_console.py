@@ -159,7 +159,7 @@ def test_live_settings_reject_a_threshold_of_1_5_in_plain_words(logged_in, live_
     page.locator("input[name=_save]").click()
     expect(page.locator("ul.messagelist li.success")).to_be_visible()
     expect(page.locator("input[name=allowed_usernames]")).to_have_value("alice")
-    expect(page.locator(".field-in_force")).to_contain_text("users: alice")
+    expect(page.locator(".field-in_force")).to_contain_text("users: alice (#")
 
 
 def _free_port() -> int:

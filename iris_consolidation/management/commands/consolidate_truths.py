@@ -30,7 +30,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="Judge and record the verdicts but change no truth (implies --sync)."
         )
-        parser.add_argument("--user", help="Only this user (id or username).")
+        parser.add_argument("--user", help="Only this user (id, or username: the user model's USERNAME_FIELD).")
         parser.add_argument("--threshold", help="Cosine similarity threshold in (0, 1] (default: the setting).")
         window = parser.add_mutually_exclusive_group()
         window.add_argument(
