@@ -161,8 +161,19 @@ class ConsolidationRun(models.Model):
     merged = models.PositiveIntegerField(default=0, help_text="Merge actions applied.")
     superseded = models.PositiveIntegerField(default=0, help_text="Supersede actions applied.")
     retired = models.PositiveIntegerField(default=0, help_text="Truths retired.")
-    kept = models.PositiveIntegerField(default=0, help_text="Clusters left as they were.")
-    rejected = models.PositiveIntegerField(default=0, help_text="Actions the validator rejected.")
+    # Each reviewed cluster counts once among kept, rejected, stale and deferred (or has
+    # applied actions, counted by merged and superseded); failed counts clusters whose
+    # judge failed, which a bisection may leave partly applied (issue 15).
+    kept = models.PositiveIntegerField(default=0, help_text="Clusters the judge left as they were.")
+    rejected = models.PositiveIntegerField(
+        default=0, help_text="Clusters whose every proposal the validator refused (not for the cap)."
+    )
+    stale = models.PositiveIntegerField(
+        default=0, help_text="Clusters not changed because their members changed first (freshness)."
+    )
+    deferred = models.PositiveIntegerField(
+        default=0, help_text="Clusters left for a later run: the run reached its retirement cap."
+    )
     failed = models.PositiveIntegerField(default=0, help_text="Clusters whose judge failed.")
     llm_calls = models.PositiveIntegerField(default=0)
     tokens = models.PositiveIntegerField(default=0)

@@ -204,16 +204,20 @@ def run_progress(run: ConsolidationRun) -> RunProgress:
 
 # --- the run list and the run page's summary (issue 15) -----------------------------
 
-#: The run's outcome counts in the order the run list and the run page show them.
+#: The run's outcome counts in the order the run list and the run page show them, each
+#: once (issue 15): merge and supersede actions applied (or previewed), then clusters
+#: kept, rejected, stale, failed and deferred (to a later run: the retirement cap).
 #: Each is (attribute of ConsolidationRun, label); a count of zero is left out of the
-#: list's compact column but kept in the run page's table.
+#: list's compact column but kept in the run page's table. Truths retired is not an
+#: outcome but their sum's effect, shown beside.
 OUTCOME_FIELDS: tuple[tuple[str, str], ...] = (
     ("merged", "merged"),
     ("superseded", "superseded"),
-    ("retired", "retired"),
     ("kept", "kept"),
     ("rejected", "rejected"),
+    ("stale", "stale"),
     ("failed", "failed"),
+    ("deferred", "deferred"),
 )
 COST_UNKNOWN = "unknown (no price for this model)"
 COST_NONE = "none (no tokens used)"

@@ -17,6 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -214,14 +215,20 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     def outcome_display(self, obj: ConsolidationRun) -> str:
         counts = run_display.outcome_counts(obj, nonzero_only=True)
         if not counts:
-            return format_html('<span class="iris-muted">{}</span>', "no change")
+            return format_html('<span class="iris-muted">{}</span>', "no cluster reviewed")
+        retired = (
+            format_html('<br><span class="iris-muted">{} truth{} retired</span>', obj.retired, pluralize(obj.retired))
+            if obj.retired
+            else ""
+        )
         return format_html(
-            '<span class="iris-outcome">{}</span>',
+            '<span class="iris-outcome">{}</span>{}',
             format_html_join(
                 " ",
                 '<span class="iris-count iris-count-{}">{} <b>{}</b></span>',
                 ((c.key, c.label, c.value) for c in counts),
             ),
+            retired,
         )
 
     @admin.display(description="duration")

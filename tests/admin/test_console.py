@@ -67,23 +67,26 @@ def test_run_list_puts_the_nonzero_outcome_counts_in_one_column(admin_client, us
 
     assert run.merged == 1 and run.retired == 2
     assert '<span class="iris-count iris-count-merged">merged <b>1</b></span>' in html
-    assert '<span class="iris-count iris-count-retired">retired <b>2</b></span>' in html
+    assert "2 truths retired" in html
     assert "iris-count-failed" not in html  # zero counts are left out of the list
     assert "Real run (inline)" in html and ">Queued<" not in html
 
 
 def test_outcome_counts_name_each_outcome_once():
-    run = ConsolidationRun(merged=1, superseded=2, retired=3, kept=4, rejected=5, failed=6, threshold=0.75)
+    run = ConsolidationRun(
+        merged=1, superseded=2, retired=3, kept=4, rejected=5, stale=6, failed=7, deferred=8, threshold=0.75
+    )
 
     counts = run_display.outcome_counts(run)
 
     assert [(c.label, c.value) for c in counts] == [
         ("merged", 1),
         ("superseded", 2),
-        ("retired", 3),
         ("kept", 4),
         ("rejected", 5),
-        ("failed", 6),
+        ("stale", 6),
+        ("failed", 7),
+        ("deferred", 8),
     ]
 
 
