@@ -16,7 +16,7 @@ from django.db.models import Case, Count, Exists, IntegerField, Model, OuterRef,
 from django.db.models.expressions import RawSQL
 
 from .exceptions import UnknownUser
-from .models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
+from .models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
 
 UNKNOWN_USER = "No user has the id or username {value!r}. Check the value, e.g. with export_truths."
 
@@ -330,9 +330,7 @@ class ConsolidationStatus:
 
 def get_run_progress(*, run: ConsolidationRun) -> RunProgress:
     """``run`` and its jobs counted by status."""
-    from .services.queue.jobs import job_counts
-
-    return RunProgress(run=run, jobs=job_counts(run.pk))
+    return RunProgress(run=run, jobs=ConsolidationJob.objects.in_run(run.pk).counts_by_status())
 
 
 def get_consolidation_status() -> ConsolidationStatus:
@@ -341,11 +339,11 @@ def get_consolidation_status() -> ConsolidationStatus:
 
     from .conf import app_settings
     from .models import ScheduleLock
-    from .services.queue import scheduling
+    from .services.queue import dispatch
 
-    weekly = Schedule.objects.filter(name=scheduling.WEEKLY).order_by("id").first()
+    weekly = Schedule.objects.filter(name=dispatch.WEEKLY_SCHEDULE).order_by("id").first()
     counts = dict(ConsolidationRun.objects.values_list("status").annotate(n=Count("id")).order_by())
-    lock = ScheduleLock.objects.filter(name=scheduling.LOCK).first()
+    lock = ScheduleLock.objects.filter(name=ScheduleLock.SCHEDULED_RUNS).first()
     in_flight = tuple(
         get_run_progress(run=run) for run in ConsolidationRun.objects.in_progress().order_by("created_at")
     )
@@ -586,6 +584,8 @@ def is_waiting_for_worker(*, run: ConsolidationRun, overview: QueueOverview, now
 
     if run.status not in (ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING) or overview.worker_seen:
         return False
+    if run.execution != ConsolidationRun.Execution.QUEUED:
+        return False  # its jobs run in the process that started it
     now = now or timezone.now()
     return ConsolidationJob.objects.filter(
         run=run,

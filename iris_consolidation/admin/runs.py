@@ -23,7 +23,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from .. import run_display, selectors, tasks
+from .. import run_display, selectors
 from ..exceptions import ApplyRefused
 from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 from ..services.operations import dry_runs
@@ -39,8 +39,11 @@ APPLY_QUEUED = (
     "each is re-validated and re-checked for freshness."
 )
 APPLY_TITLE = "Apply the verdicts of dry run {run}"
-#: Real runs by how they execute; a dry run is shown as a preview badge.
-MODE_LABELS = {ConsolidationRun.Mode.QUEUED: "Real run (queue)", ConsolidationRun.Mode.SYNC: "Real run (inline)"}
+#: Real runs by how their jobs are executed; a dry run is shown as a preview badge.
+EXECUTION_LABELS = {
+    ConsolidationRun.Execution.QUEUED: "Real run (workers)",
+    ConsolidationRun.Execution.IN_PROCESS: "Real run (in process)",
+}
 RETRIED = "Run {run}: re-queued {count} failed job(s); each cluster is judged again on its members as they are now."
 NOTHING_TO_RETRY = "Run {run} has no failed job to retry."
 RETRY_NOT_QUEUED = "Run {run} ran in one process ({mode}); only queued runs have jobs to retry."
@@ -54,13 +57,22 @@ class ModeFilter(admin.SimpleListFilter):
     """Runs by kind, in the words of the "kind" column (a mode is not a status)."""
 
     title = "kind"
-    parameter_name = "mode__exact"
+    parameter_name = "kind"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [*MODE_LABELS.items(), (ConsolidationRun.Mode.DRY_RUN, "Dry run (preview)")]
+        return [
+            ("workers", "Real run (workers)"),
+            ("in_process", "Real run (in process)"),
+            (ConsolidationRun.Mode.DRY_RUN, "Dry run (preview)"),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        return queryset.filter(mode=self.value()) if self.value() else queryset
+        if self.value() == ConsolidationRun.Mode.DRY_RUN:
+            return queryset.filter(mode=ConsolidationRun.Mode.DRY_RUN)
+        if self.value() in ("workers", "in_process"):
+            execution = ConsolidationRun.Execution.QUEUED if self.value() == "workers" else self.value()
+            return queryset.exclude(mode=ConsolidationRun.Mode.DRY_RUN).filter(execution=execution)
+        return queryset
 
 
 def _run_link(run_id: Any) -> str:
@@ -147,6 +159,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             # No worker seen: a run in progress with a job queued past the grace period waits for one.
             stuck = ConsolidationJob.objects.filter(
                 run=OuterRef("pk"),
+                run__execution=ConsolidationRun.Execution.QUEUED,
                 status=ConsolidationJob.Status.QUEUED,
                 created_at__lte=timezone.now() - timedelta(seconds=selectors.WORKER_GRACE_SECONDS),
             )
@@ -187,7 +200,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         if obj.is_dry_run:
             return format_html('<span class="iris-badge iris-preview">{}</span>{}', "Dry run (preview)", trigger)
         # "Queued" is how a real run executes, not a status: say what it is.
-        return format_html("{}{}", MODE_LABELS.get(obj.mode, obj.get_mode_display()), trigger)
+        return format_html("{}{}", EXECUTION_LABELS.get(obj.execution, obj.get_execution_display()), trigger)
 
     @admin.display(description="status", ordering="status")
     def status_display(self, obj: ConsolidationRun) -> str:
@@ -358,7 +371,6 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         except ApplyRefused as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return None
-        tasks.enqueue_application(application, review_ids)
         message = format_html(APPLY_QUEUED, run=_run_link(application.pk), count=len(review_ids), dry=_run_link(run.pk))
         self.message_user(request, message, messages.SUCCESS)
         return application

@@ -39,6 +39,7 @@ from ..conf import app_settings
 from ..embeddings import Embedder
 from ..exceptions import InvalidInput, JudgeRateLimited
 from ..llm.base import JudgeClient
+from ..choices import is_protected
 from ..models import ClusterReview, ConsolidationRun, Origin, Truth
 from ..services.operations import transfer
 from ..services.pipeline import consolidation
@@ -170,10 +171,12 @@ def _scratch_user(tag: str, name: str) -> Any:
 
 
 def _is_protected(member: dict[str, Any]) -> bool:
-    return (
-        bool(member["pinned"])
-        or member["origin"] not in (Origin.PROMOTED, Origin.CONSOLIDATED)
-        or int(member["generation"]) >= app_settings.MAX_GENERATION
+    """``choices.is_protected`` over a snapshot row."""
+    return is_protected(
+        pinned=member["pinned"],
+        origin=member["origin"],
+        generation=member["generation"],
+        max_generation=app_settings.MAX_GENERATION,
     )
 
 

@@ -15,6 +15,7 @@ from iris_consolidation.llm.base import Action
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ConsolidationRun, LineageEvent, LiveSettings, Truth
 from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.queue import execution
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
 
@@ -50,7 +51,7 @@ def _tea(user, *, axis=7):
 
 def _run(user, *, mode="sync"):
     run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user.pk, judge="rules")
-    consolidation.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
+    execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
     run.refresh_from_db()
     return run
 
@@ -69,7 +70,7 @@ def test_run_list_puts_the_nonzero_outcome_counts_in_one_column(admin_client, us
     assert '<span class="iris-count iris-count-merged">merged <b>1</b></span>' in html
     assert "2 truths retired" in html
     assert "iris-count-failed" not in html  # zero counts are left out of the list
-    assert "Real run (inline)" in html and ">Queued<" not in html
+    assert "Real run (in process)" in html and ">Queued<" not in html
 
 
 def test_outcome_counts_name_each_outcome_once():

@@ -19,6 +19,7 @@ from iris_consolidation.embeddings import LOCAL_MODEL_NAME, get_embedder
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.queue import execution
 from tests.conftest import vector_at
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -49,7 +50,7 @@ def _pairs(user, count):
 
 def _real_run(user, *, mode="sync"):
     run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user.pk, judge="rules")
-    consolidation.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
+    execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
     run.refresh_from_db()
     return run
 
@@ -75,7 +76,7 @@ def test_runs_list_shows_each_runs_outcome_counts_on_screen(logged_in, live_serv
     row = page.locator("#result_list tbody tr").first
     expect(row.locator("td.field-outcome_display")).to_contain_text("merged 2")
     expect(row.locator("td.field-outcome_display")).to_contain_text("4 truths retired")
-    expect(row.locator("td.field-mode_display")).to_have_text("Real run (inline)by command")
+    expect(row.locator("td.field-mode_display")).to_have_text("Real run (in process)by command")
     page.screenshot(path=str(artifacts / "console-run-list.png"), full_page=True)
     for column in ("outcome_display", "llm_display", "duration_display"):
         assert _on_screen(page, f"#result_list th.column-{column}"), column

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('iris_consolidation', '0006_live_interval_meaning'),
+        ('iris_consolidation', '0008_review_failure_kind'),
     ]
 
     operations = [

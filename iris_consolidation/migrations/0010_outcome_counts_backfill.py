@@ -39,7 +39,7 @@ def forwards_only(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("iris_consolidation", "0007_outcome_counts_once"),
+        ("iris_consolidation", "0009_outcome_counts_once"),
     ]
 
     operations = [migrations.RunPython(recount, reverse_code=forwards_only)]
