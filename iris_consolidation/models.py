@@ -230,7 +230,9 @@ class ConsolidationRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"Run {str(self.id)[:8]} ({self.get_mode_display()}, {self.get_status_display()})"
+        # "Dry run" or "Real run": the mode says whether it writes; how it ran is ``execution``.
+        kind = self.get_mode_display() if self.is_dry_run else "Real run"
+        return f"Run {str(self.id)[:8]} ({kind}, {self.get_status_display()})"
 
     @property
     def is_dry_run(self) -> bool:
