@@ -496,7 +496,7 @@ class QueueOverview:
     ``last_seen``: the latest moment a worker took or finished one of our jobs;
     ``jobs``: jobs of runs in progress by status (queued, running, waiting) plus failed
     jobs of any run (what "retry failed clusters" would re-queue); ``done_last_hour``:
-    jobs finished in the last hour (throughput); ``failed_runs``: runs with failed jobs.
+    jobs finished in the last hour (throughput).
     """
 
     clusters: tuple[WorkerCluster, ...]
@@ -504,7 +504,6 @@ class QueueOverview:
     worker_seen: bool
     jobs: dict[str, int]
     done_last_hour: int
-    failed_runs: tuple[Any, ...]
 
 
 def _django_q_clusters() -> tuple[WorkerCluster, ...]:
@@ -527,7 +526,7 @@ def _django_q_clusters() -> tuple[WorkerCluster, ...]:
 
 
 def get_queue_overview(*, now: datetime | None = None) -> QueueOverview:
-    """Workers alive, jobs waiting, running and failed, throughput (four queries plus
+    """Workers alive, jobs waiting, running and failed, throughput (one query plus
     django-q2's statistics); reads only."""
     from datetime import timedelta
 
@@ -537,35 +536,26 @@ def get_queue_overview(*, now: datetime | None = None) -> QueueOverview:
     from .models import ConsolidationJob
 
     now = now or timezone.now()
-    jobs = ConsolidationJob.objects
-    seen = jobs.aggregate(started=Max("started_at"), finished=Max("finished_at"))
-    last_seen = max((t for t in (seen["started"], seen["finished"]) if t is not None), default=None)
-    in_flight = dict(
-        jobs.filter(run__status__in=[ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING])
-        .values_list("status")
-        .annotate(n=Count("id"))
-        .order_by()
+    status = ConsolidationJob.Status
+    in_flight = Q(run__status__in=[ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING])
+    row = ConsolidationJob.objects.aggregate(
+        started=Max("started_at"),
+        finished=Max("finished_at"),
+        queued=Count("id", filter=in_flight & Q(status=status.QUEUED)),
+        running=Count("id", filter=in_flight & Q(status=status.RUNNING)),
+        waiting=Count("id", filter=in_flight & Q(status=status.WAITING)),
+        failed=Count("id", filter=Q(status=status.FAILED)),
+        done_last_hour=Count("id", filter=Q(status=status.DONE, finished_at__gte=now - timedelta(hours=1))),
     )
-    failed = list(
-        jobs.filter(status=ConsolidationJob.Status.FAILED).values_list("run_id").annotate(n=Count("id")).order_by()
-    )
-    counts = {
-        "queued": int(in_flight.get(ConsolidationJob.Status.QUEUED, 0)),
-        "running": int(in_flight.get(ConsolidationJob.Status.RUNNING, 0)),
-        "waiting": int(in_flight.get(ConsolidationJob.Status.WAITING, 0)),
-        "failed": sum(n for _, n in failed),
-    }
+    last_seen = max((t for t in (row["started"], row["finished"]) if t is not None), default=None)
     clusters = _django_q_clusters()
     recent = last_seen is not None and (now - last_seen).total_seconds() <= WORKER_SILENCE_SECONDS
     return QueueOverview(
         clusters=clusters,
         last_seen=last_seen,
         worker_seen=bool(clusters) or recent,
-        jobs=counts,
-        done_last_hour=jobs.filter(
-            status=ConsolidationJob.Status.DONE, finished_at__gte=now - timedelta(hours=1)
-        ).count(),
-        failed_runs=tuple(run_id for run_id, _ in failed),
+        jobs={name: int(row[name]) for name in ("queued", "running", "waiting", "failed")},
+        done_last_hour=int(row["done_last_hour"]),
     )
 
 
