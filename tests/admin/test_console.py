@@ -10,14 +10,13 @@ from django.utils.html import escape
 from iris_consolidation import run_display, selectors
 from iris_consolidation.admin import incremental as incremental_admin
 from iris_consolidation.admin import runs as run_admin
-from iris_consolidation.embeddings import LOCAL_MODEL_NAME, get_embedder
+from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.llm.base import Action
-from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ConsolidationRun, LineageEvent, LiveSettings, Truth
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import execution
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
+from tests.helpers import rules_run
 
 pytestmark = pytest.mark.django_db
 
@@ -49,20 +48,13 @@ def _tea(user, *, axis=7):
     return first, second
 
 
-def _run(user, *, mode="sync"):
-    run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user.pk, judge="rules")
-    execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
-    run.refresh_from_db()
-    return run
-
-
 # --- the run list and the run page ----------------------------------------------------
 
 
 def test_run_list_puts_the_nonzero_outcome_counts_in_one_column(admin_client, user_factory):
     user = user_factory("alice")
     _tea(user)
-    run = _run(user)
+    run = rules_run(user)
 
     html = admin_client.get(RUNS).content.decode()
 
@@ -113,7 +105,7 @@ def test_run_page_says_unknown_for_an_unpriced_models_cost(admin_client, user_fa
 def test_run_page_summary_shows_what_the_run_stored(admin_client, user_factory):
     user = user_factory("alice")
     _tea(user)
-    run = _run(user)
+    run = rules_run(user)
 
     html = admin_client.get(run_url(run)).content.decode()
 
@@ -150,9 +142,9 @@ def test_run_page_lists_changes_first_and_folds_kept_clusters(admin_client, user
 def test_dry_run_says_before_applying_that_a_later_run_made_its_merges(admin_client, user_factory):
     user = user_factory("alice")
     _tea(user)
-    dry = _run(user, mode="dry_run")
+    dry = rules_run(user, mode="dry_run")
     assert dry.merged == 1
-    _run(user)  # a real run makes the same merge: the preview is now stale
+    rules_run(user)  # a real run makes the same merge: the preview is now stale
 
     page = admin_client.get(run_url(dry)).content.decode()
     confirm = admin_client.get(reverse("admin:iris_consolidation_consolidationrun_apply", args=[dry.pk]))
@@ -165,7 +157,7 @@ def test_dry_run_says_before_applying_that_a_later_run_made_its_merges(admin_cli
 def test_a_fresh_dry_run_has_no_outdated_warning(admin_client, user_factory):
     user = user_factory("alice")
     _tea(user)
-    dry = _run(user, mode="dry_run")
+    dry = rules_run(user, mode="dry_run")
 
     assert "Before applying:" not in admin_client.get(run_url(dry)).content.decode()
 
@@ -176,7 +168,7 @@ def test_a_fresh_dry_run_has_no_outdated_warning(admin_client, user_factory):
 def test_truth_page_labels_when_it_was_last_stated_and_when_it_was_made(admin_client, user_factory):
     user = user_factory("alice")
     _tea(user)
-    _run(user)
+    rules_run(user)
     merged = Truth.objects.get(user=user, origin="consolidated")
 
     html = admin_client.get(truth_url(merged)).content.decode()
@@ -191,7 +183,7 @@ def test_truth_page_labels_when_it_was_last_stated_and_when_it_was_made(admin_cl
 def test_history_of_a_truth_lists_its_audit_rows_and_lineage_steps(admin_client, user_factory):
     user = user_factory("alice")
     first, second = _tea(user)
-    run = _run(user)
+    run = rules_run(user)
     merged = Truth.objects.get(user=user, origin="consolidated")
 
     source_page = admin_client.get(truth_url(first, "history")).content.decode()

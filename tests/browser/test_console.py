@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from iris_consolidation.embeddings import LOCAL_MODEL_NAME, get_embedder
-from iris_consolidation.llm.rules import RuleJudge
+from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import execution
 from tests.conftest import vector_at
+from tests.helpers import rules_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -48,13 +47,6 @@ def _pairs(user, count):
     return made
 
 
-def _real_run(user, *, mode="sync"):
-    run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user.pk, judge="rules")
-    execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
-    run.refresh_from_db()
-    return run
-
-
 def _on_screen(page, selector):
     """Whether the element lies within the 1360 px viewport and within the visible part
     of the list's scrolling box (the admin scrolls a too-wide table sideways)."""
@@ -68,7 +60,7 @@ def test_runs_list_shows_each_runs_outcome_counts_on_screen(logged_in, live_serv
     page = logged_in
     user = user_factory("alice")
     _pairs(user, 2)
-    run = _real_run(user)
+    run = rules_run(user)
     assert run.merged == 2
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/")
@@ -87,7 +79,7 @@ def test_truth_and_audit_lists_keep_their_key_columns_on_screen(logged_in, live_
     alice, bob = user_factory("alice"), user_factory("bob")
     for user in (alice, bob):
         _pairs(user, 2)
-    _real_run(alice)  # its retirements and merges fill the audit
+    rules_run(alice)  # its retirements and merges fill the audit
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/truth/")
     for column in ("generation", "score", "is_live_display", "stated_on", "lineage_link"):
@@ -117,7 +109,7 @@ def test_run_page_opens_with_its_summary_and_lists_changes_first(logged_in, live
             embedding=vector_at(similarity, axis=40, towards=41),
             embedding_model=LOCAL_MODEL_NAME,
         )
-    run = _real_run(user)
+    run = rules_run(user)
     assert run.merged == 2 and run.kept == 1
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{run.pk}/change/")
@@ -205,7 +197,7 @@ def test_truth_page_dates_history_and_a_missing_lineage(logged_in, live_server, 
     page = logged_in
     user = user_factory("alice")
     first, _ = _pairs(user, 1)[0]
-    _real_run(user)
+    rules_run(user)
     merged = Truth.objects.get(user=user, origin="consolidated")
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/truth/{merged.pk}/change/")
@@ -228,8 +220,8 @@ def test_dry_run_page_warns_when_a_later_run_made_its_merges(logged_in, live_ser
     page = logged_in
     user = user_factory("alice")
     _pairs(user, 2)
-    dry = _real_run(user, mode="dry_run")
-    _real_run(user)
+    dry = rules_run(user, mode="dry_run")
+    rules_run(user)
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{dry.pk}/change/")
     expect(page.locator(".iris-warning-banner")).to_contain_text("2 of 2 previewed cluster(s) have changed")
