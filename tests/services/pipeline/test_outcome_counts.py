@@ -17,7 +17,7 @@ from tests import lineage_builder as lb
 pytestmark = pytest.mark.django_db
 
 COUNTERS = ("merged", "superseded", "kept", "rejected", "stale", "failed", "deferred")
-SAME = Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason="Same fact.")
+SAME = Action(action="merge", ids=("t1", "t2"), content="Drinks green tea every morning", reason="Same fact.")
 
 
 def _counts(run: ConsolidationRun) -> dict[str, int]:
@@ -54,9 +54,20 @@ def run(user_factory):
     return lb.new_run(user_id=user_factory("alice").pk)
 
 
+def _same_pair(user):
+    """Two spellings of one statement: a merge of them keeps every detail."""
+    first = Truth.objects.create(
+        user=user, content="Drinks green tea every morning", created_at=timezone.now() - timedelta(days=3)
+    )
+    second = Truth.objects.create(
+        user=user, content="drinks green tea every morning.", created_at=timezone.now() - timedelta(days=2)
+    )
+    return [first, second]
+
+
 @pytest.fixture
 def pair(run):
-    return lb.originals(run.user_filter, 2)
+    return _same_pair(run.user_filter)
 
 
 def test_a_merge_counts_as_merged_only(run, pair):
@@ -111,7 +122,9 @@ def test_two_refused_proposals_in_one_cluster_count_once(run, user_factory):
 
 def test_a_cluster_whose_member_changed_first_counts_as_stale_not_kept_or_rejected(run, pair):
     def edit():
-        Truth.objects.filter(pk=pair[0].pk).update(content="Has a son named Tomas, aged 7", updated_at=timezone.now())
+        Truth.objects.filter(pk=pair[0].pk).update(
+            content="Drinks green tea every morning, no sugar", updated_at=timezone.now()
+        )
 
     review = _record(pair, [SAME], run=run, edit_before_write=edit)
 
@@ -138,7 +151,7 @@ def test_a_cluster_over_the_retirement_cap_counts_as_deferred(run, pair):
 
 def test_the_counts_of_a_run_add_up_to_its_reviewed_clusters(run, user_factory):
     user = run.user_filter
-    _record(lb.originals(user, 2), [SAME], run=run)  # merged
+    _record(_same_pair(user), [SAME], run=run)  # merged
     _record(lb.originals(user, 2), [], run=run)  # kept
     _record(
         lb.originals(user, 2),
