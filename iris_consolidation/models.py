@@ -181,8 +181,21 @@ class ConsolidationRun(models.Model):
     merged = models.PositiveIntegerField(default=0, help_text="Merge actions applied.")
     superseded = models.PositiveIntegerField(default=0, help_text="Supersede actions applied.")
     retired = models.PositiveIntegerField(default=0, help_text="Truths retired.")
-    kept = models.PositiveIntegerField(default=0, help_text="Clusters left as they were.")
-    rejected = models.PositiveIntegerField(default=0, help_text="Actions the validator rejected.")
+    # Each reviewed cluster counts once among kept, rejected, stale and deferred (or has
+    # applied actions, counted by merged and superseded); failed counts clusters whose
+    # judge failed, which a bisection may leave partly applied (issue 15).
+    kept = models.PositiveIntegerField(default=0, help_text="Clusters the judge left as they were.")
+    rejected = models.PositiveIntegerField(
+        default=0, help_text="Clusters whose every proposal the validator refused (not for the cap)."
+    )
+    stale = models.PositiveIntegerField(
+        default=0, help_text="Clusters not changed because their members changed first (freshness)."
+    )
+    deferred = models.PositiveIntegerField(
+        default=0,
+        help_text="Clusters left for a later run, not failed: the run's budget was spent, or it reached its "
+        "retirement cap.",
+    )
     failed = models.PositiveIntegerField(default=0, help_text="Clusters whose judge failed.")
     llm_calls = models.PositiveIntegerField(default=0)
     tokens = models.PositiveIntegerField(default=0)
@@ -198,9 +211,6 @@ class ConsolidationRun(models.Model):
     completion_tokens = models.PositiveBigIntegerField(default=0)
     unpriced = models.PositiveIntegerField(
         default=0, help_text="Reviews whose model calls had no price in litellm's map: the run's cost is unknown."
-    )
-    deferred = models.PositiveIntegerField(
-        default=0, help_text="Clusters left for the next run because the run's budget was spent (not failed)."
     )
     forecast = models.JSONField(
         default=dict, blank=True, help_text="Dry runs: the forecast of a real run's calls, tokens and cost."
@@ -257,7 +267,9 @@ class ConsolidationRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"Run {str(self.id)[:8]} ({self.get_mode_display()}, {self.get_status_display()})"
+        # "Dry run" or "Real run": the mode says whether it writes; how it ran is ``execution``.
+        kind = self.get_mode_display() if self.is_dry_run else "Real run"
+        return f"Run {str(self.id)[:8]} ({kind}, {self.get_status_display()})"
 
     @property
     def is_dry_run(self) -> bool:
@@ -424,6 +436,7 @@ class UserPass(models.Model):
 
     class Meta:
         verbose_name = "user pass"
+        verbose_name_plural = "user passes"
         constraints = [models.UniqueConstraint(fields=["run", "user"], name="user_pass_once_per_run")]
 
     def __str__(self) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .inventory_display import checkpoint_line, window_line
 from .lineage_display import UndoNote, undo_note
 from .models import ClusterReview, ConsolidationRun, LineageEvent
 
@@ -210,3 +211,211 @@ def run_progress(run: ConsolidationRun) -> RunProgress:
         clusters_found=run.clusters_found,
         percent=min(percent, 100),
     )
+
+
+# --- the run list and the run page's summary (issue 15) -----------------------------
+
+#: The run's outcome counts in the order the run list and the run page show them, each
+#: once (issue 15): merge and supersede actions applied (or previewed), then clusters
+#: kept, rejected, stale, failed and deferred (to a later run: the retirement cap).
+#: Each is (attribute of ConsolidationRun, label); a count of zero is left out of the
+#: list's compact column but kept in the run page's table. Truths retired is not an
+#: outcome but their sum's effect, shown beside.
+OUTCOME_FIELDS: tuple[tuple[str, str], ...] = (
+    ("merged", "merged"),
+    ("superseded", "superseded"),
+    ("kept", "kept"),
+    ("rejected", "rejected"),
+    ("stale", "stale"),
+    ("failed", "failed"),
+    ("deferred", "deferred"),
+)
+COST_UNKNOWN = "unknown (no price for this model)"
+COST_NONE = "none (no tokens used)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Count:
+    """One labelled count, e.g. ``merged 3``; ``key`` names a CSS class."""
+
+    key: str
+    label: str
+    value: int
+
+
+def outcome_counts(run: ConsolidationRun, *, nonzero_only: bool = False) -> list[Count]:
+    """The run's outcome counts (``OUTCOME_FIELDS``), each once."""
+    counts = [Count(key=name, label=label, value=int(getattr(run, name, 0) or 0)) for name, label in OUTCOME_FIELDS]
+    return [c for c in counts if c.value or not nonzero_only]
+
+
+def cost_text(*, cost: float, tokens: int) -> str:
+    """A run's or review's cost for people: USD to 4 places, or why there is none.
+
+    litellm prices only the models in its cost map and reports 0 for the others, so a
+    cost of 0 with tokens used means "unknown", as the command line says, never "0.0000".
+    """
+    if cost > 0:
+        return f"${cost:.4f}"
+    return COST_NONE if not tokens else COST_UNKNOWN
+
+
+@dataclass(frozen=True, kw_only=True)
+class InventoryRow:
+    """Live truths of the run's scope at one moment: total, by kind, by origin."""
+
+    label: str
+    live: int
+    by_kind: str
+    by_origin: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SettingRow:
+    """One effective setting the run was created with; ``overridden`` when the live
+    settings record set it rather than the Django settings."""
+
+    name: str
+    value: str
+    overridden: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangeRow:
+    """One of the run's most significant changes, with the judge's reason."""
+
+    action: str
+    truth_ids: tuple[int, ...]
+    result_id: int | None
+    content: str
+    reason: str
+    review_id: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """The run page's header: what the run looked at, what it stored, what it changed."""
+
+    window: str
+    checkpoint: str
+    seeds: int
+    cache_hits: int
+    cost: str
+    inventory: tuple[InventoryRow, ...]
+    settings: tuple[SettingRow, ...]
+    changes: tuple[ChangeRow, ...]
+
+
+_SETTING_LABELS = {
+    "enabled": "scheduled passes enabled",
+    "interval_hours": "hours between scheduled runs",
+    "scheduled_dry_run_only": "scheduled passes dry-run only",
+    "allowed_user_ids": "users (ids)",
+    "max_retirements_per_run": "most retirements per run",
+    "similarity_threshold": "similarity threshold",
+}
+
+
+def _setting_value(name: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if name == "allowed_user_ids":
+        return ", ".join(f"#{v}" for v in value) if value else "every user"
+    if name == "interval_hours" and not value:
+        return "every schedule slot"
+    return str(value)
+
+
+def _joined(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in counts.items()) or "—"
+
+
+def run_summary(run: ConsolidationRun) -> RunSummary:
+    """The summary header of ``run`` from the fields it stored (window, checkpoint,
+    ``inventory``, ``effective_settings``); pure, no queries."""
+    data = run.inventory or {}
+    inventory = tuple(
+        InventoryRow(
+            label=label,
+            live=int(data[key].get("live", 0)),
+            by_kind=_joined(data[key].get("by_kind", {})),
+            by_origin=_joined(data[key].get("by_origin", {})),
+        )
+        for key, label in (("before", "before"), ("after", "after"))
+        if key in data
+    )
+    effective = run.effective_settings or {}
+    overridden = set(effective.get("overridden", ()))
+    settings = tuple(
+        SettingRow(name=label, value=_setting_value(name, effective[name]), overridden=name in overridden)
+        for name, label in _SETTING_LABELS.items()
+        if name in effective
+    )
+    changes = tuple(
+        ChangeRow(
+            action=str(item.get("action", "")) if item.get("applied") else f"would {item.get('action', '')}",
+            truth_ids=tuple(int(pk) for pk in item.get("truth_ids", [])),
+            result_id=item.get("result_id"),
+            content=str(item.get("content", "")),
+            reason=str(item.get("reason", "")),
+            review_id=item.get("review_id"),
+        )
+        for item in data.get("changes") or []
+    )
+    return RunSummary(
+        window=window_line(run).removeprefix("Window: "),
+        checkpoint=checkpoint_line(run).removeprefix("Checkpoint: "),
+        seeds=int(data.get("seeds", run.seeds)),
+        cache_hits=run.cache_hits,
+        cost=cost_text(cost=run.cost, tokens=run.tokens),
+        inventory=inventory,
+        settings=settings,
+        changes=changes,
+    )
+
+
+# --- the queue: workers and jobs (issue 15) ---------------------------------------------
+
+NO_WORKER = "No worker seen: queued runs wait until one runs (manage.py qcluster)."
+WAITING_FOR_WORKER = (
+    "No worker has taken or finished a job in the last {silence} s, and this run's jobs are queued. "
+    "Start one with manage.py qcluster; this page stops refreshing until then."
+)
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def queue_lines(overview: Any, *, now: datetime | None = None) -> list[tuple[str, str]]:
+    """The queue's state as (label, text) rows: workers, jobs, throughput; pure."""
+    from django.utils import timezone
+
+    now = now or timezone.now()
+    if overview.clusters:
+        workers = "; ".join(
+            f"qcluster {c.cluster_id[:8]} on {c.host}: {c.workers} worker{'s' if c.workers != 1 else ''}, {c.status}"
+            for c in overview.clusters
+        )
+    elif overview.worker_seen:
+        workers = f"a worker took or finished a job {_ago((now - overview.last_seen).total_seconds())}"
+    else:
+        last = f" (last job {_ago((now - overview.last_seen).total_seconds())})" if overview.last_seen else ""
+        workers = NO_WORKER + last
+    jobs = overview.jobs
+    return [
+        ("Workers", workers),
+        (
+            "Jobs",
+            f"{jobs['queued']} queued, {jobs['running']} running, {jobs['waiting']} waiting (rate limited), "
+            f"{jobs['failed']} failed",
+        ),
+        (
+            "Throughput",
+            f"{overview.done_last_hour} job{'s' if overview.done_last_hour != 1 else ''} done in the last hour",
+        ),
+    ]

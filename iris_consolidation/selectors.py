@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Count, Model, Prefetch, Q, QuerySet
+from django.db.models import Case, Count, Exists, IntegerField, Model, OuterRef, Prefetch, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
 from .exceptions import UnknownUser
@@ -232,15 +232,33 @@ def has_consolidation_history(*, truth: Truth) -> bool:
 # --- runs and reviews --------------------------------------------------------------
 
 
+#: The run page lists changes first, then what stopped them, and the kept clusters last
+#: (issue 15): an operator deciding whether to trust a pass reads what it did.
+REVIEW_ORDER = (
+    ClusterReview.Outcome.APPLIED,
+    ClusterReview.Outcome.PREVIEW,
+    ClusterReview.Outcome.REJECTED,
+    ClusterReview.Outcome.FAILED,
+    ClusterReview.Outcome.STALE,
+    ClusterReview.Outcome.KEPT,
+)
+
+
 def list_run_reviews(*, run: ConsolidationRun, outcome: str | None = None) -> QuerySet[ClusterReview]:
-    """The run's reviews, oldest first, each with ``undo_events`` prefetched (one extra query).
+    """The run's reviews in ``REVIEW_ORDER`` of outcome, then oldest first, each with
+    ``undo_events`` prefetched (one extra query).
 
     ``outcome``: one of ``ClusterReview.Outcome`` to filter by, or None for all.
     """
     reviews = ClusterReview.objects.filter(run=run).select_related("user").defer("raw_response")
     if outcome:
         reviews = reviews.filter(outcome=outcome)
-    return reviews.order_by("created_at", "id").prefetch_related(
+    rank = Case(
+        *(When(outcome=value, then=Value(i)) for i, value in enumerate(REVIEW_ORDER)),
+        default=Value(len(REVIEW_ORDER)),
+        output_field=IntegerField(),
+    )
+    return reviews.order_by(rank, "created_at", "id").prefetch_related(
         Prefetch(
             "events",
             queryset=LineageEvent.objects.filter(action=LineageEvent.Action.UNDO).order_by("created_at", "id"),
@@ -263,6 +281,24 @@ def get_review_undo_events(*, review: ClusterReview) -> list[LineageEvent]:
 def get_application(*, run: ConsolidationRun) -> ConsolidationRun | None:
     """The run that applied the dry run ``run``'s verdicts, if any."""
     return run.applications.order_by("created_at").first()
+
+
+def count_outdated_previews(*, run: ConsolidationRun) -> int:
+    """How many of dry run ``run``'s previews touch a truth that was retired or edited
+    after the preview was judged (one query).
+
+    Applying such a preview finds it stale (``merging.record_review`` re-checks under
+    row locks and writes nothing for it), typically because a later real run already
+    made the same merges. The admin says so before offering to apply (issue 15).
+    """
+    changed = Truth.all_objects.filter(reviews=OuterRef("pk")).filter(
+        Q(retired_at__isnull=False) | Q(updated_at__gt=OuterRef("created_at"))
+    )
+    return (
+        ClusterReview.objects.filter(run=run, outcome=ClusterReview.Outcome.PREVIEW)
+        .filter(Exists(changed))
+        .count()
+    )
 
 
 
@@ -289,6 +325,10 @@ class ConsolidationStatus:
     runs_by_status: dict[str, int]
     lock_run_id: Any = None
     lock_expires_at: datetime | None = None
+    #: The workers and jobs (``get_queue_overview``), and the runs in flight that wait
+    #: for a worker (``is_waiting_for_worker``): issue 15.
+    queue: Any = None
+    waiting_for_worker: frozenset[Any] = frozenset()
 
 
 def get_run_progress(*, run: ConsolidationRun) -> RunProgress:
@@ -313,14 +353,248 @@ def get_consolidation_status() -> ConsolidationStatus:
     weekly = Schedule.objects.filter(name=dispatch.WEEKLY_SCHEDULE).order_by("id").first()
     counts = dict(ConsolidationRun.objects.values_list("status").annotate(n=Count("id")).order_by())
     lock = ScheduleLock.objects.filter(name=ScheduleLock.SCHEDULED_RUNS).first()
+    in_flight = tuple(
+        get_run_progress(run=run) for run in ConsolidationRun.objects.in_progress().order_by("created_at")
+    )
+    queue = get_queue_overview()
     return ConsolidationStatus(
         last_run=ConsolidationRun.objects.order_by("-created_at").first(),
         next_due=weekly.next_run if weekly is not None else None,
         cron=weekly.cron if weekly is not None else app_settings.SCHEDULE_CRON,
-        in_flight=tuple(
-            get_run_progress(run=run) for run in ConsolidationRun.objects.in_progress().order_by("created_at")
-        ),
+        in_flight=in_flight,
         runs_by_status={status: int(counts.get(status, 0)) for status in ConsolidationRun.Status.values},
         lock_run_id=lock.run_id if lock is not None else None,
         lock_expires_at=lock.expires_at if lock is not None and lock.run_id else None,
+        queue=queue,
+        waiting_for_worker=frozenset(
+            p.run.pk for p in in_flight if is_waiting_for_worker(run=p.run, overview=queue)
+        ),
     )
+
+
+# --- the truth admin's history, dates and user picker (issue 15) -----------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class TruthHistory:
+    """Everything recorded about one truth, each list oldest first.
+
+    ``changes``: its ``TruthChange`` audit rows (with ``review`` and ``run`` loaded);
+    ``events``: lineage events into or out of it (merge, supersede, undo; with
+    ``source``, ``result`` and ``review`` loaded); ``edits``: the admin's ``LogEntry``
+    rows for it (with ``user`` loaded).
+    """
+
+    truth: Truth
+    changes: tuple[Any, ...]
+    events: tuple[LineageEvent, ...]
+    edits: tuple[Any, ...]
+
+
+def get_truth_history(*, truth: Truth) -> TruthHistory:
+    """The history of ``truth`` (three queries); reads only."""
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    from .models import TruthChange
+
+    changes = (
+        TruthChange.objects.filter(truth_id=truth.pk)
+        .select_related("review", "run")
+        .defer("review__raw_response", "review__snapshot")
+        .order_by("created_at", "id")
+    )
+    events = (
+        LineageEvent.objects.filter(Q(source_id=truth.pk) | Q(result_id=truth.pk))
+        .filter(source__user_id=truth.user_id, result__user_id=truth.user_id)
+        .select_related("source", "result", "review")
+        .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot")
+        .order_by("created_at", "id")
+    )
+    edits = (
+        LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(Truth, for_concrete_model=False),
+            object_id=str(truth.pk),
+        )
+        .select_related("user")
+        .order_by("action_time", "id")
+    )
+    return TruthHistory(truth=truth, changes=tuple(changes), events=tuple(events), edits=tuple(edits))
+
+
+def get_made_at(*, truth: Truth) -> datetime | None:
+    """When ``truth``'s row was made: its first audit row, else the first merge or
+    supersede into it (one or two queries), else None (a truth older than the audit).
+
+    ``Truth.created_at`` is when the user last stated it (a consolidated truth takes
+    its newest source's date, which supersede compares), so it is not this.
+    """
+    from .models import TruthChange
+
+    audit = TruthChange.objects.filter(truth_id=truth.pk).order_by("created_at", "id")
+    first = audit.values_list("created_at", flat=True).first()
+    if first is not None:
+        return first
+    return (
+        LineageEvent.objects.filter(result_id=truth.pk)
+        .exclude(action=LineageEvent.Action.UNDO)
+        .order_by("created_at", "id")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+
+
+#: Most usernames the truth list's user filter suggests at once.
+USER_SUGGESTIONS = 20
+
+
+def list_usernames_with_truths(*, term: str, limit: int = USER_SUGGESTIONS) -> list[str]:
+    """Usernames (``USERNAME_FIELD``) of users who have truths, containing ``term``
+    (case-insensitive), sorted, at most ``limit`` (one query)."""
+    User = get_user_model()
+    field = User.USERNAME_FIELD
+    users = User.objects.filter(Exists(Truth.all_objects.filter(user_id=OuterRef("pk"))))
+    if term.strip():
+        users = users.filter(**{f"{field}__icontains": term.strip()})
+    return [str(name) for name in users.order_by(field).values_list(field, flat=True)[:limit]]
+
+
+def list_allowed_usernames(*, settings: Any) -> list[str]:
+    """Usernames of the live settings record's allowed users, sorted (one query)."""
+    field = get_user_model().USERNAME_FIELD
+    return sorted(str(n) for n in settings.allowed_users.values_list(field, flat=True))
+
+
+def get_users_by_username(*, names: list[str]) -> tuple[list[Model], list[str]]:
+    """The users named ``names`` (by ``USERNAME_FIELD``) and the names that match no
+    user, in the order given (one query; none if ``names`` is empty)."""
+    if not names:
+        return [], []
+    User = get_user_model()
+    field = User.USERNAME_FIELD
+    found = {str(getattr(u, field)): u for u in User.objects.filter(**{f"{field}__in": names})}
+    return [found[n] for n in names if n in found], [n for n in names if n not in found]
+
+
+# --- workers and jobs: the console's queue view (issue 15) ------------------------------
+
+#: Seconds without a job taken or finished after which no worker counts as seen.
+WORKER_SILENCE_SECONDS = 120
+#: Seconds a queued job may wait before its run counts as waiting for a worker: a live
+#: worker polls the ORM broker every second or so, so this is generous.
+WORKER_GRACE_SECONDS = 30
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerCluster:
+    """One running ``qcluster`` as django-q2 reports it (``django_q.status.Stat``)."""
+
+    cluster_id: str
+    host: str
+    status: str
+    workers: int
+    uptime_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueOverview:
+    """What the workers are doing, for the run list and ``consolidation_status``.
+
+    ``clusters``: the qclusters django-q2 reports (empty when its statistics live in a
+    per-process cache, as with the ORM broker and Django's default local-memory cache);
+    ``last_seen``: the latest moment a worker took or finished one of our jobs;
+    ``jobs``: jobs of runs in progress by status (queued, running, waiting) plus failed
+    jobs of any run (what "retry failed clusters" would re-queue); ``done_last_hour``:
+    jobs finished in the last hour (throughput).
+    """
+
+    clusters: tuple[WorkerCluster, ...]
+    last_seen: datetime | None
+    worker_seen: bool
+    jobs: dict[str, int]
+    done_last_hour: int
+
+
+def _django_q_clusters() -> tuple[WorkerCluster, ...]:
+    from django_q.status import Stat
+
+    try:
+        stats = Stat.get_all()
+    except Exception:  # a broker that cannot be reached reports no cluster
+        return ()
+    return tuple(
+        WorkerCluster(
+            cluster_id=str(s.cluster_id),
+            host=str(s.host),
+            status=str(s.status),
+            workers=len(s.workers or ()),
+            uptime_seconds=s.uptime() if s.tob else 0.0,
+        )
+        for s in stats
+    )
+
+
+def get_queue_overview(*, now: datetime | None = None) -> QueueOverview:
+    """Workers alive, jobs waiting, running and failed, throughput (one query plus
+    django-q2's statistics); reads only."""
+    from datetime import timedelta
+
+    from django.db.models import Max
+    from django.utils import timezone
+
+    from .models import ConsolidationJob
+
+    now = now or timezone.now()
+    status = ConsolidationJob.Status
+    in_flight = Q(run__status__in=[ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING])
+    row = ConsolidationJob.objects.aggregate(
+        started=Max("started_at"),
+        finished=Max("finished_at"),
+        queued=Count("id", filter=in_flight & Q(status=status.QUEUED)),
+        running=Count("id", filter=in_flight & Q(status=status.RUNNING)),
+        waiting=Count("id", filter=in_flight & Q(status=status.WAITING)),
+        failed=Count("id", filter=Q(status=status.FAILED)),
+        done_last_hour=Count("id", filter=Q(status=status.DONE, finished_at__gte=now - timedelta(hours=1))),
+    )
+    last_seen = max((t for t in (row["started"], row["finished"]) if t is not None), default=None)
+    clusters = _django_q_clusters()
+    recent = last_seen is not None and (now - last_seen).total_seconds() <= WORKER_SILENCE_SECONDS
+    return QueueOverview(
+        clusters=clusters,
+        last_seen=last_seen,
+        worker_seen=bool(clusters) or recent,
+        jobs={name: int(row[name]) for name in ("queued", "running", "waiting", "failed")},
+        done_last_hour=int(row["done_last_hour"]),
+    )
+
+
+def is_waiting_for_worker(*, run: ConsolidationRun, overview: QueueOverview, now: datetime | None = None) -> bool:
+    """Whether ``run`` is in progress with jobs queued for more than
+    ``WORKER_GRACE_SECONDS`` while no worker has been seen (one query).
+
+    A run in progress with no ``qcluster`` alive used to show "Running" for ever; this
+    is what the run page and ``consolidation_status`` say instead (issue 15).
+    """
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from .models import ConsolidationJob
+
+    if run.status not in (ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING) or overview.worker_seen:
+        return False
+    if run.execution != ConsolidationRun.Execution.QUEUED:
+        return False  # its jobs run in the process that started it
+    now = now or timezone.now()
+    return ConsolidationJob.objects.filter(
+        run=run,
+        status=ConsolidationJob.Status.QUEUED,
+        created_at__lte=now - timedelta(seconds=WORKER_GRACE_SECONDS),
+    ).exists()
+
+
+def count_failed_jobs(*, run: ConsolidationRun) -> int:
+    """Failed jobs of ``run``: what "retry failed clusters" re-queues (one query)."""
+    from .models import ConsolidationJob
+
+    return ConsolidationJob.objects.filter(run=run, status=ConsolidationJob.Status.FAILED).count()

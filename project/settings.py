@@ -8,6 +8,7 @@ the project uses an embedded PostgreSQL 18 + pgvector (see ``project/embedded_db
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import environ
@@ -31,6 +32,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: runserver leaves static files to WhiteNoise, as in production.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.postgres",  # pgvector's HnswIndex needs it (check postgres.E005)
     "django_q",
@@ -39,6 +42,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS and JS) with DJANGO_DEBUG false as well (issue 15).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -90,6 +95,11 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# WhiteNoise serves from STATIC_ROOT after `collectstatic`; until then (a fresh clone,
+# `runserver`) it finds the files in the apps, so the console is styled out of the box.
+WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
+# ...and it warns at every start that STATIC_ROOT does not exist yet: expected then.
+warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
 
 # --- django-q2 --------------------------------------------------------------------
 # ORM broker by default (no extra server); REDIS_URL switches to Redis.

@@ -243,3 +243,23 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: P
     yield start
     for worker in started:
         worker.stop()
+
+
+@pytest.fixture
+def failed_run(truth_factory, settings, django_capture_on_commit_callbacks):
+    """A queued run whose only cluster failed (the judge could not be built): for the retry
+    command and the admin's retry."""
+    from iris_consolidation import tasks
+    from iris_consolidation.services.pipeline import consolidation
+
+    truth_factory("Works as a nurse", embedding=vector_at(1.0))
+    truth_factory("Works as a nurse.", embedding=vector_at(0.95))
+    settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
+    settings.IRIS_CONSOLIDATION_JUDGE = "nonexistent"
+    run = consolidation.create_run(trigger="command", mode="queued")
+    with pytest.raises(Exception, match="Unknown judge"), django_capture_on_commit_callbacks(execute=True):
+        tasks.enqueue_run(run)
+    run.refresh_from_db()
+    assert (run.status, run.failed) == ("failed", 1)
+    settings.IRIS_CONSOLIDATION_JUDGE = "rules"
+    return run

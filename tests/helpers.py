@@ -52,3 +52,16 @@ def parse_summary(output: str) -> dict[str, str]:
     """The ``key=value`` pairs of the command's ``Summary:`` line."""
     line = next(line for line in output.splitlines() if line.startswith("Summary: "))
     return dict(part.split("=", 1) for part in line.removeprefix("Summary: ").split())
+
+
+def rules_run(user: Any, *, mode: str = "sync") -> Any:
+    """A run over ``user``'s truths with the rule judge, executed in this process, refreshed."""
+    from iris_consolidation.embeddings import get_embedder
+    from iris_consolidation.llm.rules import RuleJudge
+    from iris_consolidation.services.pipeline import consolidation
+    from iris_consolidation.services.queue import execution
+
+    run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user.pk, judge="rules")
+    execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
+    run.refresh_from_db()
+    return run

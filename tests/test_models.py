@@ -206,3 +206,9 @@ def test_run_duration_and_dry_run_flag(db):
     assert run.duration_seconds == 2.5
     assert ConsolidationRun(threshold=0.8).duration_seconds is None
     assert str(run).startswith(f"Run {str(run.pk)[:8]} (Dry run, Pending)")
+
+
+def test_a_real_runs_name_says_real_run_not_its_queue_mode():
+    run = ConsolidationRun.objects.create(threshold=0.8, mode=ConsolidationRun.Mode.QUEUED)
+
+    assert str(run) == f"Run {str(run.pk)[:8]} (Real run, Pending)"

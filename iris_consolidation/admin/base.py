@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth import get_permission_codename
 from django.db.models import Model
 from django.db.models.options import Options
-from django.http import Http404, HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.text import capfirst
 
 from ..models import Truth
 
@@ -37,15 +39,44 @@ def template_list(opts: Options[Any], name: str) -> list[str]:
     return [f"admin/{opts.app_label}/{opts.model_name}/{name}", f"admin/{opts.app_label}/{name}"]
 
 
-def missing_object(model_admin: admin.ModelAdmin[Any], request: HttpRequest, object_id: str) -> NoReturn:
-    """Raise ``Http404`` for an id that matches no object (or none this admin may show).
+def missing_object(model_admin: admin.ModelAdmin[Any], request: HttpRequest, object_id: str) -> HttpResponse:
+    """A 404 page in the admin's own look for an id that matches no object (or none
+    this admin may show).
 
-    Issue 4 asks for a 404 on our custom pages (lineage, undo, apply) rather than the
-    change page's redirect with a message: a stale or guessed link says plainly that
-    there is nothing there, and never hints whether a truth of another user exists.
+    Issue 4 asks for a 404 on our custom pages (lineage, undo, apply, history) rather
+    than the change page's redirect with a message: a stale or guessed link says
+    plainly that there is nothing there, and never hints whether a truth of another
+    user exists. Issue 15: the page keeps the admin's header and navigation instead of
+    the bare "Not Found" that ``Http404`` gives with ``DEBUG`` off.
     """
     opts = model_admin.opts
-    raise Http404(MISSING_OBJECT.format(name=opts.verbose_name.capitalize(), key=object_id))
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": opts,
+        "title": "Not found",
+        "subtitle": None,
+        "message": MISSING_OBJECT.format(name=opts.verbose_name.capitalize(), key=object_id),
+    }
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(request, template_list(opts, "missing.html"), context, status=404)
+
+
+def object_page(
+    model_admin: admin.ModelAdmin[Any], request: HttpRequest, obj: Model, *, title: str, **extra: Any
+) -> dict[str, Any]:
+    """The context every page of one object needs (lineage, history, undo, apply), as
+    Django's ``history_view`` builds it, plus ``extra``; sets ``request.current_app``."""
+    request.current_app = model_admin.admin_site.name
+    return {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.opts,
+        "object": obj,
+        "title": title,
+        "subtitle": None,
+        "module_name": str(capfirst(model_admin.opts.verbose_name_plural)),
+        "preserved_filters": model_admin.get_preserved_filters(request),
+        **extra,
+    }
 
 
 def url_name(opts: Options[Any], view: str) -> str:

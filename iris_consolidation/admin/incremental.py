@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.html import format_html
 
+from .. import selectors
+from ..conf import app_settings
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
 from ..selectors import named_users, user_search_fields
 from ..services.operations.live_settings import get_effective_settings
-from .base import ReadOnlyAdmin, can_view_truths
+from .base import ReadOnlyAdmin, can_view_truths, change_url
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote
 #: it): personal data, shown only to staff who may also view truths.
@@ -30,10 +34,21 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     truths); what quotes a truth stays behind the truths' view permission.
     """
 
-    list_display = ["id", "created_at", "action", "truth", "user", "short_reason", "actor", "review", "run"]
+    # Short columns so user, reason, actor, review and run fit 1360 px (issue 15).
+    list_display = [
+        "id",
+        "created_at",
+        "action",
+        "truth_display",
+        "user",
+        "short_reason",
+        "actor",
+        "review_link",
+        "run_link",
+    ]
     list_filter = ["action", "created_at", "actor"]
     search_fields = ["content", "reason", *user_search_fields(), "=truth__id"]
-    list_select_related = ["truth", "user", "review", "run"]
+    list_select_related = ["truth", "user"]
     date_hierarchy = "created_at"
     raw_id_fields = ["truth", "user", "review", "run"]
 
@@ -44,7 +59,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     def get_list_display(self, request: HttpRequest) -> list[str]:
         if can_view_truths(request):
             return list(self.list_display)
-        return ["truth_number" if f == "truth" else f for f in self.list_display if f not in TRUTH_TEXT - {"truth"}]
+        return ["truth_number" if f == "truth_display" else f for f in self.list_display if f not in TRUTH_TEXT]
 
     def get_list_select_related(self, request: HttpRequest) -> list[str]:
         return [f for f in self.list_select_related if f != "truth" or can_view_truths(request)]
@@ -60,22 +75,53 @@ class TruthChangeAdmin(ReadOnlyAdmin):
 
     @admin.display(description="reason")
     def short_reason(self, obj: TruthChange) -> str:
-        return obj.reason if len(obj.reason) <= 80 else obj.reason[:77] + "..."
+        return obj.reason if len(obj.reason) <= 60 else obj.reason[:57] + "..."
+
+    @admin.display(description="truth", ordering="truth_id")
+    def truth_display(self, obj: TruthChange) -> str:
+        text = obj.truth.content if len(obj.truth.content) <= 40 else obj.truth.content[:39] + "…"
+        return format_html('<a href="{}">#{}</a> {}', change_url(obj.truth), obj.truth_id, text)
+
+    @admin.display(description="review", ordering="review_id")
+    def review_link(self, obj: TruthChange) -> str:
+        if obj.review_id is None:
+            return "—"
+        return format_html(
+            '<a href="{}">#{}</a>',
+            reverse("admin:iris_consolidation_clusterreview_change", args=[obj.review_id]),
+            obj.review_id,
+        )
+
+    @admin.display(description="run", ordering="run_id")
+    def run_link(self, obj: TruthChange) -> str:
+        if obj.run_id is None:
+            return "—"
+        url = reverse("admin:iris_consolidation_consolidationrun_change", args=[obj.run_id])
+        return format_html('<a href="{}">{}</a>', url, str(obj.run_id)[:8])
 
     @admin.display(description="truth", ordering="truth_id")
     def truth_number(self, obj: TruthChange) -> str:
         return f"#{obj.truth_id}"
 
 
+class InternalAdmin(ReadOnlyAdmin):
+    """Bookkeeping tables of the passes (cursors, user passes, cached verdicts): left out
+    of the admin's menu, which keeps to what operators act on (issue 15), and linked
+    from the run list's "Internal records" instead."""
+
+    def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
+        return {}  # hidden from the index and the sidebar; the pages still answer
+
+
 @admin.register(ConsolidationCursor)
-class ConsolidationCursorAdmin(ReadOnlyAdmin):
+class ConsolidationCursorAdmin(InternalAdmin):
     list_display = ["user", "updated_at", "truth_id", "run", "moved_at"]
     list_select_related = ["user", "run"]
     search_fields = user_search_fields()
 
 
 @admin.register(UserPass)
-class UserPassAdmin(ReadOnlyAdmin):
+class UserPassAdmin(InternalAdmin):
     list_display = ["id", "run", "user", "seeds", "covers_cursor", "cursor_updated_at", "advanced_updated_at"]
     list_filter = ["covers_cursor"]
     list_select_related = ["run", "user"]
@@ -83,7 +129,7 @@ class UserPassAdmin(ReadOnlyAdmin):
 
 
 @admin.register(VerdictCacheEntry)
-class VerdictCacheEntryAdmin(ReadOnlyAdmin):
+class VerdictCacheEntryAdmin(InternalAdmin):
     list_display = ["id", "user", "model", "prompt_version", "members", "hits", "created_at", "last_hit_at"]
     list_filter = ["model", "prompt_version"]
     list_select_related = ["user"]
@@ -94,15 +140,97 @@ class VerdictCacheEntryAdmin(ReadOnlyAdmin):
         return len(obj.member_hashes or ())
 
 
+THRESHOLD_RANGE = "The similarity threshold is a cosine similarity: above 0 and at most 1 (for example 0.75)."
+INTERVAL_RANGE = "Hours between scheduled runs must be 1 or more; leave it empty to use the default."
+UNKNOWN_USERS = "No user named {names}. Check the spelling; separate names with commas."
+USE_DEFAULT = "Use the default (currently {value})"
+
+
+def _yes_no(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+class _DefaultOrYesNo(forms.NullBooleanSelect):
+    """Yes / No / "Use the default (currently …)" instead of Django's "Unknown"."""
+
+    def __init__(self, default: bool) -> None:
+        super().__init__()
+        self.choices = [("unknown", USE_DEFAULT.format(value=_yes_no(default))), ("true", "Yes"), ("false", "No")]
+
+
+class LiveSettingsForm(forms.ModelForm):
+    """The live settings in plain words: each empty field says which default it falls
+    back to, errors say what to enter, users are named by username (issue 15)."""
+
+    allowed_usernames = forms.CharField(
+        label="Allowed users",
+        required=False,
+        widget=forms.TextInput(attrs={"size": 60}),
+        help_text="Usernames separated by commas: only these users are consolidated. "
+        "Empty: use the default ({default}).",
+    )
+
+    class Meta:
+        model = LiveSettings
+        exclude = ["allowed_users"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        defaults = {
+            "enabled": app_settings.ENABLED,
+            "scheduled_dry_run_only": app_settings.SCHEDULED_DRY_RUN_ONLY,
+            "interval_hours": app_settings.SCHEDULE_INTERVAL_HOURS or "every schedule slot",
+            "max_retirements_per_run": app_settings.MAX_RETIREMENTS_PER_RUN,
+            "similarity_threshold": app_settings.SIMILARITY_THRESHOLD,
+        }
+        for name, default in defaults.items():
+            field = self.fields.get(name)
+            if field is None:
+                continue
+            plain = field.help_text.split(" Empty:")[0]
+            if isinstance(field, forms.NullBooleanField):
+                field.widget = _DefaultOrYesNo(bool(default))
+                field.help_text = plain
+            else:
+                field.widget.attrs["placeholder"] = f"default: {default}"
+                field.help_text = f"{plain} Empty: {USE_DEFAULT.format(value=default).lower()}."
+        allowlist = ", ".join(str(v) for v in app_settings.USER_ALLOWLIST or ()) or "every user"
+        users = self.fields["allowed_usernames"]
+        users.help_text = users.help_text.format(default=allowlist)
+        if self.instance.pk is not None:
+            users.initial = ", ".join(selectors.list_allowed_usernames(settings=self.instance))
+
+    def clean_similarity_threshold(self) -> float | None:
+        value = self.cleaned_data.get("similarity_threshold")
+        if value is not None and not 0 < value <= 1:
+            raise forms.ValidationError(THRESHOLD_RANGE)
+        return value
+
+    def clean_interval_hours(self) -> int | None:
+        value = self.cleaned_data.get("interval_hours")
+        if value is not None and value < 1:
+            raise forms.ValidationError(INTERVAL_RANGE)
+        return value
+
+    def clean_allowed_usernames(self) -> list[Any]:
+        names = [n.strip() for n in self.cleaned_data.get("allowed_usernames", "").replace("\n", ",").split(",")]
+        names = [n for n in names if n]
+        users, unknown = selectors.get_users_by_username(names=names)
+        if unknown:
+            raise forms.ValidationError(UNKNOWN_USERS.format(names=", ".join(f"“{n}”" for n in unknown)))
+        return users
+
+
 @admin.register(LiveSettings)
 class LiveSettingsAdmin(admin.ModelAdmin):
     """The one settings record; its list page leads straight to it (or to "add" before it exists)."""
 
+    form = LiveSettingsForm
     fields = [
         "enabled",
         "interval_hours",
         "scheduled_dry_run_only",
-        "allowed_users",
+        "allowed_usernames",
         "max_retirements_per_run",
         "similarity_threshold",
         "max_cost_per_run",
@@ -111,13 +239,29 @@ class LiveSettingsAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     readonly_fields = ["in_force", "updated_at"]
-    raw_id_fields = ["allowed_users"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and not LiveSettings.objects.exists()
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        form.instance.allowed_users.set(form.cleaned_data["allowed_usernames"])
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: LiveSettings | None = None,
+    ) -> Any:
+        # One record: "Save and add another" and "Save as new" make no sense.
+        context.update(show_save_and_add_another=False, show_save_as_new=False)
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         if not self.has_view_or_change_permission(request):
@@ -135,10 +279,11 @@ class LiveSettingsAdmin(admin.ModelAdmin):
         effective = get_effective_settings()
         users = ", ".join(named_users(effective.allowed_user_ids)) or "every user"
         return (
-            f"enabled={effective.enabled}; "
-            f"interval={f'{effective.interval_hours} h' if effective.interval_hours else 'every schedule slot'}; "
-            f"scheduled dry-run only={effective.scheduled_dry_run_only}; users={users}; "
-            f"cap={effective.max_retirements_per_run} retirements/run; threshold={effective.similarity_threshold}; "
-            f"budget={'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}/run; "
+            f"enabled: {_yes_no(effective.enabled)}; "
+            f"interval: {f'{effective.interval_hours} h' if effective.interval_hours else 'every schedule slot'}; "
+            f"scheduled passes dry-run only: {_yes_no(effective.scheduled_dry_run_only)}; users: {users}; "
+            f"at most {effective.max_retirements_per_run} retirements per run; "
+            f"similarity threshold: {effective.similarity_threshold}; "
+            f"budget per run: {'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}; "
             f"stages: {', '.join(f'{s} {m}' for s, m in effective.stage_modes.items())}"
         )

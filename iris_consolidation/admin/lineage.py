@@ -16,10 +16,9 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
-from django.utils.text import capfirst
 
 from .. import lineage_display, selectors
-from .base import can_change_truths, missing_object, template_list, url_name
+from .base import can_change_truths, missing_object, object_page, template_list, url_name
 
 #: Query parameter that opens every box of the tree (``?expand=all``).
 EXPAND_PARAM = "expand"
@@ -55,18 +54,14 @@ class LineageViewMixin:
         expanded = request.GET.get(EXPAND_PARAM) == "all"
         graph = selectors.get_lineage(truth=obj)
         display = lineage_display.rows_for(graph, open_depth=10**6 if expanded else lineage_display.OPEN_DEPTH)
-        context = {
-            **admin.admin_site.each_context(request),
-            "opts": admin.opts,
-            "object": obj,
-            "title": TITLE.format(pk=obj.pk),
-            "subtitle": None,
-            "module_name": str(capfirst(admin.opts.verbose_name_plural)),
-            "preserved_filters": admin.get_preserved_filters(request),
-            "lineage": display,
-            "expanded": expanded,
-            "can_undo": can_change_truths(request),
+        context = object_page(
+            admin,
+            request,
+            obj,
+            title=TITLE.format(pk=obj.pk),
+            lineage=display,
+            expanded=expanded,
+            can_undo=can_change_truths(request),
             **(extra_context or {}),
-        }
-        request.current_app = admin.admin_site.name
+        )
         return TemplateResponse(request, self.lineage_template or template_list(admin.opts, "lineage.html"), context)

@@ -8,6 +8,7 @@ verdicts as a real run. Applying creates the run and enqueues its tasks; the wor
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin, messages
@@ -16,18 +17,20 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
-from django.utils.text import capfirst
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from .. import inventory_display, run_display, selectors
 from ..exceptions import ApplyRefused
-from ..models import ClusterReview, ConsolidationRun, LineageEvent
+from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 from ..services.hygiene import stages
 from ..services.operations import dry_runs
 from ..services.pipeline.forecast import Forecast
-from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, template_list, url_name
+from ..services.queue import jobs
+from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
 from .undo import ReviewUndoMixin
 
 #: Seconds between refreshes of an in-progress run's page.
@@ -38,6 +41,40 @@ APPLY_QUEUED = (
     "each is re-validated and re-checked for freshness."
 )
 APPLY_TITLE = "Apply the verdicts of dry run {run}"
+#: Real runs by how their jobs are executed; a dry run is shown as a preview badge.
+EXECUTION_LABELS = {
+    ConsolidationRun.Execution.QUEUED: "Real run (workers)",
+    ConsolidationRun.Execution.IN_PROCESS: "Real run (in process)",
+}
+RETRIED = "Run {run}: re-queued {count} failed job(s); each cluster is judged again on its members as they are now."
+NOTHING_TO_RETRY = "Run {run} has no failed job to retry."
+RETRY_NOT_QUEUED = "Run {run} ran in one process ({mode}); only queued runs have jobs to retry."
+OUTDATED_PREVIEWS = (
+    "{outdated} of {previews} previewed cluster(s) have changed since this dry run (a later run may already "
+    "have made these merges): applying finds them stale and changes nothing for them."
+)
+
+
+class ModeFilter(admin.SimpleListFilter):
+    """Runs by kind, in the words of the "kind" column (a mode is not a status)."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("workers", "Real run (workers)"),
+            ("in_process", "Real run (in process)"),
+            (ConsolidationRun.Mode.DRY_RUN, "Dry run (preview)"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        if self.value() == ConsolidationRun.Mode.DRY_RUN:
+            return queryset.filter(mode=ConsolidationRun.Mode.DRY_RUN)
+        if self.value() in ("workers", "in_process"):
+            execution = ConsolidationRun.Execution.QUEUED if self.value() == "workers" else self.value()
+            return queryset.exclude(mode=ConsolidationRun.Mode.DRY_RUN).filter(execution=execution)
+        return queryset
 
 
 def _run_link(run_id: Any) -> str:
@@ -49,35 +86,28 @@ def _run_link(run_id: Any) -> str:
 class ConsolidationRunAdmin(ReadOnlyAdmin):
     """Runs, newest first; a run's page holds its reviews."""
 
+    # Compact enough for a 1360 px screen with the filter column (issue 15): the
+    # outcome counts share one column, the users and clusters another.
     list_display = [
         "short_id",
-        "created_at",
-        "trigger",
+        "created_display",
         "mode_display",
-        "status",
-        "threshold",
-        "user_filter",
-        "users",
-        "clusters_display",
-        "merged",
-        "superseded",
-        "retired",
-        "kept",
-        "rejected",
-        "failed",
-        "tokens",
+        "status_display",
+        "scope_display",
+        "outcome_display",
+        "llm_display",
         "duration_display",
     ]
     list_display_links = ["short_id"]
-    list_filter = ["mode", "status", "trigger"]
+    list_filter = [ModeFilter, "status", "trigger"]
     list_select_related = ["user_filter"]
-    actions = ["apply_dry_runs"]
+    actions = ["apply_dry_runs", "retry_failed_clusters"]
     fieldsets = [
         (
             None,
             {
                 "fields": [
-                    ("trigger", "mode", "status"),
+                    ("trigger", "mode_display", "status_display"),
                     "progress_display",
                     ("threshold", "judge"),
                     "user_filter",
@@ -99,6 +129,8 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         ),
     ]
     readonly_fields = [
+        "mode_display",
+        "status_display",
         "progress_display",
         "duration_display",
         "llm_calls_display",
@@ -106,6 +138,13 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         "embed_seconds_display",
         "cluster_seconds_display",
     ]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """The run list, headed by the queue's state: workers, jobs, throughput."""
+        overview = selectors.get_queue_overview()
+        request.iris_queue = overview  # type: ignore[attr-defined]  # read by get_queryset
+        context = {"queue": overview, "queue_rows": run_display.queue_lines(overview), **(extra_context or {})}
+        return super().changelist_view(request, context)
 
     def get_fieldsets(self, request: HttpRequest, obj: ConsolidationRun | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
@@ -116,7 +155,18 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         return fieldsets
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ConsolidationRun]:
-        return super().get_queryset(request).select_related("user_filter", "source_run")
+        runs = super().get_queryset(request).select_related("user_filter", "source_run")
+        overview = getattr(request, "iris_queue", None)
+        if overview is not None and not overview.worker_seen:
+            # No worker seen: a run in progress with a job queued past the grace period waits for one.
+            stuck = ConsolidationJob.objects.filter(
+                run=OuterRef("pk"),
+                run__execution=ConsolidationRun.Execution.QUEUED,
+                status=ConsolidationJob.Status.QUEUED,
+                created_at__lte=timezone.now() - timedelta(seconds=selectors.WORKER_GRACE_SECONDS),
+            )
+            runs = runs.annotate(waiting_for_worker=Exists(stuck))
+        return runs
 
     def get_urls(self) -> list[Any]:
         apply = path(
@@ -124,7 +174,12 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             self.admin_site.admin_view(self.apply_view),
             name=url_name(self.opts, "apply"),
         )
-        return [apply, *super().get_urls()]
+        retry = path(
+            "<path:object_id>/retry/",
+            self.admin_site.admin_view(self.retry_view),
+            name=url_name(self.opts, "retry"),
+        )
+        return [apply, retry, *super().get_urls()]
 
     def has_apply_permission(self, request: HttpRequest) -> bool:
         """Applying a dry run changes truths: the change permission on truths."""
@@ -136,15 +191,60 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     def short_id(self, obj: ConsolidationRun) -> str:
         return str(obj.pk)[:8]
 
-    @admin.display(description="mode", ordering="mode")
-    def mode_display(self, obj: ConsolidationRun) -> str:
-        if obj.is_dry_run:
-            return format_html('<span class="iris-badge iris-preview">{}</span>', "Dry run (preview)")
-        return obj.get_mode_display()
+    @admin.display(description="created", ordering="created_at")
+    def created_display(self, obj: ConsolidationRun) -> str:
+        when = timezone.localtime(obj.created_at)
+        return format_html('<span title="{}">{}</span>', when.isoformat(), when.strftime("%Y-%m-%d %H:%M"))
 
-    @admin.display(description="clusters done")
-    def clusters_display(self, obj: ConsolidationRun) -> str:
-        return f"{obj.clusters_done} / {obj.clusters_found}"
+    @admin.display(description="kind", ordering="mode")
+    def mode_display(self, obj: ConsolidationRun) -> str:
+        trigger = format_html('<br><span class="iris-muted">by {}</span>', obj.get_trigger_display().lower())
+        if obj.is_dry_run:
+            return format_html('<span class="iris-badge iris-preview">{}</span>{}', "Dry run (preview)", trigger)
+        # "Queued" is how a real run executes, not a status: say what it is.
+        return format_html("{}{}", EXECUTION_LABELS.get(obj.execution, obj.get_execution_display()), trigger)
+
+    @admin.display(description="status", ordering="status")
+    def status_display(self, obj: ConsolidationRun) -> str:
+        if getattr(obj, "waiting_for_worker", False) and obj.status in (
+            ConsolidationRun.Status.PENDING,
+            ConsolidationRun.Status.RUNNING,
+        ):
+            return format_html('<span class="iris-badge iris-badge-stale">{}</span>', "waiting for a worker")
+        return obj.get_status_display()
+
+    @admin.display(description="LLM", ordering="tokens")
+    def llm_display(self, obj: ConsolidationRun) -> str:
+        text = run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
+        cost = "cost unknown" if text == run_display.COST_UNKNOWN else ("" if text == run_display.COST_NONE else text)
+        return format_html('{} tokens<br><span class="iris-muted">{}</span>', f"{obj.tokens:,}", cost)
+
+    @admin.display(description="users · clusters")
+    def scope_display(self, obj: ConsolidationRun) -> str:
+        who = str(obj.user_filter) if obj.user_filter_id else f"{obj.users} user{'s' if obj.users != 1 else ''}"
+        return format_html(
+            '{}<br><span class="iris-muted">{} of {} clusters</span>', who, obj.clusters_done, obj.clusters_found
+        )
+
+    @admin.display(description="outcome")
+    def outcome_display(self, obj: ConsolidationRun) -> str:
+        counts = run_display.outcome_counts(obj, nonzero_only=True)
+        if not counts:
+            return format_html('<span class="iris-muted">{}</span>', "no cluster reviewed")
+        retired = (
+            format_html('<br><span class="iris-muted">{} truth{} retired</span>', obj.retired, pluralize(obj.retired))
+            if obj.retired
+            else ""
+        )
+        return format_html(
+            '<span class="iris-outcome">{}</span>{}',
+            format_html_join(
+                " ",
+                '<span class="iris-count iris-count-{}">{} <b>{}</b></span>',
+                ((c.key, c.label, c.value) for c in counts),
+            ),
+            retired,
+        )
 
     @admin.display(description="duration")
     def duration_display(self, obj: ConsolidationRun) -> str:
@@ -155,9 +255,9 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     def llm_calls_display(self, obj: ConsolidationRun) -> int:
         return obj.llm_calls
 
-    @admin.display(description="cost (USD)")
+    @admin.display(description="cost")
     def cost_display(self, obj: ConsolidationRun) -> str:
-        return f"{obj.cost:.4f}"
+        return run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
 
     @admin.display(description="embedding time")
     def embed_seconds_display(self, obj: ConsolidationRun) -> str:
@@ -195,9 +295,22 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             )
             counts = selectors.count_reviews_by_outcome(run=obj)
             application = selectors.get_application(run=obj) if obj.is_dry_run else None
+            previews = counts.get(ClusterReview.Outcome.PREVIEW, 0)
+            refusal = dry_runs.apply_refusal(run=obj, application=application, previews=previews)
+            progress = run_display.run_progress(obj)
+            waiting = progress.in_progress and selectors.is_waiting_for_worker(
+                run=obj, overview=selectors.get_queue_overview()
+            )
+            obj.waiting_for_worker = waiting  # type: ignore[attr-defined]  # read by status_display
             context.update(
                 run=obj,
-                progress=run_display.run_progress(obj),
+                summary=run_display.run_summary(obj),
+                outcome_table=run_display.outcome_counts(obj),
+                outdated_warning=self._outdated_warning(obj, previews) if refusal is None else "",
+                progress=progress,
+                waiting_for_worker=(
+                    run_display.WAITING_FOR_WORKER.format(silence=selectors.WORKER_SILENCE_SECONDS) if waiting else ""
+                ),
                 refresh_seconds=REFRESH_SECONDS,
                 review_page=page,
                 review_cards=run_display.review_cards(page.object_list),
@@ -205,17 +318,56 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 outcome_counts=[(value, label, counts.get(value, 0)) for value, label in ClusterReview.Outcome.choices],
                 review_total=sum(counts.values()),
                 application=application,
-                apply_refusal=dry_runs.apply_refusal(
-                    run=obj, application=application, previews=counts.get(ClusterReview.Outcome.PREVIEW, 0)
-                ),
+                apply_refusal=refusal,
                 can_apply=self.has_apply_permission(request),
+                can_retry=self.has_retry_permission(request) and obj.mode == ConsolidationRun.Mode.QUEUED,
+                failed_jobs=selectors.count_failed_jobs(run=obj),
                 can_undo=can_change_truths(request),
                 forecast_line=inventory_display.forecast_line(Forecast.from_dict(obj.forecast)) if obj.forecast else "",
                 stage_report=stages.summarise(obj),
             )
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
+    # --- retrying failed clusters ------------------------------------------------------
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        """Retrying judges and writes again: the change permission on truths."""
+        return can_change_truths(request)
+
+    def _retry(self, request: HttpRequest, run: ConsolidationRun) -> None:
+        """Re-queue ``run``'s failed jobs through ``jobs.retry_failed`` (as ``retry_consolidation``)."""
+        short = str(run.pk)[:8]
+        if run.mode != ConsolidationRun.Mode.QUEUED:
+            self.message_user(request, RETRY_NOT_QUEUED.format(run=short, mode=run.get_mode_display()), messages.ERROR)
+            return
+        count = jobs.retry_failed(run.pk)
+        if count:
+            self.message_user(request, RETRIED.format(run=short, count=count), messages.SUCCESS)
+        else:
+            self.message_user(request, NOTHING_TO_RETRY.format(run=short), messages.WARNING)
+
+    @admin.action(description="Retry the failed clusters of the selected runs", permissions=["retry"])
+    def retry_failed_clusters(self, request: HttpRequest, queryset: QuerySet[ConsolidationRun]) -> None:
+        for run in queryset.order_by("created_at"):
+            self._retry(request, run)
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: re-queue the run's failed clusters, then back to its page (GET only redirects)."""
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return missing_object(self, request, object_id)
+        if not (self.has_view_permission(request, obj) and self.has_retry_permission(request)):
+            raise PermissionDenied
+        if request.method == "POST":
+            self._retry(request, obj)
+        return HttpResponseRedirect(change_url(obj))
+
     # --- applying a dry run ---------------------------------------------------------
+
+    def _outdated_warning(self, run: ConsolidationRun, previews: int) -> str:
+        """Say, before applying, how many previews a later change has made stale."""
+        outdated = selectors.count_outdated_previews(run=run)
+        return OUTDATED_PREVIEWS.format(outdated=outdated, previews=previews) if outdated else ""
 
     def _apply(self, request: HttpRequest, run: ConsolidationRun) -> ConsolidationRun | None:
         try:
@@ -242,16 +394,15 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         if request.method == "POST":
             application = self._apply(request, obj)
             return HttpResponseRedirect(change_url(application or obj))
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "object": obj,
-            "title": APPLY_TITLE.format(run=str(obj.pk)[:8]),
-            "subtitle": None,
-            "module_name": str(capfirst(self.opts.verbose_name_plural)),
-            "previews": obj.merged + obj.superseded,
-        }
-        request.current_app = self.admin_site.name
+        previews = selectors.count_reviews_by_outcome(run=obj).get(ClusterReview.Outcome.PREVIEW, 0)
+        context = object_page(
+            self,
+            request,
+            obj,
+            title=APPLY_TITLE.format(run=str(obj.pk)[:8]),
+            previews=obj.merged + obj.superseded,
+            outdated_warning=self._outdated_warning(obj, previews),
+        )
         return TemplateResponse(request, template_list(self.opts, "apply_confirmation.html"), context)
 
 

@@ -9,18 +9,22 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.core.exceptions import ImproperlyConfigured
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 
-from .. import selectors, tasks
+from .. import lineage_display, selectors, tasks
 from ..exceptions import InvalidInput
 from ..llm import get_judge_client
 from ..models import EMBEDDING_DIMENSIONS, ConsolidationRun, Truth
 from ..services.operations import curation
-from .base import can_change_truths, url_name
+from .base import can_change_truths, missing_object, object_page, template_list, url_name
 from .lineage import LineageViewMixin
 from .undo import TruthUndoMixin
 
@@ -28,7 +32,12 @@ PINNED = "Pinned {count} truth(s); retired truths are left as they were."
 UNPINNED = "Unpinned {count} truth(s); retired truths are left as they were."
 QUEUED = "Queued {what} for {users} user(s): {links}. Their pages show progress."
 QUEUE_FAILED = "Nothing was queued: {error}"
+HISTORY_TITLE = "History of truth #{pk}"
 WHAT = {ConsolidationRun.Mode.DRY_RUN: "a dry run", ConsolidationRun.Mode.QUEUED: "a consolidation run"}
+
+
+def _when(value: Any) -> str:
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 class LiveFilter(admin.SimpleListFilter):
@@ -58,6 +67,42 @@ class LiveFilter(admin.SimpleListFilter):
         return queryset
 
 
+class UserFilter(admin.SimpleListFilter):
+    """One user's truths, picked by typing a username: a search box with suggestions
+    (``truth/users/?term=``) rather than a link per user, which does not scale."""
+
+    title = "user"
+    parameter_name = "user"
+    template = "admin/iris_consolidation/truth/user_filter.html"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return []  # the choices come from the autocomplete endpoint as the operator types
+
+    def has_output(self) -> bool:
+        return True
+
+    def choices(self, changelist: Any) -> Any:
+        # One "choice": what the template's form needs to keep the other filters.
+        others = changelist.params
+        yield {
+            "selected": self.value() is not None,
+            "value": self.value() or "",
+            "clear_query_string": changelist.get_query_string(remove=[self.parameter_name]),
+            "hidden": [
+                (name, item)
+                for name, values in others.items()
+                if name not in (self.parameter_name, "p")
+                for item in (values if isinstance(values, list) else [values])
+            ],
+            "autocomplete_url": reverse(f"admin:{url_name(Truth._meta, 'users')}"),
+        }
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        if not self.value():
+            return queryset
+        return queryset.filter(**{selectors.user_name_lookup(): self.value()})
+
+
 class ScoreFilter(admin.SimpleListFilter):
     """Distillation score in quarters."""
 
@@ -83,23 +128,23 @@ class ScoreFilter(admin.SimpleListFilter):
 class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     """Truths of every user; live ones by default. Embeddings are shown as presence only."""
 
+    # Fits 1360 px beside the filters (issue 15): origin and "pinned" ride along with
+    # the text, so generation, score, live and lineage stay on screen.
     list_display = [
         "id",
         "content_display",
         "user_display",
-        "origin",
-        "pinned",
         "generation",
         "score",
         "quality_display",
         "is_live_display",
-        "created_at",
+        "stated_on",
         "lineage_link",
     ]
     list_display_links = ["id", "content_display"]
     list_filter = [
         LiveFilter,
-        ("user", admin.RelatedOnlyFieldListFilter),
+        UserFilter,
         "origin",
         "pinned",
         "generation",
@@ -121,7 +166,7 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
                         "validated", "tags"]},
         ),
         ("Retirement", {"fields": ["retired_at", "retired_reason", "superseded_by"]}),
-        ("Times", {"fields": ["created_at", "updated_at"]}),
+        ("Times", {"fields": ["stated_at", "made_at", "updated_at"]}),
     ]
     #: Bookkeeping of the hygiene stages and the host's reports (record_access,
     #: mark_validated): shown, never edited by hand.
@@ -135,9 +180,38 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         "retired_at",
         "retired_reason",
         "superseded_by",
-        "created_at",
+        "stated_at",
+        "made_at",
         "updated_at",
     ]
+
+    def get_urls(self) -> list[Any]:
+        users = path("users/", self.admin_site.admin_view(self.users_view), name=url_name(self.opts, "users"))
+        return [users, *super().get_urls()]
+
+    def users_view(self, request: HttpRequest) -> HttpResponse:
+        """JSON ``{"results": [username, ...]}``: the user filter's suggestions for ``?term=``.
+
+        Only users who have truths; needs the view permission on truths (usernames
+        are personal data too).
+        """
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        return JsonResponse({"results": selectors.list_usernames_with_truths(term=request.GET.get("term", ""))})
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None) -> Any:
+        """The History button: the truth's audit rows, lineage steps and admin edits as
+        one timeline (django-simple-history's single timeline is the model)."""
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return missing_object(self, request, object_id)
+        if not self.has_view_or_change_permission(request, obj):
+            raise PermissionDenied
+        rows = lineage_display.history_rows(selectors.get_truth_history(truth=obj))
+        context = object_page(
+            self, request, obj, title=HISTORY_TITLE.format(pk=obj.pk), rows=rows, **(extra_context or {})
+        )
+        return TemplateResponse(request, template_list(self.opts, "truth_history.html"), context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Truth]:
         # Every truth, retired ones included (LiveFilter shows live ones by default);
@@ -151,7 +225,7 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Truth | None = None) -> list[str]:
         if obj is None:
             return ["embedding_status", *self.HYGIENE_FIELDS, "retired_at", "retired_reason", "superseded_by",
-                    "created_at", "updated_at"]
+                    "made_at", "updated_at"]
         if obj.retired_at is not None:
             # A retired truth is history: shown, never edited.
             return ["user", "content", "kind", "pinned", "score", "source", *self.HISTORY_FIELDS]
@@ -186,12 +260,38 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
 
     @admin.display(description="content", ordering="content")
     def content_display(self, obj: Truth) -> str:
-        return obj.content if len(obj.content) <= 90 else obj.content[:89] + "…"
+        text = obj.content if len(obj.content) <= 90 else obj.content[:89] + "…"
+        pinned = format_html(' <span class="iris-badge">{}</span>', "pinned") if obj.pinned else ""
+        return format_html('{}{} <span class="iris-muted">{}</span>', text, pinned, obj.get_origin_display().lower())
 
     @admin.display(description="user", ordering=selectors.user_name_lookup())
     def user_display(self, obj: Truth) -> str:
-        url = reverse("admin:iris_consolidation_truth_changelist") + f"?user__id__exact={obj.user_id}"
-        return format_html('<a href="{}" title="Only this user\'s truths">{}</a>', url, obj.user)
+        url = reverse("admin:iris_consolidation_truth_changelist") + "?" + urlencode({"user": obj.user.get_username()})
+        return format_html('<a href="{}" title="Only this user\'s truths">{}</a>', url, obj.user.get_username())
+
+    @admin.display(description="last stated", ordering="created_at")
+    def stated_at(self, obj: Truth) -> str:
+        """When the user last stated it: for a consolidated truth, its newest source's
+        date, which supersede compares (``Truth.created_at``)."""
+        return format_html(
+            '{} <span class="iris-muted">{}</span>',
+            _when(obj.created_at),
+            "when the user last stated it (for a merge: its newest source); supersede compares this date",
+        )
+
+    @admin.display(description="last stated", ordering="created_at")
+    def stated_on(self, obj: Truth) -> str:
+        """``stated_at`` as a date, short enough for the list; the full time on hover."""
+        when = timezone.localtime(obj.created_at)
+        return format_html('<span title="{}">{}</span>', when.strftime("%Y-%m-%d %H:%M"), when.strftime("%Y-%m-%d"))
+
+    @admin.display(description="made")
+    def made_at(self, obj: Truth) -> Any:
+        """When this row was made: its creation in the audit, or the merge that made it."""
+        made = selectors.get_made_at(truth=obj)
+        if made is None:
+            return "—"
+        return format_html('{} <span class="iris-muted">{}</span>', _when(made), "when this record was made")
 
     @admin.display(description="quality")
     def quality_display(self, obj: Truth) -> str:

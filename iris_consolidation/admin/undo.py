@@ -18,13 +18,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
-from django.utils.text import capfirst
 
 from ..exceptions import ConsolidatedFurther, UndoRefused
 from ..models import ClusterReview, Truth
 from ..selectors import UndoStep
 from ..services.operations import undo
-from .base import can_change_truths, change_url, missing_object, template_list, url_name
+from .base import can_change_truths, change_url, missing_object, object_page, template_list, url_name
 
 UNDONE = "Undone: {restored} truth(s) are live again ({ids}); {fate}."
 FATE_RETIRED = "truth #{truth} is retired as “consolidation undone”"
@@ -115,18 +114,9 @@ class _UndoPage:
                 return HttpResponseRedirect(change_url(obj))
             _done(request, results)
             return HttpResponseRedirect(_truth_admin_url("lineage", results[0].truth_id))
-        context = {
-            **admin.admin_site.each_context(request),
-            "opts": admin.opts,
-            "object": obj,
-            "title": self._title(obj),
-            "subtitle": None,
-            "module_name": str(capfirst(admin.opts.verbose_name_plural)),
-            "steps": steps,
-            "form": form,
-            "truth_opts": Truth._meta,
-        }
-        request.current_app = admin.admin_site.name
+        context = object_page(
+            admin, request, obj, title=self._title(obj), steps=steps, form=form, truth_opts=Truth._meta
+        )
         return TemplateResponse(
             request, self.undo_template or template_list(admin.opts, "undo_confirmation.html"), context
         )

@@ -27,6 +27,8 @@ class MemberView:
     #: The truth's composite quality in 0..1 (services/hygiene/quality.py); not sent to
     #: a model. The rule judge keeps the best one's text where it has no other preference.
     quality: float = 0.0
+    #: Distillation score; the rule judge's tie-break between equal texts (never sent to a model).
+    score: float = 0.0
 
     def as_wire(self) -> dict[str, object]:
         """The member as DESIGN.md's wire contract puts it in the request."""

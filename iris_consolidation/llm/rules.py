@@ -59,12 +59,33 @@ def equivalent_groups(members: tuple[MemberView, ...]) -> list[tuple[list[Member
     return result
 
 
+def best_written(group: list[MemberView]) -> MemberView:
+    """The member whose text a merge keeps, the best written (issue 15): the most proper
+    names capitalised (so "I met Taylor Swift" wins over "I met taylor swift."), then a
+    capital first letter, then the higher quality (``MemberView.quality``, issue 13), then
+    the higher distillation score, then the oldest (members come oldest first).
+    """
+    known = textfacts.known_names(m.content for m in group)
+    ranked = [
+        (
+            len(textfacts.proper_names(m.content, known=known)),
+            m.content.lstrip()[:1].isupper(),
+            # Quality to two decimals, so that minutes of recency do not decide (issue 13).
+            round(m.quality, 2),
+            m.score,
+            -index,
+            m,
+        )
+        for index, m in enumerate(group)
+    ]
+    return max(ranked, key=lambda r: r[:5])[5]
+
+
 def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
     """The provable merges of ``request``: one action per group of equal statements.
 
     The merged content is a protected member's text when the group has one (it must
-    survive unchanged), else the text of the member of highest quality (``MemberView.quality``
-    to two decimals, issue 13), the oldest among equals (members come oldest first).
+    survive unchanged), else the best-written member's (``best_written``).
     """
     actions = []
     for group, reason in equivalent_groups(request.members):
@@ -75,9 +96,7 @@ def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
             group = [m for m in group if not m.protected] + protected[:1]
             if len(group) < 2:
                 continue
-        # Quality to two decimals, so that minutes of recency do not decide; max() keeps
-        # the first of equals: the oldest member.
-        keeper = protected[0] if protected else max(group, key=lambda m: round(m.quality, 2))
+        keeper = protected[0] if protected else best_written(group)
         actions.append(
             Action(action="merge", ids=tuple(m.alias for m in group), content=keeper.content, reason=reason)
         )

@@ -54,7 +54,7 @@ def pages(data: dict[str, Any]) -> list[Page]:
     return [
         Page("truth list (live, 100 per page)", truths, 12),
         Page("truth list, all incl. retired", f"{truths}?status=all", 12),
-        Page("truth list, one user", f"{truths}?user__id__exact={user.pk}", 12),
+        Page("truth list, one user", f"{truths}?user={user.username}", 12),
         Page("truth list, search", f"{truths}?q=Tomas", 12),
         Page("truth change page (generation 5)", reverse("admin:iris_consolidation_truth_change", args=[root.pk]), 10),
         Page("lineage, generation 5 (63 truths)", reverse("admin:iris_consolidation_truth_lineage", args=[root.pk]), 8),
@@ -80,6 +80,9 @@ def pages(data: dict[str, Any]) -> list[Page]:
         Page("review page", reverse("admin:iris_consolidation_clusterreview_change", args=[review.pk]), 10),
         Page("lineage event list", reverse("admin:iris_consolidation_lineageevent_changelist"), 10),
         Page("lineage event page", reverse("admin:iris_consolidation_lineageevent_change", args=[event.pk]), 10),
+        Page("truth change audit list", reverse("admin:iris_consolidation_truthchange_changelist"), 10),
+        Page("truth history (generation 5)", reverse("admin:iris_consolidation_truth_history", args=[root.pk]), 10),
+        Page("live settings (add form)", reverse("admin:iris_consolidation_livesettings_add"), 10),
     ]
 
 

@@ -121,4 +121,4 @@ def test_live_settings_change_page_shows_what_is_in_force(admin_client):
     page = admin_client.get(reverse("admin:iris_consolidation_livesettings_change", args=[1]))
 
     assert page.status_code == 200
-    assert b"cap=7 retirements/run" in page.content and b"threshold=0.75" in page.content
+    assert b"at most 7 retirements per run" in page.content and b"similarity threshold: 0.75" in page.content

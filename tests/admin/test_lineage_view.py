@@ -103,7 +103,7 @@ def test_unknown_truth_is_a_404(admin_client, bad_id):
 
     assert response.status_code == 404
     assert list(get_messages(response.wsgi_request)) == []
-    assert MISSING_OBJECT.format(name="Truth", key=bad_id) == str(response.context["exception"])
+    assert MISSING_OBJECT.format(name="Truth", key=bad_id) == response.context["message"]
 
 
 def test_lineage_never_shows_another_users_truth(admin_client, two_step_lineage, user_factory):

@@ -15,7 +15,6 @@ from iris_consolidation.llm.base import Action
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services.operations import dry_runs
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import execution
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
@@ -68,7 +67,7 @@ def test_run_list_shows_mode_status_counts_and_marks_dry_runs(admin_client, dry_
 
     assert "Dry run (preview)" in html and "iris-preview" in html
     assert str(dry_run.pk)[:8] in html
-    assert "1 / 1" in html  # clusters done / found
+    assert "1 of 1 clusters" in html  # clusters done / found
 
 
 def test_run_page_shows_each_review_with_members_decision_reasoning_and_figures(admin_client, user_factory):

@@ -67,17 +67,48 @@ def test_filters_narrow_the_list(admin_client, truth_factory, params, expected):
     assert _ids(admin_client.get(CHANGELIST, params)) == {made[name].pk for name in expected}
 
 
-def test_user_filter_lists_users_who_have_truths(admin_client, truth_factory, user_factory):
+def test_user_filter_picks_one_users_truths_by_username(admin_client, truth_factory, user_factory):
     alice, bob = user_factory("alice"), user_factory("bob")
-    user_factory("carol")  # no truths
     mine = truth_factory("x", user=alice)
     truth_factory("y", user=bob)
 
-    response = admin_client.get(CHANGELIST, {"user__id__exact": alice.pk})
+    response = admin_client.get(CHANGELIST, {"user": "alice"})
 
     assert _ids(response) == {mine.pk}
     html = response.content.decode()
-    assert "alice" in html and "bob" in html and "carol" not in html
+    assert 'name="user" value="alice"' in html  # the search box keeps the choice
+    # Links by id (older bookmarks) still filter.
+    assert _ids(admin_client.get(CHANGELIST, {"user__id__exact": alice.pk})) == {mine.pk}
+
+
+def test_user_filter_is_a_search_box_not_a_link_per_user(admin_client, truth_factory, user_factory):
+    for name in ("alice", "bob", "carol"):
+        truth_factory("x", user=user_factory(name))
+
+    html = admin_client.get(CHANGELIST).content.decode()
+
+    assert 'id="iris-user-filter"' in html
+    assert "?user=bob" not in html.split('id="changelist-filter"')[1]
+
+
+def test_user_suggestions_are_users_with_truths_matching_the_term(admin_client, truth_factory, user_factory):
+    truth_factory("x", user=user_factory("alice"))
+    truth_factory("y", user=user_factory("alicia"))
+    truth_factory("z", user=user_factory("bob"))
+    user_factory("alina")  # no truths
+
+    response = admin_client.get(reverse("admin:iris_consolidation_truth_users"), {"term": "ALI"})
+
+    assert response.json() == {"results": ["alice", "alicia"]}
+
+
+def test_user_suggestions_need_the_view_permission_on_truths(client, django_user_model):
+    staff = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
+    client.force_login(staff)
+
+    response = client.get(reverse("admin:iris_consolidation_truth_users"), {"term": "a"})
+
+    assert response.status_code == 403
 
 
 def test_embeddings_are_never_shown_as_numbers(admin_client, truth_factory):

@@ -114,7 +114,7 @@ def test_undo_of_an_unknown_truth_is_a_404(admin_client):
     response = admin_client.get(undo_url(424242))
 
     assert response.status_code == 404
-    assert MISSING_OBJECT.format(name="Truth", key="424242") == str(response.context["exception"])
+    assert MISSING_OBJECT.format(name="Truth", key="424242") == response.context["message"]
 
 
 def test_undo_from_a_review_page(admin_client, user_factory):

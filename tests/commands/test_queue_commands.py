@@ -9,13 +9,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django_q.models import Schedule
 
-from iris_consolidation import tasks
 from iris_consolidation.management.commands.consolidation_status import Command as Status
 from iris_consolidation.management.commands.retry_consolidation import Command as Retry
 from iris_consolidation.models import ConsolidationJob, ConsolidationRun
 from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import scheduling
-from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
 
@@ -24,22 +22,6 @@ def _run(*args: str) -> str:
     out = StringIO()
     call_command(*args, stdout=out, stderr=StringIO())
     return out.getvalue()
-
-
-@pytest.fixture
-def failed_run(truth_factory, settings, django_capture_on_commit_callbacks):
-    """A queued run whose only cluster failed (the judge could not be built)."""
-    truth_factory("Works as a nurse", embedding=vector_at(1.0))
-    truth_factory("Works as a nurse.", embedding=vector_at(0.95))
-    settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
-    settings.IRIS_CONSOLIDATION_JUDGE = "nonexistent"
-    run = consolidation.create_run(trigger="command", mode="queued")
-    with pytest.raises(Exception, match="Unknown judge"), django_capture_on_commit_callbacks(execute=True):
-        tasks.enqueue_run(run)
-    run.refresh_from_db()
-    assert (run.status, run.failed) == ("failed", 1)
-    settings.IRIS_CONSOLIDATION_JUDGE = "rules"
-    return run
 
 
 def test_retry_requeues_the_failed_cluster_and_the_run_completes(failed_run, django_capture_on_commit_callbacks):
@@ -101,8 +83,28 @@ def test_status_shows_the_last_run_the_next_due_and_what_is_in_flight(failed_run
     assert lines[2] == Status.IN_FLIGHT.format(count=1)
     assert lines[3].endswith("jobs queued=1 running=0 waiting=0 done=0 failed=0")
     assert lines[4] == Status.FLIGHT_EMBEDDED.format(users_done=0, users=0, embedded=0)
-    assert lines[5] == Status.BY_STATUS.format(counts="pending=0 running=1 done=0 partial=0 failed=1")
-    assert lines[6] == Status.LOCK_FREE
+    assert lines[5].startswith("Workers: a worker took or finished a job")  # the failed run's jobs ran here
+    assert lines[6] == "Jobs: 1 queued, 0 running, 0 waiting (rate limited), 1 failed"
+    assert lines[7].startswith("Throughput: ")
+    assert lines[8] == Status.BY_STATUS.format(counts="pending=0 running=1 done=0 partial=0 failed=1")
+    assert lines[9] == Status.LOCK_FREE
+
+
+def test_status_says_a_run_waits_for_a_worker_when_none_is_seen(user_factory):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    user = user_factory("alice")
+    run = consolidation.create_run(trigger="command", mode="queued")
+    long_ago = timezone.now() - timedelta(minutes=10)
+    ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=long_ago)
+    ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=long_ago)
+
+    out = _run("consolidation_status")
+
+    assert f"  {run.pk} (command, {Status.WAITING_FOR_WORKER}) started" in out
+    assert "Workers: No worker seen: queued runs wait until one runs (manage.py qcluster)." in out
 
 
 def test_status_says_when_the_weekly_run_is_overdue():

@@ -49,3 +49,50 @@ def test_same_words_in_another_order_are_left_to_the_judge(a, b):
     verdict = RuleJudge().judge(_request(a, b))
 
     assert verdict.actions == ()
+
+
+def _scored(*members: tuple[str, float]) -> JudgeRequest:
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    return JudgeRequest(
+        members=tuple(
+            MemberView(alias=f"t{i}", content=c, created_at=t.replace(day=i), score=score)
+            for i, (c, score) in enumerate(members, start=1)
+        )
+    )
+
+
+def test_merge_keeps_the_member_with_its_proper_names_capitalised():
+    verdict = RuleJudge().judge(_request("I met taylor swift.", "I met Taylor Swift"))
+
+    assert [a.content for a in verdict.actions] == ["I met Taylor Swift"]
+
+
+def test_merge_prefers_a_capital_first_letter_over_a_higher_score():
+    verdict = RuleJudge().judge(
+        _scored(("Drinks green tea every morning", 0.4), ("drinks green tea every morning.", 0.9))
+    )
+
+    assert [a.content for a in verdict.actions] == ["Drinks green tea every morning"]
+
+
+def test_merge_keeps_the_higher_score_when_both_are_written_alike():
+    verdict = RuleJudge().judge(
+        _scored(("Drinks green tea every morning", 0.4), ("Drinks green tea every morning.", 0.9))
+    )
+
+    assert [a.content for a in verdict.actions] == ["Drinks green tea every morning."]
+
+
+def test_merge_keeps_the_oldest_when_names_and_scores_tie():
+    verdict = RuleJudge().judge(_scored(("Lives in Lisbon", 0.5), ("lives in Lisbon.", 0.5)))
+
+    assert [a.content for a in verdict.actions] == ["Lives in Lisbon"]
+
+
+def test_the_kept_text_passes_the_validator():
+    request = _request("I met taylor swift.", "I met Taylor Swift")
+
+    verdict = RuleJudge().judge(request)
+    result = validation.validate(request, verdict.actions, max_length=1000, max_generation=5)
+
+    assert result.accepted == verdict.actions

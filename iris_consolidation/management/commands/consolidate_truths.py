@@ -119,7 +119,7 @@ def _summary(run: ConsolidationRun, seconds: float) -> str:
     return (
         f"Summary: users={run.users} truths={run.truths} embedded={run.embedded} "
         f"clusters={run.clusters_found} {verb.replace(' ', '_')}={run.merged} superseded={run.superseded} "
-        f"retired={run.retired} kept={run.kept} rejected={run.rejected} failed={run.failed} "
+        f"retired={run.retired} kept={run.kept} rejected={run.rejected} stale={run.stale} failed={run.failed} "
         f"{inventory_display.spend_fields(run)} tokens={run.tokens} embed_seconds={run.embed_seconds:.1f} "
         f"cluster_seconds={run.cluster_seconds:.1f} seconds={seconds:.1f} run={run.pk}"
     )

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from ... import selectors
+from ... import run_display, selectors
 
 
 def _when(moment: datetime | None) -> str:
@@ -35,6 +35,8 @@ class Command(BaseCommand):
     BY_STATUS = "Runs by status: {counts}"
     LOCK_HELD = "Schedule lock: held by run {run_id} until {until}"
     LOCK_FREE = "Schedule lock: free"
+    WAITING_FOR_WORKER = "waiting for a worker"
+    QUEUE_ROW = "{label}: {text}"
 
     def handle(self, *args: Any, **options: Any) -> None:
         status = selectors.get_consolidation_status()
@@ -69,7 +71,11 @@ class Command(BaseCommand):
                 self.FLIGHT_ROW.format(
                     run_id=progress.run.pk,
                     trigger=progress.run.trigger,
-                    status=progress.run.status,
+                    status=(
+                        self.WAITING_FOR_WORKER
+                        if progress.run.pk in status.waiting_for_worker
+                        else progress.run.status
+                    ),
                     started=_when(progress.run.started_at),
                     **progress.jobs,
                 )
@@ -78,6 +84,8 @@ class Command(BaseCommand):
             write(self.FLIGHT_EMBEDDED.format(users_done=run_.users_done, users=run_.users, embedded=run_.embedded))
             for user_id, note in progress.phase1:
                 write(self.FLIGHT_PHASE1.format(user_id=user_id, note=note))
+        for label, text in run_display.queue_lines(status.queue):
+            write(self.QUEUE_ROW.format(label=label, text=text))
         write(self.BY_STATUS.format(counts=" ".join(f"{k}={v}" for k, v in status.runs_by_status.items())))
         if status.lock_run_id:
             write(self.LOCK_HELD.format(run_id=status.lock_run_id, until=_when(status.lock_expires_at)))

@@ -62,6 +62,7 @@ def build_request(
             origin=t.origin,
             pinned=t.pinned,
             quality=quality_of(t),
+            score=t.score,
         )
         for alias, t in by_alias.items()
     )

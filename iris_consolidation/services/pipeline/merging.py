@@ -126,6 +126,27 @@ def _merged_truth(action: Action, sources: Sequence[Truth], embedding: Any, embe
     return truth
 
 
+def outcome_counter(outcome: str, rejections: Sequence[Rejection]) -> str | None:
+    """The run counter a review of ``outcome`` adds one to: ``kept``, ``rejected``,
+    ``stale`` or ``deferred`` (left unjudged because the run's budget was spent, or refused
+    only because the run reached its retirement cap),
+    or None (applied or previewed clusters count their actions; failed ones ``failed``).
+
+    Each cluster counts once (issue 15): "kept" used to include rejected and stale ones.
+    """
+    if outcome == ClusterReview.Outcome.KEPT:
+        return "kept"
+    if outcome == ClusterReview.Outcome.STALE:
+        return "stale"
+    if outcome == ClusterReview.Outcome.DEFERRED:
+        return "deferred"
+    if outcome == ClusterReview.Outcome.REJECTED:
+        if rejections and all(r.code == Code.CAP_REACHED for r in rejections):
+            return "deferred"
+        return "rejected"
+    return None
+
+
 def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "", actor: str = "") -> ClusterReview:
     """Apply ``draft.accepted`` (unless ``dry_run``) and record the review; see module doc.
 
@@ -275,15 +296,17 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             event.review = review
         LineageEvent.objects.bulk_create(events)
         merges = sum(1 for a in applied if a["action"] == "merge")
+        counted = outcome_counter(outcome, rejections)
         ConsolidationRun.objects.filter(pk=run.pk).update(
             clusters_done=F("clusters_done") + 1,
             merged=F("merged") + merges,
             superseded=F("superseded") + (len(applied) - merges),
             retired=F("retired") + retired_count,
-            kept=F("kept") + (1 if not applied and not draft.error and not draft.deferred_reason else 0),
-            rejected=F("rejected") + len(rejections),
+            kept=F("kept") + int(counted == "kept"),
+            rejected=F("rejected") + int(counted == "rejected"),
+            stale=F("stale") + int(counted == "stale"),
+            deferred=F("deferred") + int(counted == "deferred"),
             failed=F("failed") + (1 if draft.error else 0),
-            deferred=F("deferred") + (1 if draft.deferred_reason else 0),
             llm_calls=F("llm_calls") + calls,
             model_clusters=F("model_clusters") + (1 if draft.asked_model else 0),
             tokens=F("tokens") + spend.tokens,

@@ -205,3 +205,16 @@ def test_a_failed_application_job_is_retried_like_any_run(previewed, settings):
 
     run.refresh_from_db()
     assert (run.status, run.merged, run.failed) == (ConsolidationRun.Status.DONE, 1, 0)
+
+
+def test_applying_a_dry_run_a_later_run_already_made_counts_its_clusters_stale_once(previewed, run_factory):
+    """Issue 15: such an application used to show "kept 1, rejected 1" and no stale count."""
+    real = execution.run_sync(
+        run=run_factory(mode="queued", user_id=previewed["user"].pk), client=RuleJudge(), embedder=get_embedder()
+    )
+    assert real.merged == 1  # the same merge, made for real
+
+    run = _apply(previewed["dry"])
+
+    assert run.reviews.get().outcome == ClusterReview.Outcome.STALE
+    assert (run.stale, run.kept, run.rejected, run.merged, run.deferred, run.failed) == (1, 0, 0, 0, 0, 0)
