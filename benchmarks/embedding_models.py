@@ -38,7 +38,7 @@ django.setup()
 
 import numpy as np  # noqa: E402
 
-from iris_consolidation.embeddings import LocalEmbedder, _tokenizer_path, check_dimensions  # noqa: E402
+from iris_consolidation.embeddings import TOKENIZER_PATH, LocalEmbedder, check_dimensions  # noqa: E402
 from iris_consolidation.evaluation import scoring  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -69,7 +69,7 @@ class ParaphraseL3Embedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        self._tokenizer = Tokenizer.from_file(str(_tokenizer_path()))
+        self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         self._tokenizer.enable_truncation(max_length=128)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         options = ort.SessionOptions()

@@ -22,12 +22,33 @@ class IrisConsolidationConfig(AppConfig):
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="iris_consolidation.ensure_schedules")
 
 
-def _ensure_schedules(*, using: str = "default", **kwargs: Any) -> None:
-    """After ``migrate``: create or update the django-q2 schedules (idempotent, by name)."""
+NO_SCHEDULE_TABLE = (
+    "iris_consolidation: no weekly consolidation was scheduled: the database has no django_q_schedule table "
+    "(add 'django_q' to INSTALLED_APPS and migrate again).\n"
+)
+SCHEDULED = (
+    "iris_consolidation: every user's truths are consolidated on schedule {cron!r} ({tz}); "
+    'IRIS_CONSOLIDATION_SCHEDULE_CRON = "" turns it off.\n'
+)
+UNSCHEDULED = "iris_consolidation: no weekly consolidation (IRIS_CONSOLIDATION_SCHEDULE_CRON is empty).\n"
+
+
+def _ensure_schedules(*, using: str = "default", verbosity: int = 1, stdout: Any = None, **kwargs: Any) -> None:
+    """After ``migrate``: create or update the django-q2 schedules (idempotent, by name),
+    and say so in ``migrate``'s output, or why not (never a silent skip)."""
+    import sys
+
+    from django.conf import settings
     from django.db import DEFAULT_DB_ALIAS, connections
 
-    if using != DEFAULT_DB_ALIAS or "django_q_schedule" not in connections[using].introspection.table_names():
+    if using != DEFAULT_DB_ALIAS:
+        return
+    out = stdout or sys.stdout
+    if "django_q_schedule" not in connections[using].introspection.table_names():
+        out.write(NO_SCHEDULE_TABLE)  # also said by check E005, unless silenced
         return
     from .services.queue import scheduling
 
-    scheduling.ensure_schedules()
+    weekly = scheduling.ensure_schedules()[scheduling.WEEKLY]
+    if verbosity >= 1:
+        out.write(SCHEDULED.format(cron=weekly.cron, tz=settings.TIME_ZONE) if weekly else UNSCHEDULED)

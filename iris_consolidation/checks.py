@@ -1,4 +1,12 @@
-"""System checks for the app's settings and environment."""
+"""System checks for the app's settings and environment.
+
+A host project that misses something the app needs learns it in one line from
+``manage.py check`` (and before ``migrate`` runs): E005 ``django_q`` or E006
+``django.contrib.postgres`` not in ``INSTALLED_APPS``, E007 no ``Q_CLUSTER``, W002 a
+``Q_CLUSTER`` naming no broker, E008/E009 its timeout or retry below what the app's
+tasks need, E010 the local embedder selected but not installed, W001 no ``vector``
+extension on the database server. README "Use it in your own project" lists the fixes.
+"""
 
 from __future__ import annotations
 
@@ -78,3 +86,95 @@ def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         ]
     return []
+
+
+#: django-q2's Q_CLUSTER keys that choose a broker (django_q.brokers.get_broker); with
+#: none of them django-q2 sends tasks to Redis on localhost.
+BROKER_KEYS = ("broker_class", "iron_mq", "sqs", "orm", "mongo", "redis")
+#: Seconds django-q2's guard lets a task run past its timeout before it kills the worker
+#: (django_q/worker.py adds 3 to the timer).
+GUARD_BUFFER = 3
+#: django-q2's default ``retry`` (django_q/conf.py).
+DEFAULT_RETRY = 60
+Q_CLUSTER_EXAMPLE = 'e.g. Q_CLUSTER = {"name": "iris", "orm": "default", "timeout": 150, "retry": 180}'
+
+
+def task_timeout() -> int:
+    """Longest timeout of the app's queued tasks, in seconds (USER_/CLUSTER_JOB_TIMEOUT)."""
+    return max(int(app_settings.USER_JOB_TIMEOUT), int(app_settings.CLUSTER_JOB_TIMEOUT))
+
+
+@register()
+def check_host_project(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """E005/E006 apps missing from INSTALLED_APPS, E007 no Q_CLUSTER, W002 no broker,
+    E008 Q_CLUSTER timeout below the tasks' timeout, E009 retry not above it, E010 the
+    local embedder selected but its packages not installed."""
+    from django.apps import apps
+
+    errors: list[Any] = []
+    if not apps.is_installed("django_q"):
+        errors.append(
+            Error(
+                "'django_q' is not in INSTALLED_APPS: migrate creates no schedule table (so no weekly run) "
+                "and queued runs have no queue; add 'django_q'.",
+                id="iris_consolidation.E005",
+            )
+        )
+    if not apps.is_installed("django.contrib.postgres"):
+        errors.append(
+            Error(
+                "'django.contrib.postgres' is not in INSTALLED_APPS; the truth table's HNSW index needs it.",
+                id="iris_consolidation.E006",
+            )
+        )
+    errors.extend(_check_q_cluster(getattr(settings, "Q_CLUSTER", None)))
+    if app_settings.EMBEDDING_MODEL == "local":
+        from .embeddings import NOT_INSTALLED, missing_local_modules
+
+        missing = missing_local_modules()
+        if missing:
+            errors.append(Error(NOT_INSTALLED.format(missing=", ".join(missing)), id="iris_consolidation.E010"))
+    return errors
+
+
+def _check_q_cluster(conf: Any) -> list[Any]:
+    if not isinstance(conf, dict):
+        return [
+            Error(
+                "Q_CLUSTER is not set: django-q2 would send queued runs to Redis on localhost, where no worker "
+                f"may listen; {Q_CLUSTER_EXAMPLE}.",
+                id="iris_consolidation.E007",
+            )
+        ]
+    errors: list[Any] = []
+    if not any(conf.get(key) for key in BROKER_KEYS):
+        errors.append(
+            Warning(
+                "Q_CLUSTER names no broker, so django-q2 uses Redis on localhost; say which "
+                '("orm": "default" runs the queue in this database, or "redis": URL).',
+                id="iris_consolidation.W002",
+            )
+        )
+    needed = task_timeout()
+    timeout = conf.get("timeout")
+    if timeout is not None and timeout < needed:
+        errors.append(
+            Error(
+                f"Q_CLUSTER timeout is {timeout} s, below the {needed} s that iris_consolidation's tasks may run "
+                "(IRIS_CONSOLIDATION_USER_JOB_TIMEOUT / CLUSTER_JOB_TIMEOUT); set it to at least "
+                f"{needed + 30}.",
+                id="iris_consolidation.E008",
+            )
+        )
+    redelivers = not conf.get("redis") or any(conf.get(key) for key in BROKER_KEYS if key != "redis")
+    retry = conf.get("retry", DEFAULT_RETRY)
+    longest = max(needed, timeout or 0) + GUARD_BUFFER
+    if redelivers and retry <= longest:
+        errors.append(
+            Error(
+                f"Q_CLUSTER retry is {retry} s, not above the {longest} s a task may run; the broker would hand "
+                f"a running task out again. Set retry above timeout, e.g. {longest + 30}.",
+                id="iris_consolidation.E009",
+            )
+        )
+    return errors

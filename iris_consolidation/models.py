@@ -5,6 +5,7 @@ Models hold data and tiny derived values only; workflows live in ``services/``.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
@@ -14,28 +15,27 @@ from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
+from .choices import (
+    CONSOLIDATABLE_ORIGINS,  # noqa: F401  (re-exported: callers import it from models)
+    ChangeAction,
+    JobKind,
+    JobStatus,
+    LineageAction,
+    Origin,
+    RetiredReason,
+    ReviewFailure,
+    ReviewOutcome,
+    RunExecution,
+    RunMode,
+    RunStatus,
+    RunTrigger,
+    is_protected,
+)
 from .querysets import ClusterReviewQuerySet, JobQuerySet, LiveTruthManager, RunQuerySet, TruthQuerySet
 
 #: Dimensions of every stored embedding: all-MiniLM-L6-v2's (decision D5 in STYLE.md).
 #: pgvector writes it into migrations, so it is a constant, never a setting.
 EMBEDDING_DIMENSIONS = 384
-
-
-class Origin(models.TextChoices):
-    PROMOTED = "promoted", "Promoted from memories"
-    USER = "user", "Created by the user"
-    AGENT = "agent", "Created by the assistant"
-    CONSOLIDATED = "consolidated", "Made by consolidation"
-
-
-#: Origins whose truths consolidation may retire or reword.
-CONSOLIDATABLE_ORIGINS = (Origin.PROMOTED, Origin.CONSOLIDATED)
-
-
-class RetiredReason(models.TextChoices):
-    MERGED = "merged", "Merged into another truth"
-    SUPERSEDED = "superseded", "Superseded by a later truth"
-    UNDONE = "undone", "Consolidation undone"
 
 
 class Truth(models.Model):
@@ -117,30 +117,30 @@ class Truth(models.Model):
     def is_live(self) -> bool:
         return self.retired_at is None
 
+    def is_protected(self, *, max_generation: int) -> bool:
+        """Whether consolidation must never retire or reword this truth (``choices.is_protected``)."""
+        return is_protected(
+            pinned=self.pinned, origin=self.origin, generation=self.generation, max_generation=max_generation
+        )
+
 
 class ConsolidationRun(models.Model):
     """One batch of consolidation: what started it, how, and what came of it."""
 
-    class Trigger(models.TextChoices):
-        COMMAND = "command", "Command"
-        SCHEDULE = "schedule", "Schedule"
-        ADMIN = "admin", "Admin"
+    Trigger = RunTrigger
 
-    class Mode(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        SYNC = "sync", "Sync"
-        DRY_RUN = "dry_run", "Dry run"
+    Mode = RunMode
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        PARTIAL = "partial", "Partial (some clusters failed)"
-        FAILED = "failed", "Failed"
+    Execution = RunExecution
+
+    Status = RunStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.COMMAND)
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.QUEUED)
+    execution = models.CharField(
+        max_length=16, choices=Execution.choices, default=Execution.QUEUED, help_text="Who runs the jobs."
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     threshold = models.FloatField(help_text="Cosine similarity threshold used.")
     judge = models.CharField(max_length=200, blank=True, help_text="Judge and model used.")
@@ -226,6 +226,11 @@ class ConsolidationRun(models.Model):
         return self.mode == self.Mode.DRY_RUN
 
     @property
+    def writes(self) -> bool:
+        """Whether the run changes truths (every mode but a dry run)."""
+        return not self.is_dry_run
+
+    @property
     def duration_seconds(self) -> float | None:
         if self.started_at is None or self.finished_at is None:
             return None
@@ -238,13 +243,9 @@ class ClusterReview(models.Model):
     Append-only history: written once when the cluster is done.
     """
 
-    class Outcome(models.TextChoices):
-        APPLIED = "applied", "Applied"
-        PREVIEW = "preview", "Dry run (not applied)"
-        KEPT = "kept", "Kept (no action)"
-        REJECTED = "rejected", "Rejected by the validator"
-        STALE = "stale", "Stale member"
-        FAILED = "failed", "Judge failed"
+    Outcome = ReviewOutcome
+
+    Failure = ReviewFailure
 
     run = models.ForeignKey(ConsolidationRun, on_delete=models.CASCADE, related_name="reviews")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -272,6 +273,7 @@ class ClusterReview(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
+    failure = models.CharField(max_length=16, choices=Failure.choices, blank=True, default="")
     failed_members = models.JSONField(
         default=list, blank=True, help_text="Aliases whose judgement failed even alone (bisection); kept as they were."
     )
@@ -299,10 +301,7 @@ class LineageEvent(models.Model):
     ``review`` the review undone, ``actor`` the person and ``reason`` their reason.
     """
 
-    class Action(models.TextChoices):
-        MERGE = "merge", "Merge"
-        SUPERSEDE = "supersede", "Supersede"
-        UNDO = "undo", "Undo"
+    Action = LineageAction
 
     action = models.CharField(max_length=16, choices=Action.choices)
     source = models.ForeignKey(Truth, on_delete=models.PROTECT, related_name="lineage_out")
@@ -414,11 +413,7 @@ class TruthChange(models.Model):
     ``truth_changed`` signal is sent after that transaction commits.
     """
 
-    class Action(models.TextChoices):
-        CREATED = "created", "Created"
-        RETIRED = "retired", "Retired"
-        RESTORED = "restored", "Restored"
-        UNDONE = "undone", "Undone"
+    Action = ChangeAction
 
     truth = models.ForeignKey(Truth, on_delete=models.PROTECT, related_name="changes")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -520,16 +515,9 @@ class ConsolidationJob(models.Model):
     job was rate-limited and is re-queued for ``not_before``.
     """
 
-    class Kind(models.TextChoices):
-        USER = "user", "Phase 1 (user)"
-        CLUSTER = "cluster", "Phase 2 (cluster)"
+    Kind = JobKind
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        WAITING = "waiting", "Waiting (rate limited)"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
+    Status = JobStatus
 
     run = models.ForeignKey(ConsolidationRun, on_delete=models.CASCADE, related_name="jobs")
     kind = models.CharField(max_length=8, choices=Kind.choices)
@@ -557,6 +545,14 @@ class ConsolidationJob(models.Model):
     review = models.ForeignKey(
         ClusterReview, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    preview = models.ForeignKey(
+        ClusterReview,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="An apply job's review of the dry run whose verdict it applies.",
+    )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -581,6 +577,12 @@ class ConsolidationJob(models.Model):
     def __str__(self) -> str:
         return f"Job #{self.pk} {self.key} ({self.get_status_display()})"
 
+    def review_key(self, *, in_round: int | None = None) -> str:
+        """Key of the ``ClusterReview`` this phase 2 job records in its current round (or
+        ``in_round``): sha256 of run, job key and round, so a retry judges afresh."""
+        number = self.round if in_round is None else in_round
+        return hashlib.sha256(f"{self.run_id}:{self.key}#{number}".encode()).hexdigest()
+
 
 class RateLimitWindow(models.Model):
     """Shared state of one rate limit: start times (epoch seconds, ascending) inside the
@@ -603,6 +605,9 @@ class ScheduleLock(models.Model):
     Renewed while the run makes progress and released when it finishes; a lock past
     ``expires_at`` belongs to a holder that died and may be taken over.
     """
+
+    #: Name of the no-overlap lock of scheduled runs.
+    SCHEDULED_RUNS = "scheduled-runs"
 
     name = models.CharField(max_length=100, primary_key=True)
     run = models.ForeignKey(ConsolidationRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

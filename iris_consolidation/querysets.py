@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Count, Q
 from pgvector.django import CosineDistance
+
+from .choices import JobKind, JobStatus, RunMode, RunStatus, protected_q
 
 if TYPE_CHECKING:
     from .models import Truth  # noqa: F401  (named in string annotations)
@@ -34,24 +36,14 @@ class TruthQuerySet(models.QuerySet["Truth"]):
         return self.filter(user_id=user_id)
 
     def consolidatable(self, *, max_generation: int) -> TruthQuerySet:
-        """Live, unpinned truths of origin promoted or consolidated below ``max_generation``.
-
-        The merging service re-checks the same rule under a row lock
-        (``is_consolidatable`` in ``services/pipeline/merging.py``).
-        """
-        from .models import CONSOLIDATABLE_ORIGINS
-
-        return self.live().filter(
-            pinned=False, origin__in=CONSOLIDATABLE_ORIGINS, generation__lt=max_generation
-        )
+        """Live truths that are not protected (``choices.is_protected``): unpinned, of origin
+        promoted or consolidated, below ``max_generation``. The merging service re-checks
+        the same rule under a row lock (``Truth.is_protected``)."""
+        return self.live().exclude(protected_q(max_generation=max_generation))
 
     def protected(self, *, max_generation: int) -> TruthQuerySet:
         """Live truths that consolidation may show to the judge but never retire."""
-        from .models import CONSOLIDATABLE_ORIGINS
-
-        return self.live().filter(
-            Q(pinned=True) | ~Q(origin__in=CONSOLIDATABLE_ORIGINS) | Q(generation__gte=max_generation)
-        )
+        return self.live().filter(protected_q(max_generation=max_generation))
 
     def missing_embedding(self, *, model_name: str) -> TruthQuerySet:
         """Truths with no embedding, or one made by another model than ``model_name``."""
@@ -91,10 +83,10 @@ class RunQuerySet(models.QuerySet):
     """Filters over consolidation runs."""
 
     def in_progress(self) -> RunQuerySet:
-        return self.filter(status__in=["pending", "running"])
+        return self.filter(status__in=[RunStatus.PENDING, RunStatus.RUNNING])
 
     def dry_runs(self) -> RunQuerySet:
-        return self.filter(mode="dry_run")
+        return self.filter(mode=RunMode.DRY_RUN)
 
 
 class JobQuerySet(models.QuerySet):
@@ -102,10 +94,21 @@ class JobQuerySet(models.QuerySet):
 
     def active(self) -> JobQuerySet:
         """Jobs not finished: queued, running or waiting."""
-        return self.filter(status__in=["queued", "running", "waiting"])
+        return self.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.WAITING])
 
     def in_run(self, run_id: object) -> JobQuerySet:
         return self.filter(run_id=run_id)
+
+    def retried_review_keys(self, *, user_id: int) -> set[str]:
+        """Keys of the user's reviews that a retry put aside (earlier rounds of re-queued
+        cluster jobs among these): history, no longer what the run says about their clusters."""
+        retried = self.filter(kind=JobKind.CLUSTER, user_id=user_id, round__gt=0)
+        return {job.review_key(in_round=r) for job in retried for r in range(job.round)}
+
+    def counts_by_status(self) -> dict[str, int]:
+        """These jobs counted by status: queued, running, waiting, done, failed (zeros included)."""
+        counts = dict(self.values_list("status").annotate(n=Count("id")).order_by())
+        return {status: int(counts.get(status, 0)) for status in JobStatus.values}
 
 
 class ClusterReviewQuerySet(models.QuerySet):

@@ -5,6 +5,7 @@ Selectors return querysets, ids or small frozen dataclasses; they never write.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,23 +16,66 @@ from django.db.models import Count, Model, Prefetch, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from .exceptions import UnknownUser
-from .models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
+from .models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
 
 UNKNOWN_USER = "No user has the id or username {value!r}. Check the value, e.g. with export_truths."
 
 
+# --- users: only through the user model's own API (AUTH_USER_MODEL may be any model) ----
+
+
+def user_name_lookup(prefix: str = "user") -> str:
+    """ORM path from a model's ``prefix`` foreign key to the user's ``USERNAME_FIELD``,
+    e.g. ``"user__username"``, or ``"user__email"`` for a user model keyed by email."""
+    return f"{prefix}__{get_user_model().USERNAME_FIELD}"
+
+
+def user_search_fields(prefix: str = "user") -> list[str]:
+    """Admin search paths for a model's users: their ``USERNAME_FIELD`` and, where the
+    user model has one, its email field (``get_email_field_name()``)."""
+    User = get_user_model()
+    names = [User.USERNAME_FIELD]
+    email = User.get_email_field_name() if hasattr(User, "get_email_field_name") else None
+    if email and email not in names and any(f.name == email for f in User._meta.get_fields()):
+        names.append(email)
+    return [f"{prefix}__{name}" for name in names]
+
+
+def username_max_length() -> int | None:
+    """``max_length`` of the user model's ``USERNAME_FIELD`` (150 for Django's user)."""
+    User = get_user_model()
+    return getattr(User._meta.get_field(User.USERNAME_FIELD), "max_length", None)
+
+
+def named_users(ids: Iterable[int]) -> list[str]:
+    """``"<natural key> (#<id>)"`` per id, in the given order, through ``get_username()``;
+    an id no user has reads ``"#<id> (no such user)"``."""
+    ids = list(ids)
+    users = get_user_model()._default_manager.in_bulk(ids)
+    return [f"{users[pk].get_username()} (#{pk})" if pk in users else f"#{pk} (no such user)" for pk in ids]
+
+
 def get_user(*, value: str | int) -> Model:
-    """The user whose primary key or username is ``value``; raises ``UnknownUser``."""
+    """The user whose primary key or natural key (``USERNAME_FIELD``) is ``value``.
+
+    A primary key wins over a natural key of the same text. Raises ``UnknownUser``.
+    """
+    from django.core.exceptions import ValidationError
+
     User = get_user_model()
     text = str(value).strip()
-    if text.isdigit():
-        user = User.objects.filter(pk=int(text)).first()
+    try:
+        pk = User._meta.pk.to_python(text)
+    except (ValidationError, ValueError, TypeError):
+        pk = None
+    if pk is not None:
+        user = User._default_manager.filter(pk=pk).first()
         if user is not None:
             return user
-    user = User.objects.filter(**{User.USERNAME_FIELD: text}).first()
-    if user is None:
-        raise UnknownUser(UNKNOWN_USER.format(value=text))
-    return user
+    try:
+        return User._default_manager.get_by_natural_key(text)
+    except User.DoesNotExist:
+        raise UnknownUser(UNKNOWN_USER.format(value=text)) from None
 
 
 def list_user_ids_to_consolidate(*, user_id: int | None, max_generation: int) -> list[int]:
@@ -246,9 +290,7 @@ class ConsolidationStatus:
 
 def get_run_progress(*, run: ConsolidationRun) -> RunProgress:
     """``run`` and its jobs counted by status."""
-    from .services.queue.jobs import job_counts
-
-    return RunProgress(run=run, jobs=job_counts(run.pk))
+    return RunProgress(run=run, jobs=ConsolidationJob.objects.in_run(run.pk).counts_by_status())
 
 
 def get_consolidation_status() -> ConsolidationStatus:
@@ -257,11 +299,11 @@ def get_consolidation_status() -> ConsolidationStatus:
 
     from .conf import app_settings
     from .models import ScheduleLock
-    from .services.queue import scheduling
+    from .services.queue import dispatch
 
-    weekly = Schedule.objects.filter(name=scheduling.WEEKLY).order_by("id").first()
+    weekly = Schedule.objects.filter(name=dispatch.WEEKLY_SCHEDULE).order_by("id").first()
     counts = dict(ConsolidationRun.objects.values_list("status").annotate(n=Count("id")).order_by())
-    lock = ScheduleLock.objects.filter(name=scheduling.LOCK).first()
+    lock = ScheduleLock.objects.filter(name=ScheduleLock.SCHEDULED_RUNS).first()
     return ConsolidationStatus(
         last_run=ConsolidationRun.objects.order_by("-created_at").first(),
         next_due=weekly.next_run if weekly is not None else None,

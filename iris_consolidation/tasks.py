@@ -1,9 +1,10 @@
-"""django-q2 entry points (thin) and the helpers that enqueue them.
+"""django-q2 entry points (thin doors) and the two helpers that start queued runs.
 
 Tasks take primitive arguments (ids), claim their job row, call one service and return
 a small dict. Phase 1: ``plan_user`` per user, which creates and sends a
 ``consolidate_cluster`` task per cluster, all in the run's group
-``iris_consolidation:run:<id>``. ``scheduled_consolidation`` is the weekly schedule's
+``iris_consolidation:run:<id>``; ``apply_review`` per verdict of an applied dry run.
+Messages are sent by ``services/queue/dispatch.py`` only. ``scheduled_consolidation`` is the weekly schedule's
 task, ``recover_jobs`` the minutely sweep. A delivery that ends in an exception (a
 timeout included) is counted as a fault on its job, which is re-queued by this app,
 never by broker redelivery, and the exception goes on to django-q2, which records it.
@@ -21,25 +22,18 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.dateparse import parse_datetime
 from django_q.exceptions import TimeoutException
-from django_q.tasks import async_task
 
-from .conf import app_settings
 from .embeddings import Embedder, LocalEmbedder, get_embedder
 from .llm import get_judge_client
 from .models import ConsolidationJob, ConsolidationRun
 from .services.pipeline import consolidation
 from .services.pipeline.clustering import CandidateCluster
-from .services.queue import jobs, scheduling, workers
+from .services.queue import dispatch, jobs, scheduling, workers
 
 logger = logging.getLogger(__name__)
 
 TIMED_OUT = "Timed out after {seconds} s ({setting})."
 CRASHED = "{kind}: {error}"
-
-
-def group_name(run_id: Any) -> str:
-    """The django-q2 group of a run's tasks."""
-    return jobs.group_name(run_id)
 
 
 def enqueue_run(run: ConsolidationRun) -> int:
@@ -49,11 +43,6 @@ def enqueue_run(run: ConsolidationRun) -> int:
     consolidate is finished at once.
     """
     return len(jobs.start_queued_run(run))
-
-
-def enqueue_cluster(run_id: Any, cluster: CandidateCluster) -> None:
-    """Enqueue phase 2 for one cluster (its job row is created if missing)."""
-    jobs.dispatch(jobs.ensure_cluster_job(run_id, cluster))
 
 
 @functools.cache
@@ -91,7 +80,7 @@ def _run_claimed(job: ConsolidationJob, work: Callable[[], dict[str, Any]]) -> d
         result = work()
     except TimeoutException:
         setting = f"IRIS_CONSOLIDATION_{job.kind.upper()}_JOB_TIMEOUT"
-        _fault(job, TIMED_OUT.format(seconds=jobs.timeout_of(job.kind), setting=setting))
+        _fault(job, TIMED_OUT.format(seconds=dispatch.timeout_of(job.kind), setting=setting))
         raise
     except Exception as exc:
         _fault(job, CRASHED.format(kind=type(exc).__name__, error=exc))
@@ -146,32 +135,13 @@ def enqueue_users(user_ids: list[int], *, mode: str, trigger: str, judge: str = 
     return runs
 
 
-def enqueue_application(run: ConsolidationRun, review_ids: list[int]) -> int:
-    """Enqueue one ``apply_review`` task per preview review of ``run.source_run``; returns the count."""
-    for review_id in review_ids:
-        async_task(
-            apply_review,
-            str(run.pk),
-            review_id,
-            task_name=f"iris:apply:{str(run.pk)[:8]}:review{review_id}",
-            group=group_name(run.pk),
-            timeout=app_settings.CLUSTER_JOB_TIMEOUT,
-        )
-    consolidation.finish_run_if_complete(run.pk)
-    return len(review_ids)
-
-
 def apply_review(run_id: str, review_id: int) -> dict[str, Any]:
-    """Task: apply one previewed verdict of a dry run; the run is finished by its last review."""
-    from .embeddings import LocalEmbedder
-    from .services.operations import dry_runs
-
-    embedder = get_embedder()
-    if isinstance(embedder, LocalEmbedder):
-        embedder = LocalEmbedder(threads=1)  # one onnxruntime thread per queue worker
-    review = dry_runs.apply_review(run_id=run_id, review_id=review_id, embedder=embedder)
-    consolidation.finish_run_if_complete(run_id)
-    return {"review_id": review.pk, "outcome": review.outcome}
+    """Task: apply one previewed verdict of a dry run (its apply job); the run is
+    finished by its last job."""
+    job = jobs.claim(jobs.ensure_apply_job(run_id, int(review_id)).pk, worker=jobs.worker_name())
+    if job is None:
+        return {"review_id": review_id, "skipped": True}
+    return _run_claimed(job, lambda: workers.apply_review_job(job, embedder=_worker_embedder()))
 
 
 def scheduled_consolidation(scheduled_for: str | datetime | None = None) -> dict[str, Any]:

@@ -189,51 +189,6 @@ def llm_server(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[StubL
 
 # --- a real django-q2 worker ------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class QCluster:
-    """A running ``manage.py qcluster`` process (see the ``qcluster`` fixture)."""
-
-    def __init__(self, process: Any, log: Path) -> None:
-        self.process = process
-        self.log = log
-
-    def output(self) -> str:
-        """What the worker printed so far (for assertion messages)."""
-        return self.log.read_text(encoding="utf-8", errors="replace")
-
-    def wait_for(self, condition: Any, *, timeout: float = 120.0, interval: float = 0.25) -> Any:
-        """Poll ``condition()`` until it returns something truthy; return it.
-
-        Fails the test after ``timeout`` seconds, or at once if the worker died.
-        """
-        import time
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = condition()
-            if value:
-                return value
-            if self.process.poll() is not None:
-                pytest.fail(f"qcluster exited with {self.process.returncode}:\n{self.output()}")
-            time.sleep(interval)
-        pytest.fail(f"condition not met within {timeout} s; qcluster output:\n{self.output()}")
-
-    def stop(self, *, grace: float = 30.0) -> None:
-        """SIGTERM to the worker (django-q2 stops its own pool); SIGKILL to its group after ``grace`` s."""
-        import signal
-        import subprocess
-
-        if self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)  # the cluster stops its own children
-        try:
-            self.process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
 
 def database_url(db: dict[str, Any]) -> str:
     """A ``DATABASE_URL`` for the connection ``db`` (the test database): a unix socket
@@ -263,17 +218,16 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: P
     worker runs in its own process group and is stopped at teardown, before the test
     database is flushed.
     """
-    import subprocess
-    import sys
-
     from django.db import connection
     from django_q.conf import Conf
 
+    from tests.qcluster import QCluster
+
     monkeypatch.setattr(Conf, "SYNC", False)
     url = database_url(connection.settings_dict)
-    started: list[QCluster] = []
+    started: list[Any] = []
 
-    def start(**env: str) -> QCluster:
+    def start(**env: str) -> Any:
         environment = {
             **os.environ,  # REDIS_URL, if set, picks the same broker as this process
             "DATABASE_URL": url,
@@ -282,13 +236,7 @@ def qcluster(transactional_db: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "PYTHONUNBUFFERED": "1",
             **env,
         }
-        log = tmp_path / f"qcluster-{len(started)}.log"
-        with log.open("w") as out:
-            process = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
-                cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        worker = QCluster(process, log)
+        worker = QCluster(environment, tmp_path / f"qcluster-{len(started)}.log")
         started.append(worker)
         return worker
 

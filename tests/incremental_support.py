@@ -8,6 +8,7 @@ from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.queue import execution
 from tests.conftest import vector_at
 
 
@@ -31,7 +32,7 @@ def run_pass(*, mode: str = "sync", **kwargs: Any) -> ConsolidationRun:
     """Create and run one pass in this process with the configured judge; returns the run."""
     client = get_judge_client()
     run = consolidation.create_run(trigger="command", mode=mode, judge=client.name, **kwargs)
-    return consolidation.run_sync(run=run, client=client, embedder=get_embedder())
+    return execution.run_sync(run=run, client=client, embedder=get_embedder())
 
 
 def judged_contents(server: Any, since: int = 0) -> list[set[str]]:

@@ -10,8 +10,9 @@ from django.core.management import call_command
 from django_q.models import OrmQ, Success
 
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Origin, Truth
-from iris_consolidation.tasks import group_name
+from iris_consolidation.services.queue.dispatch import group_name
 from tests.conftest import vector_at
+from tests.qcluster import wait_until
 
 
 @pytest.mark.django_db(transaction=True)
@@ -28,7 +29,11 @@ def test_queued_run_is_executed_by_a_real_qcluster_worker(qcluster, truth_factor
 
     run_id = re.fullmatch(r"Dispatched batch: (\S+)\n", out.getvalue()).group(1)
     assert OrmQ.objects.count() == 2  # one phase 1 task per user, waiting for the worker
-    run = worker.wait_for(lambda: ConsolidationRun.objects.filter(pk=run_id, finished_at__isnull=False).first())
+    run = wait_until(
+        lambda: ConsolidationRun.objects.filter(pk=run_id, finished_at__isnull=False).first(),
+        timeout=120,
+        what=f"run {run_id} to finish; worker log:\n{worker.log}",
+    )
     assert (run.mode, run.status) == (ConsolidationRun.Mode.QUEUED, ConsolidationRun.Status.DONE)
     assert (run.users, run.users_done, run.clusters_found, run.clusters_done) == (2, 2, 2, 2)
     assert (run.merged, run.retired, run.failed) == (1 * 2, 2 * 2, 0)

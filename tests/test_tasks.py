@@ -40,7 +40,7 @@ def test_queued_run_goes_through_both_phases_and_is_done(two_clusters, django_ca
         assert tasks.enqueue_run(run) == 2
 
     run.refresh_from_db()
-    counts = jobs.job_counts(run.pk)
+    counts = ConsolidationJob.objects.in_run(run.pk).counts_by_status()
     assert (run.status, run.users_done, run.clusters_found, run.clusters_done, run.merged) == ("done", 2, 2, 2, 2)
     assert counts == {"queued": 0, "running": 0, "waiting": 0, "done": 4, "failed": 0}
     assert run.finished_at is not None

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
+from ..selectors import named_users, user_search_fields
 from ..services.operations.live_settings import get_effective_settings
 from .base import ReadOnlyAdmin, can_view_truths
 
@@ -31,7 +32,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
 
     list_display = ["id", "created_at", "action", "truth", "user", "short_reason", "actor", "review", "run"]
     list_filter = ["action", "created_at", "actor"]
-    search_fields = ["content", "reason", "user__username", "=truth__id"]
+    search_fields = ["content", "reason", *user_search_fields(), "=truth__id"]
     list_select_related = ["truth", "user", "review", "run"]
     date_hierarchy = "created_at"
     raw_id_fields = ["truth", "user", "review", "run"]
@@ -70,7 +71,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
 class ConsolidationCursorAdmin(ReadOnlyAdmin):
     list_display = ["user", "updated_at", "truth_id", "run", "moved_at"]
     list_select_related = ["user", "run"]
-    search_fields = ["user__username"]
+    search_fields = user_search_fields()
 
 
 @admin.register(UserPass)
@@ -78,7 +79,7 @@ class UserPassAdmin(ReadOnlyAdmin):
     list_display = ["id", "run", "user", "seeds", "covers_cursor", "cursor_updated_at", "advanced_updated_at"]
     list_filter = ["covers_cursor"]
     list_select_related = ["run", "user"]
-    search_fields = ["user__username"]
+    search_fields = user_search_fields()
 
 
 @admin.register(VerdictCacheEntry)
@@ -86,7 +87,7 @@ class VerdictCacheEntryAdmin(ReadOnlyAdmin):
     list_display = ["id", "user", "model", "prompt_version", "members", "hits", "created_at", "last_hit_at"]
     list_filter = ["model", "prompt_version"]
     list_select_related = ["user"]
-    search_fields = ["user__username", "reasoning"]
+    search_fields = [*user_search_fields(), "reasoning"]
 
     @admin.display(description="members")
     def members(self, obj: VerdictCacheEntry) -> int:
@@ -130,7 +131,7 @@ class LiveSettingsAdmin(admin.ModelAdmin):
     @admin.display(description="in force for the next run")
     def in_force(self, obj: LiveSettings) -> str:
         effective = get_effective_settings()
-        users = ", ".join(str(pk) for pk in effective.allowed_user_ids) or "every user"
+        users = ", ".join(named_users(effective.allowed_user_ids)) or "every user"
         return (
             f"enabled={effective.enabled}; "
             f"interval={f'{effective.interval_hours} h' if effective.interval_hours else 'every schedule slot'}; "

@@ -21,7 +21,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import capfirst
 
-from .. import run_display, selectors, tasks
+from .. import run_display, selectors
 from ..exceptions import ApplyRefused
 from ..models import ClusterReview, ConsolidationRun, LineageEvent
 from ..services.operations import dry_runs
@@ -219,7 +219,6 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         except ApplyRefused as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return None
-        tasks.enqueue_application(application, review_ids)
         message = format_html(APPLY_QUEUED, run=_run_link(application.pk), count=len(review_ids), dry=_run_link(run.pk))
         self.message_user(request, message, messages.SUCCESS)
         return application

@@ -106,7 +106,7 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         "kind",
         "created_at",
     ]
-    search_fields = ["content", "user__username", "user__email"]
+    search_fields = ["content", *selectors.user_search_fields()]
     list_select_related = ["user"]
     list_per_page = 100
     actions = ["pin_selected", "unpin_selected", "queue_dry_run", "queue_real_run"]
@@ -177,7 +177,7 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     def content_display(self, obj: Truth) -> str:
         return obj.content if len(obj.content) <= 90 else obj.content[:89] + "…"
 
-    @admin.display(description="user", ordering="user__username")
+    @admin.display(description="user", ordering=selectors.user_name_lookup())
     def user_display(self, obj: Truth) -> str:
         url = reverse("admin:iris_consolidation_truth_changelist") + f"?user__id__exact={obj.user_id}"
         return format_html('<a href="{}" title="Only this user\'s truths">{}</a>', url, obj.user)

@@ -44,11 +44,12 @@ from ..conf import app_settings
 from ..embeddings import Embedder
 from ..exceptions import InvalidInput, JudgeRateLimited
 from ..llm.base import JudgeClient
-from . import oracle as oracle_judge
+from ..choices import is_protected
 from ..models import ClusterReview, ConsolidationRun, Origin, Truth
 from ..services.operations import transfer
 from ..services.pipeline import clustering, consolidation
 from ..services.pipeline.clustering import CandidateCluster
+from . import oracle as oracle_judge
 
 BAD_FILE = "{path}:{line}: {problem}. Fix the file and try again."
 NO_FILE = "{path}: no such file."
@@ -180,10 +181,12 @@ def scratch_user(tag: str, name: str) -> Any:
 
 
 def _is_protected(member: dict[str, Any]) -> bool:
-    return (
-        bool(member["pinned"])
-        or member["origin"] not in (Origin.PROMOTED, Origin.CONSOLIDATED)
-        or int(member["generation"]) >= app_settings.MAX_GENERATION
+    """``choices.is_protected`` over a snapshot row."""
+    return is_protected(
+        pinned=member["pinned"],
+        origin=member["origin"],
+        generation=member["generation"],
+        max_generation=app_settings.MAX_GENERATION,
     )
 
 

@@ -16,6 +16,7 @@ from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services.operations import dry_runs
 from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.queue import execution
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
 
@@ -44,7 +45,7 @@ def dry_run(user_factory, run_factory):
         Truth.objects.create(
             user=user, content=text, embedding=vector_at(sim, axis=2), embedding_model=LOCAL_MODEL_NAME
         )
-    return consolidation.run_sync(
+    return execution.run_sync(
         run=run_factory(mode="dry_run", user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
     )
 
@@ -132,9 +133,10 @@ def test_runs_need_the_truth_view_permission_too(staff_client, dry_run):
     assert client.get(RUNS).status_code == 403
 
 
-def test_apply_view_applies_the_dry_run_as_a_real_run(admin_client, dry_run):
+def test_apply_view_applies_the_dry_run_as_a_real_run(admin_client, dry_run, django_capture_on_commit_callbacks):
     confirm = admin_client.get(apply_url(dry_run))
-    response = admin_client.post(apply_url(dry_run))
+    with django_capture_on_commit_callbacks(execute=True):  # the test queue runs the apply jobs in process
+        response = admin_client.post(apply_url(dry_run))
 
     assert confirm.status_code == 200 and "Apply as a real run" in confirm.content.decode()
     application = ConsolidationRun.objects.get(source_run=dry_run)
@@ -159,8 +161,9 @@ def test_applying_twice_is_refused_with_a_message(admin_client, dry_run):
     assert ConsolidationRun.objects.filter(source_run=dry_run).count() == 1
 
 
-def test_apply_action_on_the_run_list(admin_client, dry_run):
-    admin_client.post(RUNS, {"action": "apply_dry_runs", "_selected_action": [dry_run.pk]})
+def test_apply_action_on_the_run_list(admin_client, dry_run, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(RUNS, {"action": "apply_dry_runs", "_selected_action": [dry_run.pk]})
 
     assert ConsolidationRun.objects.get(source_run=dry_run).merged == 1
 

@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.models import ConsolidationRun, RetiredReason, Truth
+from iris_consolidation.services.queue import execution
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
 
@@ -102,11 +103,10 @@ def test_operator_applies_a_dry_run_from_its_page(logged_in, live_server, user_f
     dry = lb.new_run(mode="dry_run", user_id=user.pk)
     from iris_consolidation.embeddings import get_embedder
     from iris_consolidation.llm.rules import RuleJudge
-    from iris_consolidation.services.pipeline import consolidation
 
     dry.status, dry.finished_at = "pending", None
     dry.save()
-    consolidation.run_sync(run=dry, client=RuleJudge(), embedder=get_embedder())
+    execution.run_sync(run=dry, client=RuleJudge(), embedder=get_embedder())
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{dry.pk}/change/")
     page.get_by_role("link", name="Apply these verdicts as a real run").click()

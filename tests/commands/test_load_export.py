@@ -237,7 +237,7 @@ def test_blank_lines_are_skipped(tmp_path):
             {**LINES[0], "content": "a\u0000b"},
             "a field contains a NUL character (\\u0000), which PostgreSQL text cannot hold",
         ),
-        ({**LINES[0], "user": "u" * 151}, "'user' is longer than 150 characters (the username limit)"),
+        ({**LINES[0], "user": "u" * 151}, "'user' is longer than 150 characters (the user model's limit)"),
     ],
     ids=[
         "truncated-json",

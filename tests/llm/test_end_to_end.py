@@ -123,7 +123,9 @@ def test_a_failing_judge_leaves_truths_as_they_were_and_exits_non_zero(llm_serve
     review = ClusterReview.objects.get()
     assert review.outcome == "failed"
     assert review.error == JUDGE_UNAVAILABLE.format(error="openai/stub-judge failed: InternalServerError")
-    assert run.status == ConsolidationRun.Status.PARTIAL
+    assert review.failure == ClusterReview.Failure.UNAVAILABLE
+    # One finish rule for every run (its jobs): nothing judged is failed, as for a queued run.
+    assert run.status == ConsolidationRun.Status.FAILED
 
 
 def test_a_verdict_naming_unknown_ids_is_rejected_and_recorded(llm_server, family):

@@ -15,6 +15,7 @@ from ...exceptions import EmbeddingError, InvalidInput
 from ...llm import get_judge_client
 from ...models import ConsolidationRun
 from ...services.pipeline import consolidation
+from ...services.queue import execution
 
 
 class Command(BaseCommand):
@@ -30,7 +31,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="Judge and record the verdicts but change no truth (implies --sync)."
         )
-        parser.add_argument("--user", help="Only this user (id or username).")
+        parser.add_argument("--user", help="Only this user (id, or username: the user model's USERNAME_FIELD).")
         parser.add_argument("--threshold", help="Cosine similarity threshold in (0, 1] (default: the setting).")
         window = parser.add_mutually_exclusive_group()
         window.add_argument(
@@ -75,7 +76,7 @@ class Command(BaseCommand):
         started = time.monotonic()
         progress = _Progress(self, verbosity=verbosity, dry_run=run.is_dry_run)
         try:
-            run = consolidation.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
+            run = execution.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
         except EmbeddingError as exc:
             consolidation.fail_run(run.pk, note=str(exc))
             raise CommandError(str(exc)) from exc

@@ -20,7 +20,7 @@ class Command(BaseCommand):
     CANNOT_WRITE = "Cannot write {path}: {error}. Pick a writable --output path."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--user", help="Only this user (id or username).")
+        parser.add_argument("--user", help="Only this user (id, or username: the user model's USERNAME_FIELD).")
         parser.add_argument("--include-retired", action="store_true", help="Also export retired truths.")
         parser.add_argument("--output", help="Write to this file instead of standard output.")
 

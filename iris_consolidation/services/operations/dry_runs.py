@@ -1,8 +1,8 @@
 """Apply a dry run's verdicts as a real run, without asking the judge again.
 
-``start_application`` checks the dry run can be applied and creates the applying run
-(``source_run`` points at the dry run); ``tasks.enqueue_application`` then queues one
-``apply_review`` per previewed cluster. ``apply_review`` never trusts the preview:
+``start_application`` checks the dry run can be applied, creates the applying run
+(``source_run`` points at the dry run) and starts one apply job per previewed cluster,
+each running ``apply_review``. ``apply_review`` never trusts the preview:
 it rebuilds the judge's request from the review's snapshot, validates the verdict
 again with ``validation.validate`` (the rules may have changed since), and hands it
 to ``merging.record_review``, which re-reads the members under row locks and drops
@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from ...conf import app_settings
 from ...embeddings import Embedder
@@ -57,39 +56,40 @@ def apply_refusal(*, run: ConsolidationRun, application: ConsolidationRun | None
 
 
 def start_application(*, dry_run_id: Any, actor: str) -> tuple[ConsolidationRun, list[int]]:
-    """Create the run that applies dry run ``dry_run_id``; return it and the preview review ids.
+    """Create and start the run that applies dry run ``dry_run_id``; return it and the
+    preview review ids.
 
-    Transaction: one, locking the dry run's row, so two clicks make one application.
-    Raises ``ApplyRefused`` (``NOT_A_DRY_RUN``, ``NOT_FINISHED``, ``NOTHING_TO_APPLY``,
-    ``ALREADY_APPLIED``) and writes nothing then. Enqueues nothing: the caller does.
+    The run is made like any run (``consolidation.create_run``: the live settings in
+    force, e.g. the retirement cap, are stored on it) with one apply job per preview,
+    sent when the transaction commits (``jobs.start_application_run``); it is finished,
+    recovered and retried by its jobs like any run. Transaction: one, locking the dry
+    run's row, so two clicks make one application. Raises ``ApplyRefused``
+    (``NOT_A_DRY_RUN``, ``NOT_FINISHED``, ``NOTHING_TO_APPLY``, ``ALREADY_APPLIED``)
+    and writes nothing then.
     """
+    from ..pipeline import consolidation
+    from ..queue import jobs
+
     with transaction.atomic():
         dry = ConsolidationRun.objects.select_for_update().get(pk=dry_run_id)
-        previews = list(
-            dry.reviews.filter(outcome=ClusterReview.Outcome.PREVIEW).order_by("id").values_list("id", "user_id")
-        )
+        previews = list(dry.reviews.filter(outcome=ClusterReview.Outcome.PREVIEW).order_by("id"))
         refusal = apply_refusal(
             run=dry, application=dry.applications.order_by("created_at").first(), previews=len(previews)
         )
         if refusal is not None:
             raise ApplyRefused(refusal)
-        users = len({user_id for _, user_id in previews})
-        run = ConsolidationRun.objects.create(
+        run = consolidation.create_run(
             trigger=ConsolidationRun.Trigger.ADMIN,
             mode=ConsolidationRun.Mode.QUEUED,
-            status=ConsolidationRun.Status.RUNNING,
             threshold=dry.threshold,
             judge=dry.judge,
-            user_filter_id=dry.user_filter_id,
+            user_id=dry.user_filter_id,
             source_run=dry,
-            users=users,
-            users_done=users,  # no phase 1: the clusters are the dry run's
-            clusters_found=len(previews),
-            started_at=timezone.now(),
             notes=f"Applies the verdicts of dry run {dry.pk}; requested by {actor}.",
         )
+        jobs.start_application_run(run, previews)
     logger.info("run %s applies dry run %s (%d clusters)", run.pk, dry.pk, len(previews))
-    return run, [pk for pk, _ in previews]
+    return run, [p.pk for p in previews]
 
 
 def _request_from_snapshot(snapshot: list[dict[str, Any]]) -> JudgeRequest:

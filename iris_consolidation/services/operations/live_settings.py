@@ -45,13 +45,14 @@ class EffectiveSettings:
 
 
 def _allowlist_ids(values: Any) -> tuple[int, ...]:
-    """Ids of the users named (by id or username) in the ``USER_ALLOWLIST`` setting."""
+    """Ids of the users named (by id or natural key, the user model's ``USERNAME_FIELD``)
+    in the ``USER_ALLOWLIST`` setting."""
     names = [str(v).strip() for v in values or () if str(v).strip()]
     if not names:
         return ()
     User = get_user_model()
     ids = {int(n) for n in names if n.isdigit()}
-    ids |= set(User.objects.filter(**{f"{User.USERNAME_FIELD}__in": names}).values_list("pk", flat=True))
+    ids |= set(User._default_manager.filter(**{f"{User.USERNAME_FIELD}__in": names}).values_list("pk", flat=True))
     if not ids:
         # An allowlist naming nobody who exists must not widen to "everyone".
         return (-1,)

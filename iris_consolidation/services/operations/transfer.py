@@ -1,7 +1,8 @@
 """Import truths from JSONL files and export them back.
 
 File format (one JSON object per line), as in ``shared/data/*.truths.jsonl``:
-``user`` (username; created if missing), ``content``, ``origin``, ``created_at``
+``user`` (the user's natural key, their ``USERNAME_FIELD``: a username, or an email
+for a user model keyed by email; created if missing), ``content``, ``origin``, ``created_at``
 (ISO 8601), ``source``; optional ``pinned``, ``generation``, ``score``, ``kind``,
 ``corroborations``. Import validates the whole file first and writes nothing if any
 line is bad; it is idempotent: a (user, source) pair already present is skipped, and
@@ -23,6 +24,7 @@ from django.utils.dateparse import parse_datetime
 
 from ...exceptions import ImportFileInvalid
 from ...models import Origin, Truth
+from ...selectors import user_name_lookup, username_max_length
 from ..pipeline import truth_events
 
 BAD_LINE = "{path}:{line}: {problem}. Nothing was imported; fix the line and load again."
@@ -46,7 +48,7 @@ def _is_whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _parse_line(raw: str) -> dict[str, Any]:
+def _parse_line(raw: str, *, max_user_length: int | None = None) -> dict[str, Any]:
     try:
         data = json.loads(raw.rstrip("\r\n"))
     except json.JSONDecodeError as exc:
@@ -60,8 +62,8 @@ def _parse_line(raw: str) -> dict[str, Any]:
             raise ValueError(f"field {name!r} is missing")
     if not isinstance(data["user"], str) or not data["user"].strip():
         raise ValueError("'user' must be a non-empty string")
-    if len(data["user"].strip()) > 150:
-        raise ValueError("'user' is longer than 150 characters (the username limit)")
+    if max_user_length is not None and len(data["user"].strip()) > max_user_length:
+        raise ValueError(f"'user' is longer than {max_user_length} characters (the user model's limit)")
     if not isinstance(data["content"], str) or not data["content"].strip():
         raise ValueError("'content' must be a non-empty string")
     if data["origin"] not in Origin.values:
@@ -95,13 +97,17 @@ def _parse_line(raw: str) -> dict[str, Any]:
 
 
 def parse_truths(lines: Iterable[str], *, path: str = "<input>") -> list[dict[str, Any]]:
-    """Parse and validate every line; raises ``ImportFileInvalid`` naming the first bad one."""
+    """Parse and validate every line; raises ``ImportFileInvalid`` naming the first bad one.
+
+    ``user`` may be as long as the user model's ``USERNAME_FIELD`` allows.
+    """
     rows = []
+    max_user_length = username_max_length()
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
-            rows.append(_parse_line(raw))
+            rows.append(_parse_line(raw, max_user_length=max_user_length))
         except (ValueError, TypeError) as exc:
             raise ImportFileInvalid(BAD_LINE.format(path=path, line=number, problem=exc)) from None
     return rows
@@ -136,11 +142,13 @@ def load_truths(path: Path) -> LoadResult:
     User = get_user_model()
     with transaction.atomic():
         names = sorted({r["user"] for r in rows})
-        users = {u.get_username(): u for u in User.objects.filter(**{f"{User.USERNAME_FIELD}__in": names})}
+        users = {
+            u.get_username(): u for u in User._default_manager.filter(**{f"{User.USERNAME_FIELD}__in": names})
+        }
         missing = [n for n in names if n not in users]
         for name in missing:
             user = User(**{User.USERNAME_FIELD: name})
-            user.set_unusable_password()
+            user.set_unusable_password()  # a person to remember things about, not a login
             user.save()
             users[name] = user
         seen = {
@@ -174,12 +182,13 @@ def iter_export_rows(*, user_id: int | None, include_retired: bool) -> Iterator[
     qs = Truth.all_objects.all() if include_retired else Truth.objects.all()
     if user_id is not None:
         qs = qs.filter(user_id=user_id)
-    fields = ("id", "user__username", "content", "origin", "pinned", "generation", "score", "kind",
+    user_name = user_name_lookup()
+    fields = ("id", user_name, "content", "origin", "pinned", "generation", "score", "kind",
               "created_at", "retired_at", "superseded_by_id", "source")
     for row in qs.order_by("user_id", "created_at", "id").values(*fields).iterator(chunk_size=2000):
         yield {
             "id": row["id"],
-            "user": row["user__username"],
+            "user": row[user_name],
             "content": row["content"],
             "origin": row["origin"],
             "pinned": row["pinned"],

@@ -41,10 +41,6 @@ class CandidateCluster:
     def seed_id(self) -> int:
         return self.member_ids[0]
 
-    def as_task_args(self) -> dict[str, object]:
-        """Primitive form for django-q2 (pickled into the queue)."""
-        return {"user_id": self.user_id, "member_ids": list(self.member_ids), "similarities": list(self.similarities)}
-
 
 def embed_missing(*, user_id: int, embedder: Embedder, batch_size: int | None = None) -> int:
     """Embed the user's live truths that have no embedding from ``embedder``'s model.

@@ -2,8 +2,9 @@
 
 A run goes: ``create_run`` -> for each user ``plan_user`` (phase 1: embed, cluster)
 -> for each cluster ``consolidate_cluster`` (phase 2: judge, validate, record) ->
-``finish_run_if_complete``. ``run_sync`` chains them in this process; the queued path
-(``tasks.py``) runs the same functions as django-q2 tasks. A dry run goes through the
+``close_run``. The steps run as job rows (``services/queue/jobs.py``), executed by
+django-q2 workers (``tasks.py``) or in the starting process (``queue/execution.run_sync``);
+the jobs say when the run is finished (``jobs.refresh_run``). A dry run goes through the
 same steps and records its reviews, but ``merging.record_review`` writes no truth.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +24,9 @@ from django.utils import timezone
 from ... import selectors
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ...exceptions import InvalidThreshold, JudgeRateLimited
+from ...exceptions import InvalidThreshold
 from ...llm.base import JudgeClient
-from ...models import ConsolidationRun, Truth
+from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
 from ..operations import live_settings
 from . import clustering, incremental, inventory, judging, merging, verdict_cache
 
@@ -60,20 +61,26 @@ def create_run(
     judge: str = "",
     since: str | None = None,
     full: bool = False,
+    source_run: ConsolidationRun | None = None,
+    notes: str = "",
 ) -> ConsolidationRun:
-    """Create a pending run.
+    """Create a pending run: the one constructor of every run (command, schedule,
+    admin, the application of a dry run, whose ``source_run`` is the dry run).
 
     ``threshold`` defaults to the live settings' (else the Django setting's);
     ``since``/``full`` choose the window (``incremental.resolve_window``; default:
-    the per-user cursor). The live settings in force are stored on the run. Raises
-    ``InvalidThreshold`` or ``InvalidWindow``; nothing is written then.
+    the per-user cursor). The live settings in force are stored on the run. A
+    ``sync`` run executes in process, any other on the queue until
+    ``execution.run_sync`` takes it. Raises ``InvalidThreshold`` or ``InvalidWindow``;
+    nothing is written then.
     """
     effective = live_settings.get_effective_settings()
     value = validate_threshold(effective.similarity_threshold if threshold is None else threshold)
     window = incremental.resolve_window(since=since, full=full, user_id=user_id)
+    execution = ConsolidationRun.Execution.IN_PROCESS if mode == ConsolidationRun.Mode.SYNC else ConsolidationRun.Execution.QUEUED
     run = ConsolidationRun(
-        trigger=trigger, mode=mode, threshold=value, user_filter_id=user_id, judge=judge,
-        effective_settings=effective.as_dict(),
+        trigger=trigger, mode=mode, execution=execution, threshold=value, user_filter_id=user_id, judge=judge,
+        effective_settings=effective.as_dict(), source_run=source_run, notes=notes,
     )
     incremental.apply_window(run, window)
     run.save(force_insert=True)
@@ -180,15 +187,15 @@ def llm_tier_stopped(*, run_id: Any, user_id: int) -> bool:
     """Whether the model tier of ``run_id`` was stopped for ``user_id``: one of the
     user's clusters found the model unreachable (transport, auth, quota). A review a
     retry put aside (``retry_consolidation``) stops nothing: the retry asks again."""
-    from ...models import ClusterReview
-    from ..queue.jobs import retried_review_keys
-
+    Failure = ClusterReview.Failure
     unavailable = ClusterReview.objects.filter(
-        run_id=run_id, user_id=user_id, error__startswith=judging.JUDGE_UNAVAILABLE.split(":")[0]
+        run_id=run_id, user_id=user_id, failure__in=[Failure.UNAVAILABLE, Failure.LLM_STOPPED]
     )
     if not unavailable.exists():
         return False
-    return unavailable.exclude(key__in=retried_review_keys(run_id, user_id=user_id)).exists()
+    return unavailable.exclude(
+        key__in=ConsolidationJob.objects.in_run(run_id).retried_review_keys(user_id=user_id)
+    ).exists()
 
 
 def _note_on_run(run_id: Any, note: str) -> None:
@@ -248,8 +255,9 @@ def consolidate_cluster(
                 user_id=cluster.user_id, request=request, client=client, verdict=judgement.verdict
             )
     error = judgement.error
+    failure = failure_of(judgement)
     if stopped and judgement.failed:
-        error = LLM_TIER_STOPPED
+        error, failure = LLM_TIER_STOPPED, ClusterReview.Failure.LLM_STOPPED
     if judgement.unavailable:
         logger.warning("run %s: judge unavailable for user %s: %s", run.pk, cluster.user_id, judgement.error)
         _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=cluster.user_id, error=judgement.error))
@@ -270,17 +278,35 @@ def consolidate_cluster(
         prepass=judgement.prepass,
         failed=judgement.failed,
         error=error,
+        failure=failure,
         embeddings=embeddings,
         llm_calls=judgement.llm_calls,
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run, embedding_model=embedder.model_name)
 
 
+def failure_of(judgement: judging.Judgement) -> str:
+    """The ``ClusterReview.Failure`` of a judgement with an error (blank without one)."""
+    if not judgement.error:
+        return ClusterReview.Failure.NONE
+    if judgement.unavailable:
+        return ClusterReview.Failure.UNAVAILABLE
+    return ClusterReview.Failure.INVALID_REPLY
+
+
 def record_cluster_failure(
-    *, run_id: Any, cluster: clustering.CandidateCluster, judge: str, error: str, key: str, llm_calls: int = 0
+    *,
+    run_id: Any,
+    cluster: clustering.CandidateCluster,
+    judge: str,
+    error: str,
+    key: str,
+    llm_calls: int = 0,
+    failure: str = ClusterReview.Failure.JOB_FAULT,
 ) -> Any:
     """Record a failed review for a cluster that got no verdict (timeouts, rate limits past
-    the retry window, lost workers); its truths stay as they were. Idempotent per key."""
+    the retry window, lost workers; ``failure`` says which kind); its truths stay as they
+    were. Idempotent per key."""
     run = ConsolidationRun.objects.get(pk=run_id)
     truths = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
     request, by_alias = judging.build_request(truths)
@@ -293,35 +319,15 @@ def record_cluster_failure(
         similarities={alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
         judge=judge,
         error=error,
+        failure=failure,
         llm_calls=llm_calls,
     )
     return merging.record_review(draft=draft, dry_run=run.is_dry_run)
 
 
-def finish_run_if_complete(run_id: Any) -> bool:
-    """Set the final status once every user is planned and every cluster reviewed.
-
-    Status: ``partial`` if some clusters failed, else ``done``. On finishing, writes
-    the checkpoint (``done`` real runs only), moves the users' cursors over what was
-    fully judged and applied, and completes the inventory report. Returns True if the
-    run is (now) finished. Idempotent.
-    """
-    with transaction.atomic():
-        run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
-        if run.finished_at is not None:
-            return True
-        if run.users_done < run.users or run.clusters_done < run.clusters_found:
-            return False
-        run.status = ConsolidationRun.Status.PARTIAL if run.failed else ConsolidationRun.Status.DONE
-        run.finished_at = timezone.now()
-        close_run(run)
-        run.save(update_fields=["status", "finished_at", "checkpoint", "inventory"])
-        return True
-
-
 def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
-    """What every finished run does, whichever path finished it (this module's counters
-    or the queued run's job rows, ``jobs.refresh_run``): write the checkpoint (``done``
+    """What every finished run does when its job rows say it is finished
+    (``jobs.refresh_run``, the one finish rule): write the checkpoint (``done``
     real runs only), move the users' cursors over what was fully judged and applied
     (never those of ``held_users``, e.g. whose phase 1 failed), complete the inventory.
 
@@ -336,65 +342,18 @@ def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
 def fail_run(run_id: Any, *, note: str) -> None:
     """Mark a run failed with ``note`` (e.g. the embedder broke); truths are untouched.
 
-    No checkpoint and no cursor move; the inventory is completed for the report.
+    Its unfinished jobs fail with it. No checkpoint and no cursor move; the inventory
+    is completed for the report.
     """
-    ConsolidationRun.objects.filter(pk=run_id).update(
-        status=ConsolidationRun.Status.FAILED, finished_at=timezone.now(), notes=note
+    from ...models import ConsolidationJob
+
+    now = timezone.now()
+    ConsolidationJob.objects.in_run(run_id).active().update(
+        status=ConsolidationJob.Status.FAILED, error=note, finished_at=now, lease_until=None
     )
+    ConsolidationRun.objects.filter(pk=run_id).update(status=ConsolidationRun.Status.FAILED, finished_at=now, notes=note)
     run = ConsolidationRun.objects.get(pk=run_id)
     inventory.complete(run)
     run.save(update_fields=["inventory"])
 
 
-ProgressCallback = Callable[[str, int, int, Any], None]
-
-
-def run_sync(
-    *,
-    run: ConsolidationRun,
-    client: JudgeClient,
-    embedder: Embedder,
-    progress: ProgressCallback | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-) -> ConsolidationRun:
-    """Run every phase of ``run`` in this process; returns the refreshed run.
-
-    ``progress(stage, i, n, payload)`` is called with stage "user" (payload: user id),
-    "clusters" (payload: list of clusters) and "cluster" (payload: the review). A
-    rate-limited judge is waited for (the provider's wait, at most the retry window).
-    """
-    user_ids = start_run(run)
-    for i, user_id in enumerate(user_ids, start=1):
-        if progress:
-            progress("user", i, len(user_ids), user_id)
-        clusters = plan_user(run_id=run.pk, user_id=user_id, embedder=embedder)
-        if progress:
-            progress("clusters", i, len(user_ids), clusters)
-        for j, cluster in enumerate(clusters, start=1):
-            deadline = time.monotonic() + app_settings.RETRY_WINDOW
-            while True:
-                try:
-                    review = consolidate_cluster(run_id=run.pk, cluster=cluster, client=client, embedder=embedder)
-                    break
-                except JudgeRateLimited as exc:
-                    wait = exc.retry_after if exc.retry_after is not None else 30.0
-                    if time.monotonic() + wait > deadline:
-                        review = merging.record_review(
-                            draft=merging.ReviewDraft(
-                                run_id=run.pk,
-                                user_id=cluster.user_id,
-                                key=f"rate-limited:{cluster.seed_id}",
-                                snapshot=(),
-                                similarities={},
-                                judge=client.name,
-                                error=f"Rate limited past the retry window: {exc}",
-                            ),
-                            dry_run=run.is_dry_run,
-                        )
-                        break
-                    sleep(wait)
-            if progress:
-                progress("cluster", j, len(clusters), review)
-    finish_run_if_complete(run.pk)
-    run.refresh_from_db()
-    return run

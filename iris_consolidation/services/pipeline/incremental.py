@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -345,11 +344,3 @@ def write_checkpoint(run: ConsolidationRun) -> datetime | None:
         return None
     run.checkpoint = run.window_until or run.created_at
     return run.checkpoint
-
-
-def seeds_per_user(run: ConsolidationRun) -> dict[int, int]:
-    """Seed count of each user of ``run`` (for reports)."""
-    counts: dict[int, int] = defaultdict(int)
-    for user_id, seeds in run.user_passes.values_list("user_id", "seeds"):
-        counts[user_id] += seeds
-    return dict(counts)

@@ -28,17 +28,12 @@ from ...conf import app_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
 from ...llm import rules
 from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Verdict
-from ...models import CONSOLIDATABLE_ORIGINS, Truth
+from ...models import Truth
 from . import validation
 
 JUDGE_UNAVAILABLE = "LLM judge unavailable: {error}"
 JUDGE_INVALID = "The judge's reply was not a verdict for {aliases} even after bisection: {error}"
 PREPASS_REASONING = "Pre-pass (no model call): {reasoning}"
-
-
-def is_protected(truth: Truth, *, max_generation: int) -> bool:
-    """Whether consolidation must never retire or reword ``truth`` (DESIGN.md, Protection)."""
-    return truth.pinned or truth.origin not in CONSOLIDATABLE_ORIGINS or truth.generation >= max_generation
 
 
 def build_request(
@@ -55,7 +50,7 @@ def build_request(
             content=t.content,
             created_at=t.created_at,
             generation=t.generation,
-            protected=is_protected(t, max_generation=max_generation),
+            protected=t.is_protected(max_generation=max_generation),
             origin=t.origin,
             pinned=t.pinned,
         )

@@ -26,7 +26,6 @@ from ...llm.base import Action, Verdict
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
 from ..operations import live_settings
 from . import truth_events
-from .judging import is_protected
 from .validation import Code, Rejection
 
 logger = logging.getLogger(__name__)
@@ -63,6 +62,7 @@ class ReviewDraft:
     prepass: int = 0
     failed: tuple[str, ...] = ()
     error: str = ""
+    failure: str = ""
     stale_reason: str = ""
     embeddings: dict[str, Any] = field(default_factory=dict)
     llm_calls: int = 0
@@ -79,7 +79,7 @@ def _is_fresh(truth: Truth | None, row: dict[str, Any], *, retiring: bool, max_g
         return False
     if truth.content != row["content"] or truth.updated_at.isoformat() != row["updated_at"]:
         return False
-    if retiring and is_protected(truth, max_generation=max_generation):
+    if retiring and truth.is_protected(max_generation=max_generation):
         return False
     return True
 
@@ -150,7 +150,7 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             if action.action == "merge":
                 protected = [
                     a for a in action.ids
-                    if (is_protected(current[a], max_generation=max_generation) if a in moved else rows[a]["protected"])
+                    if (current[a].is_protected(max_generation=max_generation) if a in moved else rows[a]["protected"])
                 ]
                 retiring = [a for a in action.ids if a not in protected]
             else:
@@ -242,6 +242,7 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             latency_ms=verdict.latency_ms if verdict else 0,
             attempts=verdict.attempts if verdict else 0,
             error=draft.error,
+            failure=draft.failure if draft.error else "",
             failed_members=list(draft.failed),
             raw_response=verdict.raw if verdict else "",
         )

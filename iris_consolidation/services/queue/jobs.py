@@ -1,7 +1,8 @@
 """Queued runs as durable job rows: claim, finish, defer, fault, recover, retry, run status.
 
-A queued run has one ``ConsolidationJob`` per phase 1 user task and per phase 2 cluster
-task. django-q2 carries the messages; the rows carry the state. Every delivery first
+Every run has one ``ConsolidationJob`` per phase 1 user task and per phase 2 cluster
+task (or, for the application of a dry run, per verdict applied), whoever executes it:
+django-q2 workers, or the process that started it (``execution.run_sync``). django-q2 carries the messages; the rows carry the state. Every delivery first
 *claims* its row (``select_for_update``) and every change is one short transaction on
 it, so the outcome does not depend on the broker: a message delivered twice finds its
 job done, a worker killed mid-task leaves a running job whose lease runs out and
@@ -12,7 +13,7 @@ Job life: queued -> running -> done | failed. Two detours are not failures: *wai
 (a provider's 429 or the jobs-per-minute limit; a django-q2 ``Schedule`` re-queues the
 job at ``not_before``) and *queued again* after a fault (a timeout, a dead worker or an
 unexpected error; ``JOB_ATTEMPTS`` faults fail the job). A cluster job's verdict is
-applied by ``merging.record_review`` under the review key ``review_key(job)``, unique
+applied by ``merging.record_review`` under the review key ``job.review_key()``, unique
 per run, so it is applied once whatever the deliveries.
 
 The run's status is derived from its jobs (``refresh_run``): running while any job is
@@ -41,6 +42,7 @@ from ...conf import app_settings
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, ScheduleLock
 from ..pipeline import consolidation
 from ..pipeline.clustering import CandidateCluster
+from . import dispatch
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +50,8 @@ Job = ConsolidationJob
 Status = ConsolidationJob.Status
 ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 
-#: Dotted paths of the django-q2 entry points (``tasks.py``) that run each kind of job.
-USER_TASK = "iris_consolidation.tasks.plan_user"
-CLUSTER_TASK = "iris_consolidation.tasks.consolidate_cluster"
+#: Kinds of job that end in a review (phase 2): a judged cluster or an applied verdict.
+PHASE2 = (Job.Kind.CLUSTER, Job.Kind.APPLY)
 
 #: Seconds past a task's timeout before its running job counts as lost. django-q2's
 #: guard kills a worker 3 s past the timeout; the rest covers a guard cycle and clocks.
@@ -67,11 +68,6 @@ ABANDONED = "Abandoned: {reason}"
 PHASE1_FAILED = "Phase 1 failed for user {user_id}: {error}"
 
 
-def group_name(run_id: Any) -> str:
-    """The django-q2 group of a run's tasks."""
-    return f"iris_consolidation:run:{run_id}"
-
-
 def user_job_key(user_id: int) -> str:
     """Key of a run's phase 1 job for one user."""
     return f"user:{user_id}"
@@ -83,17 +79,9 @@ def cluster_job_key(member_ids: Iterable[int]) -> str:
     return f"cluster:{digest[:40]}"
 
 
-def review_key(job: Job, *, in_round: int | None = None) -> str:
-    """Key of the ``ClusterReview`` a cluster job records in its current round (or ``in_round``)."""
-    number = job.round if in_round is None else in_round
-    return hashlib.sha256(f"{job.run_id}:{job.key}#{number}".encode()).hexdigest()
-
-
-def retried_review_keys(run_id: Any, *, user_id: int) -> set[str]:
-    """Keys of the user's reviews in run ``run_id`` that a retry put aside (earlier rounds
-    of re-queued jobs): history, no longer what the run says about their clusters."""
-    retried = Job.objects.in_run(run_id).filter(kind=Job.Kind.CLUSTER, user_id=user_id, round__gt=0)
-    return {review_key(job, in_round=r) for job in retried for r in range(job.round)}
+def apply_job_key(preview_id: int) -> str:
+    """Key of an application's job for one previewed review of the dry run."""
+    return f"apply:{preview_id}"
 
 
 def candidate(job: Job) -> CandidateCluster:
@@ -106,60 +94,12 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def timeout_of(kind: str) -> int:
-    """django-q2 timeout in seconds of a job of ``kind`` (USER_/CLUSTER_JOB_TIMEOUT)."""
-    if kind == Job.Kind.USER:
-        return int(app_settings.USER_JOB_TIMEOUT)
-    return int(app_settings.CLUSTER_JOB_TIMEOUT)
-
-
-# --- dispatch ------------------------------------------------------------------------
-
-
-def task_call(job: Job) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
-    """``(function path, args, q_options)`` of the django-q2 task that runs ``job``."""
-    run = str(job.run_id)
-    if job.kind == Job.Kind.USER:
-        func, args = USER_TASK, (run, job.user_id)
-        name = f"iris:plan:{run[:8]}:user{job.user_id}"
-    else:
-        func = CLUSTER_TASK
-        cluster = {"user_id": job.user_id, "member_ids": list(job.member_ids), "similarities": list(job.similarities)}
-        args = (run, cluster)
-        name = f"iris:cluster:{run[:8]}:{job.member_ids[0]}"
-    return func, args, {"task_name": name, "group": group_name(job.run_id), "timeout": timeout_of(job.kind)}
-
-
-def dispatch(job: Job) -> None:
-    """Send ``job``'s task to the broker once the current transaction commits."""
-    from django_q.tasks import async_task
-
-    func, args, options = task_call(job)
-    transaction.on_commit(lambda: async_task(func, *args, q_options=dict(options)))
-
-
-def dispatch_at(job: Job, when: datetime) -> None:
-    """Have django-q2's scheduler send ``job``'s task at ``when`` (a one-off ``Schedule``,
-    written in the current transaction; the scheduler looks about every 30 s)."""
-    from django_q.models import Schedule
-    from django_q.tasks import schedule
-
-    func, args, options = task_call(job)
-    schedule(
-        func,
-        *args,
-        q_options=options,
-        name=f"iris_consolidation:job{job.pk}:{when:%Y%m%dT%H%M%S.%f}",
-        schedule_type=Schedule.ONCE,
-        next_run=when,
-    )
-
-
 # --- creating jobs -------------------------------------------------------------------
 
 
 def start_queued_run(run: ConsolidationRun, *, now: datetime | None = None) -> list[int]:
-    """Start ``run`` as a queued run: one phase 1 job per user, sent on commit.
+    """Start ``run``: one phase 1 job per user, sent on commit (unless the run executes
+    in process, ``execution.run_sync``, which then runs them itself).
 
     Returns the user ids. Transaction: one, around the run's start and its jobs. A run
     with no user to consolidate is finished at once.
@@ -171,9 +111,44 @@ def start_queued_run(run: ConsolidationRun, *, now: datetime | None = None) -> l
             Job(run=run, kind=Job.Kind.USER, key=user_job_key(u), user_id=u, dispatched_at=now) for u in user_ids
         )
         for job in created:
-            dispatch(job)
+            dispatch.send(job)
         refresh_run(run.pk, now=now)
     return user_ids
+
+
+def start_application_run(run: ConsolidationRun, previews: list[ClusterReview], *, now: datetime | None = None) -> int:
+    """Start ``run``, the application of a dry run: one apply job per preview review,
+    sent on commit; no phase 1 (the clusters are the dry run's). Returns the job count.
+
+    The run's ``users``/``users_done`` count the previews' users, ``clusters_found``
+    the previews. Finished like any run, by its jobs (``refresh_run``).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        users = len({p.user_id for p in previews})
+        ConsolidationRun.objects.filter(pk=run.pk).update(
+            status=ConsolidationRun.Status.RUNNING,
+            started_at=now,
+            users=users,
+            users_done=users,
+            clusters_found=len(previews),
+        )
+        run.refresh_from_db()
+        created = Job.objects.bulk_create(
+            Job(
+                run=run,
+                kind=Job.Kind.APPLY,
+                key=apply_job_key(p.pk),
+                user_id=p.user_id,
+                dispatched_at=now,
+                **_apply_job_fields(p),
+            )
+            for p in previews
+        )
+        for job in created:
+            dispatch.send(job)
+        refresh_run(run.pk, now=now)
+    return len(created)
 
 
 def ensure_user_job(run_id: Any, user_id: int) -> Job:
@@ -202,6 +177,35 @@ def ensure_cluster_job(run_id: Any, cluster: CandidateCluster) -> Job:
     return job
 
 
+def _apply_job_fields(preview: ClusterReview) -> dict[str, Any]:
+    """An apply job's preview and its cluster as the dry run saw it (members, seed first,
+    and their cosine similarities), so that a failure is recorded like a cluster's."""
+    rows = [row for row in preview.snapshot or () if row.get("id") is not None]
+    sims = preview.similarities or {}
+    return {
+        "preview": preview,
+        "member_ids": [row["id"] for row in rows],
+        "similarities": [float(sims.get(row.get("alias"), 0.0)) for row in rows],
+    }
+
+
+def ensure_apply_job(run_id: Any, preview_id: int) -> Job:
+    """The application run's job for preview review ``preview_id``, created if a caller
+    queued the task itself (``start_application_run`` creates them all)."""
+    preview = ClusterReview.objects.get(pk=preview_id)
+    job, _ = Job.objects.get_or_create(
+        run_id=run_id,
+        key=apply_job_key(preview_id),
+        defaults={
+            "kind": Job.Kind.APPLY,
+            "user_id": preview.user_id,
+            "dispatched_at": timezone.now(),
+            **_apply_job_fields(preview),
+        },
+    )
+    return job
+
+
 # --- one delivery --------------------------------------------------------------------
 
 
@@ -211,9 +215,9 @@ def _fail_locked(job: Job, error: str, now: datetime) -> None:
     If a delivery recorded the cluster's review before dying, that review stands (the
     key is taken) and the job is done, or failed, as the review says.
     """
-    if job.kind == Job.Kind.CLUSTER:
+    if job.kind in PHASE2:
         job.review = consolidation.record_cluster_failure(
-            run_id=job.run_id, cluster=candidate(job), judge="", error=error, key=review_key(job)
+            run_id=job.run_id, cluster=candidate(job), judge="", error=error, key=job.review_key()
         )
         if job.review.outcome != ClusterReview.Outcome.FAILED:
             job.status = Status.DONE
@@ -272,7 +276,7 @@ def claim(job_id: int, *, worker: str = "", now: datetime | None = None) -> Job 
         job.deliveries += 1
         job.worker = worker[:200]
         job.started_at = now
-        job.lease_until = now + timedelta(seconds=timeout_of(job.kind) + LEASE_MARGIN)
+        job.lease_until = now + timedelta(seconds=dispatch.timeout_of(job.kind) + LEASE_MARGIN)
         job.first_attempt_at = job.first_attempt_at or now
         job.not_before = None
         job.save()
@@ -308,7 +312,7 @@ def defer(job: Job, *, until: datetime, rate_limited: bool = False, note: str = 
         if note:
             locked.error = note
         locked.save()
-        dispatch_at(locked, until)
+        dispatch.send_at(locked, until)
     return True
 
 
@@ -329,7 +333,7 @@ def record_fault(job: Job, *, error: str, now: datetime | None = None) -> str:
         locked.lease_until = None
         locked.dispatched_at = now
         locked.save()
-        dispatch(locked)
+        dispatch.send(locked)
     logger.warning("run %s: job %s re-queued after a fault: %s", job.run_id, job.key, error)
     return "requeued"
 
@@ -364,7 +368,7 @@ def finish_user_job(job: Job, plan: consolidation.UserPlan, *, now: datetime | N
         locked.error = ""
         locked.save()
         for cluster_job in created:
-            dispatch(cluster_job)
+            dispatch.send(cluster_job)
     return len(created)
 
 
@@ -385,12 +389,6 @@ def finish_cluster_job(job: Job, review: ClusterReview, *, now: datetime | None 
 
 
 # --- runs ----------------------------------------------------------------------------
-
-
-def job_counts(run_id: Any) -> dict[str, int]:
-    """Jobs of a run by status: queued, running, waiting, done, failed (zeros included)."""
-    counts = dict(Job.objects.in_run(run_id).values_list("status").annotate(n=Count("id")).order_by())
-    return {status: int(counts.get(status, 0)) for status in Status.values}
 
 
 def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
@@ -416,9 +414,11 @@ def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
                 run.save(update_fields=["status"])
         else:
             failures = sum(by_kind[(kind, Status.FAILED)] for kind in Job.Kind.values)
-            # Success is a judged cluster; a run without clusters succeeds by planning.
-            clusters = sum(n for (kind, _), n in by_kind.items() if kind == Job.Kind.CLUSTER)
-            successes = by_kind[(Job.Kind.CLUSTER if clusters else Job.Kind.USER, Status.DONE)]
+            # Success is a judged (or applied) cluster; a run without any succeeds by planning.
+            clusters = sum(n for (kind, _), n in by_kind.items() if kind in PHASE2)
+            successes = (
+                sum(by_kind[(kind, Status.DONE)] for kind in PHASE2) if clusters else by_kind[(Job.Kind.USER, Status.DONE)]
+            )
             if not failures:
                 run.status = ConsolidationRun.Status.DONE
             elif successes:
@@ -487,12 +487,14 @@ def recover(*, broker_idle: Callable[[], bool], run_id: Any = None, now: datetim
                 continue
             touched.add(job.run_id)
             result["lost"] += 1
+            # A lost job of a run executed in process: that process died; the queue takes over.
+            ConsolidationRun.objects.filter(pk=job.run_id).update(execution=ConsolidationRun.Execution.QUEUED)
             if _count_fault(job, WORKER_LOST, now):
                 job.status = Status.QUEUED
                 job.lease_until = None
                 job.dispatched_at = now
                 job.save()
-                dispatch(job)
+                dispatch.send(job)
     resend = list(jobs.filter(status=Status.WAITING, not_before__lt=grace, dispatched_at__lt=grace))
     result["overdue"] = len(resend)
     queued = jobs.filter(status=Status.QUEUED, dispatched_at__lt=grace)
@@ -503,7 +505,7 @@ def recover(*, broker_idle: Callable[[], bool], run_id: Any = None, now: datetim
     for job in resend:
         with transaction.atomic():
             if Job.objects.filter(pk=job.pk, status=job.status).update(dispatched_at=now):
-                dispatch(job)
+                dispatch.send(job)
                 touched.add(job.run_id)
     if result["lost"] or result["overdue"] or result["resent"]:
         logger.warning("recovered jobs %s", result)
@@ -511,8 +513,7 @@ def recover(*, broker_idle: Callable[[], bool], run_id: Any = None, now: datetim
         {run_id}
         if run_id is not None
         else set(
-            # Runs made of job rows (queued and dry runs); an application of a dry run
-            # has none and is finished by its reviews (``finish_run_if_complete``).
+            # Every started run is made of job rows, whoever executes them.
             ConsolidationRun.objects.filter(
                 status=ConsolidationRun.Status.RUNNING, finished_at__isnull=True, jobs__isnull=False
             )
@@ -531,7 +532,8 @@ def retry_failed(run_id: Any, *, now: datetime | None = None) -> int:
     Each goes to a new round: a fresh retry window and fault count, and a new review key,
     so the cluster is judged again on its members as they are now (re-read, re-validated,
     freshness re-checked at write). The failed reviews stay as history; the run's
-    ``failed`` and ``clusters_done`` counters drop by them and the run is running again.
+    ``failed`` and ``clusters_done`` counters drop by them and the run is running again,
+    on the queue whoever executed it before.
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -539,7 +541,9 @@ def retry_failed(run_id: Any, *, now: datetime | None = None) -> int:
         run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
         if not failed:
             return 0
-        keys = [review_key(j) for j in failed if j.kind == Job.Kind.CLUSTER]
+        keys = [j.review_key() for j in failed if j.kind in PHASE2]
+        run.execution = ConsolidationRun.Execution.QUEUED
+        run.save(update_fields=["execution"])
         recorded = ClusterReview.objects.filter(run=run, key__in=keys, outcome=ClusterReview.Outcome.FAILED).count()
         for job in failed:
             job.round += 1
@@ -553,7 +557,7 @@ def retry_failed(run_id: Any, *, now: datetime | None = None) -> int:
             job.error = ""
             job.dispatched_at = now
             job.save()
-            dispatch(job)
+            dispatch.send(job)
         run.failed = max(0, run.failed - recorded)
         run.clusters_done = max(0, run.clusters_done - recorded)
         run.status = ConsolidationRun.Status.RUNNING

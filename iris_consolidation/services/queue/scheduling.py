@@ -33,19 +33,17 @@ from ...conf import app_settings
 from ...models import ConsolidationRun, ScheduleLock
 from ..operations import live_settings
 from ..pipeline import consolidation
-from . import jobs
+from . import dispatch, jobs
 
 logger = logging.getLogger(__name__)
 
 #: Names of the django-q2 schedules this app owns.
-WEEKLY = "iris_consolidation:weekly"
-RECOVERY = "iris_consolidation:recover"
-WEEKLY_TASK = "iris_consolidation.tasks.scheduled_consolidation"
-RECOVERY_TASK = "iris_consolidation.tasks.recover_jobs"
+WEEKLY = dispatch.WEEKLY_SCHEDULE
+RECOVERY = dispatch.RECOVERY_SCHEDULE
 #: Keyword argument through which django-q2 passes the slot a firing is for.
 SLOT_KWARG = "scheduled_for"
 #: Name of the no-overlap lock of scheduled runs.
-LOCK = "scheduled-runs"
+LOCK = ScheduleLock.SCHEDULED_RUNS
 
 BAD_CRON = "IRIS_CONSOLIDATION_SCHEDULE_CRON is {cron!r}, which is not a cron expression (e.g. '0 5 * * 0')."
 SKIP_ALREADY_RAN = "A scheduled run for the slot of {slot} (or a later one) exists already: run {run_id}."
@@ -105,6 +103,8 @@ def ensure_schedules(*, now: datetime | None = None) -> dict[str, object]:
     """
     from django_q.models import Schedule
 
+    from ... import tasks  # tasks -> scheduling: the doors are imported last
+
     now = now or timezone.now()
     cron = app_settings.SCHEDULE_CRON
     result: dict[str, object] = {}
@@ -124,7 +124,7 @@ def ensure_schedules(*, now: datetime | None = None) -> dict[str, object]:
                 weekly.cron = cron
                 weekly.schedule_type = Schedule.CRON
                 weekly.next_run = next_slot(cron, after=now)
-            weekly.func = WEEKLY_TASK
+            weekly.func = dispatch.task_path(tasks.scheduled_consolidation)
             weekly.repeats = -1
             weekly.intended_date_kwarg = SLOT_KWARG
             weekly.args = None
@@ -138,7 +138,7 @@ def ensure_schedules(*, now: datetime | None = None) -> dict[str, object]:
         recovery = Schedule.objects.filter(name=RECOVERY).order_by("id").first()
         if recovery is None:
             recovery = Schedule(name=RECOVERY, next_run=now)
-        recovery.func = RECOVERY_TASK
+        recovery.func = dispatch.task_path(tasks.recover_jobs)
         recovery.schedule_type = Schedule.MINUTES
         recovery.minutes = 1
         recovery.repeats = -1

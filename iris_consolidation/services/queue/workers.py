@@ -23,6 +23,7 @@ from ...embeddings import Embedder
 from ...exceptions import JudgeRateLimited
 from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob
+from ..operations import dry_runs
 from ..pipeline import consolidation
 from . import jobs, throttling
 
@@ -79,6 +80,14 @@ def _pass_throttle(job: ConsolidationJob, *, sleep: Callable[[float], None], clo
         return False
 
 
+def apply_review_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any]:
+    """Phase 2 of a claimed apply job: apply the dry run's verdict (``dry_runs.apply_review``,
+    no model call, so no throttle); returns ``{"job", "outcome"}``."""
+    review = dry_runs.apply_review(run_id=job.run_id, review_id=job.preview_id, embedder=embedder)
+    jobs.finish_cluster_job(job, review)
+    return {"job": job.pk, "outcome": review.outcome}
+
+
 def judge_cluster_job(
     job: ConsolidationJob,
     *,
@@ -86,17 +95,20 @@ def judge_cluster_job(
     embedder: Embedder,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], datetime] = timezone.now,
+    throttled: bool = True,
 ) -> dict[str, Any]:
     """Phase 2 of a claimed cluster job; returns ``{"job", "outcome"}``.
 
     Outcomes: a review outcome (applied, kept, rejected, stale, failed), "throttled" or
     "rate_limited" (the job waits; not a failure). A review already recorded for this
     job's round (an earlier delivery wrote it and died) finishes the job without a call.
+    ``throttled=False`` skips the jobs-per-minute limit (a run executed in process
+    judges one cluster at a time).
     """
-    key = jobs.review_key(job)
+    key = job.review_key()
     review = ClusterReview.objects.filter(run_id=job.run_id, key=key).first()
     if review is None:
-        if not _pass_throttle(job, sleep=sleep, clock=clock):
+        if throttled and not _pass_throttle(job, sleep=sleep, clock=clock):
             return {"job": job.pk, "outcome": "throttled"}
         try:
             review = consolidation.consolidate_cluster(
@@ -124,5 +136,10 @@ def _rate_limited(
         return None
     error = RATE_LIMIT_EXHAUSTED.format(wait=wait, window=window, first=first.isoformat(), error=exc)
     return consolidation.record_cluster_failure(
-        run_id=job.run_id, cluster=jobs.candidate(job), judge=client.name, error=error, key=jobs.review_key(job)
+        run_id=job.run_id,
+        cluster=jobs.candidate(job),
+        judge=client.name,
+        error=error,
+        key=job.review_key(),
+        failure=ClusterReview.Failure.RATE_LIMITED,
     )

@@ -3,15 +3,26 @@ re-checked for freshness; queued through tasks (sync queue in tests)."""
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
-from iris_consolidation import tasks
+import pytest
+from django.test import TestCase
+from django.utils import timezone
+
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, get_embedder
 from iris_consolidation.exceptions import ApplyRefused
 from iris_consolidation.llm.rules import RuleJudge
-from iris_consolidation.models import ClusterReview, ConsolidationRun, RetiredReason, Truth
+from iris_consolidation.models import (
+    ClusterReview,
+    ConsolidationJob,
+    ConsolidationRun,
+    LiveSettings,
+    RetiredReason,
+    Truth,
+)
 from iris_consolidation.services.operations import curation, dry_runs
 from iris_consolidation.services.pipeline import consolidation, merging, validation
+from iris_consolidation.services.queue import execution, jobs
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +44,7 @@ def previewed(user_factory, run_factory):
         embedding=vector_at(0.96, axis=3),
         embedding_model=LOCAL_MODEL_NAME,
     )
-    dry = consolidation.run_sync(
+    dry = execution.run_sync(
         run=run_factory(mode="dry_run", user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
     )
     assert dry.merged == 1 and Truth.objects.filter(user=user).count() == 2
@@ -41,8 +52,10 @@ def previewed(user_factory, run_factory):
 
 
 def _apply(dry):
-    run, review_ids = dry_runs.start_application(dry_run_id=dry.pk, actor="operator")
-    tasks.enqueue_application(run, review_ids)
+    """Apply ``dry`` as the admin does; its apply jobs run inline when the request's
+    transaction commits (sync queue)."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        run, _ = dry_runs.start_application(dry_run_id=dry.pk, actor="operator")
     run.refresh_from_db()
     return run
 
@@ -135,7 +148,7 @@ def test_a_dry_run_that_proposed_nothing_has_nothing_to_apply(user_factory, run_
     Truth.objects.create(
         user=user, content="Likes rock", embedding=vector_at(0.9, axis=5), embedding_model=LOCAL_MODEL_NAME
     )
-    dry = consolidation.run_sync(
+    dry = execution.run_sync(
         run=run_factory(mode="dry_run", user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
     )
     assert dry.kept == 1
@@ -144,3 +157,51 @@ def test_a_dry_run_that_proposed_nothing_has_nothing_to_apply(user_factory, run_
         dry_runs.start_application(dry_run_id=dry.pk, actor="operator")
 
     assert str(refused.value) == dry_runs.NOTHING_TO_APPLY.format(run=str(dry.pk)[:8])
+
+
+def test_an_application_is_made_like_any_run_and_the_live_cap_applies(previewed):
+    """Bug: the application skipped ``create_run``: no effective settings, so the live
+    retirement cap did not apply to it."""
+    LiveSettings.objects.create(max_retirements_per_run=1)
+
+    run = _apply(previewed["dry"])
+
+    assert run.effective_settings["max_retirements_per_run"] == 1
+    review = run.reviews.get()
+    assert review.outcome == ClusterReview.Outcome.REJECTED and not review.applied
+    assert [r["code"] for r in review.rejections] == [validation.Code.CAP_REACHED]
+    assert (run.retired, run.status) == (0, ConsolidationRun.Status.DONE)
+    assert Truth.objects.filter(user=previewed["user"]).count() == 2
+
+
+def test_an_application_has_job_rows_and_a_lost_message_is_recovered(previewed):
+    """Bug: the application's tasks had no job rows, so a lost message left it running
+    forever and the recovery sweep ignored it."""
+    run, review_ids = dry_runs.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
+    # The transaction's on-commit send never ran here: the message is lost.
+    job = ConsolidationJob.objects.get(run=run)
+    assert (job.kind, job.status, job.preview_id) == ("apply", "queued", review_ids[0])
+    assert ConsolidationRun.objects.get(pk=run.pk).status == ConsolidationRun.Status.RUNNING
+
+    later = timezone.now() + timedelta(seconds=jobs.LOST_MESSAGE_GRACE + 1)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        recovered = jobs.recover(broker_idle=lambda: True, now=later)
+
+    assert recovered["resent"] == 1
+    run.refresh_from_db()
+    assert (run.status, run.merged, run.retired) == (ConsolidationRun.Status.DONE, 1, 2)
+
+
+def test_a_failed_application_job_is_retried_like_any_run(previewed, settings):
+    """An apply job that keeps failing fails the run; ``retry_failed`` applies it again."""
+    settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
+    run, _ = dry_runs.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
+    job = jobs.claim(ConsolidationJob.objects.get(run=run).pk, worker="test")
+    assert jobs.record_fault(job, error="RuntimeError: boom") == "failed"
+    assert jobs.refresh_run(run.pk) == ConsolidationRun.Status.FAILED
+
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        assert jobs.retry_failed(run.pk) == 1
+
+    run.refresh_from_db()
+    assert (run.status, run.merged, run.failed) == (ConsolidationRun.Status.DONE, 1, 0)

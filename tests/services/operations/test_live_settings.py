@@ -15,7 +15,7 @@ from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, LiveSettings, Truth
 from iris_consolidation.services.operations import live_settings
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import jobs, scheduling
+from iris_consolidation.services.queue import execution, jobs, scheduling
 from tests.conftest import vector_at
 from tests.incremental_support import make_pairs
 
@@ -83,7 +83,7 @@ def test_live_retirement_cap_defers_the_rest_and_keeps_the_cursor_before_it(trut
     LiveSettings.objects.create(max_retirements_per_run=2)
     client = get_judge_client("rules")
 
-    first = consolidation.run_sync(
+    first = execution.run_sync(
         run=consolidation.create_run(trigger="command", mode="sync"), client=client, embedder=get_embedder()
     )
 
@@ -93,7 +93,7 @@ def test_live_retirement_cap_defers_the_rest_and_keeps_the_cursor_before_it(trut
     deferred = Truth.objects.get(content="Owns car number 1")
     assert (cursor.updated_at, cursor.truth_id) < (deferred.updated_at, deferred.pk)
 
-    second = consolidation.run_sync(
+    second = execution.run_sync(
         run=consolidation.create_run(trigger="command", mode="sync"), client=client, embedder=get_embedder()
     )
 

@@ -9,6 +9,7 @@ from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Truth
 from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.queue import execution
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import truth_state
@@ -32,7 +33,7 @@ def duplicates(truth_factory):
 def test_dry_run_changes_no_truth(duplicates, run_factory, embedder):
     before = truth_state()
 
-    run = consolidation.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
 
     assert truth_state() == before
     assert LineageEvent.objects.count() == 0
@@ -42,7 +43,7 @@ def test_dry_run_changes_no_truth(duplicates, run_factory, embedder):
 def test_dry_run_records_its_reviews_as_previews(duplicates, run_factory, embedder):
     a, b, _ = duplicates
 
-    run = consolidation.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
 
     review = ClusterReview.objects.get()
     assert run.is_dry_run and review.run_id == run.pk
@@ -70,7 +71,7 @@ def test_dry_run_with_the_llm_judge_previews_a_supersede(llm_server, truth_facto
     ]
     before = truth_state()
 
-    run = consolidation.run_sync(run=run_factory(mode="dry_run"), client=get_judge_client(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(mode="dry_run"), client=get_judge_client(), embedder=embedder)
 
     assert truth_state() == before
     review = ClusterReview.objects.get()
@@ -92,7 +93,7 @@ def test_dry_run_stores_missing_embeddings_and_nothing_else(truth_factory, run_f
     truth_factory("works as a nurse.", user=a.user)
     before = truth_state()
 
-    run = consolidation.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
 
     after = truth_state()
     assert run.embedded == 2 and run.merged == 1
@@ -102,9 +103,9 @@ def test_dry_run_stores_missing_embeddings_and_nothing_else(truth_factory, run_f
 
 def test_a_real_run_after_a_dry_run_applies_what_the_dry_run_previewed(duplicates, run_factory, embedder):
     a, b, _ = duplicates
-    consolidation.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
+    execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
 
-    run = consolidation.run_sync(run=run_factory(mode="sync"), client=RuleJudge(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(mode="sync"), client=RuleJudge(), embedder=embedder)
 
     assert (run.merged, run.retired) == (1, 2)
     assert {r.outcome for r in ClusterReview.objects.all()} == {"preview", "applied"}

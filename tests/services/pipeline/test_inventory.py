@@ -10,6 +10,7 @@ from django.db import connection
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.services.pipeline import consolidation, inventory
+from iris_consolidation.services.queue import execution
 from tests.conftest import vector_at
 from tests.incremental_support import make_pairs, run_pass
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 def _rules_pass(run_factory, **kwargs):
     run = run_factory(**kwargs)
-    return consolidation.run_sync(run=run, client=get_judge_client("rules"), embedder=get_embedder())
+    return execution.run_sync(run=run, client=get_judge_client("rules"), embedder=get_embedder())
 
 
 def test_report_counts_before_and_after_by_kind_and_origin(truth_factory, user_factory, run_factory):

@@ -21,6 +21,7 @@ from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEv
 from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
 from iris_consolidation.signals import truth_changed
+from iris_consolidation.services.queue import execution
 from tests.conftest import vector_at
 from tests.helpers import history_counts, truth_state
 
@@ -303,10 +304,10 @@ def test_a_failed_merge_leaves_a_rerun_of_the_whole_run_able_to_finish(two_pairs
     failing = run_factory()
     _sql(f"ALTER TABLE {REVIEW_TABLE} ADD CONSTRAINT test_refuse_applied CHECK (outcome <> 'applied')")
     with pytest.raises(IntegrityError):
-        consolidation.run_sync(run=failing, client=RuleJudge(), embedder=embedder)
+        execution.run_sync(run=failing, client=RuleJudge(), embedder=embedder)
     _sql(f"ALTER TABLE {REVIEW_TABLE} DROP CONSTRAINT test_refuse_applied")
 
-    run = consolidation.run_sync(run=run_factory(), client=RuleJudge(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(), client=RuleJudge(), embedder=embedder)
 
     assert (run.status, run.merged, run.retired) == (ConsolidationRun.Status.DONE, 2, 4)
     assert sorted(Truth.objects.values_list("content", flat=True)) == ["Likes tea", "Works as a nurse"]
@@ -336,7 +337,7 @@ def test_a_cluster_gone_stale_before_judging_is_recorded_as_stale_not_failed(nur
                 retired_at=timezone.now(), superseded_by=elsewhere, retired_reason="merged"
             )
 
-    run = consolidation.run_sync(
+    run = execution.run_sync(
         run=run_factory(), client=RuleJudge(), embedder=embedder, progress=retire_b_after_planning
     )
 

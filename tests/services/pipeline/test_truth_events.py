@@ -20,6 +20,7 @@ from iris_consolidation.models import Truth, TruthChange
 from iris_consolidation.services.operations import transfer, undo
 from iris_consolidation.services.pipeline import consolidation, truth_events
 from iris_consolidation.signals import truth_changed
+from iris_consolidation.services.queue import execution
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,7 +49,7 @@ def test_merge_sends_one_signal_per_changed_truth_after_commit(truth_factory, ru
     a, b = _duplicates(truth_factory)
     run = run_factory()
 
-    consolidation.run_sync(run=run, client=get_judge_client("rules"), embedder=get_embedder())
+    execution.run_sync(run=run, client=get_judge_client("rules"), embedder=get_embedder())
 
     merged = Truth.objects.get(origin="consolidated")
     assert sorted((c["action"], c["truth"].pk) for c in received) == sorted(
@@ -69,7 +70,7 @@ def test_rolled_back_merge_sends_no_signal_and_leaves_no_audit_row(truth_factory
     run = run_factory()
 
     with pytest.raises(RuntimeError), transaction.atomic():
-        consolidation.run_sync(run=run, client=get_judge_client("rules"), embedder=get_embedder())
+        execution.run_sync(run=run, client=get_judge_client("rules"), embedder=get_embedder())
         assert Truth.objects.filter(origin="consolidated").count() == 1  # the merge happened inside
         raise RuntimeError("the caller's transaction fails after the merge")
 
@@ -104,7 +105,7 @@ def test_restoration_and_undo_are_recorded_and_signalled_after_commit(truth_fact
 
 def test_undo_records_and_signals_restored_sources_and_the_undone_truth(truth_factory, run_factory, received):
     a, b = _duplicates(truth_factory)
-    run = consolidation.run_sync(run=run_factory(), client=get_judge_client("rules"), embedder=get_embedder())
+    run = execution.run_sync(run=run_factory(), client=get_judge_client("rules"), embedder=get_embedder())
     merged, review = Truth.objects.get(origin="consolidated"), run.reviews.get()
     received.clear()
     before = TruthChange.objects.count()
@@ -129,7 +130,7 @@ def test_undo_records_and_signals_restored_sources_and_the_undone_truth(truth_fa
 
 def test_refused_undo_records_and_signals_nothing(truth_factory, run_factory, received):
     _duplicates(truth_factory)
-    consolidation.run_sync(run=run_factory(), client=get_judge_client("rules"), embedder=get_embedder())
+    execution.run_sync(run=run_factory(), client=get_judge_client("rules"), embedder=get_embedder())
     merged = Truth.objects.get(origin="consolidated")
     undo.undo_consolidation(truth_id=merged.pk, actor="admin:alice", reason="Two different dogs.")
     received.clear()

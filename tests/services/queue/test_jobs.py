@@ -171,7 +171,7 @@ def test_run_status_is_derived_from_its_jobs(run, user_factory, statuses, expect
 def test_retry_failed_requeues_in_a_new_round_and_uncounts_the_failure(job, run, django_capture_on_commit_callbacks):
     jobs.claim(job.pk, now=NOW)
     review = consolidation.record_cluster_failure(
-        run_id=run.pk, cluster=jobs.candidate(job), judge="llm", error="boom", key=jobs.review_key(job)
+        run_id=run.pk, cluster=jobs.candidate(job), judge="llm", error="boom", key=job.review_key()
     )
     jobs.finish_cluster_job(job, review)
     jobs.refresh_run(run.pk)
@@ -184,7 +184,7 @@ def test_retry_failed_requeues_in_a_new_round_and_uncounts_the_failure(job, run,
     job.refresh_from_db()
     run.refresh_from_db()
     assert (job.status, job.round, job.faults, job.review_id, job.first_attempt_at) == ("queued", 1, 0, None, None)
-    assert jobs.review_key(job) != review.key
+    assert job.review_key() != review.key
     assert (run.status, run.failed, run.clusters_done, run.finished_at) == ("running", 0, 0, None)
     assert len(sent) == 1
     assert ClusterReview.objects.filter(pk=review.pk).exists()  # history stays
@@ -213,7 +213,7 @@ def test_giving_up_on_a_job_whose_verdict_was_written_keeps_the_verdict(job, run
 
     claimed = jobs.claim(job.pk, now=NOW)
     applied = consolidation.record_cluster_failure(  # stands in for any recorded review
-        run_id=run.pk, cluster=jobs.candidate(claimed), judge="rules", error="", key=jobs.review_key(claimed)
+        run_id=run.pk, cluster=jobs.candidate(claimed), judge="rules", error="", key=claimed.review_key()
     )
 
     assert jobs.claim(job.pk, now=claimed.lease_until + timedelta(seconds=1)) is None

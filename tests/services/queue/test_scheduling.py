@@ -8,8 +8,9 @@ import pytest
 from django.core.management import call_command
 from django_q.models import Schedule
 
+from iris_consolidation import tasks
 from iris_consolidation.models import ConsolidationRun, ScheduleLock
-from iris_consolidation.services.queue import jobs, scheduling
+from iris_consolidation.services.queue import dispatch, jobs, scheduling
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +42,7 @@ def test_weekly_schedule_runs_sunday_at_five_in_time_zone():
 
     weekly.refresh_from_db()
     assert weekly.next_run == SUNDAY_5AM
-    assert (weekly.func, weekly.schedule_type, weekly.cron) == (scheduling.WEEKLY_TASK, Schedule.CRON, "0 5 * * 0")
+    assert (weekly.func, weekly.schedule_type, weekly.cron) == (dispatch.task_path(tasks.scheduled_consolidation), Schedule.CRON, "0 5 * * 0")
     assert weekly.intended_date_kwarg == scheduling.SLOT_KWARG
     assert scheduling.next_slot("0 5 * * 0", after=datetime(2026, 12, 2, tzinfo=UTC)) == datetime(
         2026, 12, 6, 5, 0, tzinfo=UTC
@@ -54,7 +55,7 @@ def test_migrate_leaves_one_weekly_and_one_recovery_schedule():
 
     assert Schedule.objects.filter(name=scheduling.WEEKLY).count() == 1
     recovery = Schedule.objects.get(name=scheduling.RECOVERY)
-    assert (recovery.func, recovery.schedule_type, recovery.minutes) == (scheduling.RECOVERY_TASK, Schedule.MINUTES, 1)
+    assert (recovery.func, recovery.schedule_type, recovery.minutes) == (dispatch.task_path(tasks.recover_jobs), Schedule.MINUTES, 1)
 
 
 def test_ensuring_again_keeps_a_missed_slot_due():

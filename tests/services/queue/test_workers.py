@@ -12,7 +12,8 @@ from django_q.models import Schedule
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ClusterReview, RateLimitWindow, Truth
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
-from iris_consolidation.services.queue import jobs, throttling, workers
+from iris_consolidation import tasks
+from iris_consolidation.services.queue import dispatch, jobs, throttling, workers
 from tests import llm_stub
 from tests.conftest import vector_at
 
@@ -64,9 +65,9 @@ def test_429_puts_the_job_back_until_the_providers_reset_time(llm_server, model_
     model_job.refresh_from_db()
     assert (model_job.status, model_job.rate_limited, model_job.faults) == ("waiting", 1, 0)
     assert model_job.not_before == NOW + timedelta(seconds=17)
-    schedule = Schedule.objects.get(func=jobs.CLUSTER_TASK)
+    schedule = Schedule.objects.get(func=dispatch.task_path(tasks.consolidate_cluster))
     assert (schedule.schedule_type, schedule.next_run) == (Schedule.ONCE, model_job.not_before)
-    assert str(model_job.run_id) in schedule.args and jobs.group_name(model_job.run_id) in schedule.kwargs
+    assert str(model_job.run_id) in schedule.args and dispatch.group_name(model_job.run_id) in schedule.kwargs
     assert not ClusterReview.objects.exists()
     assert len(llm_server.chat_requests()) == 1  # litellm's own retries are off
 
@@ -93,7 +94,7 @@ def test_429_whose_wait_ends_past_the_retry_window_fails_the_cluster(llm_server,
     assert model_job.review.error.startswith("Rate limited by the provider past the retry window")
     assert "Rate limited by openai/stub-judge" in model_job.review.error
     assert Truth.objects.filter(pk__in=model_job.member_ids).count() == 2
-    assert not Schedule.objects.filter(func=jobs.CLUSTER_TASK).exists()
+    assert not Schedule.objects.filter(func=dispatch.task_path(tasks.consolidate_cluster)).exists()
 
 
 def test_short_wait_under_the_limit_is_taken_in_the_worker(rules_judge, claimed, settings):
@@ -126,7 +127,7 @@ def test_long_wait_under_the_limit_puts_the_job_back_in_the_queue(rules_judge, c
     room = throttling.recent_starts(name=throttling.CLUSTER_JOBS)[0] + 60 + throttling.START_MARGIN
     assert claimed.not_before.timestamp() == pytest.approx(room - workers.max_throttle_sleep(), abs=2)
     assert workers.max_throttle_sleep() == 45
-    assert Schedule.objects.get(func=jobs.CLUSTER_TASK).next_run == claimed.not_before
+    assert Schedule.objects.get(func=dispatch.task_path(tasks.consolidate_cluster)).next_run == claimed.not_before
 
 
 def test_phase_one_is_not_throttled(

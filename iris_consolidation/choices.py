@@ -1,0 +1,122 @@
+"""Every choice the app stores (origins, statuses, outcomes, modes, kinds) and the one
+protection rule, in one module that imports nothing of the app: ``models`` and
+``querysets`` both read it, so neither imports the other for a value.
+
+The models keep their familiar names as aliases (``ConsolidationRun.Status`` is
+``RunStatus``); new code may use either.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+class Origin(models.TextChoices):
+    PROMOTED = "promoted", "Promoted from memories"
+    USER = "user", "Created by the user"
+    AGENT = "agent", "Created by the assistant"
+    CONSOLIDATED = "consolidated", "Made by consolidation"
+
+
+#: Origins whose truths consolidation may retire or reword.
+CONSOLIDATABLE_ORIGINS = (Origin.PROMOTED, Origin.CONSOLIDATED)
+
+
+class RetiredReason(models.TextChoices):
+    MERGED = "merged", "Merged into another truth"
+    SUPERSEDED = "superseded", "Superseded by a later truth"
+    UNDONE = "undone", "Consolidation undone"
+
+
+def is_protected(*, pinned: bool, origin: str, generation: int, max_generation: int) -> bool:
+    """Whether consolidation must never retire or reword a truth (DESIGN.md, Protection):
+    pinned, of an origin other than promoted/consolidated, or at ``max_generation``.
+
+    The one rule: ``Truth.is_protected``, ``TruthQuerySet.protected`` (as ``protected_q``),
+    the judge's request, merging's re-check under lock and the evaluation all use it.
+    """
+    return bool(pinned) or origin not in CONSOLIDATABLE_ORIGINS or int(generation) >= max_generation
+
+
+def protected_q(*, max_generation: int) -> Q:
+    """``is_protected`` as a filter over truths."""
+    return Q(pinned=True) | ~Q(origin__in=CONSOLIDATABLE_ORIGINS) | Q(generation__gte=max_generation)
+
+
+class RunTrigger(models.TextChoices):
+    COMMAND = "command", "Command"
+    SCHEDULE = "schedule", "Schedule"
+    ADMIN = "admin", "Admin"
+
+
+class RunMode(models.TextChoices):
+    """Whether the run writes: every mode but ``dry_run`` does. ``queued`` and ``sync``
+    are kept as two values for the rows and callers that use them; how a run is
+    executed is ``execution``."""
+
+    QUEUED = "queued", "Queued"
+    SYNC = "sync", "Sync"
+    DRY_RUN = "dry_run", "Dry run"
+
+
+class RunExecution(models.TextChoices):
+    """How the run's jobs are executed: by django-q2 workers, or in the process that
+    started the run (``services/queue/execution.run_sync``), the same jobs either way."""
+
+    QUEUED = "queued", "Queued (workers)"
+    IN_PROCESS = "in_process", "In process"
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    PARTIAL = "partial", "Partial (some clusters failed)"
+    FAILED = "failed", "Failed"
+
+
+class ReviewOutcome(models.TextChoices):
+    APPLIED = "applied", "Applied"
+    PREVIEW = "preview", "Dry run (not applied)"
+    KEPT = "kept", "Kept (no action)"
+    REJECTED = "rejected", "Rejected by the validator"
+    STALE = "stale", "Stale member"
+    FAILED = "failed", "Judge failed"
+
+
+class ReviewFailure(models.TextChoices):
+    """Why a review failed (blank: it did not). Code reads this, never ``error``'s wording."""
+
+    NONE = "", "-"
+    UNAVAILABLE = "unavailable", "Model unreachable (transport, auth, quota)"
+    LLM_STOPPED = "llm_stopped", "Model stopped for this user earlier in the run"
+    INVALID_REPLY = "invalid_reply", "Reply not a verdict"
+    RATE_LIMITED = "rate_limited", "Rate limited past the retry window"
+    JOB_FAULT = "job_fault", "Job failed (timeout, lost worker, abandoned)"
+
+
+class LineageAction(models.TextChoices):
+    MERGE = "merge", "Merge"
+    SUPERSEDE = "supersede", "Supersede"
+    UNDO = "undo", "Undo"
+
+
+class ChangeAction(models.TextChoices):
+    CREATED = "created", "Created"
+    RETIRED = "retired", "Retired"
+    RESTORED = "restored", "Restored"
+    UNDONE = "undone", "Undone"
+
+
+class JobKind(models.TextChoices):
+    USER = "user", "Phase 1 (user)"
+    CLUSTER = "cluster", "Phase 2 (cluster)"
+    APPLY = "apply", "Phase 2 (apply a dry run's verdict)"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    WAITING = "waiting", "Waiting (rate limited)"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
