@@ -98,6 +98,22 @@ def _rate(embedder, texts: list[str], batch: int = 64) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
+def _separation(embedder, pairs_path: Path) -> str:
+    """Share of "same" pairs at or above the threshold that lets through 2%, 4% and 6% of the
+    "different" pairs: recall of candidates at an equal rate of false candidates (no database)."""
+    pairs = [json.loads(line) for line in pairs_path.open(encoding="utf-8")]
+    texts = sorted({p["a"] for p in pairs} | {p["b"] for p in pairs})
+    vectors = np.concatenate([embedder.embed(texts[i : i + 64]) for i in range(0, len(texts), 64)])
+    index = {t: i for i, t in enumerate(texts)}
+    cos = {lab: np.array([float(vectors[index[p["a"]]] @ vectors[index[p["b"]]]) for p in pairs if p["label"] == lab])
+           for lab in ("same", "different")}
+    parts = []
+    for rate in (0.02, 0.04, 0.06):
+        threshold = float(np.quantile(cos["different"], 1 - rate))
+        parts.append(f"{rate:.0%} of different -> threshold {threshold:.3f}, same {(cos['same'] >= threshold).mean():.3f}")
+    return "; ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=Path, required=True, help="Folder with the candidates' unpacked wheels.")
@@ -120,6 +136,7 @@ def main() -> None:
         rate = _rate(embedder, texts)
         print(f"== {name} ({embedder.model_name}): {rate:.0f} sentences/s on {len(texts)} MSC truths, "
               f"{args.threads} threads", flush=True)
+        print(f"separation: {_separation(embedder, pairs)}", flush=True)
         if args.skip_oracle:
             continue
         print("threshold clusters calls/100 batched/100 recall precision refused", flush=True)
