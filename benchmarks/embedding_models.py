@@ -110,7 +110,8 @@ def _separation(embedder, pairs_path: Path) -> str:
     parts = []
     for rate in (0.02, 0.04, 0.06):
         threshold = float(np.quantile(cos["different"], 1 - rate))
-        parts.append(f"{rate:.0%} of different -> threshold {threshold:.3f}, same {(cos['same'] >= threshold).mean():.3f}")
+        caught = (cos["same"] >= threshold).mean()
+        parts.append(f"{rate:.0%} of different -> threshold {threshold:.3f}, same {caught:.3f}")
     return "; ".join(parts)
 
 

@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from iris_consolidation.embeddings import LocalEmbedder
 from iris_consolidation.evaluation import calibration, oracle, scoring
 from iris_consolidation.llm.base import JudgeRequest, MemberView
+from iris_consolidation.management.commands.calibrate_threshold import Command
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
 from iris_consolidation.services.pipeline import validation
 
@@ -44,7 +45,13 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
 @pytest.fixture
 def pairs_file(tmp_path: Path) -> Path:
     truths = [
-        {"user": "p1", "content": c, "origin": "promoted", "created_at": f"2024-01-01T09:{i:02d}:00Z", "source": f"s{i}"}
+        {
+            "user": "p1",
+            "content": c,
+            "origin": "promoted",
+            "created_at": f"2024-01-01T09:{i:02d}:00Z",
+            "source": f"s{i}",
+        }
         for i, c in enumerate(TEXTS)
     ]
     _write_jsonl(tmp_path / "o.truths.jsonl", truths)
@@ -142,7 +149,7 @@ def test_calibrate_threshold_prints_one_row_per_threshold(pairs_file):
     lines = out.getvalue().splitlines()
 
     assert lines[1] == "1 users, 9 truths, 36 pairs (4 same); judge: oracle"
-    assert lines[2].split() == "threshold clusters calls/100 batched/100 recall precision clustered_recall refused refusals by code".split()
+    assert lines[2].split() == Command.PAIRS_HEADER.split()
     assert lines[3].split() == ["0.75", "4", "33.3", "11.1", "0.750", "1.000", "1.000", "1", "numbers_differ=1"]
     assert lines[4].split() == ["0.90", "3", "22.2", "11.1", "0.500", "1.000", "0.750", "1", "numbers_differ=1"]
     assert len(lines) == 5 and Truth.all_objects.count() == 0
