@@ -11,10 +11,7 @@ from ...embeddings import get_embedder
 from ...evaluation import calibration, scoring
 from ...exceptions import EmbeddingError, InvalidInput
 from ...services.pipeline.consolidation import validate_threshold
-
-
-def _figure(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+from .eval_judge import figure as _figure
 
 
 class Command(BaseCommand):

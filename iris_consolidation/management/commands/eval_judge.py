@@ -15,8 +15,12 @@ from ...exceptions import InvalidInput
 from ...llm import get_judge_client
 
 
-def _figure(value: float | None) -> str:
+def figure(value: float | None) -> str:
+    """A ratio as printed by the evaluation commands: three decimals, or "n/a" when undefined."""
     return "n/a" if value is None else f"{value:.3f}"
+
+
+_figure = figure
 
 
 class Command(BaseCommand):
