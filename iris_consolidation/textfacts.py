@@ -9,6 +9,19 @@ tell "the same frame with one thing swapped" (a contrast: "Is allergic to peanut
 stated. English only; a conservative approximation by design: when in doubt a
 detail counts as present in a source, so the validator refuses.
 
+Numbers compare by value ("3", "three", "a dozen"; ``numberwords``). Polarity counts
+negation words and a small lexicon of negative verbs ("hates", "can't stand"), so two
+negative statements of one dislike agree. Words that only frame a statement (negations,
+negative verbs, "used to", "no longer", "quit") are carried by the polarity and
+time-span checks and are not content words.
+
+Languages written without spaces (Chinese, Japanese, Thai): a run of such characters is
+one token for ``normalise``; for content it is compared by character cover
+(``uncovered``): a run is kept by a text when it can be cut into pieces that each stand
+in that text (one Han or kana character, three Thai characters at least), so inserted
+words never count as a loss and a dropped word always does. Hiragana and a few Chinese
+function characters (的, 了, 在, ...) carry grammar, not content, and are not required.
+
 Names: a capitalised word inside a sentence is a name unless it is a listed function
 word; a sentence's first word is capitalised anyway, so it counts as a name only if
 it has a capital inside ("iPhone", "HVRA") or is a name somewhere else in the cluster
@@ -24,6 +37,8 @@ from collections.abc import Iterable
 
 import snowballstemmer
 
+from . import numberwords
+
 _CONTRACTIONS = [
     (r"\bcan't\b", "can not"),
     (r"\bwon't\b", "will not"),
@@ -35,11 +50,55 @@ _CONTRACTIONS = [
     (r"'ll\b", " will"),
     (r"'d\b", " would"),
 ]
-_WORD = re.compile(r"[0-9]+(?:[.,:/-][0-9]+)*|[^\W\d_]+(?:['’-][^\W\d_]+)*", re.UNICODE)
-_RAW_WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*|[.!?;:]", re.UNICODE)
+
+
+# Combining marks (Unicode categories Mn, Mc, Me) of the Basic Multilingual Plane: Thai
+# vowels and tone marks, Devanagari vowel signs... belong to their word; without them
+# "ไม่" (not) and "ไม้" (wood) would normalise to one word.
+def _mark_ranges() -> str:
+    """The combining marks as a regex class body of ranges ("\\u0300-\\u036f...")."""
+    marks = [c for c in range(0x300, 0xFFFF) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")]
+    ranges: list[tuple[int, int]] = []
+    for c in marks:
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1] = (ranges[-1][0], c)
+        else:
+            ranges.append((c, c))
+    return "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+
+
+_MARKS = _mark_ranges()
+_LETTER = rf"(?:[^\W\d_]|[{_MARKS}])"
+_WORD = re.compile(rf"[0-9]+(?:[.,:/-][0-9]+)*|{_LETTER}+(?:['’-]{_LETTER}+)*", re.UNICODE)
+_RAW_WORD = re.compile(rf"{_LETTER}+(?:['-]{_LETTER}+)*|[.!?;:]", re.UNICODE)
+#: Scripts written without spaces between words: Han, kana, Thai.
+_NO_SPACE = "\u3005\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e01-\u0e5b"
+_NO_SPACE_RUN = re.compile(f"[{_NO_SPACE}]+")
+_HIRAGANA = re.compile("[\u3040-\u309f]")
+_THAI = re.compile("[\u0e01-\u0e5b]")
+#: Chinese function characters (particles, pronouns, the copula): grammar, not content.
+_HAN_FUNCTION = frozenset("的了着过是在和与及也都就很把被给我你他她它们这那之其而或")
 NEGATIONS = frozenset(
-    {"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "dislikes", "hates"}
+    {"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without"}
+    # Portuguese, Spanish, French, German, Italian ("no" is Spanish too; "nada" is left out:
+    # it also means "swims").
+    | {"não", "nunca", "nem", "jamais", "ninguém", "nenhum", "nenhuma", "sem", "tampoco", "ningún", "ninguna"}
+    | {"pas", "nicht", "kein", "keine", "keinen", "keiner", "nie", "niemals", "non"}
 )
+#: Negations inside a run of a script without spaces (Chinese, Japanese, Thai), matched
+#: as substrings; each occurrence counts once.
+NO_SPACE_NEGATIONS = ("不", "没", "沒", "别", "別", "未", "无", "無", "ない", "ません", "ไม่")
+#: Dislikes in those scripts: each counts as one negation, as ``NEGATIVE_VERBS``.
+NO_SPACE_NEGATIVE_VERBS = ("讨厌", "討厭", "嫌い", "เกลียด")
+#: Verbs that state a dislike: each counts as one negation, so "Hates jazz" and "Does not
+#: like jazz" agree while "Likes jazz" stays their opposite (issue 16).
+NEGATIVE_VERBS = frozenset(
+    """hate hates hated hating dislike dislikes disliked detest detests detested loathe loathes
+    loathed despise despises despised avoid avoids avoided abhor abhors abhorred
+    odeia odeio odia odio detesta detesto evita""".split()
+)
+#: Phrases that state a dislike with a "not" inside: one negation in all.
+NEGATIVE_PHRASES = ("can not stand", "could not stand", "can not bear", "could not bear")
 MONTHS = frozenset(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday "
@@ -63,51 +122,135 @@ STOPWORDS = frozenset(
     each every all both either one's who whom whose which what when where while why how
     there here can could will would shall should may might must
     s""".split()
+) | frozenset(
+    # Articles, prepositions and copulas of Portuguese, Spanish, French, Italian and German
+    # that are no English content word, so that a truth in another language (or a mixed
+    # one) is compared by its content words too. ("no" stays a negation, "son" a son.)
+    """o os as um uma é são está estão do da dos das na nas nos em ao aos à às com para pelo pela
+    de el la los las un una es está están del al en y con por para lo se su sus que
+    le les une des du est et au aux avec pour sur il elle ils elles
+    il lo gli le è sono di del della nel nella con per
+    der das ein eine ist sind und im mit zu von dem den des e""".split()
 )
 #: Words of preference, reduced to one stem so that "Likes green best" and "Favourite
 #: colour is green" share it.
 _PREFERENCE = frozenset(
     "like likes liked love loves loved enjoy enjoys enjoyed prefer prefers preferred "
-    "favourite favourites favorite favorites fond".split()
+    "favourite favourites favorite favorites fond "
+    # Portuguese and Spanish
+    "gosta gosto gostam adora adoro prefere prefiro gusta gustan encanta encantan prefiere prefiero".split()
 )
-#: Words in a newer statement that say the state changed, so an older one may retire
-#: in its favour. Phrases are matched on the normalised text.
-CHANGE_MARKERS = (
+#: Words that report a change against an earlier state
+#: ("Left St Mary's and now works at a hospice"): a member saying one is never merged with
+#: one that does not. Words that only name an event ("married", "sold", "new", "started")
+#: let a supersede through but do not block a merge: "Enjoys visiting new places" restates
+#: "Likes to travel".
+REPORTED_CHANGE_MARKERS = (
+    "agora",
+    "já não",
+    "mudou",
+    "mudou-se",
+    "saiu",
+    "deixou",
+    "ahora",
+    "ya no",
+    "se mudó",
+    "dejó",
     "now",
     "no longer",
     "anymore",
     "any more",
-    "not anymore",
     "instead",
     "moved",
-    "moves",
     "switched",
     "replaced",
     "changed",
     "stopped",
     "quit",
     "left",
+    "gave up",
+    "has since",
+    "used to",
+    "got rid",
+    "rescheduled",
+)
+
+#: Words in a newer statement that say the state changed, so an older one may retire
+#: in its favour: the reported changes above and words that name an event. Phrases are
+#: matched on the normalised text.
+CHANGE_MARKERS = (
+    *REPORTED_CHANGE_MARKERS,
+    "passou a",
+    "cambió",
+    "not anymore",
+    "moves",
     "became",
     "becomes",
     "started",
     "new",
-    "rescheduled",
     "updated",
     "married",
     "divorced",
     "graduated",
     "retired",
     "sold",
-    "gave up",
-    "has since",
-    "used to",
     "was moved",
-    "got rid",
 )
+
+
+#: Change markers of scripts without spaces, matched as substrings: "now", "no longer",
+#: "moved", "quit", "switched to", "formerly" in Chinese, Japanese and Thai.
+NO_SPACE_CHANGE_MARKERS = (
+    "现在", "現在", "不再", "搬到", "搬去", "辞职", "辭職", "换成", "改成", "以前", "曾经", "曾經",
+    "今は", "もう", "引っ越", "辞め", "以前は",
+    "ตอนนี้", "ย้าย", "เลิก", "เคย",
+)  # fmt: skip
+#: Of those, the ones that say a state ended.
+NO_SPACE_TIME_ENDED = ("不再", "以前", "曾经", "曾經", "辞职", "辭職", "もう", "辞め", "เลิก", "เคย")
 
 #: Words that say a state has ended ("Worked there until 2023", "used to"): such a
 #: statement covers another span of time than one without them.
-TIME_ENDED = ("until", "till", "formerly", "former", "previously", "used to", "anymore", "any more", "no longer")
+TIME_ENDED = (
+    "until",
+    "till",
+    "formerly",
+    "former",
+    "previously",
+    "used to",
+    "anymore",
+    "any more",
+    "no longer",
+    "no more",
+    "quit",
+    "stopped",
+    "gave up",
+    "has given up",
+    "já não",
+    "deixou de",
+    "costumava",
+    "ya no",
+    "dejó de",
+    "solía",
+)
+#: Words that only frame a statement (its polarity, or that its state ended): they are
+#: compared by ``polarity`` and ``time_ended``, not as content words.
+FRAME_PHRASES = (*NEGATIVE_PHRASES, "used to", "no longer", "any more", "no more", "gave up", "has given up")
+FRAME_WORDS = (
+    NEGATIONS | NEGATIVE_VERBS | frozenset("until till formerly former previously anymore quit stopped now".split())
+)
+#: "Works as a nurse" says no more than "Is a nurse".
+JOB_FRAMES = ("works as", "worked as", "working as", "employed as", "has a job as", "trabalha como", "trabaja como")
+#: Preference words of scripts without spaces ("likes"), dropped from a negated statement.
+NO_SPACE_PREFERENCE = ("喜欢", "喜歡", "好き", "ชอบ")
+#: Light verbs: "Goes running" says no more than "Runs". A member may lose them.
+LIGHT_VERBS = frozenset("go goes went going gone".split())
+#: Words of one meaning in truths about a person; a member's word is kept when the
+#: content has another of its group ("Birthday is on 14 March" / "Was born on March 14").
+#: Stems of the group members; a small closed list, not a thesaurus.
+SYNONYM_GROUPS = (
+    frozenset({"birthday", "born", "birth"}),
+    frozenset({"best", "favourit", "favorit"}),
+)
 
 _stemmer = snowballstemmer.stemmer("english")
 
@@ -133,19 +276,9 @@ def tokens(text: str) -> list[str]:
 
 
 def numbers(text: str) -> set[str]:
-    """Every number in ``text`` as written ("3", "2023", "3:30"), plus number words,
-    hyphenated ones whole ("twenty-one")."""
-    found = set(re.findall(r"\d+(?:[.,:/-]\d+)*", text))
-    words = {t for t in tokens(text) if t in _NUMBER_WORDS or _NUMBER_WORDS.intersection(t.split("-"))}
-    return found | words
-
-
-_NUMBER_WORDS = frozenset(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty "
-    "ninety hundred thousand million billion first second third fourth fifth twice once "
-    "half double triple dozen".split()
-)
+    """Every number in ``text`` by value, as ``numberwords.values`` gives it: "3" for
+    "3", "three" or "três", "12" for "a dozen", "2nd" for "second", "2x" for "twice"."""
+    return numberwords.values(_ascii_fold(text))
 
 
 def _capitalised(word: str) -> bool:
@@ -201,37 +334,96 @@ def dates(text: str) -> set[str]:
 
 
 def negations(text: str) -> set[str]:
-    """Negation words in the normalised text ("not", "never", "no", ...)."""
-    return set(tokens(text)) & NEGATIONS
+    """Negation words and negative verbs in the normalised text ("not", "never", "hates")."""
+    return set(tokens(text)) & (NEGATIONS | NEGATIVE_VERBS)
+
+
+def _polarity_words(text: str) -> list[str]:
+    """The negations of ``text``, in order, a negative phrase as one ("can not stand"),
+    without those that say a state ended ("no longer", "not ... anymore")."""
+    haystack = f" {normalise(text)} "
+    for phrase in ("no longer", "no more", "já não", "ya no"):
+        haystack = haystack.replace(f" {phrase} ", " ")
+    for phrase in NEGATIVE_PHRASES:
+        haystack = haystack.replace(f" {phrase} ", " hates ")
+    words = haystack.split()
+    if "anymore" in words or "any more" in haystack:
+        for i, word in enumerate(words):
+            if word in ("not", "never"):
+                del words[i]  # "does not smoke anymore": the state ended
+                break
+    found = [w for w in words if w in NEGATIONS or w in NEGATIVE_VERBS]
+    if "no" in found and _portuguese(words):
+        found = [w for w in found if w != "no"]  # "no" is "in the" in Portuguese
+    for run in no_space_runs(text):
+        for marker in NO_SPACE_TIME_ENDED:
+            run = run.replace(marker, " ")  # 不再 ("no longer"): the state ended
+        for verb in NO_SPACE_NEGATIVE_VERBS:
+            found.extend(["hates"] * run.count(verb))
+            run = run.replace(verb, " ")
+        for negation in NO_SPACE_NEGATIONS:
+            found.extend(["not"] * run.count(negation))
+            run = run.replace(negation, " ")
+    return found
+
+
+_SENTENCE = re.compile(r"[.;!?\n。；！？]+")
+
+
+def sentence_polarity_keys(text: str) -> set[tuple[bool, bool]]:
+    """``polarity_key`` of each sentence of ``text`` (split at . ; ! ? and newlines), so
+    that two joined negative statements ("Hates jazz; Does not like jazz") stay negative."""
+    return {polarity_key(part) for part in _SENTENCE.split(text) if part.strip()} or {polarity_key("")}
+
+
+#: Words and letters that mark a text as Portuguese, where "no" means "in the".
+_PORTUGUESE_WORDS = frozenset(
+    "da das dos na nas nos num numa em um uma é ao à com não muito também agora ele ela mas ou pelo pela isso "
+    "então".split()
+)
+
+
+def _portuguese(words: list[str]) -> bool:
+    return bool(_PORTUGUESE_WORDS.intersection(words)) or any(c in "ãõç" for w in words for c in w)
 
 
 def polarity(text: str) -> bool:
-    """True when the statement is negated an odd number of times."""
-    return sum(1 for t in tokens(text) if t in NEGATIONS) % 2 == 1
+    """True when the statement is negated an odd number of times, a negative verb
+    ("hates", "dislikes", "can't stand", "avoids") counting as one negation."""
+    return len(_polarity_words(text)) % 2 == 1
+
+
+def polarity_key(text: str) -> tuple[bool, bool]:
+    """(``polarity``, whether a negative verb is itself negated): "Does not hate jazz"
+    is even but no "Likes jazz", so the two keys differ; "Hates jazz" and "Doesn't like
+    jazz" share (True, False)."""
+    words = _polarity_words(text)
+    negated_verb = any(w in NEGATIVE_VERBS for w in words) and any(w in NEGATIONS for w in words)
+    return len(words) % 2 == 1, negated_verb
 
 
 def details(text: str, *, known: frozenset[str] = frozenset()) -> set[str]:
-    """Numbers, dates and proper names of ``text``, lower-case: what a merge must keep."""
+    """Numbers (by value, see ``numbers``), dates and proper names of ``text``,
+    lower-case: what a merge must keep."""
     names = {_singular(n) for n in proper_names(text, known=known)}
-    return {n.lower() for n in numbers(text)} | dates(text) | names
+    return numbers(text) | dates(text) | names
 
 
 def contains_detail(text: str, detail: str) -> bool:
-    """Whether ``detail`` (from ``details``) stands in ``text`` as a whole word or number."""
+    """Whether ``detail`` (from ``details``) stands in ``text``: a number by value
+    ("3" is in "three cats", never in "13" or "3.5"), a name or date as a whole word."""
+    if detail in numberwords.values(_ascii_fold(text)):
+        return True
+    if detail[:1].isdigit() or detail in numberwords.INEXACT:
+        return False
     haystack = " " + " ".join(_singular(t) for t in tokens(text)) + " "
     probe = normalise(detail)
     if probe and f" {probe} " in haystack:
         return True
     if detail.isalpha():
         return False
-    # Inside a longer word ("Jean-Luc's"), but a number never inside another
-    # number: "2" is not in "12", "2.5" or "1.2".
-    pattern = re.escape(detail.lower())
-    if detail[:1].isdigit():
-        pattern = r"(?<!\d)(?<!\d[.,:/-])" + pattern
-    if detail[-1:].isdigit():
-        pattern += r"(?![.,:/-]?\d)"
-    return re.search(pattern, _ascii_fold(text).lower()) is not None
+    # Inside a longer word ("Jean-Luc's").
+    return re.search(re.escape(detail.lower()), _ascii_fold(text).lower()) is not None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -252,8 +444,9 @@ def same_stem(a: str, b: str) -> bool:
 
 
 def content_stems(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
-    """Stems of the words of ``text`` that are not stop words, negations or ``exclude``d
-    (lower-case words, e.g. the text's details)."""
+    """Stems of the words of ``text`` that are not stop words, negations, negative verbs
+    or ``exclude``d (lower-case words, e.g. the text's details). Runs of a script
+    without spaces are left out: ``uncovered`` compares them."""
     skip = set(exclude)
     words = [t.removesuffix("'s") for t in tokens(text)]  # "user's" -> "user"
     return {
@@ -261,22 +454,164 @@ def content_stems(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
         for t in words
         if t not in STOPWORDS
         and t not in NEGATIONS
+        and t not in NEGATIVE_VERBS
         and _singular(t) not in skip
         and t not in skip
         and not t[0].isdigit()
+        and not _NO_SPACE_RUN.fullmatch(t)
+        and not _number_word(t)
     }
+
+
+@functools.lru_cache(maxsize=8192)
+def _number_word(word: str) -> bool:
+    """Whether ``word`` is a number word ("three", "dozen", "dois") or an ordinal suffix
+    after digits ("nd" of "2nd"): numbers compare by value, not as content words."""
+    return (
+        word in ("st", "nd", "rd", "th", "times") or word in numberwords.NUMBER_WORDS or bool(numberwords.values(word))
+    )
 
 
 def _missing(stems: set[str], others: set[str]) -> set[str]:
     return {s for s in stems if not any(same_stem(s, o) for o in others)}
 
 
+def no_space_runs(text: str) -> list[str]:
+    """Runs of Han, kana and Thai characters in the normalised ``text``, in order."""
+    return _NO_SPACE_RUN.findall(normalise(text))
+
+
+def _significant(piece: str) -> bool:
+    """Whether ``piece`` carries content: a Han character other than a function one,
+    katakana or Thai (hiragana is grammar: particles and endings)."""
+    return any(not _HIRAGANA.match(c) and c not in _HAN_FUNCTION and c != "\u30fc" for c in piece)
+
+
+def uncovered(run: str, haystack: str) -> list[str]:
+    """Pieces of ``run`` (from ``no_space_runs``) that stand nowhere in ``haystack``.
+
+    Greedy longest match from the left: each step takes the longest piece of ``run``
+    that ``haystack`` contains (one character at least for Han and kana, three for
+    Thai, whose letters alone mean nothing); characters no such piece covers make the
+    result, grouped, without pieces of grammar only (``_significant``).
+    """
+    pieces: list[str] = []
+    lost = ""
+    i = 0
+    while i < len(run):
+        need = 3 if _THAI.match(run[i]) else 1
+        length = 0
+        for size in range(len(run) - i, need - 1, -1):
+            if run[i : i + size] in haystack:
+                length = size
+                break
+        if length:
+            if lost:
+                pieces.append(lost)
+                lost = ""
+            i += length
+        else:
+            lost += run[i]
+            i += 1
+    if lost:
+        pieces.append(lost)
+    return [p for p in pieces if _significant(p)]
+
+
 def unstated_stems(text: str, sources: Iterable[str]) -> set[str]:
-    """Content stems of ``text`` found in none of ``sources``."""
+    """Content stems of ``text`` found in none of ``sources``, and pieces of its runs
+    without spaces (``uncovered``) that no source holds."""
+    sources = list(sources)
     stated: set[str] = set()
     for source in sources:
         stated |= content_stems(source)
-    return _missing(content_stems(text), stated)
+    haystack = "\n".join(normalise(source) for source in sources)
+    pieces = {p for run in no_space_runs(text) for p in uncovered(run, haystack)}
+    return _missing(content_stems(text), stated) | pieces
+
+
+def share_script_text(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` share a content character of a script without spaces."""
+    chars_a = {c for run in no_space_runs(a) for c in run if _significant(c)}
+    return any(c in chars_a for run in no_space_runs(b) for c in run)
+
+
+def _frame_free(text: str) -> str:
+    """The normalised ``text`` without its frame phrases and words (``FRAME_WORDS``, and
+    the markers of scripts without spaces), its numbers in Chinese or Japanese numerals
+    (compared by value), and, when negated, its preference words ("Does not like jazz"
+    says what "Hates jazz" says)."""
+    negated = polarity(text)
+    haystack = f" {normalise(numberwords.strip_cjk(text))} "
+    for phrase in (*FRAME_PHRASES, *JOB_FRAMES):
+        haystack = haystack.replace(f" {phrase} ", " ")
+    for marker in (*NO_SPACE_TIME_ENDED, *NO_SPACE_CHANGE_MARKERS, *NO_SPACE_NEGATIVE_VERBS, *NO_SPACE_NEGATIONS):
+        haystack = haystack.replace(marker, " ")
+    if negated:
+        for word in NO_SPACE_PREFERENCE:
+            haystack = haystack.replace(word, " ")
+    return " ".join(w for w in haystack.split() if w not in FRAME_WORDS and not (negated and stem(w) == "like"))
+
+
+#: A reason states a synonym as ``word = synonym`` (either side a word or a quoted
+#: phrase; "means" and "->" also join them).
+_EQUIVALENCE = re.compile(
+    r"""(["“'‘][^"”'’]+["”'’]|[^\s=,;:"“”'‘’()]+)\s*(?:=|->|→|means)\s*(["“'‘][^"”'’]+["”'’]|[^\s=,;:"“”'‘’()]+)"""
+)
+
+
+def equivalences(reason: str) -> list[tuple[str, str]]:
+    """The synonyms a judge states in ``reason``: ``'father of a boy' = 'son'`` gives
+    ("father of a boy", "son"); ``gatos = cats`` gives ("gatos", "cats")."""
+    return [(a.strip("\"“”'‘’ "), b.strip("\"“”'‘’ ")) for a, b in _EQUIVALENCE.findall(_ascii_fold(reason))]
+
+
+def _kept(phrase: str, content: str, content_stems_: set[str]) -> bool:
+    """Whether every content word of ``phrase`` stands in ``content``."""
+    stems = content_stems(phrase)
+    runs = no_space_runs(phrase)
+    if not stems and not runs:
+        return False
+    haystack = normalise(content)
+    return not _missing(stems, content_stems_) and all(not uncovered(r, haystack) for r in runs)
+
+
+def lost_words(member: str, content: str, *, reason: str = "", known: frozenset[str] = frozenset()) -> list[str]:
+    """Content words of ``member`` that ``content`` drops, sorted (issue 11).
+
+    A word is kept when ``content`` has a word of its family (``same_stem``), or the
+    ``reason`` states it as a synonym of words ``content`` has (``equivalences``). Not
+    counted: stop words, details (checked one by one by the validator), frame words
+    (``FRAME_WORDS``: carried by polarity and time span), and a preference word in a
+    negated statement ("Does not like jazz" is kept by "Hates jazz"). Runs of a script
+    without spaces count by the pieces ``content`` does not hold (``uncovered``).
+    """
+    frame_free = _frame_free(member)
+    stems = content_stems(frame_free, exclude=details(member, known=known) | LIGHT_VERBS)
+    have = content_stems(content) | {stem(t) for t in tokens(content)} | {_stemmer.stemWord(t) for t in tokens(content)}
+    for group in SYNONYM_GROUPS:
+        if group & have:
+            have |= group
+    lost = _missing(stems, have)
+    haystack = normalise(content)
+    pieces = [p for run in no_space_runs(frame_free) for p in uncovered(run, haystack)]
+    pairs = equivalences(reason)
+
+    def stated(word: str, *, piece: bool) -> bool:
+        for a, b in (*pairs, *((b, a) for a, b in pairs)):
+            said = a in word or word in normalise(a) if piece else any(same_stem(word, x) for x in content_stems(a))
+            if said and _kept(b, content, have):
+                return True
+        return False
+
+    return sorted({w for w in lost if not stated(w, piece=False)} | {p for p in pieces if not stated(p, piece=True)})
+
+
+def reports_change(text: str) -> bool:
+    """Whether ``text`` reports a change against an earlier state ("now", "moved",
+    "left", "used to", "quit", ``REPORTED_CHANGE_MARKERS``): such a member is superseded
+    or kept, never merged away."""
+    return time_ended(text) or _has_marker(text, REPORTED_CHANGE_MARKERS, NO_SPACE_CHANGE_MARKERS)
 
 
 def contrast(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[set[str], set[str]] | None:
@@ -287,8 +622,8 @@ def contrast(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
     red car": shared {red}, swapped {bicycl} / {car}). Rewordings share less than they
     change ("Has a son named Tomas" / "Is the father of a boy called Tomas").
     """
-    stems_a = content_stems(a, exclude=details(a, known=known))
-    stems_b = content_stems(b, exclude=details(b, known=known))
+    stems_a = content_stems(_frame_free(a), exclude=details(a, known=known))
+    stems_b = content_stems(_frame_free(b), exclude=details(b, known=known))
     only_a, only_b = _missing(stems_a, stems_b), _missing(stems_b, stems_a)
     shared = stems_a - only_a
     if only_a and only_b and shared and len(shared) >= max(len(only_a), len(only_b)):
@@ -296,16 +631,22 @@ def contrast(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
     return None
 
 
-def states_change(text: str) -> bool:
-    """Whether ``text`` says a state changed ("Moved to Berlin", "no longer", "now")."""
+def _has_marker(text: str, words: tuple[str, ...], no_space: tuple[str, ...]) -> bool:
     haystack = f" {normalise(text)} "
-    return any(f" {marker} " in haystack for marker in CHANGE_MARKERS)
+    runs = "\n".join(no_space_runs(text))
+    return any(f" {m} " in haystack for m in words) or any(m in runs for m in no_space)
+
+
+def states_change(text: str) -> bool:
+    """Whether ``text`` says a state changed ("Moved to Berlin", "no longer", "now",
+    "agora", "现在", "引っ越した")."""
+    return _has_marker(text, CHANGE_MARKERS, NO_SPACE_CHANGE_MARKERS)
 
 
 def time_ended(text: str) -> bool:
-    """Whether ``text`` says its state has ended ("until 2023", "used to", "no longer")."""
-    haystack = f" {normalise(text)} "
-    return any(f" {marker} " in haystack for marker in TIME_ENDED)
+    """Whether ``text`` says its state has ended ("until 2023", "used to", "no longer",
+    "já não", "不再")."""
+    return _has_marker(text, TIME_ENDED, NO_SPACE_TIME_ENDED)
 
 
 def reordered(a: str, b: str) -> bool:

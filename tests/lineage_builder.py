@@ -10,6 +10,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from iris_consolidation import textfacts
 from iris_consolidation.llm.base import Action, Verdict
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
 from iris_consolidation.services.pipeline import consolidation, judging, merging, validation
@@ -29,6 +30,11 @@ PARAPHRASES = (
     "Is dad to Tomas",
     "He talks about his son Tomas",
 )
+
+
+#: The reason of a careful judge merging the first two paraphrases into the first: it
+#: states the words it says otherwise (issue 11).
+SAME_SON = "Same son: 'father of a boy' = 'son'."
 
 
 def new_run(*, mode: str = "sync", user_id: int | None = None) -> ConsolidationRun:
@@ -81,7 +87,10 @@ def merge(truths: Sequence[Truth], *, content: str, run: ConsolidationRun, reaso
     """Merge ``truths`` into a new truth with ``content``; returns it (raises if refused)."""
     ordered = sorted(truths, key=lambda t: (t.created_at, t.pk))
     aliases = tuple(f"t{i}" for i in range(1, len(ordered) + 1))
-    action = Action(action="merge", ids=aliases, content=content, reason="All members state the same fact.")
+    # Like a careful judge, state each word the content says otherwise (issue 11).
+    reworded = sorted({w for t in ordered for w in textfacts.lost_words(t.content, content)})
+    synonyms = "".join(f" {w} = '{content}'." for w in reworded)
+    action = Action(action="merge", ids=aliases, content=content, reason="All members state the same fact." + synonyms)
     review = judge_and_record(
         ordered,
         [action],

@@ -176,6 +176,7 @@ class StubLLMServer:
 HOSTILE_MODES: dict[str, str] = {
     "merge_all": "merges every member, content = all texts joined",
     "shortest": "merges every member into the shortest member's text",
+    "oldest": "merges every member into the oldest member's text",
     "outside_ids": "merges the cluster plus ids that are not in it",
     "retire_protected": "supersedes the protected members by the newest other one",
     "wrong_supersede": "supersedes the newest member by the oldest",
@@ -249,6 +250,8 @@ def hostile(mode: str, *, hang_seconds: float = 10.0) -> Callable[[dict[str, Any
             return verdict([_merge(ids, "; ".join(texts))])
         if mode == "shortest":
             return verdict([_merge(ids, min(texts, key=len))])
+        if mode == "oldest":
+            return verdict([_merge(ids, oldest["content"])])
         if mode == "outside_ids":
             return verdict([_merge([*ids, "t99", "t0"], "; ".join(texts))])
         if mode == "retire_protected":

@@ -97,7 +97,7 @@ def test_review_card_of_a_preview_says_nothing_was_written(user_factory):
     a, b = lb.originals(user, 2)
     review = lb.judge_and_record(
         [a, b],
-        [Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason="Same fact.")],
+        [Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason=lb.SAME_SON)],
         run=lb.new_run(mode="dry_run"),
         reasoning="Both describe Tomas.",
     )

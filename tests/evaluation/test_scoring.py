@@ -92,10 +92,12 @@ def test_shortest_member_attack_keeps_the_golden_true_merges(shared_dir, llm_ser
     report = scoring.score_golden(cases, client=get_judge_client("llm"), embedder=LocalEmbedder())
 
     merged = {r.case.id for r in report.results if r.correct and r.case.expected == "MERGE"}
-    # Merges whose shortest text keeps every must_keep detail; G05 (Portuguese "no"
-    # reads as a negation), G06/G35 (the shortest text drops names) and G08 (negation
-    # on one side only) are refused, never applied wrongly.
-    assert merged == {"G01", "G02", "G03", "G04", "G07", "G09", "G10", "G37", "G40"}
+    # Merges whose shortest text keeps every detail and content word; G05 (Portuguese
+    # "no" reads as a negation), G06/G35 (the shortest text drops names), G08 (negation
+    # on one side only) and G01/G07/G10 (the shortest text drops "father", "boy",
+    # "jogs", "noon" or "speaks" and this model states no synonym, issue 11) are refused,
+    # never applied wrongly.
+    assert merged == {"G02", "G03", "G04", "G09", "G37", "G40"}
     assert report.harmful == 0
 
 

@@ -21,7 +21,9 @@ from tests.helpers import parse_summary, truth_state
 
 pytestmark = pytest.mark.django_db
 
-MERGE = {"action": "merge", "ids": ["t1", "t2"], "content": "Has a son named Tomas", "reason": "same son"}
+# The merged text words "father of a boy" as "son": the reason states it (issue 11).
+SAME_SON = "same son: 'father of a boy' = 'son'"
+MERGE = {"action": "merge", "ids": ["t1", "t2"], "content": "Has a son named Tomas", "reason": SAME_SON}
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def test_llm_verdict_is_applied_end_to_end(llm_server, family):
     )
     assert (review.prompt_version, review.tokens, review.attempts) == (PROMPT_VERSION, 70, 1)
     assert json.loads(review.raw_response)["actions"] == [MERGE]
-    assert list(LineageEvent.objects.values_list("reason", flat=True)) == ["same son", "same son"]
+    assert list(LineageEvent.objects.values_list("reason", flat=True)) == [SAME_SON, SAME_SON]
     summary = parse_summary(output)
     assert (summary["merged"], summary["llm_calls"], summary["tokens"], summary["failed"]) == ("1", "1", "70", "0")
     assert ConsolidationRun.objects.get().judge == "llm:openai/stub-judge"
@@ -185,5 +187,5 @@ def test_a_merge_of_different_spelled_out_quantities_is_rejected(llm_server, tru
 
     assert truth_state() == before
     assert ClusterReview.objects.get().rejections[0]["reason"] == NUMBERS_DIFFER.format(
-        a="t1", b="t2", numbers="twenty-one, twenty-two"
+        a="t1", b="t2", numbers="21, 22"
     )

@@ -125,19 +125,19 @@ def test_server_errors_fail_the_cluster_and_retry_consolidation_requeues_it(qclu
 
 
 def test_judge_hanging_past_the_cluster_timeout_is_retried_then_failed(qclusters, llm_server, make_pairs):
-    qclusters.configure(CLUSTER_JOB_TIMEOUT=3, LLM_TIMEOUT=60.0, JOB_ATTEMPTS=2)
+    qclusters.configure(CLUSTER_JOB_TIMEOUT=8, LLM_TIMEOUT=60.0, JOB_ATTEMPTS=2)
     pairs = make_pairs(users=1, per_user=2)
 
     def reply(word: str, n: int, payload: dict[str, Any]) -> Any:
-        return llm_stub.hang(20, then=merge_all(payload)) if word == "aa" else merge_all(payload)
+        return llm_stub.hang(40, then=merge_all(payload)) if word == "aa" else merge_all(payload)
 
     llm_server.handler = recorder = Recorder(reply)
     qclusters.start()
-    run = _finished(_queue_run(), qclusters, timeout=90)
+    run = _finished(_queue_run(), qclusters, timeout=150)
 
     hung = ConsolidationJob.objects.get(run=run, member_ids=[t.pk for t in pairs["aa"]])
     assert (hung.status, hung.faults, hung.deliveries) == ("failed", 2, 2)
-    assert tasks.TIMED_OUT.format(seconds=3, setting="IRIS_CONSOLIDATION_CLUSTER_JOB_TIMEOUT") in hung.error
+    assert tasks.TIMED_OUT.format(seconds=8, setting="IRIS_CONSOLIDATION_CLUSTER_JOB_TIMEOUT") in hung.error
     assert len(recorder.times("aa")) == 2
     assert Truth.objects.filter(pk__in=[t.pk for t in pairs["aa"]]).count() == 2
     assert (run.status, run.merged, run.failed) == ("partial", 1, 1)

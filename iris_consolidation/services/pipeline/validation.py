@@ -11,17 +11,26 @@ The rules (DESIGN.md "Validation", issue 3), checked in this order for each acti
   created by the user or the assistant) is never retired or reworded: it may survive a
   merge whose content is exactly its text, and at most one protected member per merge;
 - merge: two or more members; content non-empty and at most ``max_length`` characters;
-  members whose negation, names, numbers, dates or span of time ("until", "used to")
-  differ never merge, nor a role swap (same words, names in another order), nor a
+  members whose polarity (negations and negative verbs: "Hates jazz" agrees with "Does
+  not like jazz", never with "Likes jazz"), names, numbers (by value: "3" = "three"),
+  dates or span of time ("until", "used to", "quit") differ never merge, nor a member
+  that reports a change ("now", "left", "moved", "no longer", in several languages:
+  ``textfacts.REPORTED_CHANGE_MARKERS``) with one that does not (issue 11: it is
+  superseded or kept), nor a role swap (same words, names in another order), nor a
   contrast (the same frame with one thing swapped: "Owns a red bicycle" / "Owns a red
   car"); in a merge of three or more members every two share a word or detail (no
   chain A~B~C, as in clustering); the content keeps every number, date and name of
-  every source and their negation, reorders no source's words, and adds no detail and
-  no content word that no source stated;
+  every source, their polarity sentence by sentence, their ended or changed state, and
+  every content word of every source or a synonym the judge states in its reason
+  (``textfacts.lost_words``; Chinese, Japanese and Thai compared by character cover),
+  reorders no source's words, and adds no detail and no content word that no source
+  stated;
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``), and the new one says the state changed
   ("moved", "now", "no longer", ... see ``textfacts.CHANGE_MARKERS``), so a still-true
-  fact is never retired as "contradicted" by a mere neighbour.
+  fact is never retired as "contradicted" by a mere neighbour; several old members must
+  restate one statement (one holds every detail and content word of the other), so one
+  change never retires two different facts.
 The per-run retirement cap and freshness need the database; ``merging`` enforces them.
 A rejected action is recorded and the members it named are kept as they were.
 """
@@ -58,11 +67,22 @@ CHAINED = "{a!r} and {b!r} share no word or detail; a merge of three or more mem
 REORDERED = "The merged content uses the words of {alias!r} in another order, which can swap who does what."
 TIME_SPAN_DIFFERS = "{a!r} and {b!r} cover different spans of time (one says its state ended); they stay apart."
 CONTRAST = "{a!r} and {b!r} say different things in the same frame ({words}); distinct facts stay apart."
+STATE_CHANGED = (
+    "{a!r} reports a change ({marker}) and {b!r} does not; a change is superseded or kept, never merged away."
+)
+LOST_WORDS = (
+    "The merged content drops {words}, stated by {alias!r}; keep them, or state each synonym in the reason "
+    '("word = synonym").'
+)
 SUPERSEDE_SELF = "A supersede cannot retire its own 'new' member."
 SUPERSEDE_EMPTY = "A supersede needs at least one 'old' member."
 SUPERSEDE_BACKWARDS = "{old!r} was stated after {new!r}; the newer statement never retires in favour of an older one."
 SUPERSEDE_NO_CHANGE = (
     "{new!r} does not say that anything changed (e.g. moved, now, no longer); {old!r} stays as a fact of its own."
+)
+SUPERSEDE_MIXED = (
+    "{a!r} and {b!r} are different statements; one change supersedes one statement (and its restatements), "
+    "not several facts at once."
 )
 MERGED_CONTENT = "merged content"
 
@@ -96,10 +116,13 @@ class Code(StrEnum):
     REORDERED = "reordered"
     TIME_SPAN = "time_span"
     CONTRAST = "contrast"
+    STATE_CHANGED = "state_changed"
+    LOST_WORDS = "lost_words"
     SUPERSEDE_SELF = "supersede_self"
     SUPERSEDE_EMPTY = "supersede_empty"
     SUPERSEDE_BACKWARDS = "supersede_backwards"
     SUPERSEDE_NO_CHANGE = "supersede_no_change"
+    SUPERSEDE_MIXED = "supersede_mixed"
     # Written by ``merging`` (they need the database), listed here so that codes live in one place.
     STALE_MEMBER = "stale_member"
     CAP_REACHED = "cap_reached"
@@ -138,9 +161,17 @@ def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
     )
 
 
+def _change_marker(text: str) -> str:
+    haystack = f" {textfacts.normalise(text)} "
+    markers = (*textfacts.TIME_ENDED, *textfacts.REPORTED_CHANGE_MARKERS)
+    runs = "\n".join(textfacts.no_space_runs(text))
+    found = next((m for m in markers if f" {m} " in haystack), "")
+    return found or next((m for m in textfacts.NO_SPACE_CHANGE_MARKERS if m in runs), "")
+
+
 def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> Refusal | None:
     """Why ``a`` and ``b`` may never merge, or None."""
-    if textfacts.polarity(a.content) != textfacts.polarity(b.content):
+    if textfacts.polarity_key(a.content) != textfacts.polarity_key(b.content):
         return Code.POLARITY, POLARITY_DIFFERS.format(a=a.alias, b=b.alias)
     names_a = {n for n in textfacts.proper_names(a.content, known=known) if n not in textfacts.MONTHS}
     names_b = {n for n in textfacts.proper_names(b.content, known=known) if n not in textfacts.MONTHS}
@@ -151,8 +182,12 @@ def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> Re
         return Code.ROLE_SWAP, ROLE_SWAP.format(a=a.alias, b=b.alias)
     if textfacts.time_ended(a.content) != textfacts.time_ended(b.content):
         return Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=a.alias, b=b.alias)
-    nums_a = {n.lower() for n in textfacts.numbers(a.content)}
-    nums_b = {n.lower() for n in textfacts.numbers(b.content)}
+    if textfacts.reports_change(a.content) != textfacts.reports_change(b.content):
+        changed, other = (a, b) if textfacts.reports_change(a.content) else (b, a)
+        marker = repr(_change_marker(changed.content))
+        return Code.STATE_CHANGED, STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker)
+    nums_a = textfacts.numbers(a.content)
+    nums_b = textfacts.numbers(b.content)
     if nums_a and nums_b and nums_a != nums_b:
         numbers = ", ".join(sorted(nums_a ^ nums_b))
         return Code.NUMBERS_DIFFER, NUMBERS_DIFFER.format(a=a.alias, b=b.alias, numbers=numbers)
@@ -167,18 +202,31 @@ def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> Re
     return None
 
 
-def _check_content(content: str, members: list[MemberView], *, known: frozenset[str]) -> Refusal | None:
-    """Why ``content`` cannot stand for ``members``, or None."""
+def _check_content(content: str, members: list[MemberView], *, reason: str, known: frozenset[str]) -> Refusal | None:
+    """Why ``content`` cannot stand for ``members``, or None. ``reason`` is the judge's,
+    where it may state synonyms (``textfacts.equivalences``)."""
+    content_keys = textfacts.sentence_polarity_keys(content)
+    member_keys = set().union(*(textfacts.sentence_polarity_keys(m.content) for m in members))
     for member in members:
         for detail in sorted(textfacts.details(member.content, known=known)):
             if not textfacts.contains_detail(content, detail):
                 return Code.LOST_DETAIL, LOST_DETAIL.format(detail=detail, alias=member.alias)
-        if textfacts.polarity(member.content) != textfacts.polarity(content):
+        # Sentence by sentence: two joined negative statements stay negative.
+        if not textfacts.sentence_polarity_keys(member.content) <= content_keys <= member_keys:
             return Code.POLARITY, POLARITY_DIFFERS.format(a=member.alias, b=MERGED_CONTENT)
+        if textfacts.time_ended(member.content) != textfacts.time_ended(content):
+            return Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=member.alias, b=MERGED_CONTENT)
+        if textfacts.reports_change(member.content) and not textfacts.reports_change(content):
+            marker = repr(_change_marker(member.content))
+            return Code.STATE_CHANGED, STATE_CHANGED.format(a=member.alias, b=MERGED_CONTENT, marker=marker)
         if _role_swap(member.content, content, known=known):
             return Code.ROLE_SWAP, ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
         if textfacts.reordered(member.content, content):
             return Code.REORDERED, REORDERED.format(alias=member.alias)
+        lost = textfacts.lost_words(member.content, content, reason=reason, known=known)
+        if lost:
+            words = ", ".join(repr(w) for w in lost)
+            return Code.LOST_WORDS, LOST_WORDS.format(words=words, alias=member.alias)
     stated = set().union(*(textfacts.details(m.content, known=known) for m in members))
     for detail in sorted(textfacts.details(content, known=known) - stated):
         if not any(textfacts.contains_detail(m.content, detail) for m in members):
@@ -210,18 +258,24 @@ def _check_merge(action: Action, request: JudgeRequest, *, max_length: int, know
                 return conflict
             if len(members) > 2 and not _share(a.content, b.content, known=known):
                 return Code.CHAINED, CHAINED.format(a=a.alias, b=b.alias)
-    return _check_content(content, members, known=known | textfacts.known_names([content]))
+    return _check_content(content, members, reason=action.reason, known=known | textfacts.known_names([content]))
 
 
 def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
     """Whether ``a`` and ``b`` share a content word or a detail."""
     if textfacts.details(a, known=known) & textfacts.details(b, known=known):
         return True
+    if textfacts.share_script_text(a, b):
+        return True
     stems_b = textfacts.content_stems(b)
     return any(textfacts.same_stem(x, y) for x in textfacts.content_stems(a) for y in stems_b)
 
 
-def _check_supersede(action: Action, request: JudgeRequest) -> Refusal | None:
+def _check_supersede(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> Refusal | None:
+    """Why the supersede cannot stand, or None. Several old members must restate one
+    statement: one of each two holds every content word and detail of the other, and
+    they may merge (``_pair_conflict``), so that a change about honey in tea never
+    retires "Drinks tea every afternoon" with "Takes honey in tea"."""
     if not action.old:
         return Code.SUPERSEDE_EMPTY, SUPERSEDE_EMPTY
     if action.new in action.old:
@@ -235,7 +289,20 @@ def _check_supersede(action: Action, request: JudgeRequest) -> Refusal | None:
             return Code.SUPERSEDE_BACKWARDS, SUPERSEDE_BACKWARDS.format(old=alias, new=action.new)
     if not textfacts.states_change(new.content):
         return Code.SUPERSEDE_NO_CHANGE, SUPERSEDE_NO_CHANGE.format(new=action.new, old=", ".join(action.old))
+    olds = [request.member(alias) for alias in action.old]
+    for i, a in enumerate(olds):
+        for b in olds[i + 1 :]:
+            if _pair_conflict(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
+                return Code.SUPERSEDE_MIXED, SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
     return None
+
+
+def _covers(a: MemberView, b: MemberView, *, known: frozenset[str]) -> bool:
+    """Whether ``a``'s text keeps every detail and content word of ``b``."""
+    details = textfacts.details(b.content, known=known)
+    if not all(textfacts.contains_detail(a.content, d) for d in details):
+        return False
+    return not textfacts.lost_words(b.content, a.content, known=known)
 
 
 def _check_names(action: Action, named: tuple[str, ...], aliases: set[str], used: set[str]) -> Refusal | None:
@@ -275,7 +342,7 @@ def validate(
             if action.action == "merge":
                 refusal = _check_merge(action, request, max_length=max_length, known=known)
             else:
-                refusal = _check_supersede(action, request)
+                refusal = _check_supersede(action, request, known=known)
         if refusal is None:
             accepted.append(action)
             used.update(named)

@@ -81,17 +81,17 @@ def test_shortest_member_text_cannot_swallow_a_distinct_fact(llm_server, truth_f
 
 
 def test_shortest_member_text_merges_true_paraphrases(llm_server, truth_factory, run_factory):
-    a = truth_factory("Has a son named Tomas")
-    b = truth_factory("Is the father of a boy called Tomas")
+    a = truth_factory("Is allergic to peanuts")
+    b = truth_factory("Has a peanut allergy")
     _hostile(llm_server, "shortest")
 
     review = _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == sorted(
         [
-            ("Has a son named Tomas", False, "Has a son named Tomas"),
-            ("Is the father of a boy called Tomas", False, "Has a son named Tomas"),
-            ("Has a son named Tomas", True, None),
+            ("Is allergic to peanuts", False, "Has a peanut allergy"),
+            ("Has a peanut allergy", False, "Has a peanut allergy"),
+            ("Has a peanut allergy", True, None),
         ]
     )
     merged = Truth.objects.get(user_id=a.user_id)
@@ -361,13 +361,64 @@ def test_retirements_beyond_the_run_cap_wait_for_the_next_run(llm_server, truth_
 
 
 def test_pinned_duplicate_absorbs_the_other_unchanged(llm_server, truth_factory, run_factory):
-    a = truth_factory("Has a son named Tomas", pinned=True)
-    b = truth_factory("Is the father of a boy called Tomas")
+    a = truth_factory("Has a peanut allergy", pinned=True)
+    b = truth_factory("Is allergic to peanuts")
     _hostile(llm_server, "shortest")
 
     _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == sorted(
-        [("Has a son named Tomas", True, None), ("Is the father of a boy called Tomas", False, "Has a son named Tomas")]
+        [("Has a peanut allergy", True, None), ("Is allergic to peanuts", False, "Has a peanut allergy")]
     )
     assert Truth.objects.get(pk=a.pk).pinned is True
+
+
+# --- issue 11: careless models that merge into one member's text, in several languages ----------
+
+
+@pytest.mark.parametrize("mode", ["shortest", "oldest"])
+@pytest.mark.parametrize(
+    ("contents", "code"),
+    [
+        (("Works as a nurse at St Mary's", "Left St Mary's and now works night shifts at a hospice"), "state_changed"),
+        (
+            ("Trabalha como enfermeira num hospital", "Saiu do hospital e agora faz turnos da noite num lar"),
+            "state_changed",
+        ),
+        (("周末遛狗", "周末在河边的公园遛狗"), "lost_words"),
+        (("週末に犬を散歩させる", "週末に川沿いの公園で犬を散歩させる"), "lost_words"),
+        (("Walks the dog at the weekend", "Walks the dog in the park by the river at the weekend"), "lost_words"),
+    ],
+)
+def test_a_careless_merge_into_one_members_text_loses_nothing(
+    llm_server, truth_factory, run_factory, mode, contents, code
+):
+    truths = [truth_factory(c) for c in contents]
+    _hostile(llm_server, mode)
+
+    review = _consolidate(run_factory(), *truths)
+
+    assert _state(truths[0].user_id) == _untouched(*contents)
+    assert [r["code"] for r in review.rejections] == [code]
+    assert review.outcome == ClusterReview.Outcome.REJECTED
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        ("Walks the dog in the park by the river at the weekend", "Walks the dog at the weekend"),
+        ("Passeia o cão no parque junto ao rio ao fim de semana", "Passeia o cão ao fim de semana"),
+        ("周末在河边的公园遛狗", "周末遛狗"),
+    ],
+)
+def test_a_merge_into_the_oldest_text_that_keeps_every_detail_is_applied(
+    llm_server, truth_factory, run_factory, contents
+):
+    truths = [truth_factory(c) for c in contents]
+    _hostile(llm_server, "oldest")
+
+    review = _consolidate(run_factory(), *truths)
+
+    assert review.outcome == ClusterReview.Outcome.APPLIED
+    assert [t.content for t in Truth.objects.filter(user_id=truths[0].user_id)] == [contents[0]]
+    assert Truth.objects.get(user_id=truths[0].user_id).origin == "consolidated"

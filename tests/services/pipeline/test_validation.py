@@ -39,7 +39,11 @@ def _reasons(request: JudgeRequest, *actions: Action, max_length: int = 1000) ->
 
 def test_paraphrases_merge_with_any_members_text_that_keeps_the_details():
     request = _request("Has a son named Tomas", "Is the father of a boy called Tomas", "Tomas is the user's son")
-    assert _reasons(request, _merge(("t1", "t2", "t3"), "Has a son named Tomas")) == []
+    stated = "Same son; 'father of a boy' = 'son'"
+    assert _reasons(request, _merge(("t1", "t2", "t3"), "Has a son named Tomas", reason=stated)) == []
+    assert _reasons(request, _merge(("t1", "t2", "t3"), "Has a son named Tomas")) == [
+        v.LOST_WORDS.format(words="'boy', 'father'", alias="t2")
+    ]
 
 
 def test_state_change_supersedes_the_older_statement():
@@ -145,7 +149,7 @@ def test_merged_content_keeps_every_detail_and_adds_none(contents, content, reas
             ("Sister Ines lives in Lyon", "Brother Hugo lives in Lyon"),
             v.NAMES_DIFFER.format(a="t1", b="t2", names="hugo, ines"),
         ),
-        (("Has two cats", "Has three cats"), v.NUMBERS_DIFFER.format(a="t1", b="t2", numbers="three, two")),
+        (("Has two cats", "Has three cats"), v.NUMBERS_DIFFER.format(a="t1", b="t2", numbers="2, 3")),
         (
             ("Plays tennis on Tuesdays", "Plays tennis on Thursdays"),
             v.NAMES_DIFFER.format(a="t1", b="t2", names="thursdays, tuesdays"),

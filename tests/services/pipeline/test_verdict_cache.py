@@ -104,7 +104,7 @@ def test_cached_keep_is_reused_only_for_the_same_user(user_factory):
 def test_merge_verdicts_are_not_cached(llm_server, truth_factory, user_factory):
     make_pairs(truth_factory, user_factory(), 1)
     llm_server.script = [
-        llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "fact 0 a", "reason": "same"}])
+        llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "fact 0 a and b", "reason": "same"}])
     ]
 
     run = run_pass(full=True)
