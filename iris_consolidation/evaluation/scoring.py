@@ -18,14 +18,19 @@ A rejected or failed verdict changes nothing, so it counts as KEEP_SEPARATE.
 Pairs scoring (``shared/data/README.md``): a pair is predicted "same" when both truths
 end up in one merged truth (merge or supersede, followed through the run's lineage);
 precision, recall and F1 are over the labelled pairs. The same figures for "in one
-cluster" show what the clustering alone offers the judge.
+cluster" show what the clustering alone offers the judge. With ``oracle=True`` the
+judge answers from the labels (``oracle.OracleJudge``), so the figures are the
+ceiling of clustering plus validation; the validator's refusals are counted by
+``validation.Code``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,14 +47,17 @@ from ..llm.base import JudgeClient
 from ..choices import is_protected
 from ..models import ClusterReview, ConsolidationRun, Origin, Truth
 from ..services.operations import transfer
-from ..services.pipeline import consolidation
+from ..services.pipeline import clustering, consolidation
 from ..services.pipeline.clustering import CandidateCluster
+from . import oracle as oracle_judge
 
 BAD_FILE = "{path}:{line}: {problem}. Fix the file and try again."
 NO_FILE = "{path}: no such file."
 NO_TRUTHS_FILE = "{path} needs its truths file beside it: {truths} is missing."
 RATE_LIMITED = "rate limited: {error}"
 SCRATCH_PREFIX = "iris-eval-"
+#: Clusters of one user judged in one call once judge calls are batched (issue 12).
+CLUSTERS_PER_BATCHED_CALL = 8
 
 _CASE_FIELDS = ("id", "cluster", "expected", "actions", "must_keep")
 _MEMBER_FIELDS = ("id", "content", "origin", "pinned", "generation", "created_at")
@@ -158,11 +166,13 @@ class GoldenReport:
         return table
 
 
-class _Rollback(Exception):
+class ScratchRollback(Exception):
     """Raised inside the scratch transaction to undo everything."""
 
 
-def _scratch_user(tag: str, name: str) -> Any:
+def scratch_user(tag: str, name: str) -> Any:
+    """A new user named ``iris-eval-<tag>-<name>`` (cut to 150 characters), no password;
+    call it inside a transaction that ends in ``ScratchRollback``."""
     User = get_user_model()
     user = User(**{User.USERNAME_FIELD: f"{SCRATCH_PREFIX}{tag}-{name}"[:150]})
     user.set_unusable_password()
@@ -277,7 +287,7 @@ def score_golden(cases: Iterable[Case], *, client: JudgeClient, embedder: Embedd
         with transaction.atomic():
             run = consolidation.create_run(trigger="command", mode="sync", judge=client.name)
             for case in cases:
-                user = _scratch_user(tag, case.id)
+                user = scratch_user(tag, case.id)
                 by_alias = {
                     m["id"]: Truth.objects.create(
                         user=user,
@@ -303,8 +313,8 @@ def score_golden(cases: Iterable[Case], *, client: JudgeClient, embedder: Embedd
                 result = _score_case(case, by_alias, reviews)
                 calls = ConsolidationRun.objects.get(pk=run.pk).llm_calls - calls_before
                 results.append(replace(result, error=result.error or error, llm_calls=calls))
-            raise _Rollback
-    except _Rollback:
+            raise ScratchRollback
+    except ScratchRollback:
         pass
     return GoldenReport(results=tuple(results))
 
@@ -332,6 +342,14 @@ class PairsReport:
     llm_calls: int
     unmatched: int = 0
     notes: str = ""
+    #: Judge calls had each call judged up to CLUSTERS_PER_BATCHED_CALL clusters of one user.
+    batched_calls: int = 0
+    #: Validator refusals by ``validation.Code``, most frequent first: ((code, count), ...).
+    refusals: tuple[tuple[str, int], ...] = ()
+
+    def per_100_truths(self, count: int) -> float:
+        """``count`` per 100 truths of the file (0.0 for an empty file)."""
+        return 100.0 * count / self.truths if self.truths else 0.0
 
     @staticmethod
     def _ratio(num: int, den: int) -> float | None:
@@ -397,14 +415,56 @@ def _load_pairs(path: Path) -> list[dict[str, str]]:
     return pairs
 
 
-def score_pairs(pairs_path: Path, *, threshold: float, client: JudgeClient, embedder: Embedder) -> PairsReport:
+def score_pairs(
+    pairs_path: Path, *, threshold: float, client: JudgeClient | None = None, embedder: Embedder, oracle: bool = False
+) -> PairsReport:
     """Load the pairs' truths for scratch users, run clustering and the judge per user
     at ``threshold``, and score the pairs (see the module docstring).
 
-    Raises ``InvalidInput`` for a missing or bad file, or a bad threshold. Makes the
-    judge's model calls; writes nothing that outlives the call.
+    ``oracle=True`` judges with ``oracle.OracleJudge`` built from the labels (no
+    model; ``client`` is ignored). Raises ``InvalidInput`` for a missing or bad file,
+    or a bad threshold. Makes the judge's model calls; writes nothing that outlives the call.
     """
-    threshold = consolidation.validate_threshold(threshold)
+    return score_pairs_at(pairs_path, thresholds=[threshold], client=client, embedder=embedder, oracle=oracle)[0]
+
+
+def _group_pairs(
+    review_rows: Iterable[tuple[list[int], list[dict[str, Any]]]],
+) -> tuple[_UnionFind, _UnionFind]:
+    merged, clustered = _UnionFind(), _UnionFind()
+    for member_ids, applied in review_rows:
+        for pk in member_ids[1:]:
+            clustered.union(member_ids[0], pk)
+        for entry in applied:
+            for pk in entry["truth_ids"].values():
+                merged.union(int(pk), int(entry["result_id"]))
+    return merged, clustered
+
+
+def batched_calls(clusters_per_user: Iterable[int], *, per_call: int = CLUSTERS_PER_BATCHED_CALL) -> int:
+    """Judge calls if each call judged up to ``per_call`` clusters of one user (issue 12's
+    batching): the sum of ``ceil(clusters / per_call)`` over users. ``[9, 3, 0]`` -> 3."""
+    return sum(math.ceil(n / per_call) for n in clusters_per_user)
+
+
+def score_pairs_at(
+    pairs_path: Path,
+    *,
+    thresholds: Sequence[float],
+    client: JudgeClient | None = None,
+    embedder: Embedder,
+    oracle: bool = False,
+) -> list[PairsReport]:
+    """``score_pairs`` at each of ``thresholds``, one report each, in that order.
+
+    The truths are loaded and embedded once; each threshold's pass runs in a savepoint
+    that is rolled back before the next, so every pass starts from the same truths.
+    Raises ``InvalidInput`` (bad file or threshold; nothing runs) or ``ValueError`` if
+    neither ``client`` nor ``oracle`` is given. Writes nothing that outlives the call.
+    """
+    thresholds = [consolidation.validate_threshold(t) for t in thresholds]
+    if client is None and not oracle:
+        raise ValueError("score_pairs needs a judge client or oracle=True")
     if not pairs_path.is_file():
         raise InvalidInput(NO_FILE.format(path=pairs_path))
     truths_path = truths_file_for(pairs_path)
@@ -413,71 +473,107 @@ def score_pairs(pairs_path: Path, *, threshold: float, client: JudgeClient, embe
     pairs = _load_pairs(pairs_path)
     with truths_path.open(encoding="utf-8") as handle:
         rows = transfer.parse_truths(handle, path=str(truths_path))
+    oracles = oracle_judge.oracles_by_user(pairs) if oracle else {}
+    judge_name = oracle_judge.NAME if oracle else client.name  # type: ignore[union-attr]
     tag = uuid.uuid4().hex[:8]
-    report: PairsReport | None = None
+    reports: list[PairsReport] = []
     try:
         with transaction.atomic():
-            users = {name: _scratch_user(tag, name) for name in sorted({r["user"] for r in rows})}
+            users = {name: scratch_user(tag, name) for name in sorted({r["user"] for r in rows})}
             Truth.objects.bulk_create([Truth(**{**r, "user": users[r["user"]]}) for r in rows], batch_size=1000)
             ids: dict[tuple[str, str], int] = {}
             for name, user in users.items():
+                clustering.embed_missing(user_id=user.pk, embedder=embedder)
                 for pk, content in Truth.objects.filter(user=user).order_by("id").values_list("id", "content"):
                     ids.setdefault((name, content), pk)
-            run = consolidation.create_run(trigger="command", mode="sync", threshold=threshold, judge=client.name)
-            consolidation.start_run(run)
-            for user in users.values():
-                for cluster in consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder):
-                    try:
-                        consolidation.consolidate_cluster(
-                            run_id=run.pk, cluster=cluster, client=client, embedder=embedder
+            for threshold in thresholds:
+                try:
+                    with transaction.atomic():
+                        reports.append(
+                            _score_pass(
+                                threshold=threshold,
+                                users=users,
+                                ids=ids,
+                                pairs=pairs,
+                                truths=len(rows),
+                                judge_name=judge_name,
+                                client_for=lambda name: oracles.get(name, _NO_LABELS) if oracle else client,
+                                embedder=embedder,
+                            )
                         )
-                    except JudgeRateLimited:
-                        pass  # counted below as a cluster without a review
-            run.refresh_from_db()
-            merged, clustered = _UnionFind(), _UnionFind()
-            for review in run.reviews.prefetch_related("members"):
-                member_ids = [m.pk for m in review.members.all()]
-                for pk in member_ids[1:]:
-                    clustered.union(member_ids[0], pk)
-                for entry in review.applied_actions:
-                    for pk in entry["truth_ids"].values():
-                        merged.union(int(pk), int(entry["result_id"]))
-            counts = {"tp": 0, "fp": 0, "fn": 0, "ctp": 0, "cfp": 0, "unmatched": 0}
-            for pair in pairs:
-                a, b = ids.get((pair["user"], pair["a"])), ids.get((pair["user"], pair["b"]))
-                if a is None or b is None:
-                    counts["unmatched"] += 1
-                    continue
-                same = pair["label"] == "same"
-                if merged.find(a) == merged.find(b):
-                    counts["tp" if same else "fp"] += 1
-                elif same:
-                    counts["fn"] += 1
-                if clustered.find(a) == clustered.find(b):
-                    counts["ctp" if same else "cfp"] += 1
-            report = PairsReport(
-                threshold=threshold,
-                judge=client.name,
-                users=len(users),
-                truths=len(rows),
-                pairs=len(pairs) - counts["unmatched"],
-                same=sum(1 for p in pairs if p["label"] == "same"),
-                tp=counts["tp"],
-                fp=counts["fp"],
-                fn=counts["fn"],
-                clustered_tp=counts["ctp"],
-                clustered_fp=counts["cfp"],
-                clusters=run.clusters_found,
-                merged=run.merged,
-                superseded=run.superseded,
-                rejected=run.rejected,
-                failed=run.failed + (run.clusters_found - run.clusters_done),
-                llm_calls=run.llm_calls,
-                unmatched=counts["unmatched"],
-                notes=run.notes,
-            )
-            raise _Rollback
-    except _Rollback:
+                        raise ScratchRollback
+                except ScratchRollback:
+                    pass
+            raise ScratchRollback
+    except ScratchRollback:
         pass
-    assert report is not None
-    return report
+    return reports
+
+
+_NO_LABELS = oracle_judge.OracleJudge(())
+
+
+def _score_pass(
+    *,
+    threshold: float,
+    users: dict[str, Any],
+    ids: dict[tuple[str, str], int],
+    pairs: list[dict[str, str]],
+    truths: int,
+    judge_name: str,
+    client_for: Any,
+    embedder: Embedder,
+) -> PairsReport:
+    run = consolidation.create_run(trigger="command", mode="sync", threshold=threshold, judge=judge_name)
+    consolidation.start_run(run)
+    per_user: list[int] = []
+    for name, user in users.items():
+        client = client_for(name)
+        clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
+        per_user.append(len(clusters))
+        for cluster in clusters:
+            try:
+                consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=client, embedder=embedder)
+            except JudgeRateLimited:
+                pass  # counted below as a cluster without a review
+    run.refresh_from_db()
+    reviews = list(run.reviews.all())
+    # The snapshot names every member, retired ones too (``review.members`` would hide them).
+    merged, clustered = _group_pairs(([int(m["id"]) for m in r.snapshot], r.applied_actions) for r in reviews)
+    refusals = Counter(str(r.get("code", "")) for review in reviews for r in review.rejections or ())
+    counts = {"tp": 0, "fp": 0, "fn": 0, "ctp": 0, "cfp": 0, "unmatched": 0}
+    for pair in pairs:
+        a, b = ids.get((pair["user"], pair["a"])), ids.get((pair["user"], pair["b"]))
+        if a is None or b is None:
+            counts["unmatched"] += 1
+            continue
+        same = pair["label"] == "same"
+        if merged.find(a) == merged.find(b):
+            counts["tp" if same else "fp"] += 1
+        elif same:
+            counts["fn"] += 1
+        if clustered.find(a) == clustered.find(b):
+            counts["ctp" if same else "cfp"] += 1
+    return PairsReport(
+        threshold=threshold,
+        judge=judge_name,
+        users=len(users),
+        truths=truths,
+        pairs=len(pairs) - counts["unmatched"],
+        same=sum(1 for p in pairs if p["label"] == "same"),
+        tp=counts["tp"],
+        fp=counts["fp"],
+        fn=counts["fn"],
+        clustered_tp=counts["ctp"],
+        clustered_fp=counts["cfp"],
+        clusters=run.clusters_found,
+        merged=run.merged,
+        superseded=run.superseded,
+        rejected=run.rejected,
+        failed=run.failed + (run.clusters_found - run.clusters_done),
+        llm_calls=run.llm_calls,
+        batched_calls=batched_calls(per_user),
+        refusals=tuple(sorted(refusals.items(), key=lambda kv: (-kv[1], kv[0]))),
+        unmatched=counts["unmatched"],
+        notes=run.notes,
+    )

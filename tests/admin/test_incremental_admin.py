@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
+from iris_consolidation.conf import app_settings
 from iris_consolidation.models import LiveSettings, TruthChange
 from iris_consolidation.services.pipeline import consolidation, truth_events
 
@@ -121,4 +122,6 @@ def test_live_settings_change_page_shows_what_is_in_force(admin_client):
     page = admin_client.get(reverse("admin:iris_consolidation_livesettings_change", args=[1]))
 
     assert page.status_code == 200
-    assert b"at most 7 retirements per run" in page.content and b"similarity threshold: 0.75" in page.content
+    # The threshold in force is the local embedding model's default (conf.py).
+    threshold = f"similarity threshold: {app_settings.SIMILARITY_THRESHOLD}".encode()
+    assert b"at most 7 retirements per run" in page.content and threshold in page.content

@@ -13,6 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from iris_consolidation import conf
 from iris_consolidation.embeddings import WRONG_DIMENSIONS
 from iris_consolidation.llm.litellm_client import MISSING_KEY
 from iris_consolidation.management.commands.consolidate_truths import Command
@@ -202,7 +203,7 @@ def test_sync_prints_a_summary_of_the_run(duplicates):
     }
     assert float(summary["seconds"]) >= 0.0
     assert (run.mode, run.status, run.judge) == ("sync", "done", "rules")
-    assert f"Run {run.pk}: judge rules, threshold 0.75" in output
+    assert f"Run {run.pk}: judge rules, threshold {conf.default_threshold('local')}" in output
     assert "[1/1] user" in output and "[1/1] Applied" in output
 
 

@@ -15,8 +15,12 @@ from ...exceptions import InvalidInput
 from ...llm import get_judge_client
 
 
-def _figure(value: float | None) -> str:
+def figure(value: float | None) -> str:
+    """A ratio as printed by the evaluation commands: three decimals, or "n/a" when undefined."""
     return "n/a" if value is None else f"{value:.3f}"
+
+
+_figure = figure
 
 
 class Command(BaseCommand):
@@ -25,6 +29,7 @@ class Command(BaseCommand):
         "pairs (--pairs FILE, with its .truths.jsonl beside it). Nothing is written."
     )
 
+    ORACLE_NEEDS_PAIRS = "--oracle judges from the labels of a pairs file: give --pairs FILE."
     HARMFUL = "{harmful} case(s) were harmful: the validator let a damaging verdict through."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -33,25 +38,36 @@ class Command(BaseCommand):
         source.add_argument("--pairs", help="A pairs JSONL file, e.g. ../shared/data/personachat_revised.pairs.jsonl.")
         parser.add_argument("--judge", choices=sorted(app_settings.JUDGE_CLIENTS), help="Judge (default: the setting).")
         parser.add_argument("--threshold", help="Similarity threshold for --pairs (default: the setting).")
+        parser.add_argument(
+            "--oracle",
+            action="store_true",
+            help="With --pairs: judge from the file's labels (no model), to measure clustering + validation alone.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["oracle"] and not options["pairs"]:
+            raise CommandError(self.ORACLE_NEEDS_PAIRS)
         try:
-            client = get_judge_client(options["judge"])
+            client = None if options["oracle"] else get_judge_client(options["judge"])
             embedder = get_embedder()
             if options["golden"]:
                 cases = scoring.load_cases(Path(options["golden"]))
-                report = scoring.score_golden(cases, client=client, embedder=embedder)
+                report = scoring.score_golden(cases, client=client, embedder=embedder)  # type: ignore[arg-type]
             else:
                 threshold = (
                     options["threshold"] if options["threshold"] is not None else app_settings.SIMILARITY_THRESHOLD
                 )
                 pairs = scoring.score_pairs(
-                    Path(options["pairs"]), threshold=threshold, client=client, embedder=embedder
+                    Path(options["pairs"]),
+                    threshold=threshold,
+                    client=client,
+                    embedder=embedder,
+                    oracle=options["oracle"],
                 )
         except (InvalidInput, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         if options["golden"]:
-            self._print_golden(report, client.name)
+            self._print_golden(report, client.name)  # type: ignore[union-attr]
             if report.harmful:
                 raise CommandError(self.HARMFUL.format(harmful=report.harmful))
         else:
@@ -83,6 +99,12 @@ class Command(BaseCommand):
             f"{r.merged} merges, {r.superseded} supersedes, {r.rejected} rejected, {r.failed} failed, "
             f"{r.llm_calls} model calls"
         )
+        write(
+            f"judge calls: {r.llm_calls} ({r.per_100_truths(r.llm_calls):.1f} per 100 truths), "
+            f"batched by {scoring.CLUSTERS_PER_BATCHED_CALL} clusters per user: {r.batched_calls} "
+            f"({r.per_100_truths(r.batched_calls):.1f} per 100 truths)"
+        )
+        write("refusals by code: " + (", ".join(f"{code}={n}" for code, n in r.refusals) or "none"))
         write(
             f"clustered together: tp={r.clustered_tp} fp={r.clustered_fp} "
             f"precision={_figure(r.clustered_precision)} recall={_figure(r.clustered_recall)}"

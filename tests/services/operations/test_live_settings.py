@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from iris_consolidation import tasks
+from iris_consolidation import conf
 from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
@@ -29,6 +30,7 @@ def _command_run() -> ConsolidationRun:
 
 def test_live_threshold_takes_effect_on_the_next_run_without_restart(truth_factory, user_factory):
     make_pairs(truth_factory, user_factory(), 2)  # pairs at cosine 0.9
+    default = conf.default_threshold("local")  # the local embedding model's default
 
     before = _command_run()
     LiveSettings.objects.create(similarity_threshold=0.95)  # as the admin would save it
@@ -36,11 +38,11 @@ def test_live_threshold_takes_effect_on_the_next_run_without_restart(truth_facto
     LiveSettings.objects.filter(pk=1).update(similarity_threshold=None)
     after = _command_run()
 
-    assert (before.threshold, before.clusters_found) == (0.75, 2)
+    assert (before.threshold, before.clusters_found) == (default, 2)
     assert (during.threshold, during.clusters_found) == (0.95, 0)
     assert during.effective_settings["overridden"] == ["similarity_threshold"]
-    assert (after.threshold, after.clusters_found) == (0.75, 2)
-    assert app_settings.SIMILARITY_THRESHOLD == 0.75  # the Django setting stays the default
+    assert (after.threshold, after.clusters_found) == (default, 2)
+    assert app_settings.SIMILARITY_THRESHOLD == default  # the Django setting stays the default
 
 
 def test_allowlist_limits_the_users_a_run_covers(truth_factory, user_factory):
