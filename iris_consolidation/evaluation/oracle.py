@@ -16,9 +16,9 @@ no ``prompt_version``, so the verdict cache never stores its answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from ..llm.base import Action, JudgeRequest, MemberView, Verdict
+from ..llm.base import Action, BatchReply, JudgeRequest, MemberView, Spend, Verdict
 
 NAME = "oracle"
 REASON = "Labelled the same statement by the human labels of the pairs file."
@@ -75,7 +75,18 @@ class OracleJudge:
             for group in self.groups(request.members)
         )
         reasoning = "; ".join(f"{'+'.join(a.ids)}: {a.reason}" for a in actions) or NOTHING
-        return Verdict(actions=actions, reasoning=reasoning, model=NAME, llm_calls=1)
+        return Verdict(actions=actions, reasoning=reasoning, model=NAME, llm_calls=1, spend=Spend(calls=1))
+
+    def judge_batch(self, requests: Sequence[JudgeRequest]) -> BatchReply:
+        """Each request answered from the labels, counted as ONE call for the batch (as a
+        model judging them in one call would be; issue 12)."""
+        call = Spend(calls=1)
+        return BatchReply(
+            verdicts=tuple(self.judge(r) for r in requests),
+            errors=("",) * len(requests),
+            spend=call,
+            shares=tuple(call.share([len(r.members) for r in requests])),
+        )
 
 
 def oracles_by_user(pairs: Iterable[Mapping[str, str]]) -> dict[str, OracleJudge]:

@@ -10,6 +10,7 @@ from django.utils.html import escape
 from iris_consolidation import run_display, selectors
 from iris_consolidation.admin import incremental as incremental_admin
 from iris_consolidation.admin import runs as run_admin
+from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.llm.base import Action
 from iris_consolidation.models import ConsolidationRun, LineageEvent, LiveSettings, Truth
@@ -115,7 +116,7 @@ def test_run_page_summary_shows_what_the_run_stored(admin_client, user_factory):
     assert "0 clusters answered from the verdict cache" in summary
     assert '<th scope="row">before</th><td>2</td>' in summary
     assert '<th scope="row">after</th><td>1</td>' in summary
-    assert "similarity threshold: <strong>0.75</strong>" in summary
+    assert f"similarity threshold: <strong>{app_settings.SIMILARITY_THRESHOLD}</strong>" in summary
     assert "Reason: Same statement" in summary and "Drinks green tea every morning" in summary
 
 
@@ -263,7 +264,7 @@ def test_live_settings_offer_the_default_and_no_add_another(admin_client):
     assert ">Use the default (currently yes)</option>" in html
     assert ">Unknown</option>" not in html
     assert "_addanother" not in html
-    assert 'placeholder="default: 0.75"' in html
+    assert f'placeholder="default: {app_settings.SIMILARITY_THRESHOLD}"' in html  # the local model's default
 
 
 # --- workers and the queue ------------------------------------------------------------------
