@@ -66,7 +66,7 @@ def test_threshold_of_one_is_accepted(duplicates):
     assert parse_summary(output)["clusters"] == "0"
 
 
-@pytest.mark.parametrize("value", ["nobody", "999999"])
+@pytest.mark.parametrize("value", ["nobody", "999999", ""])
 def test_unknown_user_is_refused(duplicates, value):
     before = truth_state(with_decay=True)
 
@@ -279,3 +279,24 @@ def test_quiet_sync_prints_only_the_summary(duplicates):
 
     assert out.getvalue().count("\n") == 1
     assert out.getvalue().startswith("Summary: users=1 ")
+
+
+def test_ctrl_c_during_a_sync_run_fails_the_run_in_one_line_and_changes_no_truth(duplicates, monkeypatch):
+    """SIGINT in phase 2 (a fresh-user trial left such a run "running" forever, with a traceback)."""
+    from iris_consolidation.services.queue import workers
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workers, "judge_batch_job", interrupted)
+    before = truth_state()
+
+    with pytest.raises(CommandError) as info:
+        run_command("--sync")
+
+    run = ConsolidationRun.objects.get()
+    assert str(info.value) == Command.INTERRUPTED.format(run_id=run.pk)
+    assert info.value.returncode == 130
+    assert (run.status, run.notes) == ("failed", str(info.value))
+    assert run.jobs.exclude(status__in=["done", "failed"]).count() == 0
+    assert truth_state() == before

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
 
 from ... import inventory_display, selectors, tasks
 from ...embeddings import get_embedder
@@ -25,6 +26,10 @@ class Command(BaseCommand):
     NOTHING = "Nothing to consolidate: no user has two or more consolidatable truths."
     DRY_RUN_BANNER = "DRY RUN: clusters are judged and recorded; no truth is changed."
     FAILED_CLUSTERS = "{failed} cluster(s) failed; their truths are unchanged. See run {run_id} in the admin."
+    INTERRUPTED = (
+        "Interrupted: run {run_id} is marked failed. Clusters applied before the interrupt stay applied "
+        "(each in its own transaction); the rest are unchanged and the next run picks them up."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--sync", action="store_true", help="Run in this process instead of queueing.")
@@ -57,7 +62,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            user_id = selectors.get_user(value=options["user"]).pk if options["user"] else None
+            # An empty --user is an unknown user, not "every user".
+            user_id = selectors.get_user(value=options["user"]).pk if options["user"] is not None else None
             threshold = (
                 consolidation.validate_threshold(options["threshold"]) if options["threshold"] is not None else None
             )
@@ -99,6 +105,14 @@ class Command(BaseCommand):
         except EmbeddingError as exc:
             consolidation.fail_run(run.pk, note=str(exc))
             raise CommandError(str(exc)) from exc
+        except KeyboardInterrupt as exc:
+            # Ctrl-C: a transaction it cut short was rolled back; the connection may be mid-query,
+            # so close it and close the run on a fresh one (no run is left "running" forever).
+            if not connection.in_atomic_block:
+                connection.close()
+            message = self.INTERRUPTED.format(run_id=run.pk)
+            consolidation.fail_run(run.pk, note=message)
+            raise CommandError(message, returncode=130) from exc
         finally:
             progress.close()
         seconds = time.monotonic() - started
