@@ -175,14 +175,16 @@ def make_pairs(user_factory: Any, truth_factory: Any) -> Callable[..., dict[str,
 
 
 def merge_all(payload: dict[str, Any]) -> Any:
-    """A stub reply merging every member of each cluster of the request into its first one's content."""
+    """A stub reply merging every member of each cluster of the request, their texts joined
+    (so that the validator finds every member's words kept, issue 11)."""
+    from iris_consolidation.evaluation.oracle import joined_content
     from tests import llm_stub
 
     clusters = llm_stub.StubLLMServer.clusters_of({"json": payload})
     return llm_stub.verdict(
         [
-            {"action": "merge", "ids": [t["id"] for t in c["truths"]], "content": c["truths"][0]["content"],
-             "reason": "same fact"}
+            {"action": "merge", "ids": [t["id"] for t in c["truths"]],
+             "content": joined_content(t["content"] for t in c["truths"]), "reason": "same fact"}
             for c in clusters
         ],
         reasoning="paraphrases",
