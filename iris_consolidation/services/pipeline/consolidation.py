@@ -266,13 +266,10 @@ def consolidate_cluster(
     client: JudgeClient,
     embedder: Embedder,
     key: str | None = None,
-    before_model: Callable[[], None] | None = None,
 ) -> Any:
     """Phase 2 for one cluster: ``consolidate_batch`` of one. Returns the ``ClusterReview``."""
     keys = [key] if key is not None else None
-    return consolidate_batch(
-        run_id=run_id, clusters=[cluster], client=client, embedder=embedder, keys=keys, before_model=before_model
-    )[0]
+    return consolidate_batch(run_id=run_id, clusters=[cluster], client=client, embedder=embedder, keys=keys)[0]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -320,7 +317,7 @@ def consolidate_batch(
     any transaction), validate each, record one review each. Returns the reviews in order.
 
     ``before_model`` runs right before the judge's first model call, if one is made
-    (``judging.decide_cluster``): the queue's rate limit counts model calls, not jobs.
+    (``judging.decide_batch``): the queue's rate limit counts model calls, not jobs.
 
     For a judge that calls a model, the deterministic pre-pass runs first and the
     model's failures are isolated per cluster (``judging.decide_batch``); once the

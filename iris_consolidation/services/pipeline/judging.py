@@ -268,15 +268,9 @@ def judge_cluster(*, request: JudgeRequest, client: JudgeClient) -> Verdict:
     return client.judge(request)
 
 
-def decide_cluster(
-    *,
-    request: JudgeRequest,
-    client: JudgeClient,
-    model_allowed: bool = True,
-    before_model: Callable[[], None] | None = None,
-) -> Judgement:
+def decide_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed: bool = True) -> Judgement:
     """Judge and validate one cluster (``decide_batch`` of one); never writes."""
-    return decide_batch(requests=[request], client=client, model_allowed=model_allowed, before_model=before_model)[0]
+    return decide_batch(requests=[request], client=client, model_allowed=model_allowed)[0]
 
 
 def decide_batch(
