@@ -30,6 +30,7 @@ it has a capital inside ("iPhone", "HVRA") or is a name somewhere else in the cl
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 import unicodedata
@@ -76,8 +77,8 @@ _NO_SPACE = "\u3005\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e01-\u
 _NO_SPACE_RUN = re.compile(f"[{_NO_SPACE}]+")
 _HIRAGANA = re.compile("[\u3040-\u309f]")
 _THAI = re.compile("[\u0e01-\u0e5b]")
-#: Chinese function characters (particles, pronouns, the copula): grammar, not content.
-_HAN_FUNCTION = frozenset("的了着过是在和与及也都就很把被给我你他她它们这那之其而或")
+#: Chinese function characters (particles, pronouns, the copula, "has", "called"): grammar, not content.
+_HAN_FUNCTION = frozenset("的了着过是在和与及也都就很把被给我你他她它们这那之其而或有叫")
 NEGATIONS = frozenset(
     {"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without"}
     # Portuguese, Spanish, French, German, Italian ("no" is Spanish too; "nada" is left out:
@@ -109,8 +110,9 @@ _NOT_NAMES = frozenset(
     "i the a an he she they we you it his her their my our your this that these those is was "
     "has have had does did do user users likes loves prefers works lives enjoys".split()
 )
-#: Function words and the glue of truth phrasing ("has", "named", "the user"): they
-#: carry no fact of their own, so they are left out of content stems.
+#: Function words and the glue of truth phrasing ("has", "named", "the user", and the
+#: same in Portuguese and Spanish: "tem", "chamado", "tiene", "llamada"): they carry no
+#: fact of their own, so they are left out of content stems.
 STOPWORDS = frozenset(
     """a an the this that these those it its they them their theirs he him his she her hers
     i me my mine we us our you your user users person someone
@@ -127,7 +129,9 @@ STOPWORDS = frozenset(
     # that are no English content word, so that a truth in another language (or a mixed
     # one) is compared by its content words too. ("no" stays a negation, "son" a son.)
     """o os as um uma é são está estão do da dos das na nas nos em ao aos à às com para pelo pela
+    tem têm tinha chamado chamada chamados chamadas
     de el la los las un una es está están del al en y con por para lo se su sus que
+    tiene tienen tenía llamado llamada llamados llamadas
     le les une des du est et au aux avec pour sur il elle ils elles
     il lo gli le è sono di del della nel nella con per
     der das ein eine ist sind und im mit zu von dem den des e""".split()
@@ -252,11 +256,62 @@ SYNONYM_GROUPS = (
     frozenset({"best", "favourit", "favorit"}),
 )
 
+#: Everyday rewordings of one fact about a person that carry no detail of their own
+#: (issue 11): a member's phrase on one side is kept by a merged text that keeps the
+#: phrase on the other side ("Is the father of a boy called Tomas" by "Has a son named
+#: Tomas", "Jogs each Saturday before noon" by "Runs every Saturday morning"). Matched
+#: as whole phrases of stems in the member, so that "Tomas is the user's father" never
+#: reads as "father of a boy", and "after noon" never as "before noon". A small closed
+#: list in the languages the validator reads, not a thesaurus: a judge states any other
+#: synonym in its reason.
+PHRASE_EQUIVALENCES: tuple[tuple[str, str], ...] = (
+    # Kinship stated from the other side: the parent of a boy has a son.
+    ("father of a boy", "son"),
+    ("mother of a boy", "son"),
+    ("parent of a boy", "son"),
+    ("father of a girl", "daughter"),
+    ("mother of a girl", "daughter"),
+    ("parent of a girl", "daughter"),
+    ("pai de um menino", "filho"),
+    ("mãe de um menino", "filho"),
+    ("pai de uma menina", "filha"),
+    ("mãe de uma menina", "filha"),
+    ("padre de un niño", "hijo"),
+    ("madre de un niño", "hijo"),
+    ("padre de una niña", "hija"),
+    ("madre de una niña", "hija"),
+    ("男孩的父亲", "儿子"),
+    ("男孩的母亲", "儿子"),
+    ("女孩的父亲", "女儿"),
+    ("女孩的母亲", "女儿"),
+    # Running for exercise, and the morning.
+    ("jog", "run"),
+    ("jogging", "running"),
+    ("慢跑", "跑步"),
+    ("ジョギング", "ランニング"),
+    ("before noon", "morning"),
+    ("antes do meio-dia", "manhã"),
+    ("antes del mediodía", "mañana"),
+    ("中午前", "上午"),
+    ("中午之前", "上午"),
+    ("昼前", "午前"),
+    # A language: speaking it fluently is being fluent in it.
+    ("speaks fluent", "fluent in"),
+)
+
 _stemmer = snowballstemmer.stemmer("english")
 
 
+#: A letter of a script with spaces beside one without ("在Birch", "Co当会计"): mixed-language
+#: truths keep their names as words of their own.
+_SCRIPT_EDGE = re.compile(rf"(?<=[{_NO_SPACE}])(?=[^\W\d_{_NO_SPACE}])|(?<=[^\W\d_{_NO_SPACE}])(?=[{_NO_SPACE}])")
+
+
 def _ascii_fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).replace("’", "'").replace("‘", "'")
+    """NFKC, typographic apostrophes made plain, and a space where a script with spaces
+    meets one without (a name written into Chinese or Japanese text stays a word)."""
+    text = unicodedata.normalize("NFKC", text).replace("’", "'").replace("‘", "'")
+    return _SCRIPT_EDGE.sub(" ", text)
 
 
 def normalise(text: str) -> str:
@@ -576,15 +631,40 @@ def _kept(phrase: str, content: str, content_stems_: set[str]) -> bool:
     return not _missing(stems, content_stems_) and all(not uncovered(r, haystack) for r in runs)
 
 
+def _stem_sequence(text: str) -> list[str]:
+    return [stem(_singular(t)) for t in tokens(text)]
+
+
+def has_phrase(text: str, phrase: str) -> bool:
+    """Whether ``phrase`` stands in ``text`` as a whole: its words' stems in a row
+    ("jogs" has "jog"), or, in a script without spaces, as a substring."""
+    if no_space_runs(phrase):
+        return normalise(phrase) in normalise(text)
+    words, probe = _stem_sequence(text), _stem_sequence(phrase)
+    return bool(probe) and any(words[i : i + len(probe)] == probe for i in range(len(words) - len(probe) + 1))
+
+
+def _equivalent_in(member: str, content: str) -> list[str]:
+    """Phrases of ``member`` that ``content`` restates by ``PHRASE_EQUIVALENCES``."""
+    return [
+        x
+        for a, b in PHRASE_EQUIVALENCES
+        for x, y in ((a, b), (b, a))
+        if has_phrase(member, x) and has_phrase(content, y)
+    ]
+
+
 def lost_words(member: str, content: str, *, reason: str = "", known: frozenset[str] = frozenset()) -> list[str]:
     """Content words of ``member`` that ``content`` drops, sorted (issue 11).
 
-    A word is kept when ``content`` has a word of its family (``same_stem``), or the
-    ``reason`` states it as a synonym of words ``content`` has (``equivalences``). Not
-    counted: stop words, details (checked one by one by the validator), frame words
-    (``FRAME_WORDS``: carried by polarity and time span), and a preference word in a
-    negated statement ("Does not like jazz" is kept by "Hates jazz"). Runs of a script
-    without spaces count by the pieces ``content`` does not hold (``uncovered``).
+    A word is kept when ``content`` has a word of its family (``same_stem``), another
+    word of its ``SYNONYM_GROUPS`` group, the other side of a ``PHRASE_EQUIVALENCES``
+    phrase of ``member`` that holds it, or the ``reason`` states it as a synonym of
+    words ``content`` has (``equivalences``). Not counted: stop words, details (checked
+    one by one by the validator), frame words (``FRAME_WORDS``: carried by polarity and
+    time span), and a preference word in a negated statement ("Does not like jazz" is
+    kept by "Hates jazz"). Runs of a script without spaces count by the pieces
+    ``content`` does not hold (``uncovered``).
     """
     frame_free = _frame_free(member)
     stems = content_stems(frame_free, exclude=details(member, known=known) | LIGHT_VERBS)
@@ -592,9 +672,16 @@ def lost_words(member: str, content: str, *, reason: str = "", known: frozenset[
     for group in SYNONYM_GROUPS:
         if group & have:
             have |= group
+    restated = _equivalent_in(member, content)
+    for phrase in restated:
+        have |= content_stems(phrase)
     lost = _missing(stems, have)
     haystack = normalise(content)
-    pieces = [p for run in no_space_runs(frame_free) for p in uncovered(run, haystack)]
+    unsaid = frame_free
+    for phrase in restated:
+        if no_space_runs(phrase):
+            unsaid = unsaid.replace(normalise(phrase), " ")  # its content says it the other way
+    pieces = [p for run in no_space_runs(unsaid) for p in uncovered(run, haystack)]
     pairs = equivalences(reason)
 
     def stated(word: str, *, piece: bool) -> bool:
@@ -605,6 +692,41 @@ def lost_words(member: str, content: str, *, reason: str = "", known: frozenset[
         return False
 
     return sorted({w for w in lost if not stated(w, piece=False)} | {p for p in pieces if not stated(p, piece=True)})
+
+
+def shares_only_details(a: str, b: str, *, reason: str = "", known: frozenset[str] = frozenset()) -> set[str]:
+    """The details (names, numbers, dates) ``a`` and ``b`` share when that is all they
+    share: each says something of its own and neither keeps any content word of the
+    other (by ``lost_words``: families, synonyms, rewordings, or synonyms the ``reason``
+    states). Empty otherwise.
+
+    Two facts about one named thing ("Works as an accountant at Birch & Co" / "Organises
+    the Birch & Co office softball team", issue 11): the shared name pulls them into one
+    cluster, and nothing else says they are one fact.
+    """
+    # A capitalised first word of both texts is a name too ("Birch & Coで会計士...").
+    initial = [{w.lower() for w, first in _name_candidates(t) if first} for t in (a, b)]
+    known = known | (initial[0] & initial[1])
+    shared = {d for d in details(a, known=known) if contains_detail(b, d)}
+    if not shared:
+        return set()
+    for x, y in ((a, b), (b, a)):
+        own = _units(lost_words(x, "", known=known))
+        if not own or own - _units(lost_words(x, y, reason=reason, known=known)):
+            return set()
+    return shared
+
+
+def _units(words: list[str]) -> set[str]:
+    """``lost_words`` output as comparable units: stems, and the content characters of
+    pieces of a script without spaces (how pieces are grouped depends on the other text)."""
+    units: set[str] = set()
+    for word in words:
+        if _NO_SPACE_RUN.search(word):
+            units |= {c for c in word if _significant(c)}
+        else:
+            units.add(word)
+    return units
 
 
 def reports_change(text: str) -> bool:
@@ -626,9 +748,61 @@ def contrast(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
     stems_b = content_stems(_frame_free(b), exclude=details(b, known=known))
     only_a, only_b = _missing(stems_a, stems_b), _missing(stems_b, stems_a)
     shared = stems_a - only_a
+    # A rewording ("before noon" / "morning") is no swapped slot.
+    only_a -= {s for x in _equivalent_in(a, b) for s in content_stems(x)}
+    only_b -= {s for x in _equivalent_in(b, a) for s in content_stems(x)}
     if only_a and only_b and shared and len(shared) >= max(len(only_a), len(only_b)):
         return only_a, only_b
     return None
+
+
+#: Articles, left out of a statement's frame ("Chose a standing desk" / "Chose an e-reader").
+_ARTICLES = frozenset("a an the um uma uns umas o os as el la los las un una unos unas le les une des".split())
+
+
+def _frame_words(text: str) -> list[str]:
+    """The words of ``text`` as stems, articles left out, for ``parallel``."""
+    return [stem(_singular(w)) if w not in STOPWORDS else w for w in tokens(text) if w not in _ARTICLES]
+
+
+def parallel(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[set[str], set[str]] | None:
+    """The words of each side if ``a`` and ``b`` are one frame filled twice, else None.
+
+    Issue 11: shared syntax makes two different statements look alike ("Chose a
+    standing desk over a treadmill desk for the home office" / "Chose an e-reader over
+    paper books for travelling": both "chose _ over _ for _"). Aligned word by word
+    (``difflib``, articles left out), the two start with the same words and keep the
+    same words in the same order, among them a content word other than a preference
+    ("likes": the commonest frame of all), and differ only in two slots or more, each
+    filled on both sides with content words: a list of different choices. A rewording
+    moves, adds or drops words. ``contrast`` finds the frames with one slot changed.
+    """
+    words_a, words_b = _frame_words(a), _frame_words(b)
+    slots_a: set[str] = set()
+    slots_b: set[str] = set()
+    slots = 0
+    frame_has_content = False
+    opcodes = difflib.SequenceMatcher(a=words_a, b=words_b, autojunk=False).get_opcodes()
+    if not opcodes or opcodes[0][0] != "equal":
+        return None  # the frame starts the statement: its verb ("chose", "picked")
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag == "equal":
+            frame_has_content |= any(w not in STOPWORDS | LIGHT_VERBS and w != "like" for w in words_a[i1:i2])
+            continue
+        if tag != "replace":
+            return None
+        fill_a = {w for w in words_a[i1:i2] if w not in STOPWORDS}
+        fill_b = {w for w in words_b[j1:j2] if w not in STOPWORDS}
+        if not fill_a or not fill_b:
+            return None
+        if _equivalent_in(" ".join(words_a[i1:i2]), " ".join(words_b[j1:j2])):
+            continue  # a rewording of the same filler ("jogging" / "running")
+        slots += 1
+        slots_a |= fill_a
+        slots_b |= fill_b
+    if slots < 2 or not frame_has_content:
+        return None
+    return slots_a, slots_b
 
 
 def _has_marker(text: str, words: tuple[str, ...], no_space: tuple[str, ...]) -> bool:

@@ -18,11 +18,17 @@ The rules (DESIGN.md "Validation", issue 3), checked in this order for each acti
   ``textfacts.REPORTED_CHANGE_MARKERS``) with one that does not (issue 11: it is
   superseded or kept), nor a role swap (same words, names in another order), nor a
   contrast (the same frame with one thing swapped: "Owns a red bicycle" / "Owns a red
-  car"); in a merge of three or more members every two share a word or detail (no
-  chain A~B~C, as in clustering); the content keeps every number, date and name of
+  car"), nor one frame filled twice ("Chose a standing desk over a treadmill desk" /
+  "Chose an e-reader over paper books": ``textfacts.parallel``), nor two members that
+  share only a name, number or date and no word of what they say about it (issue 11:
+  "Works as an accountant at Birch & Co" / "Organises the Birch & Co office softball
+  team"; ``textfacts.shares_only_details``, synonyms the judge states count); in a
+  merge of three or more members every two share a word or detail (no chain A~B~C, as
+  in clustering); the content keeps every number, date and name of
   every source, their polarity sentence by sentence, their ended or changed state, and
   every content word of every source or a synonym the judge states in its reason
-  (``textfacts.lost_words``; Chinese, Japanese and Thai compared by character cover),
+  (``textfacts.lost_words``: everyday rewordings of ``textfacts.PHRASE_EQUIVALENCES``
+  count, "father of a boy" / "son"; Chinese, Japanese and Thai compared by character cover),
   reorders no source's words, and adds no detail and no content word that no source
   stated;
 - supersede: at least one old member, never the new one; each old member was stated
@@ -67,6 +73,10 @@ CHAINED = "{a!r} and {b!r} share no word or detail; a merge of three or more mem
 REORDERED = "The merged content uses the words of {alias!r} in another order, which can swap who does what."
 TIME_SPAN_DIFFERS = "{a!r} and {b!r} cover different spans of time (one says its state ended); they stay apart."
 CONTRAST = "{a!r} and {b!r} say different things in the same frame ({words}); distinct facts stay apart."
+DETAILS_ONLY = (
+    "{a!r} and {b!r} share only {details} and no word of what they say about it; two facts about one name stay "
+    'apart (if they restate each other, state the synonyms in the reason: "word = synonym").'
+)
 STATE_CHANGED = (
     "{a!r} reports a change ({marker}) and {b!r} does not; a change is superseded or kept, never merged away."
 )
@@ -116,6 +126,7 @@ class Code(StrEnum):
     REORDERED = "reordered"
     TIME_SPAN = "time_span"
     CONTRAST = "contrast"
+    DETAILS_ONLY = "details_only"
     STATE_CHANGED = "state_changed"
     LOST_WORDS = "lost_words"
     SUPERSEDE_SELF = "supersede_self"
@@ -195,7 +206,9 @@ def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> Re
     if dates_a and dates_b and dates_a != dates_b:
         names = ", ".join(sorted(dates_a ^ dates_b))
         return Code.DATES_DIFFER, NAMES_DIFFER.format(a=a.alias, b=b.alias, names=names)
-    swapped = textfacts.contrast(a.content, b.content, known=known)
+    swapped = textfacts.contrast(a.content, b.content, known=known) or textfacts.parallel(
+        a.content, b.content, known=known
+    )
     if swapped:
         words = " / ".join(", ".join(sorted(side)) for side in swapped)
         return Code.CONTRAST, CONTRAST.format(a=a.alias, b=b.alias, words=words)
@@ -258,6 +271,10 @@ def _check_merge(action: Action, request: JudgeRequest, *, max_length: int, know
                 return conflict
             if len(members) > 2 and not _share(a.content, b.content, known=known):
                 return Code.CHAINED, CHAINED.format(a=a.alias, b=b.alias)
+            only = textfacts.shares_only_details(a.content, b.content, reason=action.reason, known=known)
+            if only:
+                details = ", ".join(repr(d) for d in sorted(only))
+                return Code.DETAILS_ONLY, DETAILS_ONLY.format(a=a.alias, b=b.alias, details=details)
     return _check_content(content, members, reason=action.reason, known=known | textfacts.known_names([content]))
 
 

@@ -186,22 +186,24 @@ def test_true_paraphrases_still_merge_under_a_careless_model(contents, careless)
             "gatos = cats; alérgica = allergic",
         ),
         (
-            ("Has a son named Tomas", "Is the father of a boy called Tomas"),
+            ("Has a son named Tomas", "Tomas is the user's little boy"),
             "Has a son named Tomas",
-            "'father of a boy' = son",
+            "'little boy' = son",
         ),
         (("猫アレルギーがある", "Is allergic to cats"), "Is allergic to cats", "猫 = cats, アレルギー means allergic"),
-        (("Speaks fluent Japanese", "Is fluent in Japanese"), "Is fluent in Japanese", '"speaks" -> "fluent"'),
+        (("Reads Japanese fluently", "Is fluent in Japanese"), "Is fluent in Japanese", '"reads" -> "fluent"'),
         (
-            ("Runs every Saturday morning", "Jogs each Saturday before noon"),
+            ("Runs every Saturday morning", "Sprints each Saturday at dawn"),
             "Runs every Saturday morning",
-            "jogs = runs; 'before noon' = 'morning'",
+            "sprints = runs; 'at dawn' = 'morning'",
         ),
     ],
 )
 def test_a_synonym_the_judge_states_keeps_the_word(contents, content, reason):
+    """Without the stated synonym the words are lost, or (members that share only a name)
+    nothing says the two are one fact."""
     assert _codes(contents, content, reason=reason) == []
-    assert _codes(contents, content) == [v.Code.LOST_WORDS]
+    assert _codes(contents, content) in ([v.Code.LOST_WORDS], [v.Code.DETAILS_ONLY])
 
 
 def test_a_stated_synonym_must_stand_in_the_content():
