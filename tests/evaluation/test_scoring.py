@@ -33,6 +33,7 @@ STRUCTURAL_MODES = [
     "role_swap",
     "merge_all",
     "shortest",
+    "oldest",
 ]
 
 
@@ -92,13 +93,28 @@ def test_shortest_member_attack_keeps_the_golden_true_merges(shared_dir, llm_ser
     report = scoring.score_golden(cases, client=get_judge_client("llm"), embedder=LocalEmbedder())
 
     merged = {r.case.id for r in report.results if r.correct and r.case.expected == "MERGE"}
-    # Merges whose shortest text keeps every detail and content word; G05 (Portuguese
-    # "no" reads as a negation), G06/G35 (the shortest text drops names), G08 (negation
-    # on one side only) and G01/G07/G10 (the shortest text drops "father", "boy",
-    # "jogs", "noon" or "speaks" and this model states no synonym, issue 11) are refused,
-    # never applied wrongly.
-    assert merged == {"G02", "G03", "G04", "G09", "G37", "G40"}
+    # Merges whose shortest text keeps every detail and content word, or says it in an
+    # everyday rewording (G01 "father of a boy" / "son", G07 "jogs before noon" / "runs
+    # in the morning", G10 "speaks fluent" / "fluent in": textfacts.PHRASE_EQUIVALENCES);
+    # G05 (Portuguese "no" reads as a negation), G06/G35 (the shortest text drops names)
+    # and G08 (negation on one side only) are refused, never applied wrongly.
+    assert merged == {"G01", "G02", "G03", "G04", "G07", "G09", "G10", "G37", "G40"}
+    assert report.correct == 30  # as many as before the issue 11 validator (main at 83b08a2)
     assert report.harmful == 0
+
+
+@pytest.mark.parametrize("mode", ["merge_all", "shortest", "oldest"])
+def test_public_cases_are_never_harmful_under_a_careless_model(shared_dir, llm_server, mode):
+    """B07 (two facts about Birch & Co) and B15 (one frame, two choices) joined or
+    swallowed: refused (issue 11)."""
+    llm_server.handler = llm_stub.hostile(mode)
+    cases = scoring.load_cases(shared_dir / "eval" / "public_cases.jsonl")
+
+    report = scoring.score_golden(cases, client=get_judge_client("llm"), embedder=LocalEmbedder())
+
+    assert [r.case.id for r in report.results if r.harmful] == []
+    by_id = {r.case.id: r for r in report.results}
+    assert by_id["B07"].correct and by_id["B15"].correct
 
 
 def test_harmful_verdict_is_counted_when_the_expectation_says_keep(tmp_path):

@@ -422,3 +422,66 @@ def test_a_merge_into_the_oldest_text_that_keeps_every_detail_is_applied(
     assert review.outcome == ClusterReview.Outcome.APPLIED
     assert [t.content for t in Truth.objects.filter(user_id=truths[0].user_id)] == [contents[0]]
     assert Truth.objects.get(user_id=truths[0].user_id).origin == "consolidated"
+
+
+# --- issue 11 (second pass): a merge states one fact; everyday rewordings merge ------------------
+
+
+@pytest.mark.parametrize("mode", ["merge_all", "shortest", "oldest"])
+@pytest.mark.parametrize(
+    ("contents", "code"),
+    [
+        (("Works as an accountant at Birch & Co", "Organises the Birch & Co office softball team"), "details_only"),
+        (
+            ("Trabalha como contabilista na Birch & Co", "Organiza a equipa de softball do escritório da Birch & Co"),
+            "details_only",
+        ),
+        (("在Birch & Co当会计", "组织Birch & Co办公室的垒球队"), "details_only"),
+        (
+            (
+                "Chose a standing desk over a treadmill desk for the home office",
+                "Chose an e-reader over paper books for travelling",
+            ),
+            "contrast",
+        ),
+        (
+            (
+                "Escolheu uma secretária alta em vez de uma passadeira para o escritório",
+                "Escolheu um e-reader em vez de livros de papel para viajar",
+            ),
+            "contrast",
+        ),
+    ],
+)
+def test_a_careless_merge_of_two_distinct_facts_is_refused_even_joined(
+    llm_server, truth_factory, run_factory, mode, contents, code
+):
+    truths = [truth_factory(c) for c in contents]
+    _hostile(llm_server, mode)
+
+    review = _consolidate(run_factory(), *truths)
+
+    assert _state(truths[0].user_id) == _untouched(*contents)
+    assert [r["code"] for r in review.rejections] == [code]
+    assert review.outcome == ClusterReview.Outcome.REJECTED
+
+
+@pytest.mark.parametrize("mode", ["shortest", "oldest"])
+@pytest.mark.parametrize(
+    "contents",
+    [
+        ("Has a son named Tomas", "Is the father of a boy called Tomas"),
+        ("Runs every Saturday morning", "Jogs each Saturday before noon"),
+        ("Tem um filho chamado Tomas", "É pai de um menino chamado Tomas"),
+        ("周六上午跑步", "周六中午前慢跑"),
+    ],
+)
+def test_a_careless_merge_of_an_everyday_rewording_is_applied(llm_server, truth_factory, run_factory, mode, contents):
+    truths = [truth_factory(c) for c in contents]
+    _hostile(llm_server, mode)
+
+    review = _consolidate(run_factory(), *truths)
+
+    assert review.outcome == ClusterReview.Outcome.APPLIED
+    (merged,) = Truth.objects.filter(user_id=truths[0].user_id)
+    assert (merged.content, merged.origin) == (contents[0], "consolidated")

@@ -1,0 +1,231 @@
+"""The validator's second pass on issue 11: a merge states one fact, and true rewordings merge.
+
+Three kinds, each against the careless models of ``test_validation_kinds`` (every member
+merged into the shortest text, into the oldest text, or all texts joined), in English,
+Portuguese or Spanish, and Chinese or Japanese where the kind applies:
+
+- two facts about one name (``Code.DETAILS_ONLY``): the members share a name, number or
+  date and no word of what they say about it ("Works as an accountant at Birch & Co" /
+  "Organises the Birch & Co office softball team"); a joined text keeps every word, yet
+  merges two facts;
+- one frame filled twice (``Code.CONTRAST`` by ``textfacts.parallel``): "Chose a standing
+  desk over a treadmill desk ..." / "Chose an e-reader over paper books ...";
+- everyday rewordings (``textfacts.PHRASE_EQUIVALENCES``): "Is the father of a boy called
+  Tomas" is kept by "Has a son named Tomas" with no synonym stated, while its
+  opposite-meaning twins ("the user's father", "a girl", "after noon") are still refused.
+
+Pure: no database, no model.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from iris_consolidation import textfacts
+from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
+from iris_consolidation.services.pipeline import validation as v
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+CARELESS = "They are the same fact."
+
+
+def _request(*contents: str) -> JudgeRequest:
+    return JudgeRequest(
+        members=tuple(
+            MemberView(alias=f"t{i}", content=c, created_at=T0 + timedelta(days=i))
+            for i, c in enumerate(contents, start=1)
+        )
+    )
+
+
+def _codes(contents: tuple[str, ...], content: str, reason: str = CARELESS) -> list[str]:
+    request = _request(*contents)
+    action = Action(action="merge", ids=tuple(m.alias for m in request.members), content=content, reason=reason)
+    result = v.validate(request, (action,), max_length=1000, max_generation=5)
+    return [r.code for r in result.rejections]
+
+
+def _shortest(contents: tuple[str, ...]) -> list[str]:
+    return _codes(contents, min(contents, key=len))
+
+
+def _oldest(contents: tuple[str, ...]) -> list[str]:
+    return _codes(contents, contents[0])
+
+
+def _joined(contents: tuple[str, ...]) -> list[str]:
+    return _codes(contents, "; ".join(contents))
+
+
+CARELESS_MODELS = [_shortest, _oldest, _joined]
+
+
+# --- two facts about one name --------------------------------------------------------------------
+
+ONE_NAME_TWO_FACTS = [
+    ("Works as an accountant at Birch & Co", "Organises the Birch & Co office softball team"),
+    ("Is a nurse at Lakeside Hospital", "Sings in the Lakeside Hospital staff choir"),
+    ("Has a dog named Biscuit", "Takes Biscuit to agility classes"),
+    ("Plays tennis every Saturday", "Visits grandmother on Saturdays"),
+    ("Trabalha como contabilista na Birch & Co", "Organiza a equipa de softball do escritório da Birch & Co"),
+    ("Trabaja como contable en Birch & Co", "Organiza el equipo de sóftbol de la oficina de Birch & Co"),
+    ("在Birch & Co当会计", "组织Birch & Co办公室的垒球队"),
+    ("Birch & Coで会計士として働いている", "Birch & Coの社内ソフトボールチームをまとめている"),
+]
+
+
+@pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
+def test_two_facts_about_one_name_never_merge_even_joined(contents):
+    """The joined text keeps every word, yet joins two facts (public case B07's kind)."""
+    assert _joined(contents) == [v.Code.DETAILS_ONLY]
+
+
+@pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
+@pytest.mark.parametrize("careless", [_shortest, _oldest])
+def test_two_facts_about_one_name_never_merge_into_one_text(contents, careless):
+    assert careless(contents) == [v.Code.DETAILS_ONLY]
+
+
+def test_the_refusal_names_the_shared_name():
+    request = _request(*ONE_NAME_TWO_FACTS[0])
+    action = Action(action="merge", ids=("t1", "t2"), content="; ".join(ONE_NAME_TWO_FACTS[0]), reason=CARELESS)
+    (rejection,) = v.validate(request, (action,), max_length=1000, max_generation=5).rejections
+    assert rejection.reason == v.DETAILS_ONLY.format(a="t1", b="t2", details="'birch', 'co'")
+
+
+ONE_NAME_ONE_FACT = [
+    ("Works as an accountant at Birch & Co", "Is an accountant at Birch & Co"),
+    ("Has a dog named Biscuit", "Owns a dog called Biscuit"),
+    ("Trabalha como contabilista na Birch & Co", "É contabilista na Birch & Co"),
+    ("在Birch & Co当会计", "是Birch & Co的会计"),
+]
+
+
+@pytest.mark.parametrize("contents", ONE_NAME_ONE_FACT)
+@pytest.mark.parametrize("careless", CARELESS_MODELS)
+def test_restatements_that_share_a_name_and_a_word_still_merge(contents, careless):
+    assert careless(contents) == []
+
+
+@pytest.mark.parametrize(
+    ("contents", "reason"),
+    [
+        (("Has a son named Tomas", "Tomas is the user's little boy"), "'little boy' = son"),
+        (("Volunteers with the HVRA", "Helps out at the HVRA"), "'helps out' = volunteers"),
+        (("Tem um filho chamado Tomas", "Tomas é o menino do utilizador"), "menino = filho"),
+    ],
+)
+def test_a_judge_that_states_the_synonyms_may_merge_two_texts_about_one_name(contents, reason):
+    assert _joined(contents) == [v.Code.DETAILS_ONLY]
+    assert _codes(contents, "; ".join(contents), reason=reason) == []
+
+
+# --- one frame filled twice ----------------------------------------------------------------------
+
+ONE_FRAME_TWO_FACTS = [
+    (
+        "Chose a standing desk over a treadmill desk for the home office",
+        "Chose an e-reader over paper books for travelling",
+    ),
+    ("Picked a window seat over an aisle seat for the flight", "Picked a hotel room over a hostel bed for the stay"),
+    (
+        "Escolheu uma secretária alta em vez de uma passadeira para o escritório",
+        "Escolheu um e-reader em vez de livros de papel para viajar",
+    ),
+    (
+        "Eligió un escritorio de pie en lugar de una cinta para la oficina",
+        "Eligió un lector electrónico en lugar de libros de papel para viajar",
+    ),
+]
+
+
+@pytest.mark.parametrize("contents", ONE_FRAME_TWO_FACTS)
+@pytest.mark.parametrize("careless", CARELESS_MODELS)
+def test_one_frame_filled_twice_never_merges(contents, careless):
+    """Shared syntax, different choices (public case B15's kind)."""
+    assert careless(contents) == [v.Code.CONTRAST]
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        ("Prefers tea over coffee in the morning", "In the morning the user prefers tea to coffee"),
+        ("Chose a standing desk over a treadmill desk", "Over a treadmill desk, chose a standing desk"),
+        (
+            "Likes hiking in the Alps and skiing in the Dolomites",
+            "Enjoys hiking in the Alps and skiing in the Dolomites",
+        ),
+        (
+            "Escolheu uma secretária alta em vez de uma passadeira para o escritório",
+            "Para o escritório, escolheu uma secretária alta em vez de uma passadeira",
+        ),
+    ],
+)
+def test_a_rewording_of_one_choice_is_no_parallel_frame(contents):
+    assert textfacts.parallel(*contents) is None
+    assert _joined(contents) == []
+
+
+# --- everyday rewordings: kept without a stated synonym --------------------------------------------
+
+REWORDINGS = [
+    ("Has a son named Tomas", "Is the father of a boy called Tomas"),
+    ("Has a son named Tomas", "Is the mother of a boy called Tomas"),
+    ("Has a daughter named Mia", "Is the father of a girl called Mia"),
+    ("Runs every Saturday morning", "Jogs each Saturday before noon"),
+    ("Goes running on Sunday mornings", "Goes jogging on Sundays before noon"),
+    ("Is fluent in Japanese", "Speaks fluent Japanese"),
+    ("Is fluent in Portuguese", "Speaks fluent Portuguese"),
+    ("Tem um filho chamado Tomas", "É pai de um menino chamado Tomas"),
+    ("Tiene una hija llamada Mia", "Es madre de una niña llamada Mia"),
+    ("Corre aos sábados de manhã", "Corre aos sábados antes do meio-dia"),
+    ("周六上午跑步", "周六中午前慢跑"),
+    ("有一个叫Tomas的儿子", "是一个叫Tomas的男孩的父亲"),
+    ("土曜日の午前にランニングする", "土曜日の昼前にジョギングする"),
+]
+
+
+@pytest.mark.parametrize("contents", REWORDINGS)
+@pytest.mark.parametrize("careless", CARELESS_MODELS)
+def test_everyday_rewordings_merge_without_a_stated_synonym(contents, careless):
+    """Golden cases G01, G07 and G10's kind: a careless model's merge into either text is kept."""
+    assert careless(contents) == []
+    assert _codes(contents, contents[1]) == []
+
+
+REWORDING_TWINS = [
+    # (a text, its opposite-meaning twin); a merge into the first must be refused.
+    ("Has a son named Tomas", "Tomas is the user's father"),
+    ("Has a son named Tomas", "Is the father of a girl called Tomas"),
+    ("Has a daughter named Mia", "Is the father of a boy called Mia"),
+    ("Runs every Saturday morning", "Jogs each Saturday after noon"),
+    ("Runs every Saturday morning", "Walks each Saturday before noon"),
+    ("Is fluent in Japanese", "Speaks basic Japanese"),
+    ("Tem um filho chamado Tomas", "É pai de uma menina chamada Tomas"),
+    ("Corre aos sábados de manhã", "Corre aos sábados depois do meio-dia"),
+    ("周六上午跑步", "周六下午慢跑"),
+    ("土曜日の午前にランニングする", "土曜日の夕方にジョギングする"),
+]
+
+
+@pytest.mark.parametrize("contents", REWORDING_TWINS)
+def test_opposite_meaning_twins_of_the_rewordings_are_still_refused(contents):
+    assert _codes(contents, contents[0]) != []
+    assert _codes(contents, contents[0], reason="The same fact, reworded.") != []
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase", "found"),
+    [
+        ("Is the father of a boy called Tomas", "father of a boy", True),
+        ("Tomas is the user's father", "father of a boy", False),
+        ("Jogged each Saturday", "jog", True),
+        ("Jogs each Saturday after noon", "before noon", False),
+        ("周六中午前慢跑", "中午前", True),
+        ("周六下午慢跑", "中午前", False),
+    ],
+)
+def test_a_rewording_stands_as_a_whole_phrase(text, phrase, found):
+    assert textfacts.has_phrase(text, phrase) is found
