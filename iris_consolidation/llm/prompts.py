@@ -14,7 +14,7 @@ from typing import Any
 
 from .base import JudgeRequest
 
-PROMPT_VERSION = "judge-2026-12-01.4"
+PROMPT_VERSION = "judge-2026-12-01.5"
 
 #: The ``cache_control`` mark litellm passes to providers with prompt caching
 #: (Anthropic: the system prompt is then billed once per cache window).
@@ -44,7 +44,10 @@ Rules (each cluster on its own):
 - KEEP (name them in no action) distinct facts on one topic ("allergic to peanuts" vs
   "allergic to shellfish"), a statement and its negation, different numbers, dates or
   quantities, different people or pets, a fact that ended ("until 2023") vs one still
-  true, and sentences whose roles are swapped ("A manages B" vs "B manages A").
+  true, sentences whose roles are swapped ("A manages B" vs "B manages A"), two facts
+  about one name ("works as an accountant at X" vs "organises X's softball team"), and
+  one frame filled twice ("chose A over B for C" vs "chose D over E for F"). Two truths
+  that share only a name, number or date merge only with the synonyms stated as above.
 - An action names only truths of its own cluster: never combine truths of two
   clusters. Each truth takes part in at most one action; use only the ids you were given.
 - A truth with "protected": true must never be retired or reworded. It may absorb an
