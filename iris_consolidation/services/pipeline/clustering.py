@@ -222,11 +222,12 @@ def _refine(users: UserVectors, seeds: np.ndarray, members: np.ndarray, threshol
     gathered float32 rows and their float64 copies, 9,216 bytes a pair."""
     step = max(64, memory_bytes // (EMBEDDING_DIMENSIONS * (4 + 8) * 2))
     sims = np.empty(seeds.shape[0], dtype=np.float64)
+    # Each truth's float64 norm once (not once per pair it is in).
+    norms = np.sqrt(np.einsum("ij,ij->i", users.vectors, users.vectors, dtype=np.float64))
     for start in range(0, seeds.shape[0], step):
-        a = users.vectors[seeds[start : start + step]].astype(np.float64)
-        b = users.vectors[members[start : start + step]].astype(np.float64)
-        dots = np.einsum("ij,ij->i", a, b)
-        sims[start : start + step] = dots / np.clip(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12, None)
+        s, m = seeds[start : start + step], members[start : start + step]
+        dots = np.einsum("ij,ij->i", users.vectors[s], users.vectors[m], dtype=np.float64)
+        sims[start : start + step] = dots / np.clip(norms[s] * norms[m], 1e-12, None)
     keep = sims >= threshold - THRESHOLD_TOLERANCE
     return Pairs(seeds=seeds[keep], members=members[keep], similarities=np.minimum(sims[keep], 1.0))
 
@@ -295,6 +296,31 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
             if lower_only and non_seed_before[c1 - 1] == (non_seed_before[c0 - 1] if c0 else 0):
                 continue  # only seeds here, all before this block: covered by their own rows
             product = block @ x[c0:c1].T
+            if neighbours < c1 - c0 and np.count_nonzero(product >= screen) > neighbours * len(rows):
+                # Dense: each row's ``neighbours`` largest kept pairs, picked in place
+                # (argpartition), not by sorting millions of hits.
+                if c0 > rows[-1]:
+                    pass  # every column after every seed of the block: all kept
+                elif lower_only:
+                    product[:, users.can_seed[c0:c1]] = -np.inf  # earlier seeds: their own rows
+                else:
+                    columns = np.arange(c0, c1)
+                    mirror = ~((columns[None, :] > rows[:, None])
+                               | ((columns[None, :] < rows[:, None]) & ~users.can_seed[c0:c1][None, :]))
+                    np.putmask(product, mirror, -np.inf)
+                    del mirror
+                top = np.argpartition(product, -neighbours, axis=1)[:, -neighbours:]
+                hit_s = np.take_along_axis(product, top, axis=1).ravel()
+                hit_r = np.repeat(np.arange(len(rows)), neighbours)
+                hit_c = top.ravel()
+                del product, top
+                above = hit_s >= screen
+                seeds_here, cols, hit_s = rows[hit_r[above]], hit_c[above] + c0, hit_s[above]
+                kept = _nearest_per_row(seeds_here, cols, hit_s, neighbours)
+                block_rows.append(seeds_here[kept])
+                block_cols.append(cols[kept])
+                block_sims.append(hit_s[kept])
+                continue
             hit_r, hit_c = np.nonzero(product >= screen)
             hit_s = product[hit_r, hit_c]
             del product

@@ -211,8 +211,8 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_keep_the_pool():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("search", [exact_pairs, approximate_pairs])
-def test_a_dense_user_keeps_each_seeds_nearest_members_only(search, settings):
+@pytest.mark.parametrize(("search", "memory_bytes"), [(exact_pairs, 64 * MB), (exact_pairs, 4096), (approximate_pairs, 64 * MB)])
+def test_a_dense_user_keeps_each_seeds_nearest_members_only(search, memory_bytes, settings):
     """400 truths all within cosine 0.8-0.99 of one centre (every pair above 0.5): each
     seed keeps its ``PHASE1_NEIGHBOURS`` most similar members, not all 399, and greedy
     clusters still form as the brute force's while enough of them are free."""
@@ -229,7 +229,7 @@ def test_a_dense_user_keeps_each_seeds_nearest_members_only(search, settings):
         x[i] = cos * centre + np.sqrt(1 - cos * cos) * noise
     users = UserVectors(ids=np.arange(400, dtype=np.int64), vectors=x.copy(), can_seed=np.ones(400, dtype=bool))
 
-    pairs = search(users, threshold=0.5, memory_bytes=64 * MB)
+    pairs = search(users, threshold=0.5, memory_bytes=memory_bytes)
 
     per_seed = np.bincount(pairs.seeds, minlength=400)
     assert per_seed.max() == 8
