@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 #: Every stage, in pass order (part 2 adds mine, relocate, promote).
 STAGES = ("noise", "decay", "lexical", "semantic", "prune")
+#: Stages that work truth by truth: a user with a single consolidatable truth needs them too.
+PER_TRUTH = ("noise", "decay", "prune")
 #: The setting of each stage's default mode.
 SETTING_OF = {"noise": "NOISE", "decay": "DECAY", "lexical": "LEXICAL", "semantic": "SEMANTIC", "prune": "PRUNE"}
 MODES = tuple(StageMode.values)
@@ -96,6 +98,12 @@ def run_modes(run: ConsolidationRun) -> dict[str, str]:
         modes = {s: (StageMode.REPORT if m == StageMode.APPLY and s not in ("lexical", "semantic") else m)
                  for s, m in modes.items()}
     return modes
+
+
+def per_truth_stages_on(run: ConsolidationRun) -> bool:
+    """Whether a stage of ``PER_TRUTH`` is on (report or apply) for ``run``."""
+    modes = run_modes(run)
+    return any(modes[s] != StageMode.OFF for s in PER_TRUTH)
 
 
 def pass_time(run: ConsolidationRun) -> datetime:
