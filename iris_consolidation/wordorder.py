@@ -20,6 +20,14 @@ an LLM judge may confirm a merge, and the validator lets the merge through only 
    "not", "never", "just", "even", "always", ...: "Only eats fish on Fridays" / "Eats fish
    only on Fridays" differ).
 
+A second form is an **equative turned round**: "X is Y" / "Y is X" with one "is" or "was"
+in each text, where one side is a definite description that starts with a possessive
+("my", "his", "her", "their", "our", "your") or "the" and neither side starts with "a",
+"an" or a quantity word ("My favorite season is winter" / "Winter is my favorite season",
+the one word-order pair in the MSC truths). Identity reads the same both ways; class
+statements do not ("Dogs are animals", "A dog is an animal": plural copula or an
+indefinite side, never taken).
+
 A swap of two participants needs two moves (or a moved run that starts with a noun), so it
 never qualifies: "Alice manages Bob" / "Bob manages Alice" and the golden set's G13 stay
 apart whatever a model says. Everything else the validator checks still applies (polarity,
@@ -50,6 +58,12 @@ SCOPE_WORDS = frozenset(
     """only just even not no never always almost nearly hardly barely scarcely also too either neither nor
     all both mostly mainly merely solely especially""".split()
 )
+#: Copulas of an equative ("X is Y"): singular only, plural ones state classes.
+COPULAS = frozenset({"is", "was"})
+#: Words that start a definite description (the side that makes "X is Y" an identity).
+DEFINITE = frozenset({"the", "my", "his", "her", "their", "our", "your"})
+#: Words that start an indefinite or quantified side (a class statement, not an identity).
+INDEFINITE = frozenset({"a", "an", "some", "any", "many", "most", "few", "several", "all", "every", "each", "no"})
 #: Longest text (in words) compared; longer ones are never a moved phrase (cost is cubic).
 MAX_WORDS = 60
 
@@ -57,7 +71,24 @@ MAX_WORDS = 60
 def moved_phrase(a: str, b: str) -> bool:
     """Whether ``b`` is ``a`` with one phrase moved (see the module docstring); False for
     equal word orders, different words, or texts over ``MAX_WORDS`` words."""
-    return _moved(tuple(textfacts.tokens(a)), tuple(textfacts.tokens(b)))
+    words_a, words_b = tuple(textfacts.tokens(a)), tuple(textfacts.tokens(b))
+    return _moved(words_a, words_b) or _equative(words_a, words_b)
+
+
+def _equative(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether ``b`` is ``a``'s "X is Y" turned round into "Y is X" (module docstring)."""
+    if a == b or sorted(a) != sorted(b) or SCOPE_WORDS.intersection(a):
+        return False
+    copulas = [i for i, w in enumerate(a) if w in COPULAS]
+    if len(copulas) != 1:
+        return False
+    i = copulas[0]
+    x, y = a[:i], a[i + 1 :]
+    if not x or not y or b != y + (a[i],) + x:
+        return False
+    if x[0] in INDEFINITE or y[0] in INDEFINITE:
+        return False
+    return x[0] in DEFINITE or y[0] in DEFINITE
 
 
 @functools.lru_cache(maxsize=4096)

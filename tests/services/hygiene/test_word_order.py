@@ -32,6 +32,8 @@ MOVED = [
     ("Met Alice in Paris", "In Paris met Alice"),
     ("Goes swimming twice a week", "Twice a week goes swimming"),
     ("Works with Bob for Alice", "Works for Alice with Bob"),
+    ("My favorite season is winter.", "Winter is my favorite season."),  # MSC's one word-order pair
+    ("The manager of Bob is Alice", "Alice is the manager of Bob"),
 ]
 #: Same words, roles or scope swapped: never one statement.
 SWAPPED = [
@@ -43,6 +45,9 @@ SWAPPED = [
     ("Prefers cats to dogs", "Prefers dogs to cats"),
     ("Alice and Bob are friends", "Bob and Alice are friends"),
     ("Works as an accountant at Birch", "Birch as an accountant at Works"),
+    ("A dog is an animal", "An animal is a dog"),
+    ("Dogs are animals", "Animals are dogs"),
+    ("The cat is a pet", "A pet is the cat"),
 ]
 
 
