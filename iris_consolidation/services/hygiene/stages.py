@@ -301,6 +301,10 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
             examined=Sum("examined"), affected=Sum("affected"), applied=Sum("applied"), seconds=Sum("seconds")
         ).order_by()
     }
+    # One query for the findings of every stage that lists examples.
+    listed: dict[str, list[StageResult]] = {}
+    for result in rows.filter(stage__in=("noise", "prune", "decay")).only("stage", "findings").order_by("user_id", "id"):
+        listed.setdefault(result.stage, []).append(result)
     report: dict[str, Any] = {}
     for stage in STAGES:
         total = totals.get(stage)
@@ -313,19 +317,16 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
         }
         if stage in ("noise", "prune", "decay"):
             shown: list[dict[str, Any]] = []
-            for result in rows.filter(stage=stage).order_by("user_id", "id"):
+            for result in listed.get(stage, []):
+                if len(shown) >= examples:
+                    break
                 # Noise: only what the stage retires (or would); a candidate the model kept is not.
                 picked = [f for f in result.findings if f.get("model", noise.MODEL_NOISE) == noise.MODEL_NOISE]
                 shown.extend(picked[: examples - len(shown)])
-                if len(shown) >= examples:
-                    break
             item["examples"] = shown
             if stage == "noise":
-                item["model_kept"] = sum(
-                    1 for r in rows.filter(stage=stage) for f in r.findings if f.get("model") == noise.MODEL_KEEP
-                )
-                item["model_errors"] = sum(
-                    1 for r in rows.filter(stage=stage) for f in r.findings if f.get("model") == noise.MODEL_ERROR
-                )
+                said = [f.get("model") for r in listed.get(stage, []) for f in r.findings]
+                item["model_kept"] = said.count(noise.MODEL_KEEP)
+                item["model_errors"] = said.count(noise.MODEL_ERROR)
         report[stage] = item
     return report
