@@ -11,6 +11,7 @@ same steps and records its reviews, but ``merging.record_review`` writes no trut
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +35,10 @@ from . import clustering, forecast, incremental, inventory, judging, merging, ve
 
 logger = logging.getLogger(__name__)
 
+#: Users of at most this many consolidatable truths have phase 1's writes after embedding
+#: committed in one transaction (``build_user_plan``); larger ones commit as they go, so
+#: that the run's row is not locked for a long clustering.
+ONE_TRANSACTION_UP_TO = 5_000
 BAD_THRESHOLD = "The threshold must be a number in (0, 1], e.g. 0.75; got {value!r}."
 STALE_CLUSTER = "Fewer than two members of this cluster are still live; nothing to judge."
 LLM_TIER_STOPPED = (
@@ -168,14 +173,19 @@ def build_user_plan(
             complete=False,
             pending=clustering.missing_embeddings(user_id=user_id, embedder=embedder),
         )
-    # Stages before clustering (noise, decay), each timed in its StageResult; after the
-    # embedding, so that an embedder that fails leaves every truth as it was.
-    stages.before_clustering(run, user_id)
-    started = time.monotonic()
-    seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
-    # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
-    clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
-    cluster_seconds = time.monotonic() - started
+    # A small user's writes from here on (stage results, the pass's cursor bounds) are
+    # committed once: a commit costs a flush to disk (about 3 ms here), several times
+    # the clustering of 100 truths. A large user's are not held in one transaction,
+    # which would lock the run's row for the whole clustering.
+    with transaction.atomic() if truths <= ONE_TRANSACTION_UP_TO else contextlib.nullcontext():
+        # Stages before clustering (noise, decay), each timed in its StageResult; after the
+        # embedding, so that an embedder that fails leaves every truth as it was.
+        stages.before_clustering(run, user_id)
+        started = time.monotonic()
+        seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
+        # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
+        clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
+        cluster_seconds = time.monotonic() - started
     user_forecast = None
     if run.is_dry_run:
         user_forecast = forecast.forecast_user(
@@ -196,17 +206,17 @@ def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
     """Add one planned user to the run's counters (callers make it happen once); a dry
     run's forecast adds the user's (under the run's row lock). Embeddings were counted
     batch by batch in ``build_user_plan``."""
-    if plan.forecast is not None:
-        with transaction.atomic():
+    with transaction.atomic():
+        if plan.forecast is not None:
             run = ConsolidationRun.objects.select_for_update().only("forecast").get(pk=run_id)
             total = forecast.Forecast.from_dict(run.forecast) + forecast.Forecast.from_dict(plan.forecast)
             ConsolidationRun.objects.filter(pk=run_id).update(forecast=total.as_dict())
-    ConsolidationRun.objects.filter(pk=run_id).update(
-        users_done=F("users_done") + 1,
-        truths=F("truths") + plan.truths,
-        clusters_found=F("clusters_found") + len(plan.clusters),
-        cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
-    )
+        ConsolidationRun.objects.filter(pk=run_id).update(
+            users_done=F("users_done") + 1,
+            truths=F("truths") + plan.truths,
+            clusters_found=F("clusters_found") + len(plan.clusters),
+            cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
+        )
 
 
 def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:
