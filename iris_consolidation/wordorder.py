@@ -10,8 +10,11 @@ an LLM judge may confirm a merge, and the validator lets the merge through only 
 
 1. the two texts have the same words, counted (``textfacts.tokens``: lower-cased,
    contractions expanded, punctuation dropped), in another order; and
-2. one text is the other with ONE contiguous run of words moved elsewhere as a whole,
-   every other word keeping its order; and
+2. one text is the other with ONE contiguous run of words moved as a whole to or from the
+   front of the sentence (fronting), every other word keeping its order; a run moved
+   inside the sentence is not taken, because there a phrase can change what it belongs
+   to ("Alice from Paris married Bob" / "Alice married Bob from Paris"), so "Moved to
+   Berlin from Paris" / "Moved from Paris to Berlin" stays apart too (conservative); and
 3. that run starts with a preposition ("in the morning", "from Paris", "with Bob") or a
    word of time or frequency ("every Sunday", "twice a week", "often"), the kinds of phrase
    that say the same thing wherever they stand, because the preposition, not the position,
@@ -104,7 +107,8 @@ def _moved(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
             if SCOPE_WORDS.intersection(run):
                 break  # a longer run from i holds the same word
             rest = a[:i] + a[j:]
-            for k in range(len(rest) + 1):
-                if k != i and rest[:k] + run + rest[k:] == b:
+            # Fronting only: the run leaves the front (i == 0) or goes to it (k == 0).
+            for k in ((0,) if i else range(1, len(rest) + 1)):
+                if rest[:k] + run + rest[k:] == b:
                     return True
     return False

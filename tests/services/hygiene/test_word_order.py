@@ -27,11 +27,9 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 #: Same words, one phrase moved: the same statement.
 MOVED = [
     ("Prefers tea in the morning", "In the morning prefers tea"),
-    ("Moved to Berlin from Paris", "Moved from Paris to Berlin"),
     ("Runs every morning", "Every morning runs"),
     ("Met Alice in Paris", "In Paris met Alice"),
     ("Goes swimming twice a week", "Twice a week goes swimming"),
-    ("Works with Bob for Alice", "Works for Alice with Bob"),
     ("My favorite season is winter.", "Winter is my favorite season."),  # MSC's one word-order pair
     ("The manager of Bob is Alice", "Alice is the manager of Bob"),
 ]
@@ -46,6 +44,10 @@ SWAPPED = [
     ("Alice and Bob are friends", "Bob and Alice are friends"),
     ("Works as an accountant at Birch", "Birch as an accountant at Works"),
     ("A dog is an animal", "An animal is a dog"),
+    ("Alice from Paris married Bob", "Alice married Bob from Paris"),  # who is from Paris
+    # Harmless, but a phrase moved inside the sentence is never taken (conservative).
+    ("Moved to Berlin from Paris", "Moved from Paris to Berlin"),
+    ("Works with Bob for Alice", "Works for Alice with Bob"),
     ("Dogs are animals", "Animals are dogs"),
     ("The cat is a pet", "A pet is the cat"),
 ]
