@@ -23,10 +23,10 @@ The rules (DESIGN.md "Validation", issue 3), checked in this order for each acti
   every source, their polarity sentence by sentence, their ended or changed state, and
   every content word of every source or a synonym the judge states in its reason
   (``textfacts.lost_words``; Chinese, Japanese and Thai compared by character cover),
-  reorders no source's words except by one moved phrase (``wordorder.moved_phrase``:
-  "In the morning prefers tea" for "Prefers tea in the morning", never "Bob manages
-  Alice" for "Alice manages Bob"), and adds no detail and no content word that no source
-  stated;
+  reorders no source's words except as ``wordorder.moved_phrase`` allows (a fronted
+  phrase, an equative turned round: "In the morning prefers tea" for "Prefers tea in the
+  morning", never "Bob manages Alice" for "Alice manages Bob"), and adds no detail and no
+  content word that no source stated;
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``), and the new one says the state changed
   ("moved", "now", "no longer", ... see ``textfacts.CHANGE_MARKERS``), so a still-true
