@@ -505,7 +505,8 @@ def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
 
 
 def fail_run(run_id: Any, *, note: str) -> None:
-    """Mark a run failed with ``note`` (e.g. the embedder broke); truths are untouched.
+    """Mark a run failed with ``note`` (e.g. the embedder broke), appended to its notes;
+    truths are untouched.
 
     Its unfinished jobs fail with it. No checkpoint and no cursor move; the inventory
     is completed for the report.
@@ -516,10 +517,14 @@ def fail_run(run_id: Any, *, note: str) -> None:
     ConsolidationJob.objects.in_run(run_id).active().update(
         status=ConsolidationJob.Status.FAILED, error=note, finished_at=now, lease_until=None
     )
-    ConsolidationRun.objects.filter(pk=run_id).update(status=ConsolidationRun.Status.FAILED, finished_at=now, notes=note)
-    run = ConsolidationRun.objects.get(pk=run_id)
-    inventory.complete(run)
-    run.save(update_fields=["inventory"])
+    with transaction.atomic():
+        run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
+        # Appended: the notes already there (a user's phase 1 progress, a stopped model
+        # tier) say what happened before the failure.
+        run.notes = f"{run.notes.rstrip()}\n{note}".strip()
+        run.status, run.finished_at = ConsolidationRun.Status.FAILED, now
+        inventory.complete(run)
+        run.save(update_fields=["status", "finished_at", "notes", "inventory"])
 
 
 def batches(clusters: Sequence[Any], size: int | None = None) -> list[list[Any]]:
