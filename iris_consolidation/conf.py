@@ -120,9 +120,12 @@ DEFAULTS: dict[str, Any] = {
     # Relevance or quality below which the prune stage retires a truth.
     "PRUNE_FLOOR": 0.05,
     # Modes of the stages of a pass: "off", "report" (listed, nothing changed) or "apply".
-    # Stages that retire truths default to report (DESIGN.md, "Stages of a pass").
+    # Stages that retire truths default to report (DESIGN.md, "Stages of a pass"). Decay
+    # too: it rewrites every truth's relevance on every pass, with no audit row and no undo
+    # (the previous value is not kept), and prune recomputes the post-decay relevance at
+    # the pass time whether decay wrote it or not (README "Hygiene: stages of a pass").
     "NOISE": "report",
-    "DECAY": "apply",
+    "DECAY": "report",
     "LEXICAL": "apply",
     "SEMANTIC": "apply",
     "PRUNE": "report",

@@ -154,8 +154,15 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
             f"  {stage}: {item['mode']}; examined {item['examined']}, found {item['affected']}, "
             f"applied {item['applied']}; {item['seconds']:.2f} s"
         )
+        if item.get("model_kept") or item.get("model_errors"):
+            lines.append(
+                f"      the model kept {item.get('model_kept', 0)} of the detector's candidates"
+                f" ({item.get('model_errors', 0)} undecided: its call failed, kept)"
+            )
         if verbosity >= 2 and stage in ("noise", "prune"):
             for f in item.get("examples") or ():
                 why = f.get("category") or f"relevance {f.get('relevance', 0):.4f}, quality {f.get('quality', 0):.4f}"
+                if f.get("model_reason"):
+                    why += f"; model: {f['model_reason']}"
                 lines.append(f"      #{f['truth_id']} {f['content']!r} ({why})")
     return lines

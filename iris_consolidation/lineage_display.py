@@ -183,6 +183,9 @@ def _status(truth: Truth) -> str:
         return "live"
     if truth.retired_reason == RetiredReason.UNDONE:
         return "retired: consolidation undone"
+    if truth.retired_reason in (RetiredReason.NOISE, RetiredReason.PRUNED):
+        # No truth replaced it: the reason (and, in the history, the stage's audit row) says why.
+        return f"retired: {truth.get_retired_reason_display().lower()}"
     label = "merged into" if truth.retired_reason == RetiredReason.MERGED else "superseded by"
     return f"retired: {label} #{truth.superseded_by_id}" if truth.superseded_by_id else "retired"
 

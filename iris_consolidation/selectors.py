@@ -78,12 +78,14 @@ def get_user(*, value: str | int) -> Model:
         raise UnknownUser(UNKNOWN_USER.format(value=text)) from None
 
 
-def list_user_ids_to_consolidate(*, user_id: int | None, max_generation: int) -> list[int]:
-    """Ids of users with at least two consolidatable truths, ascending (or just ``user_id``)."""
+def list_user_ids_to_consolidate(*, user_id: int | None, max_generation: int, min_truths: int = 2) -> list[int]:
+    """Ids of users with at least ``min_truths`` consolidatable truths, ascending (or just
+    ``user_id``). Two make a cluster; one is enough when a per-truth stage runs (noise,
+    decay, prune: a user with a single truth still has it decayed, pruned, noise-checked)."""
     qs = Truth.objects.consolidatable(max_generation=max_generation)
     if user_id is not None:
         qs = qs.filter(user_id=user_id)
-    counts = qs.values("user_id").annotate(n=Count("id")).filter(n__gte=2).order_by("user_id")
+    counts = qs.values("user_id").annotate(n=Count("id")).filter(n__gte=min_truths).order_by("user_id")
     return list(counts.values_list("user_id", flat=True))
 
 

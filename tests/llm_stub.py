@@ -326,3 +326,40 @@ def hostile(mode: str, *, hang_seconds: float = 10.0) -> Callable[[dict[str, Any
         return hang(hang_seconds)
 
     return handler
+
+
+# --- noise classification calls (issue 13): ``{"candidates": [...]}`` -> ``{"results": [...]}`` ---
+
+
+def is_noise_call(payload: dict[str, Any]) -> bool:
+    """Whether a chat request (its parsed JSON body) is a noise classification call."""
+    return "<candidates>" in str(payload.get("messages", [{}])[-1].get("content", ""))
+
+
+def candidates_of(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``candidates`` list of a noise classification call (its parsed JSON body)."""
+    content = payload["messages"][-1]["content"]
+    start, end = content.index("{"), content.rindex("}") + 1
+    return json.loads(content[start:end])["candidates"]
+
+
+def noise_results(entries: list[dict[str, Any]], *, finish_reason: str = "stop") -> Reply:
+    """A reply ``{"results": entries}`` to a noise classification call, exactly as given."""
+    return text(json.dumps({"results": entries}), finish_reason=finish_reason)
+
+
+def noise_by_text(noise_texts: set[str], *, otherwise: Callable[[dict[str, Any]], Reply] | None = None
+                  ) -> Callable[[dict[str, Any]], Reply]:
+    """A ``handler`` that answers noise calls with "noise" for candidates whose content is
+    in ``noise_texts`` and "keep" for the others; other calls go to ``otherwise`` (default:
+    an empty verdict, every cluster kept)."""
+
+    def handler(payload: dict[str, Any]) -> Reply:
+        if not is_noise_call(payload):
+            return otherwise(payload) if otherwise is not None else verdict()
+        return noise_results([
+            {"id": c["id"], "verdict": "noise" if c["content"] in noise_texts else "keep", "reason": "scripted"}
+            for c in candidates_of(payload)
+        ])
+
+    return handler

@@ -23,6 +23,7 @@ from .. import lineage_display, selectors, tasks
 from ..exceptions import InvalidInput
 from ..llm import get_judge_client
 from ..models import EMBEDDING_DIMENSIONS, ConsolidationRun, Truth
+from ..services.hygiene import retire
 from ..services.operations import curation
 from .base import can_change_truths, missing_object, object_page, template_list, url_name
 from .lineage import LineageViewMixin
@@ -251,7 +252,9 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         obj: Truth | None = None,
     ) -> Any:
         if obj is not None:
-            context["undo_available"] = (
+            # A truth the noise or prune stage retired is restored by the same undo page.
+            context["restore_available"] = retire.is_hygiene_retirement(obj) and can_change_truths(request)
+            context["undo_available"] = context["restore_available"] or (
                 obj.retired_at is None and can_change_truths(request) and bool(selectors.list_undo_steps(truth=obj))
             )
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)

@@ -61,8 +61,14 @@ def _refusal(request: HttpRequest, exc: UndoRefused) -> None:
         messages.error(request, str(exc))
 
 
+RESTORED = "Restored: truth #{truth} is live again (the {stage} stage's retirement is undone)."
+
+
 def _done(request: HttpRequest, results: list[undo.UndoResult]) -> None:
     for result in results:
+        if result.action == "restore":
+            messages.success(request, RESTORED.format(truth=result.truth_id, stage=result.stage or "noise or prune"))
+            continue
         fate = (FATE_RETIRED if result.truth_retired else FATE_KEPT).format(truth=result.truth_id)
         ids = ", ".join(f"#{pk}" for pk in result.restored_ids)
         messages.success(request, UNDONE.format(restored=len(result.restored_ids), ids=ids, fate=fate))

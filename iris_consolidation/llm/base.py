@@ -210,3 +210,37 @@ class JudgeClient(Protocol):
         some clusters returns them as None in ``verdicts``.
         """
         ...
+
+
+# --- noise classification (issue 13: rho's "30-day test" for the detector's candidates) ---
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseCandidate:
+    """A truth the deterministic noise detector flagged, as the model sees it.
+
+    ``alias`` (n1, n2, ...) is valid for one call only; ``category`` is the detector's
+    (``services/hygiene/noise.CATEGORIES``), sent as a hint, never as a decision.
+    """
+
+    alias: str
+    content: str
+    kind: str = "fact"
+    category: str = ""
+
+    def as_wire(self) -> dict[str, object]:
+        return {"id": self.alias, "content": self.content, "kind": self.kind, "flagged_as": self.category}
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseReply:
+    """One classification call's answer: ``noise`` maps the aliases the model confirmed
+    as noise to its reason; every other candidate is kept. ``spend`` covers every attempt."""
+
+    noise: dict[str, str]
+    reasons: dict[str, str] = field(default_factory=dict)
+    raw: str = ""
+    model: str = ""
+    prompt_version: str = ""
+    attempts: int = 1
+    spend: Spend = field(default_factory=Spend)

@@ -33,9 +33,16 @@ from ..exceptions import (  # noqa: E402
     JudgeResponseInvalid,
     JudgeUnavailable,
 )
-from .base import BatchReply, JudgeRequest, Spend, Verdict  # noqa: E402
-from .parsing import parse_batch  # noqa: E402
-from .prompts import PROMPT_VERSION, build_messages, cluster_id, payload  # noqa: E402
+from .base import BatchReply, JudgeRequest, NoiseCandidate, NoiseReply, Spend, Verdict  # noqa: E402
+from .parsing import parse_batch, parse_noise  # noqa: E402
+from .prompts import (  # noqa: E402
+    NOISE_PROMPT_VERSION,
+    PROMPT_VERSION,
+    build_messages,
+    build_noise_messages,
+    cluster_id,
+    payload,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -262,6 +269,44 @@ class LiteLLMJudge:
             )
         assert last_error is not None
         last_error.llm_calls = spend.calls  # type: ignore[attr-defined]
+        last_error.spend = spend  # type: ignore[attr-defined]
+        raise last_error
+
+    def classify_noise(self, candidates: Sequence[NoiseCandidate]) -> NoiseReply:
+        """One call over the noise detector's ``candidates`` (rho's "30-day test";
+        ``prompts.NOISE_SYSTEM_PROMPT``): which of them are noise. Keep on doubt: only
+        candidates the reply names with verdict "noise" and a reason are in
+        ``NoiseReply.noise``.
+
+        A reply that is malformed or truncated as a whole is asked again up to
+        ``attempts`` times in all, then raises ``JudgeResponseInvalid``; transport errors
+        raise ``JudgeUnavailable`` (``JudgeRateLimited`` for a 429), as ``judge_batch``.
+        Either carries ``spend``.
+        """
+        messages = build_noise_messages(candidates, cacheable=self._cacheable())
+        ids = [c.alias for c in candidates]
+        spend = Spend()
+        last_error: JudgeResponseInvalid | None = None
+        for attempt in range(1, self.attempts + 1):
+            try:
+                response = self._complete(messages)
+            except JudgeUnavailable as exc:
+                exc.spend = spend  # type: ignore[attr-defined]
+                raise
+            spend = spend + usage_spend(response)
+            choice = response.choices[0]
+            raw = choice.message.content or ""
+            try:
+                if choice.finish_reason == "length":
+                    raise JudgeResponseInvalid(TRUNCATED, raw=raw)
+                noise, reasons = parse_noise(raw, ids)
+            except JudgeResponseInvalid as exc:
+                last_error = exc
+                logger.warning("noise reply invalid (attempt %d/%d): %s", attempt, self.attempts, exc)
+                continue
+            return NoiseReply(noise=noise, reasons=reasons, raw=raw, model=self.model,
+                              prompt_version=NOISE_PROMPT_VERSION, attempts=attempt, spend=spend)
+        assert last_error is not None
         last_error.spend = spend  # type: ignore[attr-defined]
         raise last_error
 

@@ -139,3 +139,43 @@ def parse_verdict(raw: str) -> tuple[tuple[Action, ...], str]:
     if isinstance(result, JudgeResponseInvalid):
         raise result
     return result
+
+
+# --- noise classification (``prompts.NOISE_SYSTEM_PROMPT``) ---
+
+NOISE_VERDICTS = ("noise", "keep")
+
+
+def parse_noise(raw: str, ids: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Parse a reply to a noise classification call over the candidates ``ids``.
+
+    Returns ``(noise, reasons)``: ``noise`` maps each candidate the model confirmed as
+    noise to its reason; ``reasons`` holds the reason of every well-formed entry. Keep on
+    doubt: a candidate left out, answered twice, with another verdict than "noise", an
+    empty reason, or an entry of the wrong shape is kept. Entries for ids not in the call
+    are ignored. Raises ``JudgeResponseInvalid`` when the reply as a whole is not one JSON
+    object with a ``results`` list (then every candidate is kept by the caller).
+    """
+    data = _load_object(raw)
+    entries = data.get("results")
+    if not isinstance(entries, list):
+        raise _fail("'results' must be a list", raw)
+    wanted = set(ids)
+    seen: dict[str, int] = {}
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            seen[entry["id"]] = seen.get(entry["id"], 0) + 1
+    noise: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        cid, verdict, reason = entry.get("id"), entry.get("verdict"), entry.get("reason")
+        if not isinstance(cid, str) or cid not in wanted or seen.get(cid, 0) != 1:
+            continue
+        if verdict not in NOISE_VERDICTS or not isinstance(reason, str) or not reason.strip():
+            continue
+        reasons[cid] = reason.strip()
+        if verdict == "noise":
+            noise[cid] = reason.strip()
+    return noise, reasons

@@ -210,11 +210,27 @@ def test_sync_prints_a_summary_of_the_run(duplicates):
 def test_sync_with_nothing_to_consolidate_says_so(truth_factory):
     truth_factory("Likes tea", embedding=vector_at(1.0))
 
-    output = run_command("--sync")
+    # Only the merge arms: one truth makes no cluster, so the user is not taken.
+    output = run_command("--sync", "--only", "semantic,lexical")
 
     assert Command.NOTHING in output.splitlines()
     assert parse_summary(output)["users"] == "0"
     assert ConsolidationRun.objects.get().status == "done"
+
+
+def test_a_user_with_a_single_truth_still_gets_the_per_truth_stages(truth_factory, settings):
+    """Noise, decay and prune work truth by truth: a user with one consolidatable truth is
+    taken when one of them is on (issue 13), though no cluster can form."""
+    settings.IRIS_CONSOLIDATION_NOISE = "apply"
+    noise = truth_factory("Upgraded numpy to 2.1.3", embedding=vector_at(1.0))
+
+    output = run_command("--sync")
+
+    assert Command.NOTHING not in output
+    run = ConsolidationRun.objects.get()
+    assert (run.users, run.clusters_found) == (1, 0)
+    assert set(run.stage_results.values_list("stage", flat=True)) == {"noise", "decay", "lexical", "semantic", "prune"}
+    assert Truth.all_objects.get(pk=noise.pk).retired_reason == "noise"
 
 
 def test_dry_run_prints_what_it_would_do_and_changes_nothing(duplicates):

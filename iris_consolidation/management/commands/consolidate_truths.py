@@ -23,7 +23,10 @@ class Command(BaseCommand):
     help = "Consolidate truths: queue a batch (default), or run it here with --sync or --dry-run."
 
     DISPATCHED = "Dispatched batch: {run_id}"
-    NOTHING = "Nothing to consolidate: no user has two or more consolidatable truths."
+    NOTHING = (
+        "Nothing to consolidate: no user has enough consolidatable truths "
+        "(two to merge; one when the noise, decay or prune stage runs)."
+    )
     DRY_RUN_BANNER = "DRY RUN: clusters are judged and recorded; no truth is changed."
     FAILED_CLUSTERS = "{failed} cluster(s) failed; their truths are unchanged. See run {run_id} in the admin."
     INTERRUPTED = (

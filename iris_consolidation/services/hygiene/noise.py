@@ -20,15 +20,33 @@ cause ("because", "always", "whenever"), or a fact about the person (age, degree
 race time, family). Never a preference (``kind`` preference) and never a protected
 truth: the stage selects consolidatable truths of other kinds only.
 
+**With an LLM judge** (``confirm``), the detector's candidates, and only those, go to
+the model in batches of ``PER_CALL`` (one call each, ``LiteLLMJudge.classify_noise``;
+the truths travel as quoted JSON data, never as instructions) for rho's "30-day test":
+would this still matter in 30 days? A candidate is noise only when the model says
+"noise" with a reason; a "keep", a candidate left out or garbled, a malformed or cut-off
+reply, or a call that fails keeps it (keep on doubt). The call is made in ``report``
+mode too, so that the report lists what ``apply`` would retire.
+
 Writes nothing: ``stages.run_noise`` retires (apply mode) through ``retire.retire``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
+from ...exceptions import JudgeResponseInvalid, JudgeUnavailable
+from ...llm.base import NoiseCandidate, NoiseReply, Spend
 from ...models import Truth
+
+logger = logging.getLogger(__name__)
+
+#: Candidates per classification call: a few hundred tokens each way per call, and a
+#: failed call keeps only its own batch.
+PER_CALL = 20
 
 #: Categories in the order they are tried, each with its patterns (lower-case text).
 _VERSION = r"(?:version\s+|v)?\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?"
@@ -152,3 +170,67 @@ def find_noise(truths: list[Truth]) -> list[tuple[Truth, NoiseMatch]]:
         if match is not None:
             found.append((truth, match))
     return found
+
+
+#: What the model said about a candidate (``Confirmation.decisions``).
+MODEL_NOISE = "noise"
+MODEL_KEEP = "keep"
+MODEL_ERROR = "error"
+
+
+@dataclass(kw_only=True)
+class Confirmation:
+    """The model's classification of the detector's candidates.
+
+    ``decisions`` maps a truth id to ``(MODEL_NOISE | MODEL_KEEP | MODEL_ERROR, reason)``
+    (the reason is the model's, or the error of the call that left it undecided);
+    ``spend`` sums every call; ``model`` and ``prompt_version`` name what was asked."""
+
+    decisions: dict[int, tuple[str, str]] = field(default_factory=dict)
+    spend: Spend = field(default_factory=Spend)
+    model: str = ""
+    prompt_version: str = ""
+    errors: int = 0
+
+    def confirmed(self, found: Sequence[tuple[Truth, NoiseMatch]]) -> list[tuple[Truth, NoiseMatch]]:
+        """The members of ``found`` the model confirmed as noise, in order."""
+        return [(t, m) for t, m in found if self.decisions.get(t.pk, (MODEL_ERROR, ""))[0] == MODEL_NOISE]
+
+
+def confirm(
+    found: Sequence[tuple[Truth, NoiseMatch]],
+    classify: Callable[[Sequence[NoiseCandidate]], NoiseReply],
+    *,
+    per_call: int = PER_CALL,
+) -> Confirmation:
+    """Ask ``classify`` (``LiteLLMJudge.classify_noise``) about the detector's candidates,
+    ``per_call`` at a time (aliases n1, n2, ... per call). Never raises for a model's
+    failure: a call that fails (``JudgeUnavailable``, ``JudgeResponseInvalid``) keeps its
+    candidates, recorded as ``MODEL_ERROR`` with the error."""
+    result = Confirmation()
+    for start in range(0, len(found), per_call):
+        batch = list(found[start : start + per_call])
+        by_alias = {f"n{i + 1}": truth for i, (truth, _) in enumerate(batch)}
+        candidates = [
+            NoiseCandidate(alias=alias, content=truth.content, kind=truth.kind, category=match.category)
+            for alias, (truth, match) in zip(by_alias, batch, strict=True)
+        ]
+        try:
+            reply = classify(candidates)
+        except (JudgeUnavailable, JudgeResponseInvalid) as exc:
+            logger.warning("noise classification failed; %d candidate(s) kept: %s", len(batch), exc)
+            spend = getattr(exc, "spend", None)
+            if isinstance(spend, Spend):
+                result.spend = result.spend + spend
+            result.errors += 1
+            for truth in by_alias.values():
+                result.decisions[truth.pk] = (MODEL_ERROR, f"{type(exc).__name__}: {exc}"[:300])
+            continue
+        result.spend = result.spend + reply.spend
+        result.model, result.prompt_version = reply.model, reply.prompt_version
+        for alias, truth in by_alias.items():
+            if alias in reply.noise:
+                result.decisions[truth.pk] = (MODEL_NOISE, reply.noise[alias])
+            else:
+                result.decisions[truth.pk] = (MODEL_KEEP, reply.reasons.get(alias, "not confirmed: kept on doubt"))
+    return result

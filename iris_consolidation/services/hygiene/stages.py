@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
-from django.db.models import Q, Sum
+from django.db.models import F, Q, Sum
 
 from ...conf import app_settings
 from ...exceptions import InvalidInput
+from ...llm.base import NoiseCandidate, NoiseReply, Spend
 from ...models import ConsolidationRun, RetiredReason, StageMode, StageResult, Truth
 from ..pipeline import clustering
 from . import decay, lexical, noise, prune, retire
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 #: Every stage, in pass order (part 2 adds mine, relocate, promote).
 STAGES = ("noise", "decay", "lexical", "semantic", "prune")
+#: Stages that work truth by truth: a user with a single consolidatable truth needs them too.
+PER_TRUTH = ("noise", "decay", "prune")
 #: The setting of each stage's default mode.
 SETTING_OF = {"noise": "NOISE", "decay": "DECAY", "lexical": "LEXICAL", "semantic": "SEMANTIC", "prune": "PRUNE"}
 MODES = tuple(StageMode.values)
@@ -98,6 +101,12 @@ def run_modes(run: ConsolidationRun) -> dict[str, str]:
     return modes
 
 
+def per_truth_stages_on(run: ConsolidationRun) -> bool:
+    """Whether a stage of ``PER_TRUTH`` is on (report or apply) for ``run``."""
+    modes = run_modes(run)
+    return any(modes[s] != StageMode.OFF for s in PER_TRUTH)
+
+
 def pass_time(run: ConsolidationRun) -> datetime:
     """The pass time of ``run`` (decay and quality are computed at it): when it started."""
     return run.started_at or run.created_at
@@ -125,8 +134,40 @@ def _start(run: ConsolidationRun, user_id: int, stage: str) -> tuple[str, StageR
     return mode, StageResult.objects.filter(run=run, user_id=user_id, stage=stage).first()
 
 
+def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate]], NoiseReply] | None:
+    """The model's noise classification for ``run`` (``LiteLLMJudge.classify_noise``), or
+    None: the run's judge asks no model (the rule judge), or the judge in the settings is
+    not the run's (a run keeps the judge it was made with)."""
+    from ...llm import get_judge_client
+
+    if run.judge == "rules":
+        return None
+    try:
+        client = get_judge_client()
+    except ImproperlyConfigured:
+        return None
+    if not getattr(client, "calls_model", False) or (run.judge and client.name != run.judge):
+        return None
+    return getattr(client, "classify_noise", None)
+
+
+def _charge(run: ConsolidationRun, spend: Spend) -> None:
+    """Add a stage's model spend to the run's counters (calls, tokens, cost)."""
+    if not spend.calls:
+        return
+    ConsolidationRun.objects.filter(pk=run.pk).update(
+        llm_calls=F("llm_calls") + spend.calls, tokens=F("tokens") + spend.tokens, cost=F("cost") + spend.cost,
+        prompt_tokens=F("prompt_tokens") + spend.prompt_tokens, cached_tokens=F("cached_tokens") + spend.cached_tokens,
+        completion_tokens=F("completion_tokens") + spend.completion_tokens, unpriced=F("unpriced") + spend.unpriced,
+    )
+
+
 def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
-    """The noise stage for one user (see ``noise.py``); retires in apply mode only."""
+    """The noise stage for one user (see ``noise.py``); retires in apply mode only.
+
+    With an LLM judge, the detector's candidates go to the model (``noise.confirm``, in
+    report mode too) and only those it confirms count; its spend is added to the run.
+    """
     mode, existing = _start(run, user_id, "noise")
     if mode == StageMode.OFF or existing is not None:
         return existing
@@ -136,18 +177,32 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
         .exclude(kind="preference").only("id", "content", "kind").order_by("created_at", "id")
     )
     found = noise.find_noise(truths)
+    classify = noise_classifier(run) if found else None
+    confirmation = None
+    if classify is not None:
+        confirmation = noise.confirm(found, classify)
+        _charge(run, confirmation.spend)
+    retiring = confirmation.confirmed(found) if confirmation is not None else found
     applied: list[int] = []
-    if mode == StageMode.APPLY and found:
+    if mode == StageMode.APPLY and retiring:
+        note = {t.pk: m.category for t, m in retiring}
+        if confirmation is not None:
+            note = {t.pk: f"{m.category}; model: {confirmation.decisions[t.pk][1]}" for t, m in retiring}
         applied = retire.retire(
-            truth_ids=[t.pk for t, _ in found], reason=RetiredReason.NOISE,
-            note={t.pk: m.category for t, m in found}, run=run, actor=ACTOR.format(stage="noise"),
+            truth_ids=[t.pk for t, _ in retiring], reason=RetiredReason.NOISE,
+            note=note, run=run, actor=ACTOR.format(stage="noise"),
         )
-    findings = [
-        {"truth_id": t.pk, "content": t.content, "category": m.category, "matched": m.matched,
-         "retired": t.pk in applied}
-        for t, m in found
-    ]
-    return _record(run, user_id, "noise", mode, examined=len(truths), affected=len(found), applied=len(applied),
+    findings = []
+    for t, m in found:
+        finding = {"truth_id": t.pk, "content": t.content, "category": m.category, "matched": m.matched,
+                   "retired": t.pk in applied}
+        if confirmation is not None:
+            verdict, why = confirmation.decisions.get(t.pk, (noise.MODEL_ERROR, "not asked"))
+            finding.update(model=verdict, model_reason=why)
+        findings.append(finding)
+    # The model's confirmed ones first: they are what the stage retires.
+    findings.sort(key=lambda f: f.get("model", noise.MODEL_NOISE) != noise.MODEL_NOISE)
+    return _record(run, user_id, "noise", mode, examined=len(truths), affected=len(retiring), applied=len(applied),
                    seconds=time.monotonic() - started, findings=findings)
 
 
@@ -246,6 +301,10 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
             examined=Sum("examined"), affected=Sum("affected"), applied=Sum("applied"), seconds=Sum("seconds")
         ).order_by()
     }
+    # One query for the findings of every stage that lists examples.
+    listed: dict[str, list[StageResult]] = {}
+    for result in rows.filter(stage__in=("noise", "prune", "decay")).only("stage", "findings").order_by("user_id", "id"):
+        listed.setdefault(result.stage, []).append(result)
     report: dict[str, Any] = {}
     for stage in STAGES:
         total = totals.get(stage)
@@ -258,10 +317,16 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
         }
         if stage in ("noise", "prune", "decay"):
             shown: list[dict[str, Any]] = []
-            for result in rows.filter(stage=stage).order_by("user_id", "id"):
-                shown.extend(result.findings[: examples - len(shown)])
+            for result in listed.get(stage, []):
                 if len(shown) >= examples:
                     break
+                # Noise: only what the stage retires (or would); a candidate the model kept is not.
+                picked = [f for f in result.findings if f.get("model", noise.MODEL_NOISE) == noise.MODEL_NOISE]
+                shown.extend(picked[: examples - len(shown)])
             item["examples"] = shown
+            if stage == "noise":
+                said = [f.get("model") for r in listed.get(stage, []) for f in r.findings]
+                item["model_kept"] = said.count(noise.MODEL_KEEP)
+                item["model_errors"] = said.count(noise.MODEL_ERROR)
         report[stage] = item
     return report

@@ -64,6 +64,8 @@ class UndoResult:
     restored_ids: tuple[int, ...]
     review_id: int | None
     action: str
+    #: For a restoration (``action`` "restore"): the stage that had retired the truth.
+    stage: str = ""
 
 
 def _refuse_retired(truth: Truth) -> None:
@@ -200,9 +202,10 @@ def undo_consolidation(*, truth_id: int, actor: str, reason: str) -> UndoResult:
     """
     truth = Truth.all_objects.filter(pk=truth_id).first()
     if truth is not None and retire.is_hygiene_retirement(truth):
+        stage = "prune" if truth.retired_reason == RetiredReason.PRUNED else "noise"
         retire.restore(truth_id=truth_id, actor=actor, reason=reason)
         return UndoResult(truth_id=truth_id, truth_retired=False, restored_ids=(truth_id,), review_id=None,
-                          action="restore")
+                          action="restore", stage=stage)
     return _undo(truth_ids=[truth_id], review_id=None, actor=actor, reason=reason)[0]
 
 

@@ -100,9 +100,12 @@ def create_run(
 
 
 def start_run(run: ConsolidationRun) -> list[int]:
-    """Mark ``run`` running and return the ids of the users it covers (stored as ``users``)."""
+    """Mark ``run`` running and return the ids of the users it covers (stored as ``users``):
+    users with two consolidatable truths (a cluster needs two), or with one when a stage
+    that works truth by truth (``stages.PER_TRUTH``: noise, decay, prune) is on."""
     user_ids = selectors.list_user_ids_to_consolidate(
-        user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION
+        user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION,
+        min_truths=1 if stages.per_truth_stages_on(run) else 2,
     )
     allowed = live_settings.allowed_user_ids(run)
     if allowed:

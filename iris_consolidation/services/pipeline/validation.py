@@ -29,8 +29,10 @@ The rules (DESIGN.md "Validation", issue 3), checked in this order for each acti
   every content word of every source or a synonym the judge states in its reason
   (``textfacts.lost_words``: everyday rewordings of ``textfacts.PHRASE_EQUIVALENCES``
   count, "father of a boy" / "son"; Chinese, Japanese and Thai compared by character cover),
-  reorders no source's words, and adds no detail and no content word that no source
-  stated;
+  reorders no source's words except as ``wordorder.moved_phrase`` allows (a fronted
+  phrase, an equative turned round: "In the morning prefers tea" for "Prefers tea in the
+  morning", never "Bob manages Alice" for "Alice manages Bob"), and adds no detail and no
+  content word that no source stated;
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``), and the new one says the state changed
   ("moved", "now", "no longer", ... see ``textfacts.CHANGE_MARKERS``), so a still-true
@@ -46,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ... import textfacts
+from ... import textfacts, wordorder
 from ...llm.base import Action, JudgeRequest, MemberView
 
 NO_REASON = "The action gives no reason."
@@ -169,6 +171,7 @@ def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
         and sorted(names_a) == sorted(names_b)
         and names_a != names_b
         and set(textfacts.tokens(a)) == set(textfacts.tokens(b))
+        and not wordorder.moved_phrase(a, b)  # "Met Alice in Paris" / "In Paris met Alice"
     )
 
 
@@ -234,7 +237,7 @@ def _check_content(content: str, members: list[MemberView], *, reason: str, know
             return Code.STATE_CHANGED, STATE_CHANGED.format(a=member.alias, b=MERGED_CONTENT, marker=marker)
         if _role_swap(member.content, content, known=known):
             return Code.ROLE_SWAP, ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
-        if textfacts.reordered(member.content, content):
+        if textfacts.reordered(member.content, content) and not wordorder.moved_phrase(member.content, content):
             return Code.REORDERED, REORDERED.format(alias=member.alias)
         lost = textfacts.lost_words(member.content, content, reason=reason, known=known)
         if lost:

@@ -59,11 +59,13 @@ def test_a_pass_runs_every_stage_and_reports_each(mixed):
     run = ConsolidationRun.objects.get()
     report = run.inventory["stages"]
     assert {s: report[s]["mode"] for s in report} == {
-        "noise": "report", "decay": "apply", "lexical": "apply", "semantic": "apply", "prune": "report"
+        "noise": "report", "decay": "report", "lexical": "apply", "semantic": "apply", "prune": "report"
     }
     assert (report["noise"]["affected"], report["noise"]["applied"]) == (1, 0)
     assert report["noise"]["examples"][0]["content"] == "Upgraded numpy to 2.1.3"
-    assert report["decay"]["applied"] == 6  # every truth of the user, decayed at the pass time
+    # Decay reports by default: every truth of the user decayed at the pass time, none written.
+    assert (report["decay"]["affected"], report["decay"]["applied"]) == (6, 0)
+    assert Truth.objects.get(pk=mixed["old"].pk).relevance == 1.0
     assert (report["semantic"]["affected"], report["lexical"]["affected"]) == (1, 1)
     assert [e["content"] for e in report["prune"]["examples"]] == ["Went to a gig once"]
     assert parse_summary(output)["merged"] == "2"  # the nurse pair (cosine) and Rex (Jaccard)

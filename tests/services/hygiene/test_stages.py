@@ -151,7 +151,7 @@ def test_live_settings_switch_each_stage_and_are_stored_on_the_run(run_factory, 
     LiveSettings.objects.create(prune_mode="apply", lexical_mode="off")
     effective = live_settings.get_effective_settings()
     assert effective.stage_modes == {
-        "noise": "off", "decay": "apply", "lexical": "off", "semantic": "apply", "prune": "apply"
+        "noise": "off", "decay": "report", "lexical": "off", "semantic": "apply", "prune": "apply"
     }
     assert {"prune_mode", "lexical_mode"} <= set(effective.overridden)
     run = run_factory()
@@ -171,7 +171,7 @@ def test_admin_live_settings_switch_a_stage_mode(admin_client):
     assert saved.status_code == 302
     assert live_settings.get_effective_settings().stage_modes["prune"] == "apply"
     page = admin_client.get(reverse("admin:iris_consolidation_livesettings_change", args=[1])).content.decode()
-    assert "stages: noise off, decay apply, lexical apply, semantic apply, prune apply" in page
+    assert "stages: noise off, decay report, lexical apply, semantic apply, prune apply" in page
     bad = admin_client.post(reverse("admin:iris_consolidation_livesettings_change", args=[1]),
                             {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "delete"})
     assert bad.status_code == 200 and LiveSettings.objects.get().prune_mode == "apply"

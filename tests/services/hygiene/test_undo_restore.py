@@ -50,3 +50,38 @@ def test_admin_undo_page_restores_a_pruned_truth(admin_client, pruned):
     response = admin_client.post(url, {"reason": "still true"})
     assert response.status_code == 302
     assert Truth.objects.filter(pk=pruned.pk).exists()
+
+
+def test_a_noise_retirement_shows_why_in_the_admin_and_restores_from_the_truth_page(
+    admin_client, truth_factory, run_factory, settings
+):
+    """The retirement of a stage has no result truth (no lineage edge to draw): its audit
+    row, with the run, says why; the truth's page offers the restoration; undo restores."""
+    from iris_consolidation.services.hygiene import stages
+
+    settings.IRIS_CONSOLIDATION_NOISE = "apply"
+    t = truth_factory("Upgraded numpy to 2.1.3")
+    run = run_factory()
+    stages.run_noise(run, t.user_id)
+    assert Truth.all_objects.get(pk=t.pk).retired_reason == RetiredReason.NOISE
+
+    change = admin_client.get(reverse("admin:iris_consolidation_truth_change", args=[t.pk])).content.decode()
+    assert "Restore this truth" in change and "Undo this consolidation" not in change
+    lineage = admin_client.get(reverse("admin:iris_consolidation_truth_lineage", args=[t.pk])).content.decode()
+    assert "retired: noise: should never have been stored" in lineage
+    history = admin_client.get(reverse("admin:iris_consolidation_truth_history", args=[t.pk])).content.decode()
+    assert "noise: version" in history and "hygiene:noise" in history and str(run.pk) in history
+
+    response = admin_client.post(reverse("admin:iris_consolidation_truth_undo", args=[t.pk]), {"reason": "still true"},
+                                 follow=True)
+    assert f"Restored: truth #{t.pk} is live again (the noise stage" in response.content.decode()
+    assert Truth.objects.filter(pk=t.pk).exists()
+    assert list(TruthChange.objects.filter(truth=t).order_by("id").values_list("action", "actor")) == [
+        ("retired", "hygiene:noise"), ("restored", "admin")
+    ]
+
+
+def test_a_live_truth_offers_no_restoration(admin_client, truth_factory):
+    t = truth_factory("Likes tea")
+    page = admin_client.get(reverse("admin:iris_consolidation_truth_change", args=[t.pk])).content.decode()
+    assert "Restore this truth" not in page and "Undo this consolidation" not in page

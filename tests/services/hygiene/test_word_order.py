@@ -1,0 +1,172 @@
+"""Word-order matches (iii): report-only under the rule judge, merged when an LLM judge
+confirms a moved phrase, never when the order swaps who does what (``wordorder``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from iris_consolidation import wordorder
+from iris_consolidation.embeddings import LocalEmbedder
+from iris_consolidation.llm import get_judge_client
+from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
+from iris_consolidation.llm.rules import RuleJudge
+from iris_consolidation.models import Origin, Truth
+from iris_consolidation.services.hygiene import stages
+from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.pipeline import validation as v
+from tests import llm_stub
+from tests.conftest import unit_vector
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+#: Same words, one phrase moved: the same statement.
+MOVED = [
+    ("Prefers tea in the morning", "In the morning prefers tea"),
+    ("Runs every morning", "Every morning runs"),
+    ("Met Alice in Paris", "In Paris met Alice"),
+    ("Goes swimming twice a week", "Twice a week goes swimming"),
+    ("My favorite season is winter.", "Winter is my favorite season."),  # MSC's one word-order pair
+    ("The manager of Bob is Alice", "Alice is the manager of Bob"),
+]
+#: Same words, roles or scope swapped: never one statement.
+SWAPPED = [
+    ("Alice manages Bob", "Bob manages Alice"),
+    ("Nadia manages Oskar", "Oskar manages Nadia"),
+    ("The dog chased the cat", "The cat chased the dog"),
+    ("Moved from Paris to Berlin", "Moved from Berlin to Paris"),
+    ("Showed the kid the dog", "Showed the dog the kid"),
+    ("Prefers cats to dogs", "Prefers dogs to cats"),
+    ("Alice and Bob are friends", "Bob and Alice are friends"),
+    ("Works as an accountant at Birch", "Birch as an accountant at Works"),
+    ("A dog is an animal", "An animal is a dog"),
+    ("Alice from Paris married Bob", "Alice married Bob from Paris"),  # who is from Paris
+    # Harmless, but a phrase moved inside the sentence is never taken (conservative).
+    ("Moved to Berlin from Paris", "Moved from Paris to Berlin"),
+    ("Works with Bob for Alice", "Works for Alice with Bob"),
+    ("Dogs are animals", "Animals are dogs"),
+    ("The cat is a pet", "A pet is the cat"),
+]
+
+
+def _request(a: str, b: str) -> JudgeRequest:
+    return JudgeRequest(members=(
+        MemberView(alias="t1", content=a, created_at=T0),
+        MemberView(alias="t2", content=b, created_at=T0 + timedelta(days=1)),
+    ))
+
+
+def _merge(content: str) -> Action:
+    return Action(action="merge", ids=("t1", "t2"), content=content, reason="same fact, words in another order")
+
+
+@pytest.mark.parametrize(("a", "b"), MOVED)
+def test_a_moved_phrase_is_a_mergeable_word_order_match(a, b):
+    assert wordorder.moved_phrase(a, b) and wordorder.moved_phrase(b, a)
+    for content in (a, b):
+        result = v.validate(_request(a, b), (_merge(content),), max_length=500, max_generation=5)
+        assert [r.reason for r in result.rejections] == [] and len(result.accepted) == 1
+
+
+@pytest.mark.parametrize(("a", "b"), SWAPPED)
+def test_a_role_or_scope_swap_never_merges(a, b):
+    assert not wordorder.moved_phrase(a, b) and not wordorder.moved_phrase(b, a)
+    for content in (a, b):
+        result = v.validate(_request(a, b), (_merge(content),), max_length=500, max_generation=5)
+        assert result.accepted == ()
+        assert result.rejections[0].code in {v.Code.ROLE_SWAP, v.Code.REORDERED, v.Code.CONTRAST}
+
+
+def test_the_golden_sets_same_word_pairs_are_only_swaps(shared_dir: Path):
+    """Every pair of members with the same words in the shared golden and public sets is
+    expected to stay apart, and the rule keeps each apart (G13: Nadia manages Oskar)."""
+    from iris_consolidation import textfacts
+
+    pairs = []
+    for name in ("judge_golden.jsonl", "public_cases.jsonl"):
+        path = shared_dir / "eval" / name
+        if not path.is_file():
+            pytest.skip(f"{path} is not here")
+        for line in path.read_text().splitlines():
+            case = json.loads(line)
+            texts = [m["content"] for m in case["cluster"]]
+            for i, a in enumerate(texts):
+                for b in texts[i + 1:]:
+                    if textfacts.reordered(a, b):
+                        pairs.append((case["id"], case["expected"], wordorder.moved_phrase(a, b)))
+    assert pairs == [("G13", "KEEP_SEPARATE", False)]
+
+
+def test_identical_and_different_words_are_not_word_order_matches():
+    assert not wordorder.moved_phrase("Likes tea", "Likes tea")
+    assert not wordorder.moved_phrase("Prefers tea in the morning", "In the evening prefers tea")
+    # A scope word never moves with a phrase (the validator's content-word order check
+    # does not see this pair: "only" is a stop word there).
+    assert not wordorder.moved_phrase("Only eats fish on Fridays", "Eats fish only on Fridays")
+    assert not wordorder.moved_phrase(" ".join(["in"] * 70), " ".join(["in"] * 70))
+
+
+# --- the pass: the lexical arm finds them, the rule judge reports, an LLM judge confirms -----
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+def _pair(truth_factory, user_factory, a: str, b: str):
+    user = user_factory()
+    # Orthogonal vectors: only the lexical arm (Jaccard 1.0) makes them a cluster.
+    first = truth_factory(a, user=user, embedding=unit_vector(1.0))
+    second = truth_factory(b, user=user, embedding=unit_vector(0.0, 1.0))
+    return user, first, second
+
+
+def _run(run_factory):
+    run = run_factory()
+    run.started_at = timezone.now()
+    run.save(update_fields=["started_at"])
+    return run
+
+
+@pytest.mark.django_db
+def test_rule_judge_reports_a_moved_phrase_and_keeps_both(truth_factory, user_factory, run_factory, embedder):
+    user, a, b = _pair(truth_factory, user_factory, *MOVED[0])
+    run = _run(run_factory)
+    (cluster,) = stages.candidate_clusters(run, user.pk)
+    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=RuleJudge(), embedder=embedder)
+    assert not review.applied and "reported only, an LLM judge must confirm a merge" in review.reasoning
+    assert Truth.objects.filter(pk__in=[a.pk, b.pk]).count() == 2
+
+
+@pytest.mark.django_db
+def test_an_llm_confirmed_moved_phrase_is_merged(truth_factory, user_factory, run_factory, embedder, llm_server):
+    user, a, b = _pair(truth_factory, user_factory, *MOVED[0])
+    run = _run(run_factory)
+    (cluster,) = stages.candidate_clusters(run, user.pk)
+    llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": a.content,
+                                            "reason": "the same preference, a phrase moved"}])]
+    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
+                                               embedder=embedder)
+    assert review.applied and review.rejections == []
+    assert not Truth.objects.filter(pk__in=[a.pk, b.pk]).exists()
+    assert Truth.objects.get(user=user, origin=Origin.CONSOLIDATED).content == "Prefers tea in the morning"
+    assert len(llm_server.requests) == 1  # the rule pre-pass proved nothing; the model was asked
+
+
+@pytest.mark.django_db
+def test_an_llm_confirmed_role_swap_is_refused(truth_factory, user_factory, run_factory, embedder, llm_server):
+    user, a, b = _pair(truth_factory, user_factory, "Alice manages Bob", "Bob manages Alice")
+    run = _run(run_factory)
+    (cluster,) = stages.candidate_clusters(run, user.pk)
+    llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": a.content,
+                                            "reason": "same words"}])]
+    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
+                                               embedder=embedder)
+    assert not review.applied
+    assert [r["code"] for r in review.rejections] == [v.Code.ROLE_SWAP]
+    assert Truth.objects.filter(pk__in=[a.pk, b.pk]).count() == 2
