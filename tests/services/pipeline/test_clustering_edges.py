@@ -91,8 +91,8 @@ def test_member_near_another_member_but_far_from_the_seed_stays_out(truth_factor
     clusters = clustering.find_clusters(user_id=seed.user_id, threshold=0.8)
 
     assert ids(greedy) == [(seed.pk, member.pk)]
-    # The member's nearest neighbour is beyond: offered as a pair after the greedy cluster.
-    assert ids(clusters) == [(seed.pk, member.pk), (member.pk, beyond.pk)]
+    # Left out, beyond is offered with its nearest neighbour after the greedy cluster.
+    assert ids(clusters) == [(seed.pk, member.pk), (beyond.pk, member.pk)]
     assert clusters[1].similarities == pytest.approx((1.0, math.cos(math.radians(15))), abs=1e-5)
 
 
@@ -101,7 +101,7 @@ def test_member_near_another_member_but_far_from_the_seed_stays_out(truth_factor
 
 def test_a_truth_whose_match_an_earlier_seed_took_is_offered_with_it(truth_factory):
     # The seed takes a and b (both within 36.9 degrees); c is 40 degrees from the seed,
-    # so the greedy pass leaves it out; b's nearest is c (10 degrees): the pair follows.
+    # and b was taken, so the greedy pass leaves c out; the pair (c, b) follows.
     seed = truth_factory("seed", embedding=at_angle(0))
     a = truth_factory("a", embedding=at_angle(-20))
     b = truth_factory("b", embedding=at_angle(30))
@@ -109,12 +109,12 @@ def test_a_truth_whose_match_an_earlier_seed_took_is_offered_with_it(truth_facto
 
     clusters = clustering.find_clusters(user_id=seed.user_id, threshold=0.8)
 
-    assert ids(clusters) == [(seed.pk, a.pk, b.pk), (b.pk, c.pk)]
+    assert ids(clusters) == [(seed.pk, a.pk, b.pk), (c.pk, b.pk)]
 
 
-def test_nearest_pairs_join_members_of_two_greedy_clusters(truth_factory):
-    # max 2: a takes its nearest b, c takes d; b's own nearest is c (5 degrees), so
-    # (b, c) is offered too; a pair both of whose ends share a cluster is not.
+def test_a_truth_in_a_greedy_cluster_is_not_paired_again(truth_factory):
+    # max 2: a takes its nearest b, c takes d; b's own nearest is c (5 degrees), in
+    # another cluster, but b is judged in its own: no pair.
     a = truth_factory("a", embedding=at_angle(0))
     b = truth_factory("b", embedding=at_angle(12))
     c = truth_factory("c", embedding=at_angle(17))
@@ -122,7 +122,20 @@ def test_nearest_pairs_join_members_of_two_greedy_clusters(truth_factory):
 
     clusters = clustering.find_clusters(user_id=a.user_id, threshold=0.8, max_size=2)
 
-    assert ids(clusters) == [(a.pk, b.pk), (c.pk, d.pk), (b.pk, c.pk)]
+    assert ids(clusters) == [(a.pk, b.pk), (c.pk, d.pk)]
+
+
+def test_a_truth_left_out_by_a_full_cluster_is_paired_with_its_nearest(truth_factory):
+    # max 2: a takes b (12 degrees) over c (24); c's neighbours are both taken, so the
+    # greedy pass leaves it out; its nearest is b.
+    a = truth_factory("a", embedding=at_angle(0))
+    b = truth_factory("b", embedding=at_angle(12))
+    c = truth_factory("c", embedding=at_angle(24))
+
+    clusters = clustering.find_clusters(user_id=a.user_id, threshold=0.8, max_size=2)
+
+    assert ids(clusters) == [(a.pk, b.pk), (c.pk, b.pk)]
+    assert clusters[1].similarities == pytest.approx((1.0, math.cos(math.radians(12))), abs=1e-5)
 
 
 def test_truths_nearest_to_a_member_of_their_own_cluster_add_no_pair(truth_factory):

@@ -36,7 +36,7 @@ def reference_clusters(
     nearest_pairs: bool = False,
 ) -> list[tuple[int, ...]]:
     """Greedy seed-compared clusters by brute force (positions, not ids), then with
-    ``nearest_pairs`` each seed with its nearest neighbour when they share no cluster."""
+    ``nearest_pairs`` each seed left out with its nearest neighbour."""
     x = vectors.astype(np.float64)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     sims = x @ x.T
@@ -58,22 +58,14 @@ def reference_clusters(
         clusters.append((seed, *members))
     if not nearest_pairs or min_size > 2:
         return clusters
-    home = {p: k for k, c in enumerate(clusters) for p in c}
-    offered: set[frozenset[int]] = set()
     for seed in range(len(x)):
         near = [
             (round(float(min(sims[seed, j], 1.0)), SIMILARITY_DECIMALS), j)
             for j in range(len(x))
             if j != seed and sims[seed, j] >= threshold - THRESHOLD_TOLERANCE
         ]
-        if not can_seed[seed] or not near:
-            continue
-        nearest = min(near, key=lambda sj: (-sj[0], sj[1]))[1]
-        if seed in home and home[seed] == home.get(nearest):
-            continue
-        if frozenset((seed, nearest)) not in offered:
-            offered.add(frozenset((seed, nearest)))
-            clusters.append((seed, nearest))
+        if can_seed[seed] and seed not in assigned and near:
+            clusters.append((seed, min(near, key=lambda sj: (-sj[0], sj[1]))[1]))
     return clusters
 
 
