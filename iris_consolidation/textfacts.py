@@ -100,6 +100,21 @@ NEGATIVE_VERBS = frozenset(
 )
 #: Phrases that state a dislike with a "not" inside: one negation in all.
 NEGATIVE_PHRASES = ("can not stand", "could not stand", "can not bear", "could not bear")
+#: Idioms whose negation word states a liking or eagerness, not its opposite (issue 16:
+#: "Cannot wait to move out" restates "Is excited to leave home", "Nothing beats a hot
+#: cup of java" restates "Is a huge coffee lover"). Matched on the normalised text and
+#: read as the plain words on the right by ``polarity`` and ``contrast``, so "Can't wait
+#: to retire" / "Can wait to retire" still differ (eager / wait: a contrast) and "Does
+#: not want to move out" keeps its negation. ``lost_words`` reads the words as written.
+POSITIVE_IDIOMS = (
+    ("can not wait to", "eager to"),
+    ("could not wait to", "eager to"),
+    ("can not wait for", "eager for"),
+    ("could not wait for", "eager for"),
+    ("nothing beats", "loves"),
+    ("nothing is better than", "loves"),
+    ("nothing compares to", "loves"),
+)
 MONTHS = frozenset(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday "
@@ -177,6 +192,11 @@ REPORTED_CHANGE_MARKERS = (
     "used to",
     "got rid",
     "rescheduled",
+    # Moves by another name (issue 16: "Immigrated within the past few years" restates
+    # "Recently moved to this country"; each still never merges with "Lives here").
+    "immigrated",
+    "emigrated",
+    "relocated",
 )
 
 #: Words in a newer statement that say the state changed, so an older one may retire
@@ -254,6 +274,15 @@ LIGHT_VERBS = frozenset("go goes went going gone".split())
 SYNONYM_GROUPS = (
     frozenset({"birthday", "born", "birth"}),
     frozenset({"best", "favourit", "favorit"}),
+)
+#: Stems that name one frame for the contrast check only (``contrast``): "Work as a
+#: nurse" and "My job is nursing" are one frame with nothing swapped, while "Works as a
+#: nurse" / "My job is teaching" still swap nurse for teaching (issue 16). Not used by
+#: ``lost_words``: a merge that drops "job" for "work" must still say so in its reason.
+CONTRAST_FRAMES = (
+    frozenset({"job", "work", "employ", "profess", "occup", "career"}),
+    frozenset({"move", "reloc", "immigr", "emigr"}),
+    frozenset({"eager", "excit"}),
 )
 
 #: Everyday rewordings of one fact about a person that carry no detail of their own
@@ -393,10 +422,20 @@ def negations(text: str) -> set[str]:
     return set(tokens(text)) & (NEGATIONS | NEGATIVE_VERBS)
 
 
+def _positive_idioms(text: str) -> str:
+    """The normalised ``text``, space-padded, with each ``POSITIVE_IDIOMS`` phrase read
+    as its plain words: "I can't wait to go." -> " i eager to go "."""
+    haystack = f" {normalise(text)} "
+    for phrase, plain in POSITIVE_IDIOMS:
+        haystack = haystack.replace(f" {phrase} ", f" {plain} ")
+    return haystack
+
+
 def _polarity_words(text: str) -> list[str]:
     """The negations of ``text``, in order, a negative phrase as one ("can not stand"),
-    without those that say a state ended ("no longer", "not ... anymore")."""
-    haystack = f" {normalise(text)} "
+    without those that say a state ended ("no longer", "not ... anymore") or that belong
+    to a positive idiom ("can not wait to", ``POSITIVE_IDIOMS``)."""
+    haystack = _positive_idioms(text)
     for phrase in ("no longer", "no more", "já não", "ya no"):
         haystack = haystack.replace(f" {phrase} ", " ")
     for phrase in NEGATIVE_PHRASES:
@@ -742,10 +781,11 @@ def contrast(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
     Over content stems other than details: both have words of their own, and they
     share at least as many words as either has alone ("Owns a red bicycle" / "Owns a
     red car": shared {red}, swapped {bicycl} / {car}). Rewordings share less than they
-    change ("Has a son named Tomas" / "Is the father of a boy called Tomas").
+    change ("Has a son named Tomas" / "Is the father of a boy called Tomas"). Stems of
+    one ``CONTRAST_FRAMES`` group count as one word ("work" / "job").
     """
-    stems_a = content_stems(_frame_free(a), exclude=details(a, known=known))
-    stems_b = content_stems(_frame_free(b), exclude=details(b, known=known))
+    stems_a = _one_frame(content_stems(_frame_free(_positive_idioms(a)), exclude=details(a, known=known)))
+    stems_b = _one_frame(content_stems(_frame_free(_positive_idioms(b)), exclude=details(b, known=known)))
     only_a, only_b = _missing(stems_a, stems_b), _missing(stems_b, stems_a)
     shared = stems_a - only_a
     # A rewording ("before noon" / "morning") is no swapped slot.
@@ -803,6 +843,15 @@ def parallel(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
     if slots < 2 or not frame_has_content:
         return None
     return slots_a, slots_b
+
+
+def _one_frame(stems: set[str]) -> set[str]:
+    """``stems`` with each ``CONTRAST_FRAMES`` stem replaced by its group's first one
+    in sorted order ("work" and "job" both read "career")."""
+    for group in CONTRAST_FRAMES:
+        if stems & group:
+            stems = (stems - group) | {min(group)}
+    return stems
 
 
 def _has_marker(text: str, words: tuple[str, ...], no_space: tuple[str, ...]) -> bool:

@@ -130,6 +130,7 @@ else:
 _IRIS = {
     "SIMILARITY_THRESHOLD": env.float,
     "MAX_CLUSTER_SIZE": env.int,
+    "NEAREST_PAIRS": env.bool,
     "MIN_CLUSTER_SIZE": env.int,
     "USER_JOB_TIMEOUT": env.int,
     "CLUSTER_JOB_TIMEOUT": env.int,

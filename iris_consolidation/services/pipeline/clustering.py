@@ -11,6 +11,18 @@ never with the last member added, so A~B and B~C never pull A and C together (no
 chaining). Protected truths may join a cluster as members (the judge sees them, the
 validator keeps them) but never seed one. Writes: embeddings only.
 
+Nearest-neighbour pairs (issue 16, ``IRIS_CONSOLIDATION_NEAREST_PAIRS``): the greedy
+pass gives each seed its nearest free truths, so a truth whose neighbours were all
+taken by earlier seeds' clusters is left out, however close its own match. After the
+greedy clusters, each truth that may seed, is in no cluster and has a neighbour at or
+above the threshold is offered with its nearest neighbour as a two-member cluster.
+That neighbour is then in two clusters: whichever merges it first retires it, and the
+other finds it stale when phase 2 re-reads its members, so nothing is merged twice.
+Measured with the oracle judge at 0.40 (README, "Choosing the threshold"): "same"
+pairs of the PersonaChat pairs in one cluster 0.698 -> 0.775, recall 0.568 -> 0.633,
+for 1.6 more clusters per 100 truths on LoCoMo and 7.4 on MSC (pairing every truth
+whose nearest sits in another cluster too: 0.639 for 51.5 and 16.2 more).
+
 The neighbour search runs in memory (DESIGN.md, phase 1): one query fetches the
 user's live vectors, then every (seed, truth) pair at or above the threshold is found
 with blocked float32 matrix products (``exact_pairs``), or, from
@@ -414,9 +426,17 @@ def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int
 
 
 def greedy_clusters(
-    users: UserVectors, pairs: Pairs, *, user_id: int, max_size: int, min_size: int
+    users: UserVectors,
+    pairs: Pairs,
+    *,
+    user_id: int,
+    max_size: int,
+    min_size: int,
+    nearest_pairs: bool = False,
 ) -> list[CandidateCluster]:
-    """Greedy, seed-compared clusters from the pairs (the module docstring's rules).
+    """Greedy, seed-compared clusters from the pairs (the module docstring's rules),
+    then, with ``nearest_pairs`` (and ``min_size`` <= 2), each seed the greedy pass left
+    out paired with its nearest neighbour, in seed order.
 
     Similarities are ranked as reported, rounded to ``SIMILARITY_DECIMALS``: closer
     than that they tie (float32 storage cannot tell them apart) and the older truth
@@ -454,6 +474,17 @@ def greedy_clusters(
                 similarities=(1.0, *(sims[k] for k in chosen)),
             )
         )
+    if not nearest_pairs or min_size > 2:
+        return clusters
+    # A seed left out had every neighbour taken by then, so its nearest is in a cluster:
+    # no two of these pairs are the same pair.
+    for seed, start, end in zip(seed_positions.tolist(), starts, ends, strict=True):
+        if start == end or assigned[seed]:
+            continue  # no neighbour at or above the threshold, or already in a cluster
+        nearest = members[start]  # rows of one seed are nearest first
+        clusters.append(
+            CandidateCluster(user_id=user_id, member_ids=(ids[seed], ids[nearest]), similarities=(1.0, sims[start]))
+        )
     return clusters
 
 
@@ -466,8 +497,10 @@ def find_clusters(
     max_generation: int | None = None,
     seed_filter: Q | None = None,
     approximate: bool | None = None,
+    nearest_pairs: bool | None = None,
 ) -> list[CandidateCluster]:
-    """Greedy clusters of one user's truths (see the module docstring). Writes nothing.
+    """Greedy clusters of one user's truths, then its nearest-neighbour pairs (see the
+    module docstring). Writes nothing.
 
     ``threshold`` is a cosine similarity in (0, 1]; the rest default to the settings.
     ``seed_filter`` restricts which truths may seed a cluster (incremental passes:
@@ -482,6 +515,7 @@ def find_clusters(
     max_size = max_size or app_settings.MAX_CLUSTER_SIZE
     min_size = min_size or app_settings.MIN_CLUSTER_SIZE
     max_generation = max_generation or app_settings.MAX_GENERATION
+    nearest_pairs = app_settings.NEAREST_PAIRS if nearest_pairs is None else nearest_pairs
     memory_bytes = int(app_settings.PHASE1_MEMORY_MB * 1024 * 1024)
 
     users = load_user_vectors(user_id=user_id, max_generation=max_generation, seed_filter=seed_filter)
@@ -492,7 +526,9 @@ def find_clusters(
         approximate = seeds >= app_settings.PHASE1_APPROXIMATE_FROM
     search = approximate_pairs if approximate else exact_pairs
     pairs = search(users, threshold=threshold, memory_bytes=memory_bytes)
-    clusters = greedy_clusters(users, pairs, user_id=user_id, max_size=max_size, min_size=min_size)
+    clusters = greedy_clusters(
+        users, pairs, user_id=user_id, max_size=max_size, min_size=min_size, nearest_pairs=nearest_pairs
+    )
     logger.info(
         "user %s: %d clusters at threshold %.3f (%d seeds among %d truths, %s, %d pairs)",
         user_id,

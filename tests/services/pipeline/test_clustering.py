@@ -1,4 +1,5 @@
-"""Greedy clustering on vectors the tests control."""
+"""Greedy clustering on vectors the tests control (the greedy pass alone:
+``nearest_pairs=False``; its nearest-neighbour pairs in test_clustering_edges.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def test_cluster_gathers_neighbours_at_or_above_threshold(truth_factory):
     edge = truth_factory("c", embedding=vector_at(0.75))
     truth_factory("d", embedding=vector_at(0.70))
 
-    clusters = clustering.find_clusters(user_id=seed.user_id, threshold=0.75)
+    clusters = clustering.find_clusters(user_id=seed.user_id, threshold=0.75, nearest_pairs=False)
 
     assert [c.member_ids for c in clusters] == [(seed.pk, near.pk, edge.pk)]
     assert clusters[0].similarities[1] == pytest.approx(0.80, abs=1e-4)
@@ -38,7 +39,7 @@ def test_no_chaining_members_are_compared_with_the_seed(truth_factory):
 def test_cluster_size_is_capped(truth_factory):
     truths = [truth_factory(f"t{i}", embedding=vector_at(1.0 - i * 0.01)) for i in range(8)]
 
-    clusters = clustering.find_clusters(user_id=truths[0].user_id, threshold=0.5, max_size=5)
+    clusters = clustering.find_clusters(user_id=truths[0].user_id, threshold=0.5, max_size=5, nearest_pairs=False)
 
     assert [len(c.member_ids) for c in clusters] == [5, 3]
     assert clusters[0].member_ids == tuple(t.pk for t in truths[:5])

@@ -77,7 +77,7 @@ def test_a_chain_splits_into_clusters_around_seeds(truth_factory):
         truth_factory(name, embedding=at_angle(angle)) for name, angle in (("a", 0), ("b", 30), ("c", 60), ("d", 90))
     )
 
-    clusters = clustering.find_clusters(user_id=a.user_id, threshold=0.8)
+    clusters = clustering.find_clusters(user_id=a.user_id, threshold=0.8, nearest_pairs=False)
 
     assert ids(clusters) == [(a.pk, b.pk), (c.pk, d.pk)]
 
@@ -87,10 +87,96 @@ def test_member_near_another_member_but_far_from_the_seed_stays_out(truth_factor
     member = truth_factory("member", embedding=at_angle(30))
     beyond = truth_factory("beyond", embedding=at_angle(45))  # 15 degrees from member, 45 from seed
 
+    greedy = clustering.find_clusters(user_id=seed.user_id, threshold=0.8, nearest_pairs=False)
     clusters = clustering.find_clusters(user_id=seed.user_id, threshold=0.8)
 
-    assert ids(clusters) == [(seed.pk, member.pk)]
-    assert beyond.pk not in {pk for c in clusters for pk in c.member_ids}
+    assert ids(greedy) == [(seed.pk, member.pk)]
+    # Left out, beyond is offered with its nearest neighbour after the greedy cluster.
+    assert ids(clusters) == [(seed.pk, member.pk), (beyond.pk, member.pk)]
+    assert clusters[1].similarities == pytest.approx((1.0, math.cos(math.radians(15))), abs=1e-5)
+
+
+# --- nearest-neighbour pairs (issue 16) ------------------------------------------------
+
+
+def test_a_truth_whose_match_an_earlier_seed_took_is_offered_with_it(truth_factory):
+    # The seed takes a and b (both within 36.9 degrees); c is 40 degrees from the seed,
+    # and b was taken, so the greedy pass leaves c out; the pair (c, b) follows.
+    seed = truth_factory("seed", embedding=at_angle(0))
+    a = truth_factory("a", embedding=at_angle(-20))
+    b = truth_factory("b", embedding=at_angle(30))
+    c = truth_factory("c", embedding=at_angle(40))
+
+    clusters = clustering.find_clusters(user_id=seed.user_id, threshold=0.8)
+
+    assert ids(clusters) == [(seed.pk, a.pk, b.pk), (c.pk, b.pk)]
+
+
+def test_a_truth_in_a_greedy_cluster_is_not_paired_again(truth_factory):
+    # max 2: a takes its nearest b, c takes d; b's own nearest is c (5 degrees), in
+    # another cluster, but b is judged in its own: no pair.
+    a = truth_factory("a", embedding=at_angle(0))
+    b = truth_factory("b", embedding=at_angle(12))
+    c = truth_factory("c", embedding=at_angle(17))
+    d = truth_factory("d", embedding=at_angle(30))
+
+    clusters = clustering.find_clusters(user_id=a.user_id, threshold=0.8, max_size=2)
+
+    assert ids(clusters) == [(a.pk, b.pk), (c.pk, d.pk)]
+
+
+def test_a_truth_left_out_by_a_full_cluster_is_paired_with_its_nearest(truth_factory):
+    # max 2: a takes b (12 degrees) over c (24); c's neighbours are both taken, so the
+    # greedy pass leaves it out; its nearest is b.
+    a = truth_factory("a", embedding=at_angle(0))
+    b = truth_factory("b", embedding=at_angle(12))
+    c = truth_factory("c", embedding=at_angle(24))
+
+    clusters = clustering.find_clusters(user_id=a.user_id, threshold=0.8, max_size=2)
+
+    assert ids(clusters) == [(a.pk, b.pk), (c.pk, b.pk)]
+    assert clusters[1].similarities == pytest.approx((1.0, math.cos(math.radians(12))), abs=1e-5)
+
+
+def test_truths_nearest_to_a_member_of_their_own_cluster_add_no_pair(truth_factory):
+    a = truth_factory("a", embedding=at_angle(0))
+    b = truth_factory("b", embedding=at_angle(10))
+    c = truth_factory("c", embedding=at_angle(14))
+    truth_factory("far", embedding=at_angle(90))
+
+    clusters = clustering.find_clusters(user_id=a.user_id, threshold=0.8)
+
+    assert ids(clusters) == [(a.pk, b.pk, c.pk)]
+
+
+def test_a_protected_truth_never_starts_a_nearest_pair(truth_factory):
+    # The pinned truth's nearest is b, in another cluster; it may not seed, so no pair
+    # from its side; b's own nearest is its cluster's seed, so none from b's either.
+    a = truth_factory("a", embedding=at_angle(0))
+    b = truth_factory("b", embedding=at_angle(5))
+    pinned = truth_factory("p", embedding=at_angle(30), pinned=True)
+
+    clusters = clustering.find_clusters(user_id=a.user_id, threshold=0.8, max_size=2)
+
+    assert ids(clusters) == [(a.pk, b.pk)]
+    assert pinned.pk not in {pk for c in clusters for pk in c.member_ids}
+
+
+def test_nearest_pairs_follow_the_setting_and_need_a_minimum_size_of_two(truth_factory, settings):
+    seed = truth_factory("seed", embedding=at_angle(0))
+    truth_factory("member", embedding=at_angle(30))
+    truth_factory("beyond", embedding=at_angle(45))
+
+    assert len(clustering.find_clusters(user_id=seed.user_id, threshold=0.8)) == 2
+    settings.IRIS_CONSOLIDATION_NEAREST_PAIRS = False
+    assert len(clustering.find_clusters(user_id=seed.user_id, threshold=0.8)) == 1
+    settings.IRIS_CONSOLIDATION_NEAREST_PAIRS = True
+    # Pairs are two members: under a minimum size of 3 none is offered (the member
+    # seeds the one cluster: beyond at 15 degrees, the seed at 30).
+    member, beyond = Truth.objects.filter(user_id=seed.user_id).exclude(pk=seed.pk).order_by("id")
+    assert ids(clustering.find_clusters(user_id=seed.user_id, threshold=0.8, min_size=3)) == [
+        (member.pk, beyond.pk, seed.pk)
+    ]
 
 
 # --- size caps and minimum size -----------------------------------------------------
@@ -99,7 +185,7 @@ def test_member_near_another_member_but_far_from_the_seed_stays_out(truth_factor
 def test_max_size_two_makes_pairs_and_drops_the_odd_one_out(truth_factory):
     truths = [truth_factory(f"t{i}", embedding=vector_at(1.0)) for i in range(5)]
 
-    clusters = clustering.find_clusters(user_id=truths[0].user_id, threshold=0.9, max_size=2)
+    clusters = clustering.find_clusters(user_id=truths[0].user_id, threshold=0.9, max_size=2, nearest_pairs=False)
 
     assert ids(clusters) == [(truths[0].pk, truths[1].pk), (truths[2].pk, truths[3].pk)]
 
@@ -109,7 +195,7 @@ def test_cap_keeps_the_nearest_members_not_the_oldest(truth_factory):
     older_far = truth_factory("far", embedding=at_angle(30))
     newer_near = truth_factory("near", embedding=at_angle(5))
 
-    clusters = clustering.find_clusters(user_id=seed.user_id, threshold=0.8, max_size=2)
+    clusters = clustering.find_clusters(user_id=seed.user_id, threshold=0.8, max_size=2, nearest_pairs=False)
 
     assert ids(clusters) == [(seed.pk, newer_near.pk)]
     assert older_far.pk not in clusters[0].member_ids
@@ -119,7 +205,7 @@ def test_default_cap_is_the_max_cluster_size_setting(truth_factory, settings):
     settings.IRIS_CONSOLIDATION_MAX_CLUSTER_SIZE = 3
     truths = [truth_factory(f"t{i}", embedding=vector_at(1.0)) for i in range(7)]
 
-    clusters = clustering.find_clusters(user_id=truths[0].user_id, threshold=0.9)
+    clusters = clustering.find_clusters(user_id=truths[0].user_id, threshold=0.9, nearest_pairs=False)
 
     assert [len(c.member_ids) for c in clusters] == [3, 3]
 
@@ -164,7 +250,7 @@ def test_seed_whose_nearest_neighbours_are_all_taken_still_finds_a_free_one(trut
     group = [truth_factory(f"g{i}", embedding=vector_at(1.0)) for i in range(9)]
     free = truth_factory("free", embedding=vector_at(0.9))
 
-    clusters = clustering.find_clusters(user_id=group[0].user_id, threshold=0.85, max_size=2)
+    clusters = clustering.find_clusters(user_id=group[0].user_id, threshold=0.85, max_size=2, nearest_pairs=False)
 
     assert ids(clusters)[-1] == (group[8].pk, free.pk)
     assert len(clusters) == 5

@@ -27,9 +27,16 @@ MB = 1024 * 1024
 
 
 def reference_clusters(
-    vectors: np.ndarray, can_seed: np.ndarray, *, threshold: float, max_size: int, min_size: int
+    vectors: np.ndarray,
+    can_seed: np.ndarray,
+    *,
+    threshold: float,
+    max_size: int,
+    min_size: int,
+    nearest_pairs: bool = False,
 ) -> list[tuple[int, ...]]:
-    """Greedy seed-compared clusters by brute force (positions, not ids)."""
+    """Greedy seed-compared clusters by brute force (positions, not ids), then with
+    ``nearest_pairs`` each seed left out with its nearest neighbour."""
     x = vectors.astype(np.float64)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     sims = x @ x.T
@@ -49,6 +56,16 @@ def reference_clusters(
             continue
         assigned.update([seed, *members])
         clusters.append((seed, *members))
+    if not nearest_pairs or min_size > 2:
+        return clusters
+    for seed in range(len(x)):
+        near = [
+            (round(float(min(sims[seed, j], 1.0)), SIMILARITY_DECIMALS), j)
+            for j in range(len(x))
+            if j != seed and sims[seed, j] >= threshold - THRESHOLD_TOLERANCE
+        ]
+        if can_seed[seed] and seed not in assigned and near:
+            clusters.append((seed, min(near, key=lambda sj: (-sj[0], sj[1]))[1]))
     return clusters
 
 
@@ -80,16 +97,24 @@ def planted(n: int, *, seed: int, dims: int = 384, grouped: float = 0.4) -> np.n
 def in_memory(vectors: np.ndarray, can_seed: np.ndarray, *, search=exact_pairs, memory_bytes: int = 64 * MB, **kw):
     users = UserVectors(ids=np.arange(len(vectors), dtype=np.int64), vectors=vectors.copy(), can_seed=can_seed)
     pairs = search(users, threshold=kw["threshold"], memory_bytes=memory_bytes)
-    clusters = greedy_clusters(users, pairs, user_id=1, max_size=kw["max_size"], min_size=kw["min_size"])
+    clusters = greedy_clusters(
+        users,
+        pairs,
+        user_id=1,
+        max_size=kw["max_size"],
+        min_size=kw["min_size"],
+        nearest_pairs=kw.get("nearest_pairs", False),
+    )
     return [c.member_ids for c in clusters]
 
 
+@pytest.mark.parametrize("nearest_pairs", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize(("threshold", "max_size", "min_size"), [(0.75, 5, 2), (0.9, 3, 2), (0.7, 8, 3)])
-def test_exact_pass_equals_the_brute_force_reference(seed, threshold, max_size, min_size):
+def test_exact_pass_equals_the_brute_force_reference(seed, threshold, max_size, min_size, nearest_pairs):
     x = planted(600, seed=seed)
     can_seed = np.random.default_rng(seed).random(600) > 0.1  # a tenth protected: join, never seed
-    rules = {"threshold": threshold, "max_size": max_size, "min_size": min_size}
+    rules = {"threshold": threshold, "max_size": max_size, "min_size": min_size, "nearest_pairs": nearest_pairs}
 
     got = in_memory(x, can_seed, **rules)
 
@@ -117,7 +142,7 @@ def test_incremental_seeds_are_compared_with_every_truth():
     x[480] = x[10]  # a new truth equal to an old one
     can_seed = np.zeros(500, dtype=bool)
     can_seed[450:] = True
-    rules = {"threshold": 0.8, "max_size": 5, "min_size": 2}
+    rules = {"threshold": 0.8, "max_size": 5, "min_size": 2, "nearest_pairs": True}
 
     got = in_memory(x, can_seed, **rules)
 
@@ -183,7 +208,9 @@ def test_find_clusters_equals_the_reference_and_stays_within_one_user(truth_fact
 
     clusters = clustering.find_clusters(user_id=alice.pk, threshold=0.75, approximate=approximate)
 
-    expected = reference_clusters(x, can_seed, threshold=0.75, max_size=5, min_size=2)
+    # The default settings: nearest-neighbour pairs after the greedy clusters.
+    expected = reference_clusters(x, can_seed, threshold=0.75, max_size=5, min_size=2, nearest_pairs=True)
+    assert len(expected) > len(reference_clusters(x, can_seed, threshold=0.75, max_size=5, min_size=2))
     assert [c.member_ids for c in clusters] == [tuple(truths[p].pk for p in c) for c in expected]
     alice_ids = {t.pk for t in truths}
     assert all(set(c.member_ids) <= alice_ids for c in clusters)
