@@ -56,7 +56,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--only",
             metavar="STAGE[,STAGE]",
-            help="Run only these stages of the pass: noise, decay, lexical, semantic, prune (default: every "
+            help="Run only these stages of the pass: mine, noise, decay, lexical, semantic, relocate, promote, prune "
+            "(default: every "
             "stage in its configured mode).",
         )
 
@@ -119,6 +120,9 @@ class Command(BaseCommand):
         if run.users == 0 and verbosity >= 1:
             self.stdout.write(self.NOTHING)
         self.stdout.write(_summary(run, seconds))
+        mined = (run.inventory or {}).get("stages", {}).get("mine") or {}
+        if mined.get("window"):
+            self.stdout.write(inventory_display.mining_line(mined))
         if run.is_dry_run:
             self.stdout.write(inventory_display.forecast_line(forecast.Forecast.from_dict(run.forecast)))
         if verbosity >= 1:

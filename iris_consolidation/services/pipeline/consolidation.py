@@ -28,7 +28,7 @@ from ...embeddings import Embedder
 from ...exceptions import InvalidThreshold
 from ...llm.base import JudgeClient, Spend
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
-from ..hygiene import stages
+from ..hygiene import mining, stages
 from ..operations import live_settings
 from . import clustering, forecast, incremental, inventory, judging, merging, verdict_cache
 
@@ -95,10 +95,15 @@ def create_run(
 
 
 def start_run(run: ConsolidationRun) -> list[int]:
-    """Mark ``run`` running and return the ids of the users it covers (stored as ``users``)."""
+    """Mark ``run`` running and return the ids of the users it covers (stored as ``users``):
+    users with at least two consolidatable truths and, when the mine stage is on, users
+    with their own session messages in the run's mining window."""
     user_ids = selectors.list_user_ids_to_consolidate(
         user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION
     )
+    if stages.run_modes(run)["mine"] != "off":
+        # Users with sessions to mine may have no truth yet.
+        user_ids = sorted(set(user_ids) | set(mining.user_ids_to_mine(run)))
     allowed = live_settings.allowed_user_ids(run)
     if allowed:
         user_ids = [pk for pk in user_ids if pk in set(allowed)]
@@ -165,9 +170,10 @@ def build_user_plan(
             complete=False,
             pending=clustering.missing_embeddings(user_id=user_id, embedder=embedder),
         )
-    # Stages before clustering (noise, decay), each timed in its StageResult; after the
-    # embedding, so that an embedder that fails leaves every truth as it was.
-    stages.before_clustering(run, user_id)
+    # Stages before clustering (mine, noise, decay, relocate, promote), each timed in its
+    # StageResult; after the embedding, so that an embedder that fails leaves every truth
+    # as it was (and mining's dedupe sees every truth's vector).
+    stages.before_clustering(run, user_id, embedder=embedder)
     started = time.monotonic()
     seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
     # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
