@@ -119,10 +119,11 @@ class Command(BaseCommand):
         seconds = time.monotonic() - started
         if run.users == 0 and verbosity >= 1:
             self.stdout.write(self.NOTHING)
-        self.stdout.write(_summary(run, seconds))
         mined = (run.inventory or {}).get("stages", {}).get("mine") or {}
-        if mined.get("window"):
+        if mined.get("sessions"):
+            # Before the summary, which stays the last line at verbosity 0.
             self.stdout.write(inventory_display.mining_line(mined))
+        self.stdout.write(_summary(run, seconds))
         if run.is_dry_run:
             self.stdout.write(inventory_display.forecast_line(forecast.Forecast.from_dict(run.forecast)))
         if verbosity >= 1:
