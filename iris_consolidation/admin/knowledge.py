@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from ..models import ChatSession, LearnedRule, Note, SessionMessage
+from ..models import ChatSession, LearnedRule, Note, SessionMessage, Truth
 from ..selectors import user_search_fields
 from ..services.hygiene import promotion
 from .base import ReadOnlyAdmin, can_change_truths, can_view_truths, change_url
@@ -95,10 +95,11 @@ class NoteAdmin(ReadOnlyAdmin):
 
     @admin.display(description="source truths")
     def sources(self, obj: Note) -> SafeString:
-        return _truth_links(obj.source_truths.all())
+        return _truth_links(Truth.all_objects.filter(notes=obj).order_by("pk"))
 
 
 def _truth_links(truths: Any) -> SafeString:
+    """Links to ``truths`` (retired ones included: the default manager shows live ones only)."""
     return format_html_join(
         "", '<div><a href="{}">#{}</a> {}</div>', ((change_url(t), t.pk, t.content[:120]) for t in truths)
     ) or SafeString("-")
@@ -156,7 +157,7 @@ class LearnedRuleAdmin(admin.ModelAdmin):
 
     @admin.display(description="source truths")
     def sources(self, obj: LearnedRule) -> SafeString:
-        return _truth_links(obj.source_truths.all())
+        return _truth_links(Truth.all_objects.filter(learned_rules=obj).order_by("pk"))
 
     def save_model(self, request: HttpRequest, obj: LearnedRule, form: Any, change: bool) -> None:
         obj.hand_authored = True
