@@ -15,7 +15,7 @@ from django.utils import timezone
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm import hygiene as prompts
-from iris_consolidation.models import ChatSession, ConsolidationRun, Origin, SessionMessage, StageResult, Truth, TruthChange
+from iris_consolidation.models import ChatSession, ConsolidationCursor, ConsolidationRun, Origin, SessionMessage, StageResult, Truth, TruthChange
 from iris_consolidation.services.hygiene import extraction, mining, stages
 from tests import llm_stub
 from tests.helpers import truth_state
@@ -246,3 +246,6 @@ def test_consolidate_truths_mines_sessions_of_users_without_truths(ana):
         in lines[0]
     assert lines[1].startswith("Summary: users=1 ")
     assert StageResult.objects.get(stage="mine").applied == 2
+    # It judged no cluster: the cursors and the checkpoint stay, so the next pass judges every truth.
+    assert ConsolidationRun.objects.get().checkpoint is None
+    assert not ConsolidationCursor.objects.exists()
