@@ -21,7 +21,8 @@ Reads only.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from django.db.models import Q
@@ -72,23 +73,25 @@ def find_lexical_clusters(
     )
     rows = list(Truth.objects.for_user(user_id).order_by("created_at", "id").values_list("id", "kind", "content"))
     tokens = {pk: token_set(content) for pk, _, content in rows}
-    kind_of = {pk: kind for pk, kind, _ in rows}
-    # Inverted index per kind: only truths sharing a token can reach the threshold.
-    index: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for pk, kind, _ in rows:
-        for token in tokens[pk]:
-            index[(kind, token)].append(pk)
+    index = _prefix_index(rows, tokens, threshold)
     assigned: set[int] = set()
     clusters: list[CandidateCluster] = []
     for seed_id, kind, _ in rows:
         if seed_id not in seed_ids or seed_id in assigned or not tokens[seed_id]:
             continue
-        candidates = {pk for token in tokens[seed_id] for pk in index[(kind, token)]}
+        seed_tokens = tokens[seed_id]
+        candidates = {pk for token in _prefix(seed_tokens, index.rank, threshold) for pk in index.lists[(kind, token)]}
+        # Length filter: |B| >= threshold * |A| and |A| >= threshold * |B| for any pair reaching it.
+        shortest, longest = threshold * len(seed_tokens) - 1e-9, len(seed_tokens) / threshold + 1e-9
         scored = []
         for pk in candidates:
-            if pk == seed_id or pk in assigned or pk in taken or kind_of[pk] != kind:
+            if pk == seed_id or pk in assigned or pk in taken:
                 continue
-            score = jaccard(tokens[seed_id], tokens[pk])
+            other = tokens[pk]
+            if not shortest <= len(other) <= longest:
+                continue
+            shared = len(seed_tokens & other)
+            score = shared / (len(seed_tokens) + len(other) - shared)
             if score >= threshold:
                 scored.append((-score, pk))
         scored.sort()
@@ -100,6 +103,39 @@ def find_lexical_clusters(
         sims = (1.0, *(round(-s, 6) for s, _ in members))
         clusters.append(CandidateCluster(user_id=user_id, member_ids=ids, similarities=sims))
     return clusters
+
+
+class _PrefixIndex:
+    """Inverted lists of each truth's prefix tokens, keyed by (kind, token); ``rank`` orders
+    tokens from rarest to most common (ties by the token)."""
+
+    def __init__(self, rank: dict[str, tuple[int, str]], lists: dict[tuple[str, str], list[int]]) -> None:
+        self.rank = rank
+        self.lists = lists
+
+
+def _prefix(token_set_: frozenset[str], rank: dict[str, tuple[int, str]], threshold: float) -> list[str]:
+    """The prefix filter of All-Pairs (Bayardo, Ma and Srikant, "Scaling up all pairs
+    similarity search", WWW 2007): with tokens ordered rarest first, two sets of Jaccard
+    similarity >= ``threshold`` share a token among each one's first
+    ``|x| - ceil(threshold * |x|) + 1`` tokens, since they share at least
+    ``ceil(threshold * |x|)`` tokens. Indexing and probing only prefixes keeps every pair
+    at or above the threshold and skips the long lists of common words."""
+    ordered = sorted(token_set_, key=rank.__getitem__)
+    keep = len(ordered) - math.ceil(threshold * len(ordered) - 1e-9) + 1
+    return ordered[: max(keep, 0)]
+
+
+def _prefix_index(
+    rows: Sequence[tuple[int, str, str]], tokens: dict[int, frozenset[str]], threshold: float
+) -> _PrefixIndex:
+    frequency: Counter[str] = Counter(token for pk, _, _ in rows for token in tokens[pk])
+    rank = {token: (count, token) for token, count in frequency.items()}
+    lists: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for pk, kind, _ in rows:
+        for token in _prefix(tokens[pk], rank, threshold):
+            lists[(kind, token)].append(pk)
+    return _PrefixIndex(rank, lists)
 
 
 def interleave(

@@ -10,12 +10,12 @@ counted, not judged) or ``apply``. A dry run turns every ``apply`` into ``report
 (the arms' clusters are still judged and recorded as previews, as always).
 
 Part 2 (issue 14): ``mine`` (``mining.py``), ``relocate`` (``relocation.py``) and
-``promote`` (``promotion.py``) run in phase 1 too, for each user: mine first (so that
-new truths are cleaned, decayed and clustered in the same pass), relocate and promote
-after decay and before clustering. They would come after the merges in DESIGN.md's
-order, but their model calls may not run inside the run's lock, which the end of a
-run holds (``close_run``); a truth relocated here is therefore not clustered in the
-same pass. Their model calls use the run's LLM judge's client (``ask_json``); with the
+``promote`` (``promotion.py``) run in phase 1 too, for each user, outside its
+transaction (they may call a model): mine first (so that new truths are cleaned,
+decayed and clustered in the same pass), relocate and promote once the clusters are
+built. DESIGN.md puts them after the merges, but the end of a run (``close_run``) holds
+the run's lock, where no model call may run; a truth relocated here leaves its cluster
+stale for phase 2, which re-reads every member under a lock. Their model calls use the run's LLM judge's client (``ask_json``); with the
 rule judge, mining uses the offline extractor, relocation the rule alone, and
 promotion reports "skipped: no LLM".
 
@@ -266,13 +266,21 @@ def run_promote(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) 
                    findings=[head, *result.proposals])
 
 
-def before_clustering(run: ConsolidationRun, user_id: int, *, embedder: Embedder | None = None) -> None:
-    """The stages that run in phase 1 before the clustering of ``user_id``: mine (with
-    ``embedder``; skipped without one), noise, decay, relocate, promote."""
-    if embedder is not None:
-        run_mine(run, user_id, embedder=embedder)
+def mine_first(run: ConsolidationRun, user_id: int, *, embedder: Embedder) -> None:
+    """The first stage of phase 1 for ``user_id``: mine (outside any transaction: it may
+    call a model)."""
+    run_mine(run, user_id, embedder=embedder)
+
+
+def before_clustering(run: ConsolidationRun, user_id: int) -> None:
+    """The stages that run before phase 1's clustering of ``user_id``: noise, then decay."""
     run_noise(run, user_id)
     run_decay(run, user_id)
+
+
+def after_clustering(run: ConsolidationRun, user_id: int) -> None:
+    """The stages that run once phase 1 built ``user_id``'s clusters: relocate, then
+    promote (outside any transaction: they may call a model)."""
     run_relocate(run, user_id)
     run_promote(run, user_id)
 

@@ -11,6 +11,7 @@ same steps and records its reviews, but ``merging.record_review`` writes no trut
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +35,10 @@ from . import clustering, forecast, incremental, inventory, judging, merging, ve
 
 logger = logging.getLogger(__name__)
 
+#: Users of at most this many consolidatable truths have phase 1's writes after embedding
+#: committed in one transaction (``build_user_plan``); larger ones commit as they go, so
+#: that the run's row is not locked for a long clustering.
+ONE_TRANSACTION_UP_TO = 5_000
 BAD_THRESHOLD = "The threshold must be a number in (0, 1], e.g. 0.75; got {value!r}."
 STALE_CLUSTER = "Fewer than two members of this cluster are still live; nothing to judge."
 LLM_TIER_STOPPED = (
@@ -170,15 +175,25 @@ def build_user_plan(
             complete=False,
             pending=clustering.missing_embeddings(user_id=user_id, embedder=embedder),
         )
-    # Stages before clustering (mine, noise, decay, relocate, promote), each timed in its
-    # StageResult; after the embedding, so that an embedder that fails leaves every truth
-    # as it was (and mining's dedupe sees every truth's vector).
-    stages.before_clustering(run, user_id, embedder=embedder)
-    started = time.monotonic()
-    seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
-    # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
-    clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
-    cluster_seconds = time.monotonic() - started
+    # The stages that may call a model (mine; relocate and promote below) run outside
+    # the transaction that follows: no network call while it holds the run's row.
+    stages.mine_first(run, user_id, embedder=embedder)
+    # A small user's writes from here on (stage results, the pass's cursor bounds) are
+    # committed once: a commit costs a flush to disk (about 3 ms here), several times
+    # the clustering of 100 truths. A large user's are not held in one transaction,
+    # which would lock the run's row for the whole clustering.
+    with transaction.atomic() if truths <= ONE_TRANSACTION_UP_TO else contextlib.nullcontext():
+        # Stages before clustering (noise, decay), each timed in its StageResult; after the
+        # embedding, so that an embedder that fails leaves every truth as it was.
+        stages.before_clustering(run, user_id)
+        started = time.monotonic()
+        seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
+        # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
+        clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
+        cluster_seconds = time.monotonic() - started
+    # After the clusters are built (DESIGN.md's order): a truth relocated here leaves its
+    # cluster stale for phase 2, which re-reads every member under a lock.
+    stages.after_clustering(run, user_id)
     user_forecast = None
     if run.is_dry_run:
         user_forecast = forecast.forecast_user(
@@ -199,17 +214,17 @@ def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
     """Add one planned user to the run's counters (callers make it happen once); a dry
     run's forecast adds the user's (under the run's row lock). Embeddings were counted
     batch by batch in ``build_user_plan``."""
-    if plan.forecast is not None:
-        with transaction.atomic():
+    with transaction.atomic():
+        if plan.forecast is not None:
             run = ConsolidationRun.objects.select_for_update().only("forecast").get(pk=run_id)
             total = forecast.Forecast.from_dict(run.forecast) + forecast.Forecast.from_dict(plan.forecast)
             ConsolidationRun.objects.filter(pk=run_id).update(forecast=total.as_dict())
-    ConsolidationRun.objects.filter(pk=run_id).update(
-        users_done=F("users_done") + 1,
-        truths=F("truths") + plan.truths,
-        clusters_found=F("clusters_found") + len(plan.clusters),
-        cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
-    )
+        ConsolidationRun.objects.filter(pk=run_id).update(
+            users_done=F("users_done") + 1,
+            truths=F("truths") + plan.truths,
+            clusters_found=F("clusters_found") + len(plan.clusters),
+            cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
+        )
 
 
 def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:
@@ -498,7 +513,8 @@ def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
 
 
 def fail_run(run_id: Any, *, note: str) -> None:
-    """Mark a run failed with ``note`` (e.g. the embedder broke); truths are untouched.
+    """Mark a run failed with ``note`` (e.g. the embedder broke), appended to its notes;
+    truths are untouched.
 
     Its unfinished jobs fail with it. No checkpoint and no cursor move; the inventory
     is completed for the report.
@@ -509,10 +525,14 @@ def fail_run(run_id: Any, *, note: str) -> None:
     ConsolidationJob.objects.in_run(run_id).active().update(
         status=ConsolidationJob.Status.FAILED, error=note, finished_at=now, lease_until=None
     )
-    ConsolidationRun.objects.filter(pk=run_id).update(status=ConsolidationRun.Status.FAILED, finished_at=now, notes=note)
-    run = ConsolidationRun.objects.get(pk=run_id)
-    inventory.complete(run)
-    run.save(update_fields=["inventory"])
+    with transaction.atomic():
+        run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
+        # Appended: the notes already there (a user's phase 1 progress, a stopped model
+        # tier) say what happened before the failure.
+        run.notes = f"{run.notes.rstrip()}\n{note}".strip()
+        run.status, run.finished_at = ConsolidationRun.Status.FAILED, now
+        inventory.complete(run)
+        run.save(update_fields=["status", "finished_at", "notes", "inventory"])
 
 
 def batches(clusters: Sequence[Any], size: int | None = None) -> list[list[Any]]:

@@ -53,6 +53,47 @@ def test_clusters_stay_within_one_kind_and_compare_with_the_seed(truth_factory, 
     assert other_kind.pk not in clusters[0].member_ids
 
 
+def _brute_force_clusters(user_id: int, threshold: float) -> list[tuple[int, ...]]:
+    """The greedy Jaccard clusters with every pair compared (no prefix filter): the reference."""
+    rows = list(Truth.objects.filter(user_id=user_id).order_by("created_at", "id").values_list("id", "kind", "content"))
+    tokens = {pk: lexical.token_set(text) for pk, _, text in rows}
+    assigned: set[int] = set()
+    found = []
+    for seed, kind, _ in rows:
+        if seed in assigned or not tokens[seed]:
+            continue
+        scored = sorted(
+            (-lexical.jaccard(tokens[seed], tokens[pk]), pk)
+            for pk, k, _ in rows
+            if pk != seed and pk not in assigned and k == kind and lexical.jaccard(tokens[seed], tokens[pk]) >= threshold
+        )[:7]
+        if scored:
+            ids = (seed, *(pk for _, pk in scored))
+            assigned.update(ids)
+            found.append(ids)
+    return found
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.6, 0.75])
+def test_prefix_filter_finds_exactly_the_pairs_of_a_full_comparison(truth_factory, user_factory, threshold, settings):
+    """Words drawn from a small vocabulary with a few very common ones (the lists a prefix
+    filter skips), sets of 1-9 words, two kinds: the clusters equal the brute-force ones."""
+    import random
+
+    settings.IRIS_CONSOLIDATION_MAX_CLUSTER_SIZE = 8
+    settings.IRIS_CONSOLIDATION_MIN_CLUSTER_SIZE = 2
+    rng = random.Random(int(threshold * 100))
+    common = ["likes", "the", "has", "a"]
+    rare = [f"word{i}" for i in range(25)]
+    user = user_factory()
+    for i in range(160):
+        words = rng.sample(common, rng.randint(0, 3)) + rng.sample(rare, rng.randint(1, 4))
+        truth_factory(" ".join(words), user=user, kind=("fact", "preference")[i % 2])
+    found = [c.member_ids for c in lexical.find_lexical_clusters(user_id=user.pk, threshold=threshold)]
+    assert found == _brute_force_clusters(user.pk, threshold)
+    assert len(found) >= 5  # the data has clusters to compare
+
+
 def test_protected_truths_join_but_never_seed(truth_factory, user_factory):
     user = user_factory()
     pinned = truth_factory("Plays the violin at church", user=user, pinned=True)

@@ -187,3 +187,22 @@ def test_find_clusters_equals_the_reference_and_stays_within_one_user(truth_fact
     assert [c.member_ids for c in clusters] == [tuple(truths[p].pk for p in c) for c in expected]
     alice_ids = {t.pk for t in truths}
     assert all(set(c.member_ids) <= alice_ids for c in clusters)
+
+
+def test_small_products_run_on_one_blas_thread_and_large_ones_keep_the_pool():
+    """A small user's products take one BLAS thread (``ONE_THREAD_UP_TO``); larger ones
+    leave the BLAS pool as it was; the pool is restored after the small ones."""
+    from threadpoolctl import threadpool_info
+
+    from iris_consolidation.services.pipeline import clustering as clustering_module
+
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    before = blas_threads()
+    assert before  # numpy's BLAS is loaded
+    with clustering_module._blas_threads(100, 100):
+        assert blas_threads() == [1] * len(before)
+    assert blas_threads() == before
+    with clustering_module._blas_threads(3_000, 3_000):
+        assert blas_threads() == before
