@@ -67,3 +67,21 @@ def test_learned_rules_show_sources_and_only_hand_authored_ones_are_editable(adm
     edit = admin_client.get(reverse("admin:iris_consolidation_learnedrule_change", args=[hand.pk])).content.decode()
     assert 'name="text"' in edit
     assert admin_client.post(reverse("admin:iris_consolidation_learnedrule_delete", args=[auto.pk])).status_code == 403
+
+
+def test_run_page_reports_the_mining_window_and_what_was_added(admin_client, session):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from iris_consolidation.models import ConsolidationRun
+
+    ChatSession.objects.filter(pk=session.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    SessionMessage.objects.filter(session=session).update(at=timezone.now() - timedelta(hours=1))
+    call_command("consolidate_truths", "--sync", "--only", "mine,promote", "--since", "7d", verbosity=0,
+                 stdout=StringIO())
+    run = ConsolidationRun.objects.get()
+    page = admin_client.get(reverse("admin:iris_consolidation_consolidationrun_change", args=[run.pk])).content.decode()
+    assert "1 sessions, 1 user messages; extractor rules" in page
+    assert "added: <q>Lives in Porto</q>" in page and "session:locomo-like:s1 D1:1" in page
+    assert "Promote: skipped: no LLM" in page
