@@ -86,6 +86,12 @@ DEFAULTS: dict[str, Any] = {
     # Seeds from which phase 1 finds pairs with a faiss IVF index instead of exact
     # blocked products (measured switch point: README, "Phase 1 at scale").
     "PHASE1_APPROXIMATE_FROM": 50000,
+    # Most members one truth is compared with as a seed: its most similar ones at or
+    # above the threshold. Greedy clustering needs MAX_CLUSTER_SIZE - 1 free ones, so 64
+    # changes nothing unless 60 of a seed's 64 nearest are already in clusters; it bounds
+    # the pairs (and memory) of a dense user, where every truth is near thousands (20,000
+    # templated truths at 0.40 gathered over 20 million pairs, 2 GB, without it).
+    "PHASE1_NEIGHBOURS": 64,
     # pgvector hnsw.ef_search for neighbour queries; 100 found 98.5% of true pairs
     # >= 0.8 cosine at 100k x 384 against 95.5% for the default 40 (shared/NOTES.md).
     "HNSW_EF_SEARCH": 100,

@@ -18,7 +18,9 @@ with blocked float32 matrix products (``exact_pairs``), or, from
 (``approximate_pairs``; recall of the exact pairs measured in
 ``benchmarks/phase1.py``). Either way each candidate's similarity is recomputed in
 float64 before the threshold is applied, so both paths and any block size agree on
-the edges. pgvector is not used here: one nearest-neighbour query per seed measured
+the edges. A seed keeps at most its ``PHASE1_NEIGHBOURS`` (64) most similar pairs: the
+same clusters unless 60 of a seed's 64 nearest are already taken, and bounded work and
+memory for a dense user whose every truth is near thousands. pgvector is not used here: one nearest-neighbour query per seed measured
 40x slower than the in-memory pass (issue 10).
 """
 
@@ -220,13 +222,26 @@ def _refine(users: UserVectors, seeds: np.ndarray, members: np.ndarray, threshol
     gathered float32 rows and their float64 copies, 9,216 bytes a pair."""
     step = max(64, memory_bytes // (EMBEDDING_DIMENSIONS * (4 + 8) * 2))
     sims = np.empty(seeds.shape[0], dtype=np.float64)
+    # Each truth's float64 norm once (not once per pair it is in).
+    norms = np.sqrt(np.einsum("ij,ij->i", users.vectors, users.vectors, dtype=np.float64))
     for start in range(0, seeds.shape[0], step):
-        a = users.vectors[seeds[start : start + step]].astype(np.float64)
-        b = users.vectors[members[start : start + step]].astype(np.float64)
-        dots = np.einsum("ij,ij->i", a, b)
-        sims[start : start + step] = dots / np.clip(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12, None)
+        s, m = seeds[start : start + step], members[start : start + step]
+        dots = np.einsum("ij,ij->i", users.vectors[s], users.vectors[m], dtype=np.float64)
+        sims[start : start + step] = dots / np.clip(norms[s] * norms[m], 1e-12, None)
     keep = sims >= threshold - THRESHOLD_TOLERANCE
     return Pairs(seeds=seeds[keep], members=members[keep], similarities=np.minimum(sims[keep], 1.0))
+
+
+def _nearest_per_row(rows: np.ndarray, cols: np.ndarray, sims: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the pairs to keep so that each row keeps at most its ``k`` most similar
+    (equal similarities: the lower column first); every pair when no row has more."""
+    if rows.shape[0] == 0 or np.bincount(rows).max() <= k:
+        return np.arange(rows.shape[0])
+    order = np.lexsort((cols, -sims, rows))
+    sorted_rows = rows[order]
+    first = np.searchsorted(sorted_rows, sorted_rows, side="left")
+    rank = np.arange(sorted_rows.shape[0]) - first
+    return np.sort(order[rank < k])
 
 
 _threadpools: Any = None
@@ -267,24 +282,62 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
     screen = np.float32(threshold - SCREEN_MARGIN)
     found_rows: list[np.ndarray] = []
     found_cols: list[np.ndarray] = []
+    neighbours = int(app_settings.PHASE1_NEIGHBOURS)
     for r0 in range(0, seed_positions.shape[0], side):
         rows = seed_positions[r0 : r0 + side]
         first = int(rows[0])
         block = x[rows]
+        block_rows: list[np.ndarray] = []
+        block_cols: list[np.ndarray] = []
+        block_sims: list[np.ndarray] = []
         for c0 in range(0, n, side):
             c1 = min(n, c0 + side)
             lower_only = c1 <= first
             if lower_only and non_seed_before[c1 - 1] == (non_seed_before[c0 - 1] if c0 else 0):
                 continue  # only seeds here, all before this block: covered by their own rows
             product = block @ x[c0:c1].T
+            if neighbours < c1 - c0 and np.count_nonzero(product >= screen) > neighbours * len(rows):
+                # Dense: each row's ``neighbours`` largest kept pairs, picked in place
+                # (argpartition), not by sorting millions of hits.
+                if c0 > rows[-1]:
+                    pass  # every column after every seed of the block: all kept
+                elif lower_only:
+                    product[:, users.can_seed[c0:c1]] = -np.inf  # earlier seeds: their own rows
+                else:
+                    columns = np.arange(c0, c1)
+                    mirror = ~((columns[None, :] > rows[:, None])
+                               | ((columns[None, :] < rows[:, None]) & ~users.can_seed[c0:c1][None, :]))
+                    np.putmask(product, mirror, -np.inf)
+                    del mirror
+                top = np.argpartition(product, -neighbours, axis=1)[:, -neighbours:]
+                hit_s = np.take_along_axis(product, top, axis=1).ravel()
+                hit_r = np.repeat(np.arange(len(rows)), neighbours)
+                hit_c = top.ravel()
+                del product, top
+                above = hit_s >= screen
+                seeds_here, cols, hit_s = rows[hit_r[above]], hit_c[above] + c0, hit_s[above]
+                kept = _nearest_per_row(seeds_here, cols, hit_s, neighbours)
+                block_rows.append(seeds_here[kept])
+                block_cols.append(cols[kept])
+                block_sims.append(hit_s[kept])
+                continue
             hit_r, hit_c = np.nonzero(product >= screen)
+            hit_s = product[hit_r, hit_c]
             del product
             cols = hit_c + c0
             seeds_here = rows[hit_r]
             # Keep (seed, later truth), and (seed, earlier non-seed); the rest are mirrors.
             keep = (cols > seeds_here) | ((cols < seeds_here) & ~users.can_seed[cols])
-            found_rows.append(seeds_here[keep])
-            found_cols.append(cols[keep])
+            seeds_here, cols, hit_s = seeds_here[keep], cols[keep], hit_s[keep]
+            kept = _nearest_per_row(seeds_here, cols, hit_s, neighbours)
+            block_rows.append(seeds_here[kept])
+            block_cols.append(cols[kept])
+            block_sims.append(hit_s[kept])
+        if block_rows:
+            seeds_here, cols, hit_s = np.concatenate(block_rows), np.concatenate(block_cols), np.concatenate(block_sims)
+            kept = _nearest_per_row(seeds_here, cols, hit_s, neighbours)
+            found_rows.append(seeds_here[kept])
+            found_cols.append(cols[kept])
     return _mirror_and_refine(users, found_rows, found_cols, threshold=threshold, memory_bytes=memory_bytes)
 
 
@@ -295,7 +348,16 @@ def _mirror_and_refine(
     members = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
     both = users.can_seed[members]
     seeds, members = np.concatenate([seeds, members[both]]), np.concatenate([members, seeds[both]])
-    return _refine(users, seeds.astype(np.int64, copy=False), members.astype(np.int64, copy=False), threshold, memory_bytes)
+    pairs = _refine(users, seeds.astype(np.int64, copy=False), members.astype(np.int64, copy=False), threshold, memory_bytes)
+    return _nearest_pairs(pairs)
+
+
+def _nearest_pairs(pairs: Pairs) -> Pairs:
+    """``pairs`` with each seed's at most ``PHASE1_NEIGHBOURS`` most similar members."""
+    kept = _nearest_per_row(pairs.seeds, pairs.members, pairs.similarities, int(app_settings.PHASE1_NEIGHBOURS))
+    if kept.shape[0] == pairs.seeds.shape[0]:
+        return pairs
+    return Pairs(seeds=pairs.seeds[kept], members=pairs.members[kept], similarities=pairs.similarities[kept])
 
 
 #: IVF layout, measured on planted unit vectors at 100,000 truths (README, "Phase 1 at
@@ -335,18 +397,20 @@ def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int
     cols: list[np.ndarray] = []
     for start in range(0, seed_positions.shape[0], step):
         queries = seed_positions[start : start + step]
-        lims, _, found = index.range_search(np.ascontiguousarray(x[queries]), float(threshold - SCREEN_MARGIN))
+        lims, found_sims, found = index.range_search(np.ascontiguousarray(x[queries]), float(threshold - SCREEN_MARGIN))
         seeds_here = np.repeat(queries, np.diff(lims).astype(np.int64))
         keep = found != seeds_here
-        rows.append(seeds_here[keep])
-        cols.append(found[keep])
+        seeds_here, found, found_sims = seeds_here[keep], found[keep], found_sims[keep]
+        kept = _nearest_per_row(seeds_here, found, found_sims, int(app_settings.PHASE1_NEIGHBOURS))
+        rows.append(seeds_here[kept])
+        cols.append(found[kept])
     seeds = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
     members = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
     # A pair of two seeds found from one side only is added from the other; duplicates go.
     both = users.can_seed[members]
     seeds, members = np.concatenate([seeds, members[both]]), np.concatenate([members, seeds[both]])
     key = np.unique(seeds.astype(np.int64) * n + members.astype(np.int64))
-    return _refine(users, key // n, key % n, threshold, memory_bytes)
+    return _nearest_pairs(_refine(users, key // n, key % n, threshold, memory_bytes))
 
 
 def greedy_clusters(
@@ -411,7 +475,8 @@ def find_clusters(
     ``approximate`` forces the path (None: faiss IVF from ``PHASE1_APPROXIMATE_FROM``
     seeds on, exact below). Queries: one. Working memory: ``PHASE1_MEMORY_MB`` plus
     1,536 bytes per truth for the vectors and, while pairs are gathered, about 100
-    bytes per pair found (a few arrays of 8 bytes per pair).
+    bytes per pair kept (a few arrays of 8 bytes per pair), at most 2 x
+    ``PHASE1_NEIGHBOURS`` pairs per truth.
     """
     threshold = app_settings.SIMILARITY_THRESHOLD if threshold is None else threshold
     max_size = max_size or app_settings.MAX_CLUSTER_SIZE

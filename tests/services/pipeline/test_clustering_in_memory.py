@@ -197,7 +197,9 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_keep_the_pool():
     from iris_consolidation.services.pipeline import clustering as clustering_module
 
     def blas_threads() -> list[int]:
-        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+        # numpy's own BLAS (faiss may load another, which numpy's products do not use).
+        return [pool["num_threads"] for pool in threadpool_info()
+                if pool["user_api"] == "blas" and "numpy" in pool["filepath"]]
 
     before = blas_threads()
     assert before  # numpy's BLAS is loaded
@@ -206,3 +208,40 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_keep_the_pool():
     assert blas_threads() == before
     with clustering_module._blas_threads(3_000, 3_000):
         assert blas_threads() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("search", "memory_bytes"), [(exact_pairs, 64 * MB), (exact_pairs, 4096), (approximate_pairs, 64 * MB)])
+def test_a_dense_user_keeps_each_seeds_nearest_members_only(search, memory_bytes, settings):
+    """400 truths all within cosine 0.8-0.99 of one centre (every pair above 0.5): each
+    seed keeps its ``PHASE1_NEIGHBOURS`` most similar members, not all 399, and greedy
+    clusters still form as the brute force's while enough of them are free."""
+    settings.IRIS_CONSOLIDATION_PHASE1_NEIGHBOURS = 8
+    rng = np.random.default_rng(9)
+    centre = rng.standard_normal(384)
+    centre /= np.linalg.norm(centre)
+    x = np.empty((400, 384), dtype=np.float32)
+    for i in range(400):
+        noise = rng.standard_normal(384)
+        noise -= centre * (noise @ centre)
+        noise /= np.linalg.norm(noise)
+        cos = rng.uniform(0.8, 0.99)
+        x[i] = cos * centre + np.sqrt(1 - cos * cos) * noise
+    users = UserVectors(ids=np.arange(400, dtype=np.int64), vectors=x.copy(), can_seed=np.ones(400, dtype=bool))
+
+    pairs = search(users, threshold=0.5, memory_bytes=memory_bytes)
+
+    per_seed = np.bincount(pairs.seeds, minlength=400)
+    assert per_seed.max() == 8
+    sims = x.astype(np.float64) @ x.T.astype(np.float64)
+    np.fill_diagonal(sims, -1.0)
+    first = pairs.members[pairs.seeds == 0]
+    assert set(first.tolist()) <= set(np.argsort(-sims[0])[:16].tolist())  # among its nearest
+    clusters = greedy_clusters(users, pairs, user_id=1, max_size=5, min_size=2)
+    members = [m for c in clusters for m in c.member_ids]
+    assert len(members) == len(set(members)) > 80  # no truth in two clusters
+    for c in clusters:  # each member at or above the threshold, nearest first
+        near = [sims[c.member_ids[0], m] for m in c.member_ids[1:]]
+        assert min(near) >= 0.5 and near == sorted(near, reverse=True)
+    reference = reference_clusters(x, np.ones(400, dtype=bool), threshold=0.5, max_size=5, min_size=2)
+    assert clusters[0].member_ids == reference[0]  # the first seed compares with every truth
