@@ -4,6 +4,10 @@ PY := $(VENV)/bin/python
 SHARED_DATA := ../shared/data/locomo_observations.truths.jsonl
 # The LoCoMo truths where the team's shared folder is beside the clone, else the project's sample.
 DEMO_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),samples/demo.truths.jsonl)
+# The LoCoMo sessions (non-commercial: read from the shared folder, never copied here), mined
+# with the offline extractor when the shared folder is beside the clone; none otherwise.
+SHARED_SESSIONS := ../shared/data/locomo_sessions.jsonl
+DEMO_SESSIONS ?= $(wildcard $(SHARED_SESSIONS))
 # The demo uses the offline rule judge whatever .env says; `make demo DEMO_JUDGE=llm` to change.
 DEMO_JUDGE ?= rules
 # The dry run lists each would-be merge for the small sample, only its summary for larger files.
@@ -29,6 +33,12 @@ demo: install
 	@$(PY) manage.py migrate --verbosity 0
 	@echo "== load $(DEMO_DATA)"
 	@$(PY) manage.py load_truths "$(DEMO_DATA)"
+	@if [ -n "$(DEMO_SESSIONS)" ]; then \
+		echo "== load sessions $(DEMO_SESSIONS)"; \
+		$(PY) manage.py load_sessions "$(DEMO_SESSIONS)" && \
+		echo "== mine the sessions (offline extractor; every session: --full)" && \
+		IRIS_CONSOLIDATION_JUDGE=rules $(PY) manage.py consolidate_truths --sync --only mine --full --verbosity 0; \
+	fi
 	@echo "== dry run (judge: $(DEMO_JUDGE); nothing is changed)"
 	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --dry-run --verbosity $(DEMO_VERBOSITY)
 	@echo "== consolidate (judge: $(DEMO_JUDGE))"

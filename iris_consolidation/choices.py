@@ -28,6 +28,7 @@ class RetiredReason(models.TextChoices):
     UNDONE = "undone", "Consolidation undone"
     NOISE = "noise", "Noise: should never have been stored"
     PRUNED = "pruned", "Pruned: relevance or quality below the floor"
+    RELOCATED = "relocated", "Relocated to a note (a pointer truth replaces it)"
 
 
 def is_protected(*, pinned: bool, origin: str, generation: int, max_generation: int) -> bool:
@@ -102,6 +103,7 @@ class LineageAction(models.TextChoices):
     MERGE = "merge", "Merge"
     SUPERSEDE = "supersede", "Supersede"
     UNDO = "undo", "Undo"
+    RELOCATE = "relocate", "Relocate to a note"
 
 
 class ChangeAction(models.TextChoices):
@@ -131,3 +133,10 @@ class StageMode(models.TextChoices):
     OFF = "off", "Off"
     REPORT = "report", "Report only"
     APPLY = "apply", "Apply"
+
+
+class MessageRole(models.TextChoices):
+    """Who wrote a session message: the session's own user, or anyone else (context)."""
+
+    USER = "user", "The user"
+    OTHER = "other", "Someone else"

@@ -134,6 +134,30 @@ DEFAULTS: dict[str, Any] = {
     "LEXICAL": "apply",
     "SEMANTIC": "apply",
     "PRUNE": "report",
+    # --- hygiene part 2 (issue 14; services/hygiene/mining.py, relocation.py, promotion.py) ---
+    # Mining adds truths and retires none, so it applies by default; relocation retires
+    # (a pointer truth replaces it), so it reports; promotion writes append-only rules
+    # that are injected every turn, so it reports until an operator switches it on.
+    "MINE": "apply",
+    "RELOCATE": "report",
+    "PROMOTE": "report",
+    # Lowest confidence a mined truth needs to be added: "high" (default) or "medium";
+    # "low" is never added (rho's mining SOP).
+    "MINING_CONFIDENCE": "high",
+    # Most truths the mine stage adds per user per pass, high confidence first.
+    "MAX_NEW_TRUTHS": 10,
+    # Cosine similarity to an existing live truth at or above which a mined truth is a
+    # near-duplicate and skipped; below it, a close one is added and the semantic arm of
+    # the same pass clusters it with the existing truth for the judge. all-MiniLM-L6-v2
+    # puts real restatements at 0.4-0.75 and near-verbatim ones above 0.9 (issue 16).
+    "MINING_DUPLICATE_SIMILARITY": 0.9,
+    # Existing truths shown to the mining model with each session, nearest first.
+    "MINING_KNOWN_TRUTHS": 10,
+    # Truths at least this long (characters) are reference-heavy by the relocation rule
+    # (a truth is a sentence or two; rho's SOP moves long histories and runbooks out).
+    "RELOCATE_MIN_CHARS": 280,
+    # Corroborations from which a truth is offered to the model as a standing instruction.
+    "PROMOTE_THRESHOLD": 3,
 }
 
 

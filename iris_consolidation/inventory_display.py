@@ -142,6 +142,26 @@ def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:
     return lines
 
 
+MINING = (
+    "Mining: window {since} .. {until} ({how}); sessions {sessions}, user messages {messages}; extractor {extractor}; "
+    "added {added}, skipped {skipped}{reasons}"
+)
+
+
+def mining_line(item: dict[str, Any]) -> str:
+    """One line of the mine stage's report: window, sessions analysed, added and skipped
+    (with the count of each reason); "would add" counts in report mode and dry runs."""
+    window = item.get("window") or {}
+    reasons = item.get("skipped_by_reason") or {}
+    shown = " (" + ", ".join(f"{why}: {n}" for why, n in sorted(reasons.items())) + ")" if reasons else ""
+    added = item["applied"] if item.get("mode") == "apply" else f"{item['affected']} (would add)"
+    return MINING.format(
+        since=_when(window.get("since")), until=_when(window.get("until")), how=window.get("how", "-"),
+        sessions=item.get("sessions", 0), messages=item.get("messages", 0), extractor=item.get("extractor") or "-",
+        added=added, skipped=item["examined"] - item["affected"], reasons=shown,
+    )
+
+
 def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
     """One line per stage (mode, counts, seconds); at ``verbosity`` >= 2 the first examples
     of what noise and prune retired or would retire."""
@@ -159,6 +179,18 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
                 f"      the model kept {item.get('model_kept', 0)} of the detector's candidates"
                 f" ({item.get('model_errors', 0)} undecided: its call failed, kept)"
             )
+        if stage == "mine" and item.get("window"):
+            lines.append("      " + mining_line(item))
+        if stage == "promote" and item.get("skipped"):
+            lines.append(f"      {item['skipped']}")
+        if stage in ("mine", "relocate", "promote") and item.get("errors"):
+            lines.append(f"      model errors: {len(item['errors'])} (first: {item['errors'][0]})")
+        if verbosity >= 2 and stage in ("mine", "relocate", "promote"):
+            for f in item.get("examples") or ():
+                text = f.get("rule") or f.get("title") or f.get("content")
+                lines.append(f"      {f.get('outcome') or 'relocate'}: {text!r} ({f.get('reason') or '-'})")
+            for f in item.get("skipped_examples") or ():
+                lines.append(f"      skipped: {f.get('content')!r} ({f.get('why')})")
         if verbosity >= 2 and stage in ("noise", "prune"):
             for f in item.get("examples") or ():
                 why = f.get("category") or f"relevance {f.get('relevance', 0):.4f}, quality {f.get('quality', 0):.4f}"

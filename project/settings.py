@@ -167,6 +167,15 @@ _IRIS = {
     "LEXICAL": env.str,
     "SEMANTIC": env.str,
     "PRUNE": env.str,
+    "MINE": env.str,
+    "RELOCATE": env.str,
+    "PROMOTE": env.str,
+    "MINING_CONFIDENCE": env.str,
+    "MAX_NEW_TRUTHS": env.int,
+    "MINING_DUPLICATE_SIMILARITY": env.float,
+    "MINING_KNOWN_TRUTHS": env.int,
+    "RELOCATE_MIN_CHARS": env.int,
+    "PROMOTE_THRESHOLD": env.int,
 }
 for _name, _cast in _IRIS.items():
     _var = f"IRIS_CONSOLIDATION_{_name}"

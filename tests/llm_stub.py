@@ -12,6 +12,8 @@ clusters per call). Replies:
 - ``text(content, finish_reason="stop")``: any content (malformed or cut-off JSON);
 - ``error(status, headers=..., body=...)``: an HTTP error, e.g. 429 with retry-after;
 - ``hang(seconds)``: sleep before answering (a timeout on the client side).
+Part-2 calls (mining, relocation, promotion; ``data_of`` reads their data) are answered
+with ``text(json.dumps({...}))`` replies.
 
 ``hostile(mode)`` is a ``handler`` that plays a careless or hostile model: it reads
 the truths of each request and answers with the attack named by ``mode`` (see
@@ -187,6 +189,14 @@ class StubLLMServer:
         content = request["json"]["messages"][-1]["content"]
         start, end = content.index("{"), content.rindex("}") + 1
         return json.loads(content[start:end])["clusters"]
+
+    @staticmethod
+    def data_of(request: dict[str, Any]) -> dict[str, Any]:
+        """The JSON data of a recorded part-2 call (mining, relocation, promotion): the
+        object between the last message's ``<data>`` tags."""
+        content = request["json"]["messages"][-1]["content"]
+        start, end = content.index("<data>") + len("<data>"), content.rindex("</data>")
+        return json.loads(content[start:end])
 
     @staticmethod
     def truths_of(request: dict[str, Any]) -> list[dict[str, Any]]:

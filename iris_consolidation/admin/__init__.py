@@ -4,6 +4,7 @@
 - ``lineage``: the lineage view mixin (ancestors to generation 0, forwards, as a picture);
 - ``undo``: the undo confirmation pages of truths and reviews;
 - ``runs``: runs (progress, reviews, applying a dry run), reviews, lineage events;
+- ``knowledge``: chat sessions, notes and learned rules (hygiene part 2);
 - ``base``: permission helpers and read-only history admins.
 
 Seeing anything needs the view permission on truths (runs and reviews show truth
@@ -11,6 +12,7 @@ text); pinning, running, applying and undoing need the change permission on trut
 """
 
 from . import incremental  # noqa: F401  (audit, cursors, verdict cache, live settings)
+from . import knowledge  # noqa: F401  (sessions, notes, learned rules)
 from .runs import ClusterReviewAdmin, ConsolidationRunAdmin, LineageEventAdmin
 from .truths import TruthAdmin
 

@@ -234,7 +234,8 @@ class LiveSettingsAdmin(admin.ModelAdmin):
         "max_retirements_per_run",
         "similarity_threshold",
         "max_cost_per_run",
-        ("noise_mode", "decay_mode", "lexical_mode", "semantic_mode", "prune_mode"),
+        ("mine_mode", "noise_mode", "decay_mode", "lexical_mode"),
+        ("semantic_mode", "relocate_mode", "promote_mode", "prune_mode"),
         "in_force",
         "updated_at",
     ]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,6 +45,8 @@ from .prompts import (  # noqa: E402
 )
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MISSING_KEY = (
     "The LLM judge's model {model!r} needs the environment variable(s) {keys}. Set them, "
@@ -306,6 +308,32 @@ class LiteLLMJudge:
                 continue
             return NoiseReply(noise=noise, reasons=reasons, raw=raw, model=self.model,
                               prompt_version=NOISE_PROMPT_VERSION, attempts=attempt, spend=spend)
+        assert last_error is not None
+        last_error.spend = spend  # type: ignore[attr-defined]
+        raise last_error
+
+    def ask_json(self, messages: list[dict[str, Any]], parse: Callable[[str], T]) -> tuple[T, Spend]:
+        """One call of the part-2 stages (mining, relocation, promotion): ``parse`` turns
+        the reply's text into its result or raises ``JudgeResponseInvalid``; a malformed
+        or truncated reply is asked again, up to ``attempts`` calls in all.
+
+        Returns ``(result, spend)``. Raises ``JudgeResponseInvalid`` (the last one, with
+        ``spend``), ``JudgeUnavailable`` or ``JudgeRateLimited`` as ``judge_batch`` does.
+        """
+        spend = Spend()
+        last_error: JudgeResponseInvalid | None = None
+        for attempt in range(1, self.attempts + 1):
+            response = self._complete(messages)
+            spend = spend + usage_spend(response)
+            choice = response.choices[0]
+            raw = choice.message.content or ""
+            try:
+                if choice.finish_reason == "length":
+                    raise JudgeResponseInvalid(TRUNCATED, raw=raw)
+                return parse(raw), spend
+            except JudgeResponseInvalid as exc:
+                last_error = exc
+                logger.warning("model reply invalid (attempt %d/%d): %s", attempt, self.attempts, exc)
         assert last_error is not None
         last_error.spend = spend  # type: ignore[attr-defined]
         raise last_error

@@ -59,7 +59,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--only",
             metavar="STAGE[,STAGE]",
-            help="Run only these stages of the pass: noise, decay, lexical, semantic, prune (default: every "
+            help="Run only these stages of the pass: mine, noise, decay, lexical, semantic, relocate, promote, prune "
+            "(default: every "
             "stage in its configured mode).",
         )
 
@@ -121,6 +122,10 @@ class Command(BaseCommand):
         seconds = time.monotonic() - started
         if run.users == 0 and verbosity >= 1:
             self.stdout.write(self.NOTHING)
+        mined = (run.inventory or {}).get("stages", {}).get("mine") or {}
+        if mined.get("sessions"):
+            # Before the summary, which stays the last line at verbosity 0.
+            self.stdout.write(inventory_display.mining_line(mined))
         self.stdout.write(_summary(run, seconds))
         if run.is_dry_run:
             self.stdout.write(inventory_display.forecast_line(forecast.Forecast.from_dict(run.forecast)))

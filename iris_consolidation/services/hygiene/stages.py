@@ -1,4 +1,5 @@
-"""The stages of a pass around the judge (issue 13): noise, decay, lexical, semantic, prune.
+"""The stages of a pass around the judge: mine, noise, decay, lexical, semantic, relocate,
+promote, prune (issues 13 and 14).
 
 Order (loopctl's consolidate_entries, rho's SOP), per user: ``noise`` (retire what
 should never have been stored), ``decay`` (relevance), then the two candidate arms
@@ -7,6 +8,16 @@ cluster of the run is judged, ``prune`` (below the floor). Each stage has a mode
 ``off``, ``report`` (listed in the run's report, nothing changed; for the arms: clusters
 counted, not judged) or ``apply``. A dry run turns every ``apply`` into ``report``
 (the arms' clusters are still judged and recorded as previews, as always).
+
+Part 2 (issue 14): ``mine`` (``mining.py``), ``relocate`` (``relocation.py``) and
+``promote`` (``promotion.py``) run in phase 1 too, for each user, outside its
+transaction (they may call a model): mine first (so that new truths are cleaned,
+decayed and clustered in the same pass), relocate and promote once the clusters are
+built. DESIGN.md puts them after the merges, but the end of a run (``close_run``) holds
+the run's lock, where no model call may run; a truth relocated here leaves its cluster
+stale for phase 2, which re-reads every member under a lock. Their model calls use the run's LLM judge's client (``ask_json``); with the
+rule judge, mining uses the offline extractor, relocation the rule alone, and
+promotion reports "skipped: no LLM".
 
 Modes come from the run's stored settings (``effective_settings["stage_modes"]``:
 live settings over ``IRIS_CONSOLIDATION_NOISE`` / ``_DECAY`` / ``_LEXICAL`` /
@@ -29,20 +40,24 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Sum
 
 from ...conf import app_settings
-from ...exceptions import InvalidInput
+from ...embeddings import Embedder
+from ...exceptions import InvalidInput, JudgeMisconfigured
 from ...llm.base import NoiseCandidate, NoiseReply, Spend
 from ...models import ConsolidationRun, RetiredReason, StageMode, StageResult, Truth
 from ..pipeline import clustering
-from . import decay, lexical, noise, prune, retire
+from . import decay, lexical, mining, noise, promotion, prune, relocation, retire
 
 logger = logging.getLogger(__name__)
 
-#: Every stage, in pass order (part 2 adds mine, relocate, promote).
-STAGES = ("noise", "decay", "lexical", "semantic", "prune")
+#: Every stage, in pass order.
+STAGES = ("mine", "noise", "decay", "lexical", "semantic", "relocate", "promote", "prune")
 #: Stages that work truth by truth: a user with a single consolidatable truth needs them too.
 PER_TRUTH = ("noise", "decay", "prune")
 #: The setting of each stage's default mode.
-SETTING_OF = {"noise": "NOISE", "decay": "DECAY", "lexical": "LEXICAL", "semantic": "SEMANTIC", "prune": "PRUNE"}
+SETTING_OF = {
+    "mine": "MINE", "noise": "NOISE", "decay": "DECAY", "lexical": "LEXICAL", "semantic": "SEMANTIC",
+    "relocate": "RELOCATE", "promote": "PROMOTE", "prune": "PRUNE",
+}
 MODES = tuple(StageMode.values)
 
 UNKNOWN_STAGE = "Unknown stage {names}; the stages are: {stages}."
@@ -218,10 +233,111 @@ def run_decay(run: ConsolidationRun, user_id: int) -> StageResult | None:
                    seconds=time.monotonic() - started, findings=result.findings)
 
 
+#: Sentinel: resolve the model client from the run (``model_client``).
+FROM_RUN: Any = object()
+
+
+def model_client(run: ConsolidationRun) -> Any | None:
+    """The client of the part-2 stages' model calls: the LLM judge (an object with
+    ``ask_json``) when the run's judge is one, else None (offline: the rules)."""
+    if not (run.judge or "").startswith("llm:"):
+        return None
+    from ...llm import get_judge_client
+
+    try:
+        client = get_judge_client("llm")
+    except JudgeMisconfigured:
+        logger.warning("run %s: the LLM client is not configured; part-2 stages run offline", run.pk)
+        return None
+    return client if hasattr(client, "ask_json") else None
+
+
+def run_mine(
+    run: ConsolidationRun, user_id: int, *, embedder: Embedder, client: Any = FROM_RUN
+) -> StageResult | None:
+    """The mine stage for one user (see ``mining.py``); adds truths in apply mode only.
+
+    The model calls (if any) run outside any transaction; the new truths and the
+    stage's result are written in one transaction, so a second delivery of the same
+    work finds the result and adds nothing twice.
+    """
+    mode, existing = _start(run, user_id, "mine")
+    if mode == StageMode.OFF or existing is not None:
+        return existing
+    started = time.monotonic()
+    client = model_client(run) if client is FROM_RUN else client
+    result = mining.find(run=run, user_id=user_id, embedder=embedder, client=client)
+    write = mode == StageMode.APPLY and bool(result.added)
+    with transaction.atomic():
+        if write:
+            mining.write(run=run, user_id=user_id, result=result, embedder=embedder)
+        examined = len(result.added) + len(result.skipped)
+        return _record(run, user_id, "mine", mode, examined=examined, affected=len(result.added),
+                       applied=len(result.added) if write else 0, seconds=time.monotonic() - started,
+                       findings=result.findings(written=write))
+
+
+def run_relocate(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) -> StageResult | None:
+    """The relocate stage for one user (see ``relocation.py``); relocates in apply mode
+    only, each truth in its own transaction (a conflict skips that truth, recorded)."""
+    mode, existing = _start(run, user_id, "relocate")
+    if mode == StageMode.OFF or existing is not None:
+        return existing
+    started = time.monotonic()
+    client = model_client(run) if client is FROM_RUN else client
+    decided = relocation.plan(run=run, user_id=user_id, client=client)
+    findings: list[dict[str, Any]] = [{"errors": decided.errors, "refused": decided.refused,
+                                       "extractor": "llm" if client is not None else "rules"}]
+    applied = 0
+    for move in decided.moves:
+        item: dict[str, Any] = {"truth_id": move.truth.pk, "content": move.truth.content, "title": move.title,
+                                "summary": move.summary, "reason": move.reason, "relocated": False}
+        if mode == StageMode.APPLY:
+            try:
+                note, pointer = relocation.relocate(move=move, run=run)
+            except relocation.RelocationConflict as exc:
+                item["error"] = str(exc)
+            else:
+                applied += 1
+                item.update(relocated=True, note=note.slug, pointer_id=pointer.pk)
+        findings.append(item)
+    return _record(run, user_id, "relocate", mode, examined=decided.examined, affected=len(decided.moves),
+                   applied=applied, seconds=time.monotonic() - started, findings=findings)
+
+
+def run_promote(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) -> StageResult | None:
+    """The promote stage for one user (see ``promotion.py``); appends rules in apply mode only."""
+    mode, existing = _start(run, user_id, "promote")
+    if mode == StageMode.OFF or existing is not None:
+        return existing
+    started = time.monotonic()
+    client = model_client(run) if client is FROM_RUN else client
+    result, rules = promotion.plan(run=run, user_id=user_id, client=client)
+    added = promotion.append(run=run, user_id=user_id, rules=rules, result=result, write=mode == StageMode.APPLY,
+                             model=getattr(client, "model", ""))
+    head = {"skipped": result.skipped, "errors": result.errors, "refused": result.refused}
+    return _record(run, user_id, "promote", mode, examined=result.offered, affected=added,
+                   applied=added if mode == StageMode.APPLY else 0, seconds=time.monotonic() - started,
+                   findings=[head, *result.proposals])
+
+
+def mine_first(run: ConsolidationRun, user_id: int, *, embedder: Embedder) -> None:
+    """The first stage of phase 1 for ``user_id``: mine (outside any transaction: it may
+    call a model)."""
+    run_mine(run, user_id, embedder=embedder)
+
+
 def before_clustering(run: ConsolidationRun, user_id: int) -> None:
     """The stages that run before phase 1's clustering of ``user_id``: noise, then decay."""
     run_noise(run, user_id)
     run_decay(run, user_id)
+
+
+def after_clustering(run: ConsolidationRun, user_id: int) -> None:
+    """The stages that run once phase 1 built ``user_id``'s clusters: relocate, then
+    promote (outside any transaction: they may call a model)."""
+    run_relocate(run, user_id)
+    run_promote(run, user_id)
 
 
 def candidate_clusters(
@@ -328,5 +444,38 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
                 said = [f.get("model") for r in listed.get(stage, []) for f in r.findings]
                 item["model_kept"] = said.count(noise.MODEL_KEEP)
                 item["model_errors"] = said.count(noise.MODEL_ERROR)
+        elif stage in ("mine", "relocate", "promote") and total:
+            item.update(_part2_report(stage, rows.filter(stage=stage).order_by("user_id", "id"), examples=examples))
         report[stage] = item
     return report
+
+
+def _part2_report(stage: str, results: Any, *, examples: int) -> dict[str, Any]:
+    """The extra report of mine (window, sessions, added / skipped with reasons),
+    relocate and promote (errors, refused model entries, examples)."""
+    extra: dict[str, Any] = {"examples": [], "errors": []}
+    skipped: list[dict[str, Any]] = []
+    sessions = messages = 0
+    for result in results:
+        head, items = (result.findings[0], result.findings[1:]) if result.findings else ({}, [])
+        extra["errors"].extend(head.get("errors") or [])
+        if stage == "mine":
+            extra.setdefault("window", head.get("window"))
+            extra["extractor"] = head.get("extractor")
+            sessions += len(head.get("sessions") or [])
+            messages += int(head.get("messages") or 0)
+            skipped.extend(i for i in items if i.get("outcome") == "skipped")
+            items = [i for i in items if i.get("outcome") != "skipped"]
+        if stage == "promote" and head.get("skipped"):
+            extra["skipped"] = head["skipped"]
+        extra["examples"].extend(items[: max(0, examples - len(extra["examples"]))])
+    if stage == "mine":
+        extra.update(sessions=sessions, messages=messages, skipped_examples=skipped[:examples])
+        reasons: dict[str, int] = {}
+        for result in results:
+            for i in result.findings[1:]:
+                if i.get("outcome") == "skipped":
+                    why = str(i.get("why") or "").split(" (")[0].split(" #")[0]
+                    reasons[why] = reasons.get(why, 0) + 1
+        extra["skipped_by_reason"] = reasons
+    return extra

@@ -37,7 +37,7 @@ from django.utils import timezone
 from ... import selectors
 from ...exceptions import ConsolidatedFurther, UndoRefused
 from ...models import ClusterReview, LineageEvent, RetiredReason, Truth
-from ..hygiene import retire
+from ..hygiene import relocation, retire
 from ..pipeline import truth_events
 
 logger = logging.getLogger(__name__)
@@ -173,6 +173,14 @@ def plan_undo(*, truth: Truth) -> selectors.UndoStep:
     """
     if retire.is_hygiene_retirement(truth):
         return selectors.UndoStep(truth=truth, review=None, events=(), creates_truth=False)
+    pair = relocation.relocated_pair(truth)
+    if pair is not None:
+        # A relocation: the pointer "made" from the truth; undoing restores one, retires the other.
+        original, pointer = pair
+        events = tuple(LineageEvent.objects.filter(
+            source=original, result=pointer, action=LineageEvent.Action.RELOCATE
+        ))
+        return selectors.UndoStep(truth=pointer, review=None, events=events, creates_truth=True)
     return _latest_step(truth)
 
 
@@ -198,7 +206,9 @@ def undo_consolidation(*, truth_id: int, actor: str, reason: str) -> UndoResult:
 
     Transaction: one, with row locks. Idempotent in effect: a second call refuses
     with ``ALREADY_UNDONE``. Raises ``UndoRefused`` / ``ConsolidatedFurther``.
-    A truth retired by the noise or prune stage is restored (``hygiene.retire.restore``).
+    A truth retired by the noise or prune stage is restored (``hygiene.retire.restore``);
+    a relocation (named by the relocated truth or its pointer) is undone by
+    ``hygiene.relocation.undo_relocation``: the truth live again, the pointer retired.
     """
     truth = Truth.all_objects.filter(pk=truth_id).first()
     if truth is not None and retire.is_hygiene_retirement(truth):
@@ -206,6 +216,10 @@ def undo_consolidation(*, truth_id: int, actor: str, reason: str) -> UndoResult:
         retire.restore(truth_id=truth_id, actor=actor, reason=reason)
         return UndoResult(truth_id=truth_id, truth_retired=False, restored_ids=(truth_id,), review_id=None,
                           action="restore", stage=stage)
+    if truth is not None and relocation.relocated_pair(truth) is not None:
+        original, pointer = relocation.undo_relocation(truth_id=truth_id, actor=actor, reason=reason)
+        return UndoResult(truth_id=pointer.pk, truth_retired=True, restored_ids=(original.pk,), review_id=None,
+                          action="relocate")
     return _undo(truth_ids=[truth_id], review_id=None, actor=actor, reason=reason)[0]
 
 

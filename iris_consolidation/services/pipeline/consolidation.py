@@ -29,7 +29,7 @@ from ...embeddings import Embedder
 from ...exceptions import InvalidThreshold
 from ...llm.base import JudgeClient, Spend
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
-from ..hygiene import stages
+from ..hygiene import mining, stages
 from ..operations import live_settings
 from . import clustering, forecast, incremental, inventory, judging, merging, verdict_cache
 
@@ -102,11 +102,16 @@ def create_run(
 def start_run(run: ConsolidationRun) -> list[int]:
     """Mark ``run`` running and return the ids of the users it covers (stored as ``users``):
     users with two consolidatable truths (a cluster needs two), or with one when a stage
-    that works truth by truth (``stages.PER_TRUTH``: noise, decay, prune) is on."""
+    that works truth by truth (``stages.PER_TRUTH``: noise, decay, prune) is on, and,
+    when the mine stage is on, users with their own session messages in the run's mining
+    window."""
     user_ids = selectors.list_user_ids_to_consolidate(
         user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION,
         min_truths=1 if stages.per_truth_stages_on(run) else 2,
     )
+    if stages.run_modes(run)["mine"] != "off":
+        # Users with sessions to mine may have no truth yet.
+        user_ids = sorted(set(user_ids) | set(mining.user_ids_to_mine(run)))
     allowed = live_settings.allowed_user_ids(run)
     if allowed:
         user_ids = [pk for pk in user_ids if pk in set(allowed)]
@@ -173,6 +178,9 @@ def build_user_plan(
             complete=False,
             pending=clustering.missing_embeddings(user_id=user_id, embedder=embedder),
         )
+    # The stages that may call a model (mine; relocate and promote below) run outside
+    # the transaction that follows: no network call while it holds the run's row.
+    stages.mine_first(run, user_id, embedder=embedder)
     # A small user's writes from here on (stage results, the pass's cursor bounds) are
     # committed once: a commit costs a flush to disk (about 3 ms here), several times
     # the clustering of 100 truths. A large user's are not held in one transaction,
@@ -186,6 +194,9 @@ def build_user_plan(
         # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
         clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
         cluster_seconds = time.monotonic() - started
+    # After the clusters are built (DESIGN.md's order): a truth relocated here leaves its
+    # cluster stale for phase 2, which re-reads every member under a lock.
+    stages.after_clustering(run, user_id)
     user_forecast = None
     if run.is_dry_run:
         user_forecast = forecast.forecast_user(

@@ -282,7 +282,7 @@ def advance_cursors(run: ConsolidationRun, *, held_users: Iterable[int] = ()) ->
     position just before its earliest seed (so that seed and everything after it seed
     the next pass). A cursor never moves backwards.
     """
-    if run.is_dry_run:
+    if run.is_dry_run or not _judges_clusters(run):
         return 0
     blocked = _blocked_by_user(run)
     moved = 0
@@ -338,10 +338,23 @@ def _restamp_threshold(user_id: int, run: ConsolidationRun) -> None:
         cursor.save(update_fields=["run", "moved_at"])
 
 
+def _judges_clusters(run: ConsolidationRun) -> bool:
+    """Whether ``run`` judges clusters (its lexical or semantic arm applies): a pass run
+    with ``--only mine`` or ``--only noise``, say, judged nothing, so it must move neither
+    the cursors nor the checkpoint, or the next pass would skip truths never judged."""
+    from ..hygiene import stages
+
+    modes = stages.run_modes(run)
+    return "apply" in (modes["lexical"], modes["semantic"])
+
+
 def write_checkpoint(run: ConsolidationRun) -> datetime | None:
     """Set ``run.checkpoint`` (unsaved) if the run is real and completed with no failed
-    cluster and none deferred (a budget's leftovers must fall in the next ``--since last``)."""
+    cluster and none deferred (a budget's leftovers must fall in the next ``--since last``),
+    and judged clusters (``_judges_clusters``)."""
     if run.is_dry_run or run.failed or run.deferred or run.status != ConsolidationRun.Status.DONE:
+        return None
+    if not _judges_clusters(run):
         return None
     run.checkpoint = run.window_until or run.created_at
     return run.checkpoint

@@ -48,7 +48,7 @@ def test_unknown_stage_is_refused_in_one_line_listing_the_stages(mixed):
     with pytest.raises(CommandError) as info:
         run_command("--sync", "--only", "noise,dedupe")
     assert str(info.value) == UNKNOWN_STAGE.format(
-        names="'dedupe'", stages="noise, decay, lexical, semantic, prune"
+        names="'dedupe'", stages="mine, noise, decay, lexical, semantic, relocate, promote, prune"
     )
     assert ConsolidationRun.objects.count() == 0
     assert truth_state(with_decay=True) == before
@@ -59,8 +59,11 @@ def test_a_pass_runs_every_stage_and_reports_each(mixed):
     run = ConsolidationRun.objects.get()
     report = run.inventory["stages"]
     assert {s: report[s]["mode"] for s in report} == {
-        "noise": "report", "decay": "report", "lexical": "apply", "semantic": "apply", "prune": "report"
+        "mine": "apply", "noise": "report", "decay": "report", "lexical": "apply", "semantic": "apply",
+        "relocate": "report", "promote": "report", "prune": "report",
     }
+    assert (report["mine"]["sessions"], report["mine"]["affected"]) == (0, 0)  # no session to mine
+    assert report["promote"]["skipped"] == "skipped: no LLM"
     assert (report["noise"]["affected"], report["noise"]["applied"]) == (1, 0)
     assert report["noise"]["examples"][0]["content"] == "Upgraded numpy to 2.1.3"
     # Decay reports by default: every truth of the user decayed at the pass time, none written.
@@ -123,8 +126,9 @@ def test_the_queued_path_runs_the_stages_too(mixed, settings, django_capture_on_
         tasks.enqueue_run(run)
     run.refresh_from_db()
     assert run.status == "done"
+    # Every stage not off by default (mine applies, relocate and promote report).
     assert set(StageResult.objects.filter(run=run).values_list("stage", flat=True)) == {
-        "noise", "decay", "lexical", "semantic", "prune"
+        "mine", "noise", "decay", "lexical", "semantic", "relocate", "promote", "prune"
     }
     assert Truth.all_objects.get(pk=mixed["old"].pk).retired_reason == RetiredReason.PRUNED
     assert run.inventory["stages"]["prune"]["applied"] == 1

@@ -136,13 +136,15 @@ def test_only_parses_stages_and_refuses_unknown_names_in_one_line():
         stages.parse_only("noise,dedupe")
     message = str(info.value)
     assert "\n" not in message and "'dedupe'" in message
-    assert "noise, decay, lexical, semantic, prune" in message
+    assert "mine, noise, decay, lexical, semantic, relocate, promote, prune" in message
 
 
 def test_narrow_turns_unlisted_stages_off_and_listed_off_ones_to_report():
-    modes = {"noise": "off", "decay": "apply", "lexical": "apply", "semantic": "apply", "prune": "report"}
-    assert stages.narrow(modes, ("noise", "decay")) == {
-        "noise": "report", "decay": "apply", "lexical": "off", "semantic": "off", "prune": "off"
+    modes = {"mine": "apply", "noise": "off", "decay": "apply", "lexical": "apply", "semantic": "apply",
+             "relocate": "report", "promote": "off", "prune": "report"}
+    assert stages.narrow(modes, ("noise", "decay", "promote")) == {
+        "mine": "off", "noise": "report", "decay": "apply", "lexical": "off", "semantic": "off",
+        "relocate": "off", "promote": "report", "prune": "off",
     }
 
 
@@ -151,7 +153,8 @@ def test_live_settings_switch_each_stage_and_are_stored_on_the_run(run_factory, 
     LiveSettings.objects.create(prune_mode="apply", lexical_mode="off")
     effective = live_settings.get_effective_settings()
     assert effective.stage_modes == {
-        "noise": "off", "decay": "report", "lexical": "off", "semantic": "apply", "prune": "apply"
+        "mine": "apply", "noise": "off", "decay": "report", "lexical": "off", "semantic": "apply",
+        "relocate": "report", "promote": "report", "prune": "apply",
     }
     assert {"prune_mode", "lexical_mode"} <= set(effective.overridden)
     run = run_factory()
@@ -171,7 +174,8 @@ def test_admin_live_settings_switch_a_stage_mode(admin_client):
     assert saved.status_code == 302
     assert live_settings.get_effective_settings().stage_modes["prune"] == "apply"
     page = admin_client.get(reverse("admin:iris_consolidation_livesettings_change", args=[1])).content.decode()
-    assert "stages: noise off, decay report, lexical apply, semantic apply, prune apply" in page
+    assert ("stages: mine apply, noise off, decay report, lexical apply, semantic apply, relocate report, "
+            "promote report, prune apply") in page
     bad = admin_client.post(reverse("admin:iris_consolidation_livesettings_change", args=[1]),
                             {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "delete"})
     assert bad.status_code == 200 and LiveSettings.objects.get().prune_mode == "apply"

@@ -1,0 +1,363 @@
+"""The mine stage (rho's session mining): new truths from a user's own session messages.
+
+Per user and pass:
+
+1. **Window**: messages written in ``[since, until)``: ``since`` is the run's
+   ``--since`` start (``last``: the last successful run's checkpoint, or
+   ``IRIS_CONSOLIDATION_DAYS_FALLBACK`` days back), for a default (cursor) run the
+   last checkpoint or the fallback, nothing for ``--full``; ``until`` is the run's
+   snapshot time. Sessions with at least one of the user's own messages in it are
+   analysed; others' messages are context only.
+2. **Extraction**: with a model (the run's judge is the LLM judge), one call per session
+   through the judge's litellm client (mining contract in DESIGN.md: the messages and the
+   user's nearest known truths in, as quoted data); offline, the conservative rule
+   extractor (``extraction.py``: explicit first-person statements and corrections, high
+   confidence). A model's truth whose evidence names another's message is refused.
+3. **Confidence policy**: ``high`` is added; ``medium`` only with
+   ``IRIS_CONSOLIDATION_MINING_CONFIDENCE=medium``; ``low`` never.
+4. **Dedupe**: a truth whose normalised text the user already has (live or retired), or
+   one at cosine similarity >= ``IRIS_CONSOLIDATION_MINING_DUPLICATE_SIMILARITY`` to a
+   live truth, is skipped with the reason; a close but lower one is added and the
+   semantic arm of the same pass puts it in a cluster with the existing truth, for the judge.
+5. **Cap**: at most ``IRIS_CONSOLIDATION_MAX_NEW_TRUTHS`` added per user per pass, high
+   confidence first; the rest are skipped ("cap reached").
+6. **Write** (apply mode, real runs): origin ``promoted``, ``source`` ``session:<id>``,
+   ``evidence`` the message ids, ``created_at`` the last evidence message's time, the
+   embedding made here; one ``TruthChange`` (created) each with the run; one transaction.
+
+Nothing here retires a truth. The findings list every candidate, added or skipped with
+its reason, after one entry with the window and the sessions analysed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ...conf import app_settings
+from ...embeddings import Embedder
+from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
+from ...llm import hygiene as prompts
+from ...models import ChatSession, ConsolidationRun, MessageRole, Origin, SessionMessage, Truth
+from ...querysets import set_hnsw_search
+from ..pipeline import truth_events
+from . import extraction
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "hygiene:mine"
+CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
+BAD_POLICY = "IRIS_CONSOLIDATION_MINING_CONFIDENCE must be high or medium; got {value!r}."
+
+SKIP_CONFIDENCE = "confidence {confidence} is below the policy (IRIS_CONSOLIDATION_MINING_CONFIDENCE={policy})"
+SKIP_KNOWN = "already known as truth #{truth}"
+SKIP_RETIRED = "already stated by truth #{truth}, retired ({reason})"
+SKIP_NEAR = "near-duplicate of truth #{truth} (cosine similarity {similarity:.3f})"
+SKIP_PASS = "stated twice in this pass"
+SKIP_CAP = "cap reached (IRIS_CONSOLIDATION_MAX_NEW_TRUTHS={cap})"
+SKIP_MODEL = "model reply refused: {why}"
+SESSION_FAILED = "session {session}: {error}"
+CREATED = "mined from session:{session} ({confidence}): {reason}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Window:
+    """Messages at or after ``since`` (None: no lower bound) and before ``until``; ``how``
+    says where ``since`` came from (full, checkpoint, fallback, duration, iso)."""
+
+    since: datetime | None
+    until: datetime
+    how: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"since": self.since.isoformat() if self.since else None, "until": self.until.isoformat(),
+                "how": self.how}
+
+
+@dataclass(kw_only=True)
+class Candidate:
+    """A truth found in one session, before the policy, dedupe and cap."""
+
+    content: str
+    kind: str
+    confidence: str
+    evidence: tuple[str, ...]
+    reason: str
+    session: str
+    stated_at: datetime
+    order: int
+    skipped: str = ""
+    vector: Any = None
+    truth_id: int | None = None
+
+    def finding(self, *, added: bool, written: bool) -> dict[str, Any]:
+        return {
+            "content": self.content, "kind": self.kind, "confidence": self.confidence, "session": self.session,
+            "evidence": list(self.evidence), "reason": self.reason,
+            "outcome": ("added" if written else "would add") if added else "skipped",
+            "why": self.skipped, "truth_id": self.truth_id,
+        }
+
+
+@dataclass(kw_only=True)
+class MiningResult:
+    """What the stage found for one user: the window, the sessions analysed, every
+    candidate (added ones first in ``added``), model spend and per-session errors."""
+
+    window: Window
+    sessions: list[str] = field(default_factory=list)
+    messages: int = 0
+    added: list[Candidate] = field(default_factory=list)
+    skipped: list[Candidate] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    extractor: str = "rules"
+
+    def findings(self, *, written: bool) -> list[dict[str, Any]]:
+        head = {"window": self.window.as_dict(), "sessions": self.sessions, "messages": self.messages,
+                "extractor": self.extractor, "errors": self.errors}
+        return [head, *(c.finding(added=True, written=written) for c in self.added),
+                *(c.finding(added=False, written=written) for c in self.skipped)]
+
+
+def window_of(run: ConsolidationRun, *, now: datetime | None = None) -> Window:
+    """The run's mining window (see the module docstring)."""
+    until = run.window_until or now or timezone.now()
+    if run.window_mode == "full":
+        return Window(since=None, until=until, how="full")
+    if run.window_since is not None:
+        return Window(since=run.window_since, until=until, how=run.window_mode or "iso")
+    if run.previous_checkpoint is not None:
+        return Window(since=run.previous_checkpoint, until=until, how="checkpoint")
+    return Window(since=until - timedelta(days=float(app_settings.DAYS_FALLBACK)), until=until, how="fallback")
+
+
+def _in_window(window: Window) -> dict[str, Any]:
+    bounds: dict[str, Any] = {"at__lt": window.until}
+    if window.since is not None:
+        bounds["at__gte"] = window.since
+    return bounds
+
+
+def user_ids_to_mine(run: ConsolidationRun) -> list[int]:
+    """Users with at least one of their own messages in the run's window (the run's
+    user filter applied), ascending."""
+    window = window_of(run)
+    messages = SessionMessage.objects.filter(role=MessageRole.USER, **_in_window(window))
+    if run.user_filter_id is not None:
+        messages = messages.filter(session__user_id=run.user_filter_id)
+    return sorted(set(messages.values_list("session__user_id", flat=True).distinct()))
+
+
+def _policy() -> str:
+    value = str(app_settings.MINING_CONFIDENCE).strip().lower()
+    if value not in ("high", "medium"):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(BAD_POLICY.format(value=value))
+    return value
+
+
+def normalise(text: str) -> str:
+    """Lower case, punctuation removed, spaces collapsed: what "the same text" means here."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def _message_key(message: SessionMessage) -> str:
+    return message.external_id or f"#{message.pk}"
+
+
+def _sessions(user_id: int, window: Window) -> list[tuple[ChatSession, list[SessionMessage]]]:
+    """The user's sessions with an own message in the window, with their messages in it."""
+    rows = (
+        SessionMessage.objects.filter(session__user_id=user_id, **_in_window(window))
+        .select_related("session").order_by("session__started_at", "session_id", "position")
+    )
+    grouped: dict[int, tuple[ChatSession, list[SessionMessage]]] = {}
+    for message in rows:
+        grouped.setdefault(message.session_id, (message.session, []))[1].append(message)
+    return [(s, msgs) for s, msgs in grouped.values() if any(m.role == MessageRole.USER for m in msgs)]
+
+
+def _rule_candidates(session: ChatSession, messages: list[SessionMessage], start: int) -> list[Candidate]:
+    own = [m for m in messages if m.role == MessageRole.USER]
+    by_key = {_message_key(m): m for m in own}
+    found = extraction.extract([(_message_key(m), m.content) for m in own])
+    return [
+        Candidate(content=e.content, kind=e.kind, confidence=e.confidence, evidence=e.evidence, reason=e.reason,
+                  session=session.external_id, stated_at=max(by_key[k].at for k in e.evidence), order=start + i)
+        for i, e in enumerate(found)
+    ]
+
+
+def _known(user_id: int, vector: np.ndarray, limit: int) -> list[Truth]:
+    with transaction.atomic():
+        set_hnsw_search(ef_search=int(app_settings.HNSW_EF_SEARCH))
+        return list(Truth.objects.for_user(user_id).nearest(vector.tolist(), limit=limit))
+
+
+def mining_request(
+    session: ChatSession, messages: Sequence[SessionMessage], known: Sequence[Truth]
+) -> tuple[dict[str, Any], dict[str, SessionMessage]]:
+    """The mining call's data (DESIGN.md's contract) and its message aliases (m1, m2, ...)."""
+    aliases = {f"m{i}": m for i, m in enumerate(messages, start=1)}
+    data = {
+        "session": {
+            "id": "s1",
+            "started_at": session.started_at.isoformat(),
+            "messages": [{"id": a, "role": m.role, "content": m.content} for a, m in aliases.items()],
+        },
+        "known": [{"id": f"k{i}", "content": t.content} for i, t in enumerate(known, start=1)],
+    }
+    return data, aliases
+
+
+def _model_candidates(
+    *, client: Any, user_id: int, session: ChatSession, messages: list[SessionMessage], embedder: Embedder,
+    start: int, result: MiningResult, run: ConsolidationRun,
+) -> list[Candidate]:
+    own_text = "\n".join(m.content for m in messages if m.role == MessageRole.USER)
+    known = _known(user_id, embedder.embed([own_text])[0], int(app_settings.MINING_KNOWN_TRUTHS))
+    data, aliases = mining_request(session, messages, known)
+    own_ids = {a for a, m in aliases.items() if m.role == MessageRole.USER}
+    reply, spend = client.ask_json(
+        prompts.messages_for(prompts.MINING_SYSTEM, data),
+        lambda raw: prompts.parse_mining(raw, user_message_ids=own_ids),
+    )
+    _count_spend(run, spend)
+    items, rejected = reply
+    for item in rejected:
+        result.skipped.append(
+            Candidate(content=prompts._line(item.entry.get("content")) or "-", kind="", confidence="",
+                      evidence=(), reason="", session=session.external_id, stated_at=session.started_at,
+                      order=start, skipped=SKIP_MODEL.format(why=item.why))
+        )
+    return [
+        Candidate(content=i.content, kind=i.kind, confidence=i.confidence,
+                  evidence=tuple(_message_key(aliases[a]) for a in i.evidence), reason=i.reason,
+                  session=session.external_id, stated_at=max(aliases[a].at for a in i.evidence), order=start + n)
+        for n, i in enumerate(items)
+    ]
+
+
+def _count_spend(run: ConsolidationRun, spend: Any) -> None:
+    """Add a model call's spend to the run's counters (the budget and the report see it)."""
+    ConsolidationRun.objects.filter(pk=run.pk).update(
+        llm_calls=F("llm_calls") + spend.calls, tokens=F("tokens") + spend.tokens,
+        prompt_tokens=F("prompt_tokens") + spend.prompt_tokens, cached_tokens=F("cached_tokens") + spend.cached_tokens,
+        completion_tokens=F("completion_tokens") + spend.completion_tokens, cost=F("cost") + spend.cost,
+    )
+
+
+def find(*, run: ConsolidationRun, user_id: int, embedder: Embedder, client: Any | None) -> MiningResult:
+    """Steps 1-5 of the module docstring for one user; writes nothing but the run's
+    model-spend counters. ``client``: an object with ``ask_json`` (the LLM judge), or
+    None for the offline extractor. A session whose call fails is recorded in
+    ``errors`` and skipped; once the model is unreachable or rate-limited, the user's
+    remaining sessions wait for the next pass."""
+    window = window_of(run)
+    policy = _policy()
+    result = MiningResult(window=window, extractor="llm" if client is not None else "rules")
+    candidates: list[Candidate] = []
+    for session, messages in _sessions(user_id, window):
+        result.sessions.append(session.external_id)
+        result.messages += sum(1 for m in messages if m.role == MessageRole.USER)
+        if client is None:
+            candidates.extend(_rule_candidates(session, messages, len(candidates)))
+            continue
+        try:
+            candidates.extend(_model_candidates(client=client, user_id=user_id, session=session, messages=messages,
+                                                embedder=embedder, start=len(candidates), result=result, run=run))
+        except JudgeResponseInvalid as exc:
+            _count_spend(run, getattr(exc, "spend", None) or _zero())
+            result.errors.append(SESSION_FAILED.format(session=session.external_id, error=exc))
+        except (JudgeUnavailable, JudgeRateLimited) as exc:
+            result.errors.append(SESSION_FAILED.format(session=session.external_id, error=exc))
+            break
+    _decide(user_id=user_id, candidates=candidates, policy=policy, embedder=embedder, result=result)
+    return result
+
+
+def _zero() -> Any:
+    from ...llm.base import Spend
+
+    return Spend()
+
+
+def _decide(
+    *, user_id: int, candidates: list[Candidate], policy: str, embedder: Embedder, result: MiningResult
+) -> None:
+    """Confidence policy, dedupe and cap over ``candidates``, into ``result``."""
+    allowed = ("high",) if policy == "high" else ("high", "medium")
+    ordered = sorted(candidates, key=lambda c: (CONFIDENCE_RANK.get(c.confidence, 3), c.order))
+    existing: dict[str, Truth] = {}
+    for truth in Truth.all_objects.for_user(user_id).only("id", "content", "retired_at", "retired_reason"):
+        existing.setdefault(normalise(truth.content), truth)
+    seen: set[str] = set()
+    keep: list[Candidate] = []
+    for c in ordered:
+        key = normalise(c.content)
+        if c.confidence not in allowed:
+            c.skipped = SKIP_CONFIDENCE.format(confidence=c.confidence, policy=policy)
+        elif key in existing:
+            truth = existing[key]
+            c.skipped = (SKIP_KNOWN.format(truth=truth.pk) if truth.retired_at is None
+                         else SKIP_RETIRED.format(truth=truth.pk, reason=truth.retired_reason))
+        elif key in seen:
+            c.skipped = SKIP_PASS
+        else:
+            seen.add(key)
+            keep.append(c)
+            continue
+        result.skipped.append(c)
+    if keep:
+        vectors = embedder.embed([c.content for c in keep])
+        threshold = float(app_settings.MINING_DUPLICATE_SIMILARITY)
+        for c, vector in zip(keep, vectors, strict=True):
+            c.vector = vector
+            nearest = _known(user_id, vector, 1)
+            if nearest:
+                similarity = 1.0 - float(nearest[0].distance)
+                if similarity >= threshold:
+                    c.skipped = SKIP_NEAR.format(truth=nearest[0].pk, similarity=similarity)
+                    result.skipped.append(c)
+                    continue
+            result.added.append(c)
+    cap = int(app_settings.MAX_NEW_TRUTHS)
+    for c in result.added[cap:]:
+        c.skipped = SKIP_CAP.format(cap=cap)
+        result.skipped.append(c)
+    result.added = result.added[:cap]
+
+
+def write(*, run: ConsolidationRun, user_id: int, result: MiningResult, embedder: Embedder) -> list[Truth]:
+    """Create the added truths (step 6), with their audit rows; call inside the stage's
+    transaction. Returns them."""
+    truths = [
+        Truth(
+            user_id=user_id, content=c.content, kind=c.kind or "fact", origin=Origin.PROMOTED,
+            source=f"session:{c.session}", evidence=list(c.evidence), created_at=c.stated_at,
+            embedding=c.vector, embedding_model=embedder.model_name,
+        )
+        for c in result.added
+    ]
+    Truth.all_objects.bulk_create(truths)
+    for c, truth in zip(result.added, truths, strict=True):
+        c.truth_id = truth.pk
+    truth_events.record_changes(
+        [
+            truth_events.Change(truth=t, action=truth_events.CREATED,
+                                reason=CREATED.format(session=c.session, confidence=c.confidence, reason=c.reason))
+            for c, t in zip(result.added, truths, strict=True)
+        ],
+        run=run, actor=ACTOR,
+    )
+    return truths

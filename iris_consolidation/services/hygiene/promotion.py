@@ -1,0 +1,134 @@
+"""The promote stage (iii's rule promotion): standing instructions become learned rules.
+
+Truths of a user that are live, not pointers, backed by at least
+``IRIS_CONSOLIDATION_PROMOTE_THRESHOLD`` (3) corroborations and not yet the source of a
+learned rule are offered to the model in one call (``{"candidates": [{"id", "content"}]}``
+-> ``{"rules": [{"id", "rule", "reason"}]}``, DESIGN.md). The entries it names are
+appended to the user's auto-managed ``LearnedRule`` list as one line each:
+
+- only ids it was offered count (any other is refused and recorded);
+- a rule whose fingerprint (sha256 of its normalised text) the user already has, auto or
+  hand-authored, is not added again; nothing is ever edited or deleted (append-only), and a
+  hand-authored rule is never touched;
+- the truth stays live (it is still a truth about the person) and is linked to its rule.
+
+Offline (no model) the stage does nothing and reports "skipped: no LLM".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from ...conf import app_settings
+from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
+from ...llm import hygiene as prompts
+from ...models import ConsolidationRun, LearnedRule, Truth
+from .relocation import POINTER_TAG
+
+logger = logging.getLogger(__name__)
+
+NO_LLM = "skipped: no LLM"
+DUPLICATE = "already a learned rule (#{rule}{hand})"
+
+
+def fingerprint(text: str) -> str:
+    """sha256 of ``text`` lower-cased, punctuation removed, spaces collapsed."""
+    normal = " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+    return hashlib.sha256(normal.encode()).hexdigest()
+
+
+def candidates(user_id: int) -> list[Truth]:
+    """Live truths at or above the threshold that no learned rule came from, oldest first."""
+    threshold = int(app_settings.PROMOTE_THRESHOLD)
+    rows = (
+        Truth.objects.for_user(user_id).filter(corroborations__gte=threshold, learned_rules__isnull=True)
+        .order_by("created_at", "id")
+    )
+    return [t for t in rows if POINTER_TAG not in (t.tags or [])]
+
+
+@dataclass(kw_only=True)
+class PromotionResult:
+    """Per user: candidates offered, rules proposed (with what became of each), refusals."""
+
+    offered: int = 0
+    proposals: list[dict[str, Any]] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    skipped: str = ""
+
+
+def plan(*, run: ConsolidationRun, user_id: int, client: Any | None) -> tuple[PromotionResult, list[tuple[Truth, str, str]]]:
+    """Ask the model about the user's candidates; returns the result and the rules to add
+    as ``(truth, rule, reason)``. Writes nothing but the run's model-spend counters."""
+    from .mining import _count_spend
+
+    result = PromotionResult()
+    if client is None:
+        result.skipped = NO_LLM
+        return result, []
+    truths = candidates(user_id)
+    result.offered = len(truths)
+    if not truths:
+        return result, []
+    aliases = {f"r{i}": t for i, t in enumerate(truths, start=1)}
+    data = {"candidates": [{"id": a, "content": t.content} for a, t in aliases.items()]}
+    try:
+        (items, refused), spend = client.ask_json(
+            prompts.messages_for(prompts.PROMOTE_SYSTEM, data),
+            lambda raw: prompts.parse_promotion(raw, offered=set(aliases)),
+        )
+    except (JudgeResponseInvalid, JudgeUnavailable, JudgeRateLimited) as exc:
+        if getattr(exc, "spend", None) is not None:
+            _count_spend(run, exc.spend)  # type: ignore[attr-defined]
+        result.errors.append(f"model call failed: {exc}")
+        return result, []
+    _count_spend(run, spend)
+    result.refused = [{"entry": r.entry, "why": r.why} for r in refused]
+    return result, [(aliases[i.id], i.rule, i.reason) for i in items]
+
+
+def append(
+    *, run: ConsolidationRun, user_id: int, rules: list[tuple[Truth, str, str]], result: PromotionResult,
+    write: bool, model: str,
+) -> int:
+    """Append the new rules (``write``) or list them; returns how many were (or would be)
+    added. Existing rules are read, never changed. One transaction."""
+    added = 0
+    with transaction.atomic():
+        known = {r.fingerprint: r for r in LearnedRule.objects.filter(user_id=user_id)}
+        for truth, text, reason in rules:
+            mark = fingerprint(text)
+            entry = {"truth_id": truth.pk, "content": truth.content, "rule": text, "reason": reason}
+            if mark in known:
+                rule = known[mark]
+                entry["outcome"] = "skipped"
+                entry["why"] = DUPLICATE.format(rule=rule.pk, hand=", hand-authored" if rule.hand_authored else "")
+                if write and not rule.hand_authored:
+                    rule.source_truths.add(truth)  # a new source of the same rule; the rule stays as it is
+                result.proposals.append(entry)
+                continue
+            if write:
+                try:
+                    with transaction.atomic():
+                        rule = LearnedRule.objects.create(user_id=user_id, text=text, fingerprint=mark, reason=reason,
+                                                          model=model, run=run)
+                except IntegrityError:  # a concurrent pass added it first
+                    entry["outcome"], entry["why"] = "skipped", DUPLICATE.format(rule="?", hand="")
+                    result.proposals.append(entry)
+                    continue
+                rule.source_truths.add(truth)
+                known[mark] = rule
+                entry["rule_id"] = rule.pk
+            else:
+                known[mark] = LearnedRule(text=text, fingerprint=mark)
+            entry["outcome"] = "added" if write else "would add"
+            added += 1
+            result.proposals.append(entry)
+    return added
