@@ -229,7 +229,9 @@ def test_a_user_with_a_single_truth_still_gets_the_per_truth_stages(truth_factor
     assert Command.NOTHING not in output
     run = ConsolidationRun.objects.get()
     assert (run.users, run.clusters_found) == (1, 0)
-    assert set(run.stage_results.values_list("stage", flat=True)) == {"noise", "decay", "lexical", "semantic", "prune"}
+    assert set(run.stage_results.values_list("stage", flat=True)) == {
+        "mine", "noise", "decay", "lexical", "semantic", "relocate", "promote", "prune"
+    }
     assert Truth.all_objects.get(pk=noise.pk).retired_reason == "noise"
 
 
