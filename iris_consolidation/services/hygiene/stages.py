@@ -374,8 +374,10 @@ def candidate_clusters(
 def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
     """The prune stage for one user, after the run's merges (see ``prune.py``).
 
-    Post-decay relevance is recomputed at the pass time when the decay stage did not
-    write it (report mode, dry run): decay is deterministic, so it is the same value.
+    Post-decay relevance is recomputed at the pass time (decay is deterministic, so it
+    is the value the decay stage writes in apply mode) whenever decay is configured, even
+    when ``--only`` left the decay stage out of this run: ``--only prune`` finds what a
+    whole pass's prune finds. Only decay switched off in the settings means no decay.
     """
     mode, existing = _start(run, user_id, "prune")
     if mode == StageMode.OFF or existing is not None:
@@ -383,7 +385,8 @@ def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
     started = time.monotonic()
     now = pass_time(run)
     relevance = None
-    if run_modes(run)["decay"] != StageMode.OFF:
+    configured = (run.effective_settings or {}).get("configured_stage_modes") or run_modes(run)
+    if configured.get("decay", StageMode.OFF) != StageMode.OFF:
         relevance = decay.decay_user(user_id=user_id, now=now, write=False).relevance
     examined, found = prune.find_candidates(user_id=user_id, now=now, relevance=relevance)
     applied: list[int] = []

@@ -89,6 +89,8 @@ def create_run(
     window = incremental.resolve_window(since=since, full=full, user_id=user_id)
     stored = effective.as_dict()
     stored["stage_modes"] = stages.narrow(effective.stage_modes, stages.parse_only(only))
+    # Before ``--only`` narrowed them: prune reads whether decay is configured at all.
+    stored["configured_stage_modes"] = dict(effective.stage_modes)
     execution = ConsolidationRun.Execution.IN_PROCESS if mode == ConsolidationRun.Mode.SYNC else ConsolidationRun.Execution.QUEUED
     run = ConsolidationRun(
         trigger=trigger, mode=mode, execution=execution, threshold=value, user_filter_id=user_id, judge=judge,

@@ -99,9 +99,10 @@ def test_only_runs_the_named_stages(mixed):
     assert set(StageResult.objects.filter(run=run).values_list("stage", flat=True)) == {"noise", "prune"}
     assert (run.clusters_found, run.merged) == (0, 0)
     assert Truth.objects.get(pk=mixed["old"].pk).relevance == 1.0  # no decay stage
-    # With decay off, prune reads the stored relevance (1.0): quality 0.45 (no use, old),
-    # above the floor, so nothing would be pruned.
-    assert StageResult.objects.get(run=run, stage="prune").affected == 0
+    # The decay stage is left out of the run, not out of the settings: prune still reads
+    # the post-decay relevance, so it finds the old truth as a whole pass does.
+    prune = StageResult.objects.get(run=run, stage="prune")
+    assert prune.affected == 1 and prune.findings[0]["truth_id"] == mixed["old"].pk
 
 
 def test_a_dry_run_reports_every_stage_and_changes_no_truth(mixed, settings):

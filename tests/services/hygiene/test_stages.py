@@ -179,3 +179,23 @@ def test_admin_live_settings_switch_a_stage_mode(admin_client):
     bad = admin_client.post(reverse("admin:iris_consolidation_livesettings_change", args=[1]),
                             {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "delete"})
     assert bad.status_code == 200 and LiveSettings.objects.get().prune_mode == "apply"
+
+
+def test_only_prune_finds_what_a_whole_pass_finds_and_decay_off_means_no_decay(aging, settings):
+    """``--only prune`` leaves the decay stage out of the run but not out of prune's figures:
+    decay is configured, so the post-decay relevance counts (a fresh user's trial found
+    0 candidates with ``--only noise,prune`` against all of them in a whole pass). Decay
+    switched off in the settings is no decay at all."""
+    from iris_consolidation.services.pipeline import consolidation
+
+    user_id = aging["old"].user_id
+    whole = _started(consolidation.create_run(trigger="command", mode="sync"))
+    only = _started(consolidation.create_run(trigger="command", mode="sync", only="prune"))
+    assert stages.run_modes(only)["decay"] == "off"
+    found_whole = [f["truth_id"] for f in stages.run_prune(whole, user_id).findings]
+    found_only = [f["truth_id"] for f in stages.run_prune(only, user_id).findings]
+    assert found_only == found_whole == [aging["old"].pk]
+
+    settings.IRIS_CONSOLIDATION_DECAY = "off"
+    no_decay = _started(consolidation.create_run(trigger="command", mode="sync", only="prune"))
+    assert stages.run_prune(no_decay, user_id).findings == []
