@@ -52,6 +52,7 @@ from ..services.pipeline.clustering import CandidateCluster
 from . import oracle as oracle_judge
 
 BAD_FILE = "{path}:{line}: {problem}. Fix the file and try again."
+NO_CASES = "{path} holds no case: a score of 0/0 would say nothing; give a golden-set file."
 NO_FILE = "{path}: no such file."
 NO_TRUTHS_FILE = "{path} needs its truths file beside it: {truths} is missing."
 RATE_LIMITED = "rate limited: {error}"
@@ -103,7 +104,8 @@ def _parse_case(raw: str) -> Case:
 
 
 def load_cases(path: Path) -> list[Case]:
-    """Parse a golden-set file; raises ``InvalidInput`` naming the first bad line."""
+    """Parse a golden-set file; raises ``InvalidInput`` naming the first bad line, or for
+    a file with no case (blank lines only)."""
     if not path.is_file():
         raise InvalidInput(NO_FILE.format(path=path))
     cases = []
@@ -115,6 +117,8 @@ def load_cases(path: Path) -> list[Case]:
                 cases.append(_parse_case(raw))
             except (ValueError, TypeError, KeyError) as exc:
                 raise InvalidInput(BAD_FILE.format(path=path, line=number, problem=exc)) from None
+    if not cases:
+        raise InvalidInput(NO_CASES.format(path=path))
     return cases
 
 

@@ -162,6 +162,16 @@ def test_survivor_and_must_keep_decide_correctness(tmp_path):
     assert [(r.applied, r.correct, r.harms) for r in report.results] == [(("merge a+b",), True, ())]
 
 
+def test_a_golden_file_with_no_case_is_an_error_not_a_score_of_0_of_0(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n  \n", encoding="utf-8")
+
+    with pytest.raises(CommandError) as info:
+        call_command("eval_judge", "--golden", str(path), stdout=StringIO())
+
+    assert str(info.value) == scoring.NO_CASES.format(path=path)
+
+
 def test_bad_golden_file_is_a_one_line_error(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "X", "cluster": []}\n', encoding="utf-8")
