@@ -20,8 +20,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from ..exceptions import ConsolidatedFurther, UndoRefused
-from ..models import ClusterReview, Truth
+from ..models import ClusterReview, RetiredReason, Truth
 from ..selectors import UndoStep
+from ..services.hygiene import retire
 from ..services.operations import undo
 from .base import can_change_truths, change_url, missing_object, object_page, template_list, url_name
 
@@ -31,13 +32,14 @@ FATE_KEPT = "truth #{truth} stays live (it existed before that step)"
 UNDO_LATER_FIRST = "Undo truth #{truth} first"
 TITLE_TRUTH = "Undo the consolidation that made truth #{pk}"
 TITLE_REVIEW = "Undo the consolidation of review #{pk}"
+TITLE_RESTORE = "Restore truth #{pk}, retired by the {stage} stage"
 
 
 class UndoForm(forms.Form):
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
         max_length=2000,
-        help_text="Why the merge was wrong. Kept in the lineage with your name.",
+        help_text="Why this step was wrong. Kept in the lineage with your name.",
     )
 
 
@@ -141,6 +143,8 @@ class TruthUndoMixin(_UndoPage):
         return [undo.undo_consolidation(truth_id=obj.pk, actor=actor, reason=reason)]
 
     def _title(self, obj: Truth) -> str:
+        if retire.is_hygiene_retirement(obj):  # no consolidation made it: a stage retired it
+            return TITLE_RESTORE.format(pk=obj.pk, stage="prune" if obj.retired_reason == RetiredReason.PRUNED else "noise")
         return TITLE_TRUTH.format(pk=obj.pk)
 
 

@@ -47,6 +47,9 @@ def test_admin_undo_page_restores_a_pruned_truth(admin_client, pruned):
     url = reverse("admin:iris_consolidation_truth_undo", args=[pruned.pk])
     html = admin_client.get(url).content.decode()
     assert f"Restore truth #{pruned.pk}" in html and "Pruned: relevance or quality below the floor" in html
+    # The page is about a stage's retirement, not about a consolidation.
+    assert f"Restore truth #{pruned.pk}, retired by the prune stage" in html
+    assert "Undo the consolidation that made" not in html and "Why the merge was wrong" not in html
     response = admin_client.post(url, {"reason": "still true"})
     assert response.status_code == 302
     assert Truth.objects.filter(pk=pruned.pk).exists()
