@@ -43,7 +43,7 @@ from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import InvalidInput, JudgeMisconfigured
 from ...llm.base import NoiseCandidate, NoiseReply, Spend
-from ...models import ConsolidationRun, RetiredReason, StageMode, StageResult, Truth
+from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
 from ..pipeline import clustering
 from . import decay, lexical, mining, noise, promotion, prune, relocation, retire
 
@@ -368,7 +368,40 @@ def candidate_clusters(
     judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
     judged_lexical = lexical_clusters if modes["lexical"] == StageMode.APPLY else []
     clusters, _ = lexical.interleave(judged_semantic, judged_lexical)
-    return clusters
+    return keep_undone_apart(clusters, user_id=user_id)
+
+
+def keep_undone_apart(
+    clusters: list[clustering.CandidateCluster], *, user_id: int
+) -> list[clustering.CandidateCluster]:
+    """``clusters`` without the pairs an operator separated by undoing their merge or
+    supersede: a member that an undo restored together with an earlier member of the same
+    cluster (or with the truth that had replaced it) is left out, and a cluster left with
+    fewer than ``MIN_CLUSTER_SIZE`` members is dropped. So the next pass does not make the
+    undone step again; the truths may still merge with others. One query."""
+    groups: dict[int, set[int]] = {}
+    for source_id, result_id in LineageEvent.objects.filter(
+        action=LineageEvent.Action.UNDO, result__user_id=user_id
+    ).values_list("source_id", "result_id"):
+        groups.setdefault(source_id, {source_id}).add(result_id)
+    if not groups:
+        return clusters
+    apart: dict[int, set[int]] = {}
+    for group in groups.values():
+        for pk in group:
+            apart.setdefault(pk, set()).update(group - {pk})
+    kept: list[clustering.CandidateCluster] = []
+    for cluster in clusters:
+        ids: list[int] = []
+        sims: list[float] = []
+        for pk, sim in zip(cluster.member_ids, cluster.similarities, strict=True):
+            if not any(other in apart.get(pk, ()) for other in ids):
+                ids.append(pk)
+                sims.append(sim)
+        if len(ids) >= app_settings.MIN_CLUSTER_SIZE:
+            kept.append(clustering.CandidateCluster(user_id=cluster.user_id, member_ids=tuple(ids),
+                                                    similarities=tuple(sims)))
+    return kept
 
 
 def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:

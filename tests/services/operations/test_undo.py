@@ -174,3 +174,33 @@ def test_undo_sends_restored_and_undone_signals_after_commit(merged, django_capt
             (merged["ab"].pk, "undone", "wrong"),
         ]
     )
+
+
+def test_the_next_pass_does_not_make_an_undone_merge_again(truth_factory):
+    """A fresh user's trial: undoing a rule-judge merge, then running the next pass, merged the
+    same two truths again. The pass now leaves the pair apart; a third restatement of one
+    of them still merges with it."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from iris_consolidation.models import ConsolidationRun, Truth
+    from iris_consolidation.services.operations import undo
+    from tests.conftest import vector_at
+
+    a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
+    b = truth_factory("works as a nurse.", user=a.user, embedding=vector_at(0.99))
+    call_command("consolidate_truths", "--sync", "--full", stdout=StringIO())
+    merged = Truth.objects.get(user=a.user)
+    assert merged.pk not in (a.pk, b.pk)
+    undo.undo_consolidation(truth_id=merged.pk, actor="ops", reason="two different jobs")
+    assert set(Truth.objects.filter(user=a.user).values_list("pk", flat=True)) == {a.pk, b.pk}
+
+    call_command("consolidate_truths", "--sync", "--full", stdout=StringIO())
+
+    assert set(Truth.objects.filter(user=a.user).values_list("pk", flat=True)) == {a.pk, b.pk}
+    assert ConsolidationRun.objects.order_by("-created_at").first().merged == 0
+    c = truth_factory("Works as a nurse!", user=a.user, embedding=vector_at(0.995))
+    call_command("consolidate_truths", "--sync", "--full", stdout=StringIO())
+    live = set(Truth.objects.filter(user=a.user).values_list("pk", flat=True))
+    assert b.pk in live and c.pk not in live and len(live) == 2  # c merged with a (the seed); b stays apart
