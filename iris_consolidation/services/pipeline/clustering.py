@@ -70,8 +70,11 @@ THRESHOLD_TOLERANCE = 1e-6
 SIMILARITY_DECIMALS = 6
 #: Bytes per element of a similarity tile: the float32 product and the boolean mask.
 TILE_BYTES_PER_ELEMENT = 5
-#: Longest side of a similarity tile; 4,096 keeps BLAS efficient (shared/NOTES.md).
-MAX_TILE = 4096
+#: Longest side of a similarity tile. Tiles on the diagonal are computed whole, so a
+#: smaller side wastes fewer products there, while BLAS stays efficient: exact pairs of
+#: 10,000 truths took 0.29 s with 2,048 (0.33 s with 4,096, 0.27 s with 1,024), of
+#: 30,000 truths 2.27 s (2.55 s, 2.40 s); planted vectors, 1 December 2026.
+MAX_TILE = 2048
 #: Seeds x truths at or below which the products run on one BLAS thread: a 100 x 100
 #: tile took 0.1 ms on one thread and 0.4-2.6 ms on two on a shared 2-core machine
 #: (measured 1 December 2026), so a small user pays no thread wake-ups. 2,000 x 2,000.
@@ -194,27 +197,54 @@ def load_user_vectors(*, user_id: int, max_generation: int, seed_filter: Q | Non
     ids: list[int] = []
     seeds: list[bool] = []
     chunks: list[np.ndarray] = []
-    chunk: list[bytes] = []
     width = EMBEDDING_DIMENSIONS + 1  # the 4-byte header read as one float4, dropped
-
-    def flush() -> None:
-        block = np.frombuffer(b"".join(chunk), dtype=">f4").reshape(len(chunk), width)
+    for batch in _stream_rows(rows, FETCH_ROWS):
+        ids.extend(row[0] for row in batch)
+        seeds.extend(bool(row[1]) for row in batch)
+        block = np.frombuffer(b"".join(bytes(row[2]) for row in batch), dtype=">f4").reshape(len(batch), width)
         chunks.append(block[:, 1:].astype(np.float32))
-        chunk.clear()
-
-    for pk, seed, raw in rows.iterator(chunk_size=5000):
-        ids.append(pk)
-        seeds.append(bool(seed))
-        chunk.append(bytes(raw))
-        if len(chunk) == 5000:
-            flush()
-    if chunk:
-        flush()
     vectors = np.concatenate(chunks) if chunks else np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
     del chunks
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))[:, None]
     vectors /= np.clip(norms, 1e-12, None)
     return UserVectors(ids=np.asarray(ids, dtype=np.int64), vectors=vectors, can_seed=np.asarray(seeds, dtype=bool))
+
+
+#: Rows per fetch of ``load_user_vectors``: 5,000 rows are about 7.7 MB of vectors.
+FETCH_ROWS = 5000
+
+
+def _stream_rows(queryset: Any, size: int) -> Any:
+    """The rows of a ``values_list`` queryset, in lists of at most ``size``, read with a
+    server-side cursor wrapped by Django (query logging and execute wrappers apply).
+    With psycopg 3 the rows come in PostgreSQL's binary format: a ``bytea`` is then read
+    as stored, not decoded from hex text (100,000 vectors: 0.5 s against 1.2 s through
+    the ORM's iterator, 1 December 2026); other drivers get Django's chunked cursor."""
+    from django.db import connections
+
+    connection = connections[queryset.db]
+    sql, params = queryset.query.get_compiler(queryset.db).as_sql()
+    connection.ensure_connection()
+    try:
+        import psycopg
+        from psycopg.pq import Format
+    except ImportError:
+        psycopg = None
+    if psycopg is not None and isinstance(connection.connection, psycopg.Connection):
+        # Django's own named cursor binds parameters on the client, which rules out
+        # binary results; this one binds them on the server.
+        raw = psycopg.ServerCursor(
+            connection.connection, name=f"iris_rows_{id(queryset)}", withhold=connection.connection.autocommit
+        )
+        raw.format = Format.BINARY
+        wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
+        cursor = wrap(raw)
+    else:
+        cursor = connection.chunked_cursor()
+    with cursor:
+        cursor.execute(sql, params)
+        while batch := cursor.fetchmany(size):
+            yield batch
 
 
 def tile_side(memory_bytes: int) -> int:
@@ -308,7 +338,9 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
             if lower_only and non_seed_before[c1 - 1] == (non_seed_before[c0 - 1] if c0 else 0):
                 continue  # only seeds here, all before this block: covered by their own rows
             product = block @ x[c0:c1].T
-            if neighbours < c1 - c0 and np.count_nonzero(product >= screen) > neighbours * len(rows):
+            mask = product >= screen  # one pass over the tile (counted, then read)
+            if neighbours < c1 - c0 and np.count_nonzero(mask) > neighbours * len(rows):
+                del mask
                 # Dense: each row's ``neighbours`` largest kept pairs, picked in place
                 # (argpartition), not by sorting millions of hits.
                 if c0 > rows[-1]:
@@ -333,9 +365,9 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
                 block_cols.append(cols[kept])
                 block_sims.append(hit_s[kept])
                 continue
-            hit_r, hit_c = np.nonzero(product >= screen)
+            hit_r, hit_c = np.nonzero(mask)
             hit_s = product[hit_r, hit_c]
-            del product
+            del product, mask
             cols = hit_c + c0
             seeds_here = rows[hit_r]
             # Keep (seed, later truth), and (seed, earlier non-seed); the rest are mirrors.
@@ -373,43 +405,64 @@ def _nearest_pairs(pairs: Pairs) -> Pairs:
 
 
 #: IVF layout, measured on planted unit vectors at 100,000 truths (README, "Phase 1 at
-#: scale"): 4 * sqrt(n) cells, k-means over 40 points per cell for 10 iterations (faiss
-#: warns under 39 points per cell; 25 iterations over 64 doubled the time), 16 cells
-#: probed per query: 99.4% of the exact pairs (8 probes: 98.2%, 12: 99.0%).
+#: scale"; benchmarks/phase1.py): 4 * sqrt(n) cells, k-means over every vector for 3
+#: iterations, 12 cells probed per query: 99.7% of the exact pairs in 4.3 s. Training on
+#: every vector, not 40 per cell, is what lifts recall (16 probes: 98.9% -> 99.8%); 8
+#: probes gave 99.4%, 16 gave 99.8% for 0.4 s more.
 IVF_CELLS_PER_SQRT_N = 4.0
-IVF_PROBES = 16
-IVF_TRAIN_PER_CELL = 40
-IVF_TRAIN_ITERATIONS = 10
+IVF_PROBES = 12
+IVF_TRAIN_ITERATIONS = 3
+#: Screen slack of the index's float16 codes: a stored component is off by at most
+#: 2**-11 of itself (half an ulp), so an inner product of unit vectors is off by at most
+#: 2**-11 * sum |q_i x_i| <= 4.9e-4 (Cauchy-Schwarz); the float64 recomputation decides.
+FP16_SCREEN_MARGIN = 1e-3
 
 
 def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int) -> Pairs:
-    """Pairs at or above ``threshold`` found with a faiss ``IndexIVFFlat`` (inner
-    product on unit vectors) searched by range: approximate, recall of the exact pairs
-    measured in ``benchmarks/phase1.py`` (kept at 99% or more). Each seed queries the
-    index; pairs of two seeds found from either side are kept once.
+    """Pairs at or above ``threshold`` found with a faiss IVF index (inner product on
+    unit vectors, vectors stored as float16 codes) searched by range: approximate,
+    recall of the exact pairs measured in ``benchmarks/phase1.py`` (kept at 99% or
+    more). Each seed queries the index; pairs of two seeds found from either side are
+    kept once. Memory: the index holds 776 bytes per truth (float16 codes and an id),
+    each truth's probed cells 144 bytes more; queries run in steps that fit
+    ``memory_bytes``.
     """
     import faiss
 
     x = users.vectors
     n = users.size
     cells = max(1, int(IVF_CELLS_PER_SQRT_N * math.sqrt(n)))
+    probes = min(cells, IVF_PROBES)
     quantizer = faiss.IndexFlatIP(EMBEDDING_DIMENSIONS)
-    index = faiss.IndexIVFFlat(quantizer, EMBEDDING_DIMENSIONS, cells, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIVFScalarQuantizer(
+        quantizer, EMBEDDING_DIMENSIONS, cells, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT
+    )
+    index.by_residual = False  # codes of the vectors themselves: the error bound above holds
     index.cp.niter = IVF_TRAIN_ITERATIONS
     index.cp.seed = 1234  # faiss's default, stated: the same vectors give the same cells
-    sample = min(n, cells * IVF_TRAIN_PER_CELL)
-    rng = np.random.default_rng(0)
-    training = x if sample == n else x[np.sort(rng.choice(n, size=sample, replace=False))]
-    index.train(np.ascontiguousarray(training))
-    index.add(x)
-    index.nprobe = min(cells, IVF_PROBES)
+    index.cp.max_points_per_centroid = max(1, math.ceil(n / cells))  # train on every vector
+    index.train(x)
+    index.nprobe = probes
     seed_positions = np.flatnonzero(users.can_seed)
+    # Each vector's ``probes`` nearest cells, found once: the nearest places it in the
+    # index, and a seed's query probes them all (faiss would search the quantizer twice).
+    probe_cells = np.empty((n, probes), dtype=np.int64)
+    probe_sims = np.empty((n, probes), dtype=np.float32)
     step = max(256, memory_bytes // (EMBEDDING_DIMENSIONS * 4 * 8))
+    for start in range(0, n, step):
+        chunk = np.ascontiguousarray(x[start : start + step])
+        sims, cells_found = quantizer.search(chunk, probes)
+        probe_cells[start : start + step], probe_sims[start : start + step] = cells_found, sims
+        nearest = np.ascontiguousarray(cells_found[:, 0])
+        index.add_core(chunk.shape[0], faiss.swig_ptr(chunk), None, faiss.swig_ptr(nearest))
+    radius = float(threshold - FP16_SCREEN_MARGIN)
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     for start in range(0, seed_positions.shape[0], step):
         queries = seed_positions[start : start + step]
-        lims, found_sims, found = index.range_search(np.ascontiguousarray(x[queries]), float(threshold - SCREEN_MARGIN))
+        lims, found_sims, found = index.range_search_preassigned(
+            np.ascontiguousarray(x[queries]), radius, probe_cells[queries], probe_sims[queries]
+        )
         seeds_here = np.repeat(queries, np.diff(lims).astype(np.int64))
         keep = found != seeds_here
         seeds_here, found, found_sims = seeds_here[keep], found[keep], found_sims[keep]
