@@ -233,18 +233,21 @@ def _stream_rows(queryset: Any, size: int) -> Any:
     if psycopg is not None and isinstance(connection.connection, psycopg.Connection):
         # Django's own named cursor binds parameters on the client, which rules out
         # binary results; this one binds them on the server.
-        raw = psycopg.ServerCursor(
-            connection.connection, name=f"iris_rows_{id(queryset)}", withhold=connection.connection.autocommit
-        )
+        raw = psycopg.ServerCursor(connection.connection, name=f"iris_rows_{id(queryset)}")
         raw.format = Format.BINARY
         wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
         cursor = wrap(raw)
     else:
         cursor = connection.chunked_cursor()
-    with cursor:
-        cursor.execute(sql, params)
-        while batch := cursor.fetchmany(size):
-            yield batch
+    # Inside a transaction, so the cursor need not be WITH HOLD (which copies the whole
+    # result at commit); a short batch is the last, so a small user costs no extra FETCH.
+    with transaction.atomic(using=queryset.db) if not connection.in_atomic_block else contextlib.nullcontext():
+        with cursor:
+            cursor.execute(sql, params)
+            while batch := cursor.fetchmany(size):
+                yield batch
+                if len(batch) < size:
+                    break
 
 
 def tile_side(memory_bytes: int) -> int:
@@ -404,14 +407,17 @@ def _nearest_pairs(pairs: Pairs) -> Pairs:
     return Pairs(seeds=pairs.seeds[kept], members=pairs.members[kept], similarities=pairs.similarities[kept])
 
 
-#: IVF layout, measured on planted unit vectors at 100,000 truths (README, "Phase 1 at
-#: scale"; benchmarks/phase1.py): 4 * sqrt(n) cells, k-means over every vector for 3
-#: iterations, 12 cells probed per query: 99.7% of the exact pairs in 4.3 s. Training on
-#: every vector, not 40 per cell, is what lifts recall (16 probes: 98.9% -> 99.8%); 8
-#: probes gave 99.4%, 16 gave 99.8% for 0.4 s more.
+#: IVF layout, measured on planted unit vectors (README, "Phase 1 at scale";
+#: benchmarks/phase1.py; 1 December 2026): 4 * sqrt(n) cells, k-means over every vector
+#: for 2 iterations, 12 cells probed per query: 99.5% of the exact pairs at 100,000
+#: truths in 3.3 s (two data seeds), 99.8% at 50,000. Training on every vector, not 40
+#: per cell, is what lifts recall (16 probes: 98.9% -> 99.8%); a third iteration gave
+#: 99.7% for 0.5 s more, 8 probes 99.4%. On dense real embeddings (templated sentences,
+#: about 700 pairs >= 0.40 per truth) the exact path was as fast at 10,000-20,000 truths,
+#: hence the switch at ``PHASE1_APPROXIMATE_FROM`` (50,000) seeds.
 IVF_CELLS_PER_SQRT_N = 4.0
 IVF_PROBES = 12
-IVF_TRAIN_ITERATIONS = 3
+IVF_TRAIN_ITERATIONS = 2
 #: Screen slack of the index's float16 codes: a stored component is off by at most
 #: 2**-11 of itself (half an ulp), so an inner product of unit vectors is off by at most
 #: 2**-11 * sum |q_i x_i| <= 4.9e-4 (Cauchy-Schwarz); the float64 recomputation decides.

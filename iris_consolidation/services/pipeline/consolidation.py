@@ -144,6 +144,8 @@ class UserPlan:
     forecast: dict[str, Any] | None = None
     complete: bool = True
     pending: int = 0
+    #: Truths that could seed a cluster in this pass (``incremental.begin_user_pass``).
+    seeds: int = 0
 
 
 def build_user_plan(
@@ -192,7 +194,7 @@ def build_user_plan(
         # embedding, so that an embedder that fails leaves every truth as it was.
         stages.before_clustering(run, user_id)
         started = time.monotonic()
-        seed_filter = incremental.begin_user_pass(run=run, user_id=user_id)
+        seed_filter, seeds = incremental.begin_user_pass(run=run, user_id=user_id)
         # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
         clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
         cluster_seconds = time.monotonic() - started
@@ -212,24 +214,27 @@ def build_user_plan(
         embed_seconds=embed_seconds,
         cluster_seconds=cluster_seconds,
         forecast=user_forecast,
+        seeds=seeds,
     )
 
 
 def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
     """Add one planned user to the run's counters (callers make it happen once); a dry
     run's forecast adds the user's (under the run's row lock). Embeddings were counted
-    batch by batch in ``build_user_plan``."""
+    batch by batch in ``build_user_plan``. Queries: one update (two with a forecast)."""
+    counters = {
+        "users_done": F("users_done") + 1,
+        "truths": F("truths") + plan.truths,
+        "seeds": F("seeds") + plan.seeds,
+        "clusters_found": F("clusters_found") + len(plan.clusters),
+        "cluster_seconds": F("cluster_seconds") + plan.cluster_seconds,
+    }
     with transaction.atomic():
         if plan.forecast is not None:
             run = ConsolidationRun.objects.select_for_update().only("forecast").get(pk=run_id)
             total = forecast.Forecast.from_dict(run.forecast) + forecast.Forecast.from_dict(plan.forecast)
-            ConsolidationRun.objects.filter(pk=run_id).update(forecast=total.as_dict())
-        ConsolidationRun.objects.filter(pk=run_id).update(
-            users_done=F("users_done") + 1,
-            truths=F("truths") + plan.truths,
-            clusters_found=F("clusters_found") + len(plan.clusters),
-            cluster_seconds=F("cluster_seconds") + plan.cluster_seconds,
-        )
+            counters["forecast"] = total.as_dict()
+        ConsolidationRun.objects.filter(pk=run_id).update(**counters)
 
 
 def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Q
+from django.db.models import Window as Over
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
@@ -169,15 +170,18 @@ def _after(position: Position) -> Q:
     return Q(updated_at__gt=updated_at) | Q(updated_at=updated_at, id__gt=pk)
 
 
-def begin_user_pass(*, run: ConsolidationRun, user_id: int, max_generation: int | None = None) -> Q | None:
-    """Record the user's pass for ``run`` and return the seed filter for clustering.
+def begin_user_pass(
+    *, run: ConsolidationRun, user_id: int, max_generation: int | None = None
+) -> tuple[Q | None, int]:
+    """Record the user's pass for ``run``; return the seed filter for clustering and
+    the number of seeds (the caller adds it to the run's ``seeds`` once:
+    ``consolidation.count_user_plan``).
 
-    Returns None for "every consolidatable truth" (full pass, or a user with no
-    cursor in cursor mode). Writes one ``UserPass`` row (idempotent per run and user)
-    and adds the seed count to the run.
+    The filter is None for "every consolidatable truth" (full pass, or a user with no
+    cursor in cursor mode). Writes one ``UserPass`` row (an upsert, idempotent per run
+    and user). Queries: three (the cursor, the seeds' count and last position in one,
+    the upsert).
     """
-    from django.db.models import F
-
     max_generation = max_generation or app_settings.MAX_GENERATION
     cursor = ConsolidationCursor.objects.filter(user_id=user_id).select_related("run").first()
     cursor_position: Position | None = (cursor.updated_at, cursor.truth_id) if cursor else None
@@ -197,24 +201,37 @@ def begin_user_pass(*, run: ConsolidationRun, user_id: int, max_generation: int 
     seeds = Truth.objects.for_user(user_id).consolidatable(max_generation=max_generation)
     if seed_filter is not None:
         seeds = seeds.filter(seed_filter)
-    last = seeds.order_by("-updated_at", "-id").values_list("updated_at", "id").first()
-    count = seeds.count()
-    UserPass.objects.update_or_create(
-        run=run,
-        user_id=user_id,
-        defaults={
-            "bound_updated_at": bound[0] if bound else None,
-            "bound_id": bound[1] if bound else None,
-            "cursor_updated_at": cursor_position[0] if cursor_position else None,
-            "cursor_id": cursor_position[1] if cursor_position else None,
-            "covers_cursor": covers,
-            "seeds": count,
-            "last_seed_updated_at": last[0] if last else None,
-            "last_seed_id": last[1] if last else None,
-        },
+    # The last seed and, over every seed (a window on the whole set), their count.
+    last = (
+        seeds.annotate(total=Over(Count("id")))
+        .order_by("-updated_at", "-id")
+        .values_list("updated_at", "id", "total")
+        .first()
     )
-    ConsolidationRun.objects.filter(pk=run.pk).update(seeds=F("seeds") + count)
-    return seed_filter
+    count = int(last[2]) if last else 0
+    UserPass.objects.bulk_create(
+        [
+            UserPass(
+                run=run,
+                user_id=user_id,
+                bound_updated_at=bound[0] if bound else None,
+                bound_id=bound[1] if bound else None,
+                cursor_updated_at=cursor_position[0] if cursor_position else None,
+                cursor_id=cursor_position[1] if cursor_position else None,
+                covers_cursor=covers,
+                seeds=count,
+                last_seed_updated_at=last[0] if last else None,
+                last_seed_id=last[1] if last else None,
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["run", "user"],
+        update_fields=[
+            "bound_updated_at", "bound_id", "cursor_updated_at", "cursor_id", "covers_cursor", "seeds",
+            "last_seed_updated_at", "last_seed_id",
+        ],
+    )
+    return seed_filter, count
 
 
 def _cursor_holds(cursor: ConsolidationCursor, run: ConsolidationRun) -> bool:
