@@ -170,29 +170,11 @@ def test_approximate_path_finds_99_percent_of_the_exact_pairs_on_planted_data():
     assert len(approx_set) / len(exact_set) >= 0.99
 
 
-def test_working_memory_stays_within_the_budget():
+@pytest.mark.parametrize("search", [exact_pairs, approximate_pairs])
+def test_working_memory_stays_within_the_budget(search):
     # 8,000 truths: one full similarity matrix would be 256 MB; a 4 MB budget holds.
-    x = planted(8_000, seed=8)
-    users = UserVectors(ids=np.arange(len(x), dtype=np.int64), vectors=x, can_seed=np.ones(len(x), dtype=bool))
-    budget = 4 * MB
-
-    tracemalloc.start()
-    try:
-        pairs = exact_pairs(users, threshold=0.75, memory_bytes=budget)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-
-    # Found lists, their concatenation, mirrors and refined copies: documented as about
-    # 100 bytes per pair on top of the budget.
-    pair_bytes = pairs.seeds.shape[0] * 100
-    assert pairs.seeds.shape[0] > 1000
-    assert peak <= budget + pair_bytes + MB
-
-
-def test_the_approximate_path_stays_within_the_budget_beside_its_index():
-    # faiss's own allocations (the index: 776 bytes a truth, documented) are not traced;
-    # every numpy array of the path is: query steps, results, probed cells.
+    # On the IVF path faiss's own allocations (the index: 776 bytes a truth, documented)
+    # are not traced; every numpy array is, the probed cells (12 bytes a probe) too.
     x = planted(8_000, seed=8)
     users = UserVectors(ids=np.arange(len(x), dtype=np.int64), vectors=x, can_seed=np.ones(len(x), dtype=bool))
     budget = 4 * MB
@@ -200,14 +182,17 @@ def test_the_approximate_path_stays_within_the_budget_beside_its_index():
 
     tracemalloc.start()
     try:
-        pairs = approximate_pairs(users, threshold=0.75, memory_bytes=budget)
+        pairs = search(users, threshold=0.75, memory_bytes=budget)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
 
+    # Found lists, their concatenation, mirrors and refined copies: documented as about
+    # 100 bytes per pair on top of the budget.
+    pair_bytes = pairs.seeds.shape[0] * 100
+    probed_cells = len(x) * clustering.IVF_PROBES * 12 if search is approximate_pairs else 0
     assert pairs.seeds.shape[0] > 1000
-    probed_cells = len(x) * clustering.IVF_PROBES * 12  # int64 cell and float32 similarity
-    assert peak <= budget + pairs.seeds.shape[0] * 100 + probed_cells + MB
+    assert peak <= budget + pair_bytes + probed_cells + MB
 
 
 # --- through the database --------------------------------------------------------
