@@ -437,7 +437,9 @@ def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int
 
     x = users.vectors
     n = users.size
-    cells = max(1, int(IVF_CELLS_PER_SQRT_N * math.sqrt(n)))
+    # No more cells than vectors: k-means needs a point per centroid (a user of 5 truths
+    # under PHASE1_APPROXIMATE_FROM = 1 would otherwise fail in faiss).
+    cells = max(1, min(n, int(IVF_CELLS_PER_SQRT_N * math.sqrt(n))))
     probes = min(cells, IVF_PROBES)
     quantizer = faiss.IndexFlatIP(EMBEDDING_DIMENSIONS)
     index = faiss.IndexIVFScalarQuantizer(

@@ -170,6 +170,25 @@ def test_approximate_path_finds_99_percent_of_the_exact_pairs_on_planted_data():
     assert len(approx_set) / len(exact_set) >= 0.99
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 9])
+def test_the_approximate_path_takes_a_user_smaller_than_its_cell_count(n):
+    # 4 * sqrt(n) cells would outnumber the vectors (faiss's k-means then fails): an
+    # operator may set PHASE1_APPROXIMATE_FROM to 1. With at most 12 cells every cell is
+    # probed, so the pairs are the exact ones.
+    x = planted(n, seed=n)
+    if n > 1:
+        x[1] = x[0]  # at least one pair
+    users = UserVectors(ids=np.arange(n, dtype=np.int64), vectors=x, can_seed=np.ones(n, dtype=bool))
+
+    approx = approximate_pairs(users, threshold=0.75, memory_bytes=MB)
+    exact = exact_pairs(users, threshold=0.75, memory_bytes=MB)
+
+    assert sorted(zip(approx.seeds.tolist(), approx.members.tolist())) == sorted(
+        zip(exact.seeds.tolist(), exact.members.tolist())
+    )
+    assert approx.seeds.shape[0] >= (2 if n > 1 else 0)
+
+
 @pytest.mark.parametrize("search", [exact_pairs, approximate_pairs])
 def test_working_memory_stays_within_the_budget(search):
     # 8,000 truths: one full similarity matrix would be 256 MB; a 4 MB budget holds.
