@@ -203,3 +203,29 @@ def check_judge_economics(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         )
     return errors
+
+
+@register()
+def check_phase1(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """E017 a phase 1 setting out of range: ``PHASE1_MEMORY_MB`` not a number > 0 (MB),
+    ``PHASE1_APPROXIMATE_FROM`` not a whole number >= 1 (seeds), ``PHASE1_NEIGHBOURS`` not
+    a whole number >= ``MAX_CLUSTER_SIZE`` - 1 (fewer would cap every cluster below its
+    size)."""
+    errors: list[Any] = []
+    memory = app_settings.PHASE1_MEMORY_MB
+    if isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory <= 0:
+        errors.append(f"IRIS_CONSOLIDATION_PHASE1_MEMORY_MB is {memory!r}; it must be a number of MB > 0 (256 by default).")
+    switch = app_settings.PHASE1_APPROXIMATE_FROM
+    if isinstance(switch, bool) or not isinstance(switch, int) or switch < 1:
+        errors.append(
+            f"IRIS_CONSOLIDATION_PHASE1_APPROXIMATE_FROM is {switch!r}; it must be a whole number of seeds >= 1 "
+            "(50000 by default)."
+        )
+    neighbours = app_settings.PHASE1_NEIGHBOURS
+    least = max(1, int(app_settings.MAX_CLUSTER_SIZE) - 1) if isinstance(app_settings.MAX_CLUSTER_SIZE, int) else 1
+    if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < least:
+        errors.append(
+            f"IRIS_CONSOLIDATION_PHASE1_NEIGHBOURS is {neighbours!r}; it must be a whole number >= {least} "
+            "(MAX_CLUSTER_SIZE - 1; 64 by default)."
+        )
+    return [Error(message, id="iris_consolidation.E017") for message in errors]

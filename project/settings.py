@@ -176,6 +176,9 @@ _IRIS = {
     "MINING_KNOWN_TRUTHS": env.int,
     "RELOCATE_MIN_CHARS": env.int,
     "PROMOTE_THRESHOLD": env.int,
+    "PHASE1_MEMORY_MB": env.float,
+    "PHASE1_APPROXIMATE_FROM": env.int,
+    "PHASE1_NEIGHBOURS": env.int,
 }
 for _name, _cast in _IRIS.items():
     _var = f"IRIS_CONSOLIDATION_{_name}"

@@ -4,6 +4,10 @@ on the weekly schedule (apps._ensure_schedules)."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +132,38 @@ def test_a_bad_batch_size_or_budget_is_named(name: str, value: Any, code: str) -
     with override_settings(**{name: value}):
         messages = checks.check_judge_economics()
     assert ids(messages) == [code] and name in messages[0].msg
+
+
+def test_phase1_settings_pass_by_default() -> None:
+    assert checks.check_phase1() == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("IRIS_CONSOLIDATION_PHASE1_MEMORY_MB", 0),
+        ("IRIS_CONSOLIDATION_PHASE1_MEMORY_MB", "256"),
+        ("IRIS_CONSOLIDATION_PHASE1_APPROXIMATE_FROM", 0),
+        ("IRIS_CONSOLIDATION_PHASE1_APPROXIMATE_FROM", 2.5),
+        ("IRIS_CONSOLIDATION_PHASE1_NEIGHBOURS", 3),  # below MAX_CLUSTER_SIZE - 1 (4)
+        ("IRIS_CONSOLIDATION_PHASE1_NEIGHBOURS", -1),
+    ],
+)
+def test_a_bad_phase1_setting_is_named(name: str, value: Any) -> None:
+    with override_settings(**{name: value}):
+        messages = checks.check_phase1()
+    assert ids(messages) == ["iris_consolidation.E017"] and name in messages[0].msg
+
+
+def test_phase1_settings_are_read_from_the_environment() -> None:
+    # project/settings.py maps each documented IRIS_CONSOLIDATION_* variable; these were
+    # in the README's table but not mapped, so the variables were silently ignored.
+    env = {**os.environ, "IRIS_CONSOLIDATION_PHASE1_APPROXIMATE_FROM": "7", "IRIS_CONSOLIDATION_PHASE1_MEMORY_MB": "1.5",
+           "IRIS_CONSOLIDATION_PHASE1_NEIGHBOURS": "9", "DJANGO_SETTINGS_MODULE": "project.settings"}
+    code = ("import django; django.setup(); from iris_consolidation.conf import app_settings as a; "
+            "print(a.PHASE1_APPROXIMATE_FROM, a.PHASE1_MEMORY_MB, a.PHASE1_NEIGHBOURS)")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert out.stdout.split() == ["7", "1.5", "9"]
