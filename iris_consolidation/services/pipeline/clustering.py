@@ -422,6 +422,10 @@ IVF_TRAIN_ITERATIONS = 2
 #: 2**-11 of itself (half an ulp), so an inner product of unit vectors is off by at most
 #: 2**-11 * sum |q_i x_i| <= 4.9e-4 (Cauchy-Schwarz); the float64 recomputation decides.
 FP16_SCREEN_MARGIN = 1e-3
+#: Bytes per range-search hit while a step of queries is handled: faiss's label (8) and
+#: similarity (4), then the hit's seed, mask and filtered copies before the nearest are
+#: kept (about 36 more).
+RANGE_HIT_BYTES = 48
 
 
 def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int) -> Pairs:
@@ -430,8 +434,8 @@ def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int
     recall of the exact pairs measured in ``benchmarks/phase1.py`` (kept at 99% or
     more). Each seed queries the index; pairs of two seeds found from either side are
     kept once. Memory: the index holds 776 bytes per truth (float16 codes and an id),
-    each truth's probed cells 144 bytes more; queries run in steps that fit
-    ``memory_bytes``.
+    each truth's probed cells 144 bytes more; queries run in steps whose results fit
+    ``memory_bytes`` even if every vector of the probed cells is a hit.
     """
     import faiss
 
@@ -464,10 +468,15 @@ def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int
         nearest = np.ascontiguousarray(cells_found[:, 0])
         index.add_core(chunk.shape[0], faiss.swig_ptr(chunk), None, faiss.swig_ptr(nearest))
     radius = float(threshold - FP16_SCREEN_MARGIN)
+    # A query returns at most every vector of the cells it probes: for a dense user (every
+    # truth near thousands) the results, not the queries, are what must fit the budget.
+    sizes = np.sort([index.invlists.list_size(cell) for cell in range(cells)])
+    most_hits = int(sizes[-probes:].sum())
+    query_step = max(1, memory_bytes // (EMBEDDING_DIMENSIONS * 4 + RANGE_HIT_BYTES * most_hits))
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
-    for start in range(0, seed_positions.shape[0], step):
-        queries = seed_positions[start : start + step]
+    for start in range(0, seed_positions.shape[0], query_step):
+        queries = seed_positions[start : start + query_step]
         lims, found_sims, found = index.range_search_preassigned(
             np.ascontiguousarray(x[queries]), radius, probe_cells[queries], probe_sims[queries]
         )

@@ -170,6 +170,36 @@ def test_approximate_path_finds_99_percent_of_the_exact_pairs_on_planted_data():
     assert len(approx_set) / len(exact_set) >= 0.99
 
 
+def test_a_dense_user_on_the_approximate_path_gets_results_that_fit_the_budget(monkeypatch):
+    # 3,000 truths all near one another: every vector of a probed cell is a hit, so each
+    # step's results, not its queries, must fit (faiss's own buffers are not traced by
+    # tracemalloc, so the results of every range search are counted as they come).
+    import faiss
+
+    rng = np.random.default_rng(3)
+    centre = rng.standard_normal(384)
+    x = (centre + 0.3 * rng.standard_normal((3_000, 384)) / np.sqrt(384)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    users = UserVectors(ids=np.arange(len(x), dtype=np.int64), vectors=x, can_seed=np.ones(len(x), dtype=bool))
+    budget = MB // 2
+    steps: list[tuple[int, int]] = []
+    search = faiss.IndexIVF.range_search_preassigned
+
+    def counted(index, queries, *args, **kwargs):
+        lims, sims, labels = search(index, queries, *args, **kwargs)
+        steps.append((queries.shape[0], labels.shape[0]))
+        return lims, sims, labels
+
+    monkeypatch.setattr(faiss.IndexIVF, "range_search_preassigned", counted)
+    pairs = approximate_pairs(users, threshold=0.75, memory_bytes=budget)
+
+    assert pairs.seeds.shape[0] >= len(x) * 60  # dense: nearly every seed keeps 64
+    assert sum(queries for queries, _ in steps) == len(x)
+    assert max(hits for _, hits in steps) > 64 * max(queries for queries, _ in steps)  # dense indeed
+    for queries, hits in steps:
+        assert queries * 384 * 4 + hits * clustering.RANGE_HIT_BYTES <= budget
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 9])
 def test_the_approximate_path_takes_a_user_smaller_than_its_cell_count(n):
     # 4 * sqrt(n) cells would outnumber the vectors (faiss's k-means then fails): an
