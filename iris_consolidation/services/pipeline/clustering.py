@@ -319,6 +319,49 @@ def exact_pairs(users: UserVectors, *, threshold: float, memory_bytes: int) -> P
         return _exact_pairs(users, seed_positions, threshold=threshold, memory_bytes=memory_bytes)
 
 
+class _EarlierPartners:
+    """Pairs (earlier seed, later seed) that an earlier seed's own cap dropped, kept for
+    the later seed: a pair of two seeds is computed once, from the earlier one's row, so
+    a truth whose nearest is a hub (an earlier truth near more than ``PHASE1_NEIGHBOURS``
+    others) would otherwise lose it. Each later seed keeps its ``k`` most similar; the
+    lists are compacted to that whenever they exceed 2 * k pairs per truth."""
+
+    def __init__(self, n: int, k: int) -> None:
+        self.k, self.bound = k, 2 * k * max(n, 1)
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.sims: list[np.ndarray] = []
+        self.size = 0
+
+    def add(self, rows: np.ndarray, cols: np.ndarray, sims: np.ndarray) -> None:
+        kept = _nearest_per_row(cols, rows, sims, self.k)  # per later seed, in this lot
+        self.rows.append(rows[kept])
+        self.cols.append(cols[kept])
+        self.sims.append(sims[kept])
+        self.size += kept.shape[0]
+        if self.size > self.bound:
+            self.compact()
+
+    def compact(self) -> None:
+        rows, cols, sims = np.concatenate(self.rows), np.concatenate(self.cols), np.concatenate(self.sims)
+        kept = _nearest_per_row(cols, rows, sims, self.k)
+        self.rows, self.cols, self.sims = [rows[kept]], [cols[kept]], [sims[kept]]
+        self.size = kept.shape[0]
+
+    def add_dropped(
+        self, rows: np.ndarray, cols: np.ndarray, sims: np.ndarray, kept: np.ndarray, can_seed: np.ndarray
+    ) -> None:
+        """Of the candidates (rows, cols, sims), those not in ``kept`` whose column is a
+        later seed."""
+        if kept.shape[0] == rows.shape[0]:
+            return
+        dropped = np.ones(rows.shape[0], dtype=bool)
+        dropped[kept] = False
+        dropped &= (cols > rows) & can_seed[cols]
+        if dropped.any():
+            self.add(rows[dropped], cols[dropped], sims[dropped])
+
+
 def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: float, memory_bytes: int) -> Pairs:
     x = users.vectors
     n = users.size
@@ -328,6 +371,7 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
     found_rows: list[np.ndarray] = []
     found_cols: list[np.ndarray] = []
     neighbours = int(app_settings.PHASE1_NEIGHBOURS)
+    earlier = _EarlierPartners(n, neighbours)
     for r0 in range(0, seed_positions.shape[0], side):
         rows = seed_positions[r0 : r0 + side]
         first = int(rows[0])
@@ -356,6 +400,18 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
                                | ((columns[None, :] < rows[:, None]) & ~users.can_seed[c0:c1][None, :]))
                     np.putmask(product, mirror, -np.inf)
                     del mirror
+                if not lower_only:
+                    # Each later seed's nearest among this block's rows (the rows' own cap
+                    # below may drop them).
+                    depth = min(neighbours, len(rows))
+                    by_column = np.ascontiguousarray(product.T)  # argpartition along rows of memory
+                    top = np.argpartition(by_column, -depth, axis=1)[:, -depth:]
+                    top_s = np.take_along_axis(by_column, top, axis=1).ravel()
+                    del by_column
+                    top_r, top_c = rows[top.ravel()], np.repeat(np.arange(c0, c1), depth)
+                    later = (top_s >= screen) & (top_c > top_r) & users.can_seed[top_c]
+                    earlier.add(top_r[later], top_c[later], top_s[later])
+                    del top, top_s, top_r, top_c, later
                 top = np.argpartition(product, -neighbours, axis=1)[:, -neighbours:]
                 hit_s = np.take_along_axis(product, top, axis=1).ravel()
                 hit_r = np.repeat(np.arange(len(rows)), neighbours)
@@ -377,26 +433,41 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
             keep = (cols > seeds_here) | ((cols < seeds_here) & ~users.can_seed[cols])
             seeds_here, cols, hit_s = seeds_here[keep], cols[keep], hit_s[keep]
             kept = _nearest_per_row(seeds_here, cols, hit_s, neighbours)
+            earlier.add_dropped(seeds_here, cols, hit_s, kept, users.can_seed)
             block_rows.append(seeds_here[kept])
             block_cols.append(cols[kept])
             block_sims.append(hit_s[kept])
         if block_rows:
             seeds_here, cols, hit_s = np.concatenate(block_rows), np.concatenate(block_cols), np.concatenate(block_sims)
             kept = _nearest_per_row(seeds_here, cols, hit_s, neighbours)
+            earlier.add_dropped(seeds_here, cols, hit_s, kept, users.can_seed)
             found_rows.append(seeds_here[kept])
             found_cols.append(cols[kept])
-    return _mirror_and_refine(users, found_rows, found_cols, threshold=threshold, memory_bytes=memory_bytes)
+    if earlier.size:
+        earlier.compact()
+        # Listed from the later seed's side; the mirror step adds the other side.
+        found_rows.append(earlier.rows[0])
+        found_cols.append(earlier.cols[0])
+    return _mirror_and_refine(
+        users, found_rows, found_cols, threshold=threshold, memory_bytes=memory_bytes, dedupe=earlier.size > 0
+    )
 
 
 def _mirror_and_refine(
-    users: UserVectors, rows: list[np.ndarray], cols: list[np.ndarray], *, threshold: float, memory_bytes: int
+    users: UserVectors, rows: list[np.ndarray], cols: list[np.ndarray], *, threshold: float, memory_bytes: int,
+    dedupe: bool = False,
 ) -> Pairs:
+    n = users.size
     seeds = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
     members = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
     both = users.can_seed[members]
     seeds, members = np.concatenate([seeds, members[both]]), np.concatenate([members, seeds[both]])
-    pairs = _refine(users, seeds.astype(np.int64, copy=False), members.astype(np.int64, copy=False), threshold, memory_bytes)
-    return _nearest_pairs(pairs)
+    if dedupe:
+        # A pair found from both sides (a later seed's kept partner) is kept once.
+        key = np.unique(seeds.astype(np.int64) * n + members.astype(np.int64))
+        seeds, members = key // n, key % n
+    return _nearest_pairs(_refine(users, seeds.astype(np.int64, copy=False), members.astype(np.int64, copy=False),
+                                  threshold, memory_bytes))
 
 
 def _nearest_pairs(pairs: Pairs) -> Pairs:

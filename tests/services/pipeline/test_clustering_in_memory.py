@@ -200,6 +200,46 @@ def test_a_dense_user_on_the_approximate_path_gets_results_that_fit_the_budget(m
         assert queries * 384 * 4 + hits * clustering.RANGE_HIT_BYTES <= budget
 
 
+def capped_reference_pairs(x: np.ndarray, can_seed: np.ndarray, threshold: float, k: int) -> set[tuple[int, int]]:
+    """Each seed's ``k`` most similar others at or above ``threshold``, by brute force."""
+    sims = x.astype(np.float64) @ x.astype(np.float64).T
+    found = set()
+    for seed in np.flatnonzero(can_seed):
+        near = sorted((-sims[seed, j], j) for j in range(len(x)) if j != seed and sims[seed, j] >= threshold)
+        found.update((int(seed), j) for _, j in near[:k])
+    return found
+
+
+@pytest.mark.parametrize("memory_bytes", [64 * MB, 64 * 1024])
+def test_a_truth_whose_nearest_is_a_hub_keeps_it(settings, memory_bytes):
+    # Truth 0 (the hub) is near 20 others at cosine 0.86-0.955; the last truth's only
+    # neighbour is the hub (0.78). A pair of two seeds is computed from the earlier one's row, where
+    # the hub keeps its 8 nearest: the last truth lost its only pair (found by a fresh
+    # user's trial: 221 of 248 sparse truths of LoCoMo as one user lost pairs).
+    settings.IRIS_CONSOLIDATION_PHASE1_NEIGHBOURS = 8
+    rng = np.random.default_rng(5)
+    basis, _ = np.linalg.qr(rng.standard_normal((384, 384)))
+    hub = basis[:, 0]
+    x = [hub]
+    for i in range(20):  # cosine 0.86-0.955 with the hub, no two alike (no ties)
+        c = 0.86 + 0.005 * i
+        x.append(c * hub + np.sqrt(1 - c * c) * basis[:, 1 + i])
+    for i in range(30):  # unrelated truths between them
+        x.append(basis[:, 100 + i])
+    x.append(0.78 * hub + np.sqrt(1 - 0.78**2) * basis[:, 300])  # at most 0.745 with the hub's neighbours
+    x = np.asarray(x, dtype=np.float32)
+    users = UserVectors(ids=np.arange(len(x), dtype=np.int64), vectors=x, can_seed=np.ones(len(x), dtype=bool))
+    last = len(x) - 1
+
+    pairs = exact_pairs(users, threshold=0.75, memory_bytes=memory_bytes)
+
+    found = set(zip(pairs.seeds.tolist(), pairs.members.tolist(), strict=True))
+    assert {p for p in found if p[0] == last} == {(last, 0)}
+    assert found == capped_reference_pairs(x, users.can_seed, 0.75 - 1e-6, 8)
+    clusters = greedy_clusters(users, pairs, user_id=1, max_size=5, min_size=2, nearest_pairs=True)
+    assert (last, 0) in [c.member_ids for c in clusters]
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 9])
 def test_the_approximate_path_takes_a_user_smaller_than_its_cell_count(n):
     # 4 * sqrt(n) cells would outnumber the vectors (faiss's k-means then fails): an
