@@ -320,6 +320,27 @@ def test_ctrl_c_during_a_sync_run_fails_the_run_in_one_line_and_changes_no_truth
     assert truth_state() == before
 
 
+def test_an_error_during_a_sync_run_fails_the_run_and_changes_no_truth(duplicates, monkeypatch):
+    """`consolidate_truths --sync | head` closed the pipe: a fresh user's trial found the
+    run "running" forever, with its jobs queued."""
+    from iris_consolidation.services.queue import workers
+
+    def closed(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(workers, "judge_batch_job", closed)
+    before = truth_state()
+
+    with pytest.raises(BrokenPipeError):
+        run_command("--sync")
+
+    run = ConsolidationRun.objects.get()
+    assert run.status == "failed"
+    assert run.notes.strip() == Command.STOPPED.format(run_id=run.pk, error="BrokenPipeError: [Errno 32] Broken pipe")
+    assert run.jobs.exclude(status__in=["done", "failed"]).count() == 0
+    assert truth_state() == before
+
+
 @pytest.mark.django_db
 def test_a_failed_run_keeps_the_notes_written_before_the_failure():
     from iris_consolidation.services.pipeline import consolidation

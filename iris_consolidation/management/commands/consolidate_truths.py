@@ -29,6 +29,7 @@ class Command(BaseCommand):
     )
     DRY_RUN_BANNER = "DRY RUN: clusters are judged and recorded; no truth is changed."
     FAILED_CLUSTERS = "{failed} cluster(s) failed; their truths are unchanged. See run {run_id} in the admin."
+    STOPPED = "Stopped by an error: run {run_id} is marked failed ({error})."
     INTERRUPTED = (
         "Interrupted: run {run_id} is marked failed. Clusters applied before the interrupt stay applied "
         "(each in its own transaction); the rest are unchanged and the next run picks them up."
@@ -117,6 +118,13 @@ class Command(BaseCommand):
             message = self.INTERRUPTED.format(run_id=run.pk)
             consolidation.fail_run(run.pk, note=message)
             raise CommandError(message, returncode=130) from exc
+        except Exception as exc:
+            # Any other error (a closed pipe, `... --sync | head`; a bug) fails the run too,
+            # with its jobs, instead of leaving it "running" forever; the error propagates.
+            if not connection.in_atomic_block:
+                connection.close()  # it may be mid-query; the run is closed on a fresh one
+            consolidation.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=f"{type(exc).__name__}: {exc}"))
+            raise
         finally:
             progress.close()
         seconds = time.monotonic() - started

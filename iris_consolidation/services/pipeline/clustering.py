@@ -424,7 +424,7 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
                 block_cols.append(cols[kept])
                 block_sims.append(hit_s[kept])
                 continue
-            hit_r, hit_c = np.nonzero(mask)
+            hit_r, hit_c = np.divmod(np.flatnonzero(mask), c1 - c0)  # faster than nonzero's two passes
             hit_s = product[hit_r, hit_c]
             del product, mask
             cols = hit_c + c0
