@@ -549,9 +549,12 @@ def get_queue_overview(*, now: datetime | None = None) -> QueueOverview:
     now = now or timezone.now()
     status = ConsolidationJob.Status
     in_flight = Q(run__status__in=[ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING])
+    # Jobs of a run executed in process (``--sync``, a dry run from the command) are no
+    # worker's: they must not say a worker is alive.
+    by_workers = Q(run__execution=ConsolidationRun.Execution.QUEUED)
     row = ConsolidationJob.objects.aggregate(
-        started=Max("started_at"),
-        finished=Max("finished_at"),
+        started=Max("started_at", filter=by_workers),
+        finished=Max("finished_at", filter=by_workers),
         queued=Count("id", filter=in_flight & Q(status=status.QUEUED)),
         running=Count("id", filter=in_flight & Q(status=status.RUNNING)),
         waiting=Count("id", filter=in_flight & Q(status=status.WAITING)),

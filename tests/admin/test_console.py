@@ -304,7 +304,7 @@ def test_queued_run_is_not_waiting_when_a_worker_took_a_job_recently(admin_clien
 
     user = user_factory("alice")
     run = _queued_run_without_worker(user)
-    other = lb.new_run(user_id=user.pk)
+    other = lb.new_run(mode="queued", user_id=user.pk)
     ConsolidationJob.objects.create(
         run=other, kind="user", key="user:x", user=user, status="done", started_at=timezone.now()
     )
@@ -313,6 +313,29 @@ def test_queued_run_is_not_waiting_when_a_worker_took_a_job_recently(admin_clien
 
     assert "Waiting for a worker." not in html
     assert 'http-equiv="refresh"' in html
+
+
+def test_a_sync_runs_jobs_do_not_count_as_a_worker_seen(admin_client, user_factory):
+    """A fresh user's trial: with no qcluster running, consolidation_status said "a worker
+    took or finished a job 31 s ago" after a --sync run, and a waiting run looked served."""
+    from django.utils import timezone
+
+    from iris_consolidation.models import ConsolidationJob
+
+    user = user_factory("alice")
+    run = _queued_run_without_worker(user)
+    in_process = lb.new_run(user_id=user.pk)
+    in_process.execution = "in_process"
+    in_process.save(update_fields=["execution"])
+    ConsolidationJob.objects.create(
+        run=in_process, kind="user", key="user:x", user=user, status="done", started_at=timezone.now(),
+        finished_at=timezone.now(),
+    )
+
+    overview = selectors.get_queue_overview()
+
+    assert overview.last_seen is None and not overview.worker_seen
+    assert "Waiting for a worker." in admin_client.get(run_url(run)).content.decode()
 
 
 def test_a_run_just_queued_is_not_yet_waiting_for_a_worker(user_factory):
@@ -328,7 +351,7 @@ def test_run_list_shows_workers_jobs_and_throughput(admin_client, user_factory):
 
     user = user_factory("alice")
     _queued_run_without_worker(user)
-    done = lb.new_run(user_id=user.pk)
+    done = lb.new_run(mode="queued", user_id=user.pk)
     for i in range(3):
         ConsolidationJob.objects.create(
             run=done, kind="cluster", key=f"c{i}", user=user, status="done", finished_at=timezone.now()
