@@ -457,13 +457,15 @@ def _mirror_and_refine(
     users: UserVectors, rows: list[np.ndarray], cols: list[np.ndarray], *, threshold: float, memory_bytes: int,
     dedupe: bool = False,
 ) -> Pairs:
+    """The found (seed, truth) pairs, each pair of two seeds added from the other side
+    too, recomputed in float64 and capped per seed. ``dedupe``: the same pair may have
+    been found from both sides (the IVF path; a later seed's kept partner), keep it once."""
     n = users.size
     seeds = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
     members = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
     both = users.can_seed[members]
     seeds, members = np.concatenate([seeds, members[both]]), np.concatenate([members, seeds[both]])
     if dedupe:
-        # A pair found from both sides (a later seed's kept partner) is kept once.
         key = np.unique(seeds.astype(np.int64) * n + members.astype(np.int64))
         seeds, members = key // n, key % n
     return _nearest_pairs(_refine(users, seeds.astype(np.int64, copy=False), members.astype(np.int64, copy=False),
@@ -571,13 +573,7 @@ def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int
             kept = _nearest_per_row(seeds_here, found, found_sims, neighbours)
             rows.append(seeds_here[kept])
             cols.append(found[kept])
-        seeds = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        members = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
-        # A pair of two seeds found from one side only is added from the other; duplicates go.
-        both = users.can_seed[members]
-        seeds, members = np.concatenate([seeds, members[both]]), np.concatenate([members, seeds[both]])
-        key = np.unique(seeds.astype(np.int64) * n + members.astype(np.int64))
-        return _nearest_pairs(_refine(users, key // n, key % n, threshold, memory_bytes))
+        return _mirror_and_refine(users, rows, cols, threshold=threshold, memory_bytes=memory_bytes, dedupe=True)
 
     pairs = search(probe_cells[seed_positions], probe_sims[seed_positions])
     del probe_cells, probe_sims
