@@ -17,12 +17,14 @@ from django.core.checks import Error, Tags, Warning, register
 from django.db import connection
 from django.utils.module_loading import import_string
 
+from .choices import RiskPolicy
 from .conf import app_settings
 
 
 @register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """E001 threshold out of range, E002 unknown judge, E003 database not PostgreSQL."""
+    """E001 threshold out of range, E002 unknown judge, E003 database not PostgreSQL,
+    E018 unknown risk policy."""
     errors: list[Any] = []
     threshold = app_settings.SIMILARITY_THRESHOLD
     if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
@@ -45,6 +47,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             import_string(paths[app_settings.JUDGE])
         except ImportError as exc:
             errors.append(Error(f"The judge client cannot be imported: {exc}.", id="iris_consolidation.E002"))
+    if app_settings.RISK_POLICY not in RiskPolicy.values:
+        errors.append(
+            Error(
+                f"IRIS_CONSOLIDATION_RISK_POLICY is {app_settings.RISK_POLICY!r}; "
+                f"use one of {', '.join(RiskPolicy.values)}.",
+                id="iris_consolidation.E018",
+            )
+        )
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" not in engine and not engine.startswith("project.embedded_db"):
         errors.append(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+
 class Origin(models.TextChoices):
     PROMOTED = "promoted", "Promoted from memories"
     USER = "user", "Created by the user"
@@ -29,6 +30,15 @@ class RetiredReason(models.TextChoices):
     NOISE = "noise", "Noise: should never have been stored"
     PRUNED = "pruned", "Pruned: relevance or quality below the floor"
     RELOCATED = "relocated", "Relocated to a note (a pointer truth replaces it)"
+
+
+class RiskPolicy(models.TextChoices):
+    """What a model's action gets when it passes every invariant but raises a signal
+    (``IRIS_CONSOLIDATION_RISK_POLICY``, the live settings' ``risk_policy``)."""
+
+    VERIFY = "verify", "Ask the model a second look; apply what it confirms"
+    REFUSE = "refuse", "Refuse it (as the rule judge does)"
+    ACCEPT = "accept", "Apply it; record the signals only"
 
 
 def is_protected(*, pinned: bool, origin: str, generation: int, max_generation: int) -> bool:

@@ -79,6 +79,14 @@ DEFAULTS: dict[str, Any] = {
     "LLM_TIMEOUT": 60.0,
     # Attempts for a malformed or truncated judge reply before the cluster is bisected.
     "LLM_ATTEMPTS": 2,
+    # What a model's action gets when it passes every invariant but a word-level reading
+    # flags it (negation differs, a change on one side only, ...): "verify" asks the model
+    # a second look in one call per batch and applies only what it confirms; "refuse"
+    # refuses it (as the rule judge always does); "accept" applies it with the signals
+    # recorded. The live settings override it.
+    "RISK_POLICY": "verify",
+    # litellm model name of the second look; "" for the judge's own MODEL.
+    "VERIFY_MODEL": "",
     # "local" (all-MiniLM-L6-v2 int8 ONNX, offline) or a litellm embedding model name.
     "EMBEDDING_MODEL": "local",
     # Truths embedded per batch in phase 1.

@@ -26,6 +26,7 @@ from .choices import (
     RetiredReason,
     ReviewFailure,
     ReviewOutcome,
+    RiskPolicy,
     RunExecution,
     RunMode,
     RunStatus,
@@ -590,6 +591,13 @@ class LiveSettings(models.Model):
     promote_mode = models.CharField(
         max_length=8, blank=True, choices=StageMode.choices,
         help_text="Promotion of standing instructions to learned rules. Empty: IRIS_CONSOLIDATION_PROMOTE.",
+    )
+    risk_policy = models.CharField(
+        max_length=8,
+        blank=True,
+        choices=RiskPolicy.choices,
+        help_text="What a model's action that passes every invariant but raises a signal gets: a second look "
+        "by the model (verify), a refusal, or acceptance. Empty: IRIS_CONSOLIDATION_RISK_POLICY.",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -10,8 +10,9 @@ Canonical forms:
   thousand"); other digit groups as written ("3.5", "3:30", "1990-05-03");
 - ordinals: "1st", "2nd", "21st" (for "first", "2nd", "twenty-first");
 - repetitions: "2x" for "twice", "two times" and "2 times"; "1x" for "once";
-- inexact quantities keep a word of their own, equal only to themselves: "a couple of"
-  gives "couple" (it may mean two, or a few), "dozens" gives "dozens", "half" "half".
+- "a couple (of)" gives "2" and "a decade" "10", as people restate them ("a couple of pets"
+  / "two pets"); other inexact quantities keep a word of their own, equal only to
+  themselves: "couple" alone (an older couple) gives "couple", "dozens" "dozens", "half" "half".
 
 Words read: English cardinals and ordinals up to the millions, "a"/"an" before
 "hundred", "thousand" and "dozen", "half a dozen"; the unambiguous Portuguese and
@@ -151,6 +152,10 @@ def _words(words: list[str]) -> list[str]:
             found.append(str(_ROMANCE[word]))
         elif word == "dozen":
             found.append("12")
+        elif word == "couple" and i and words[i - 1] == "a":
+            found.append("2")  # "a couple (of)": two, as a merge restates it ("a couple" / "two")
+        elif word == "decade" and i and words[i - 1] in ("a", "one"):
+            found.append("10")  # "a decade" / "ten years"
         elif word in INEXACT:
             found.append(word)
         i += 1
@@ -205,7 +210,7 @@ def values(text: str) -> set[str]:
     """Every number of ``text`` as a canonical string (see the module docstring).
 
     "Has three cats and 4 dogs" -> {"3", "4"}; "Reads a dozen books" -> {"12"};
-    "Runs twice a week" -> {"2x"}; "Has a couple of pets" -> {"couple"}.
+    "Runs twice a week" -> {"2x"}; "Has a couple of pets" -> {"2"}.
     """
     text = unicodedata.normalize("NFKC", text)
     spans = _digits(text)

@@ -111,6 +111,10 @@ POSITIVE_IDIOMS = (
     ("could not wait to", "eager to"),
     ("can not wait for", "eager for"),
     ("could not wait for", "eager for"),
+    ("not to give up", "to keep going"),
+    ("not give up", "keep going"),
+    ("never give up", "keep going"),
+    ("never gives up", "keeps going"),
     ("nothing beats", "loves"),
     ("nothing is better than", "loves"),
     ("nothing compares to", "loves"),
@@ -375,6 +379,7 @@ def _name_candidates(text: str) -> list[tuple[str, bool]]:
     starts = True
     for match in _RAW_WORD.finditer(_ascii_fold(text)):
         word = match.group(0)
+        word = word[:-2] if word.endswith("'s") and len(word) > 2 else word  # "Joanna's" names Joanna
         if word in ".!?;:":
             starts = True
             continue
@@ -510,7 +515,7 @@ def contains_detail(text: str, detail: str) -> bool:
         return True
     if detail[:1].isdigit() or detail in numberwords.INEXACT:
         return False
-    haystack = " " + " ".join(_singular(t) for t in tokens(text)) + " "
+    haystack = " " + " ".join(_singular(t.removesuffix("'s")) for t in tokens(text)) + " "
     probe = normalise(detail)
     if probe and f" {probe} " in haystack:
         return True
@@ -649,8 +654,11 @@ def _frame_free(text: str) -> str:
 
 #: A reason states a synonym as ``word = synonym`` (either side a word or a quoted
 #: phrase; "means" and "->" also join them).
+# A quoted phrase may hold an apostrophe inside a word ('it's important'); a note in
+# brackets may follow it ("'finds inspiration' (t24) = 'watches'").
+_PHRASE = r"""(?:["“'‘](?:[^"”'’]|['’](?=\w))+["”'’]|[^\s=,;:"“”'‘’()]+)"""
 _EQUIVALENCE = re.compile(
-    r"""(["“'‘][^"”'’]+["”'’]|[^\s=,;:"“”'‘’()]+)\s*(?:=|->|→|means)\s*(["“'‘][^"”'’]+["”'’]|[^\s=,;:"“”'‘’()]+)"""
+    rf"""({_PHRASE})(?:\s*\([^)]*\))?\s*(?:=|->|→|means)\s*({_PHRASE})"""
 )
 
 
@@ -661,11 +669,13 @@ def equivalences(reason: str) -> list[tuple[str, str]]:
 
 
 def _kept(phrase: str, content: str, content_stems_: set[str]) -> bool:
-    """Whether every content word of ``phrase`` stands in ``content``."""
+    """Whether every content word of ``phrase`` stands in ``content``; a phrase of
+    function words only ("and", "too much", "when i was three") when its every word does."""
     stems = content_stems(phrase)
     runs = no_space_runs(phrase)
     if not stems and not runs:
-        return False
+        words = tokens(phrase)
+        return bool(words) and set(words) <= set(tokens(content))
     haystack = normalise(content)
     return not _missing(stems, content_stems_) and all(not uncovered(r, haystack) for r in runs)
 
@@ -791,11 +801,18 @@ def contrast(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
     # A rewording ("before noon" / "morning") is no swapped slot.
     only_a -= {s for x in _equivalent_in(a, b) for s in content_stems(x)}
     only_b -= {s for x in _equivalent_in(b, a) for s in content_stems(x)}
-    if only_a and only_b and shared and len(shared) >= max(len(only_a), len(only_b)):
+    # One slot swapped: a word or two on each side of a short statement. Long statements
+    # that share a topic differ in several words at once: rewordings, not a swapped slot.
+    one_slot = max(len(only_a), len(only_b)) <= CONTRAST_SLOT_WORDS
+    if only_a and only_b and shared and one_slot and len(shared) >= max(len(only_a), len(only_b)):
         return only_a, only_b
     return None
 
 
+#: Most content words on either side of a contrast (a swapped slot): "a red bicycle" /
+#: "a red car" swap one; "considering counseling to help trans people accept themselves"
+#: / "... to help others" reword a clause (LoCoMo's merges: 33 of 73 flagged at any size).
+CONTRAST_SLOT_WORDS = 2
 #: Articles, left out of a statement's frame ("Chose a standing desk" / "Chose an e-reader").
 _ARTICLES = frozenset("a an the um uma uns umas o os as el la los las un una unos unas le les une des".split())
 
@@ -835,12 +852,19 @@ def parallel(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
         fill_b = {w for w in words_b[j1:j2] if w not in STOPWORDS}
         if not fill_a or not fill_b:
             return None
+        if max(len(fill_a), len(fill_b)) > CONTRAST_SLOT_WORDS:
+            return None  # a clause reworded, not a slot filled with another choice
         if _equivalent_in(" ".join(words_a[i1:i2]), " ".join(words_b[j1:j2])):
             continue  # a rewording of the same filler ("jogging" / "running")
         slots += 1
         slots_a |= fill_a
         slots_b |= fill_b
     if slots < 2 or not frame_has_content:
+        return None
+    # One frame filled twice has more filler than frame ("chose _ over _ for _"); two
+    # statements that share most of their words and differ in a few are rewordings.
+    frame = {w for tag, i1, i2, _, _ in opcodes if tag == "equal" for w in words_a[i1:i2] if w not in STOPWORDS}
+    if len(frame) >= min(len(slots_a), len(slots_b)):
         return None
     return slots_a, slots_b
 
@@ -879,3 +903,95 @@ def reordered(a: str, b: str) -> bool:
     if sorted(words_a) != sorted(words_b):
         return False
     return [w for w in words_a if w not in STOPWORDS] != [w for w in words_b if w not in STOPWORDS]
+
+
+def words_of_stems(text: str, stems: Iterable[str]) -> list[str]:
+    """The words of ``text`` (as written, lower-case) whose stems are in ``stems``, in
+    order and each once: what an operator reads instead of stems ("bicycl" -> "bicycle").
+    A stem no word of ``text`` has is left out."""
+    wanted = set(stems)
+    found: list[str] = []
+    for word in tokens(text):
+        base = word.removesuffix("'s")
+        if base not in found and (stem(_singular(base)) in wanted or base in wanted):
+            found.append(base)
+    return found
+
+
+def lost_negations(member: str, content: str, *, covered: Iterable[str] = ()) -> list[str]:
+    """Negations of ``member`` that ``content`` drops, in order: a negation word or
+    negative verb (or a negation marker of a script without spaces, "不", "ない") kept
+    neither as the same word, nor inside a phrase the judge states as a synonym of words
+    the content keeps (``covered``, from ``stated_cover``), nor by a sentence of ``content``
+    of the member's polarity ("Hates jazz" keeps "Does not like jazz"). Empty when
+    nothing is lost."""
+    words = _polarity_words(member)
+    if not words or polarity_key(member) in sentence_polarity_keys(content):
+        return []
+    phrases = list(covered)
+    said = {w for w in words if covered_by(w, phrases)}
+    have = set(_polarity_words(content)) | set(tokens(content))
+    markers = [m for run in no_space_runs(member) for m in (*NO_SPACE_NEGATIONS, *NO_SPACE_NEGATIVE_VERBS) if m in run]
+    content_runs = "\n".join(no_space_runs(content))
+    lost = [w for w in dict.fromkeys(words) if w not in have and w not in said]
+    if markers and any(w in ("not", "hates") for w in lost):
+        lost = [w for w in lost if w not in ("not", "hates") or w in tokens(member)]
+        lost += [m for m in dict.fromkeys(markers) if m not in content_runs and not covered_by(m, phrases)]
+    return lost
+
+
+def stated_cover(content: str, reason: str) -> list[str]:
+    """The source-side phrases of the synonyms the judge states in ``reason`` whose
+    other side ``content`` keeps (``equivalences``; either side may be the source's):
+    what a merge may reword without losing it ("every six months" = "twice a year")."""
+    have = content_stems(content) | {stem(t) for t in tokens(content)}
+    covered = []
+    for a, b in equivalences(reason):
+        if _kept(b, content, have):
+            covered.append(a)
+        if _kept(a, content, have):
+            covered.append(b)
+    return covered
+
+
+def covered_by(word: str, phrases: Iterable[str]) -> bool:
+    """Whether ``word`` (a token, number value or marker) stands in one of ``phrases``."""
+    for phrase in phrases:
+        if word in tokens(phrase) or word in normalise(phrase) and no_space_runs(word):
+            return True
+        if word in numberwords.values(_ascii_fold(phrase)):
+            return True
+        if any(same_stem(stem(word), s) for s in content_stems(phrase)):
+            return True
+    return False
+
+
+def invented_negations(content: str, members: Iterable[str], *, covered: Iterable[str] = ()) -> list[str]:
+    """Negations of ``content`` that no member states (words, negative verbs, markers
+    of scripts without spaces), in order, unless a stated synonym covers them
+    (``covered``, from ``stated_cover``)."""
+    members = list(members)
+    said = set().union(*(set(_polarity_words(m)) | negations(m) for m in members)) if members else set()
+    member_runs = "\n".join(r for m in members for r in no_space_runs(m))
+    phrases = list(covered)
+    found = [w for w in dict.fromkeys(negations(content)) if w not in said]
+    found += [
+        m
+        for run in no_space_runs(content)
+        for m in (*NO_SPACE_NEGATIONS, *NO_SPACE_NEGATIVE_VERBS)
+        if m in run and m not in member_runs
+    ]
+    return [w for w in dict.fromkeys(found) if not covered_by(w, phrases)]
+
+
+def vouched(reason: str, sources: Iterable[str]) -> list[str]:
+    """The content-side phrases of the synonyms the judge states in ``reason`` whose other
+    side one of ``sources`` holds: words a merge may use that no source wrote ("spent" =
+    "spending")."""
+    sources = list(sources)
+    found = []
+    for a, b in equivalences(reason):
+        for x, y in ((a, b), (b, a)):
+            if any(_kept(y, source, content_stems(source) | {stem(t) for t in tokens(source)}) for source in sources):
+                found.append(x)
+    return found

@@ -149,6 +149,8 @@ _IRIS = {
     "LLM_API_BASE": env.str,
     "LLM_TIMEOUT": env.float,
     "LLM_ATTEMPTS": env.int,
+    "RISK_POLICY": env.str,
+    "VERIFY_MODEL": env.str,
     "EMBEDDING_MODEL": env.str,
     "EMBEDDING_BATCH_SIZE": env.int,
     "DAYS_FALLBACK": env.float,

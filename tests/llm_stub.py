@@ -15,6 +15,12 @@ clusters per call). Replies:
 Part-2 calls (mining, relocation, promotion; ``data_of`` reads their data) are answered
 with ``text(json.dumps({...}))`` replies.
 
+Second looks (``{"checks": [...]}`` between ``<checks>`` tags, ``checks_of`` reads them)
+are answered by ``second_looks``: "withdraw" (the default: a test that scripts only the
+judge sees what the validator's signals alone let through), "confirm", a function of the
+checks returning ``{alias: (verdict, reason)}``, or None to answer them from the script
+or ``handler`` like any call (errors, garbage, timeouts).
+
 ``hostile(mode)`` is a ``handler`` that plays a careless or hostile model: it reads
 the truths of each request and answers with the attack named by ``mode`` (see
 ``HOSTILE_MODES``). ``benchmarks/judge_hostile.py`` scores the golden set against
@@ -94,6 +100,8 @@ class StubLLMServer:
         self.handler: Callable[[dict[str, Any]], Reply] | None = None
         self.requests: list[dict[str, Any]] = []
         self.embedding_dimensions = 384
+        #: How second looks are answered (see the module docstring).
+        self.second_looks: str | Callable[[list[dict[str, Any]]], dict[str, tuple[str, str]]] | None = "withdraw"
         self._lock = threading.Lock()
         stub = self
 
@@ -168,6 +176,13 @@ class StubLLMServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def _next(self, payload: dict[str, Any]) -> Reply:
+        if is_second_look_call(payload) and self.second_looks is not None:
+            checks = checks_of(payload)
+            if callable(self.second_looks):
+                answers = self.second_looks(checks)
+            else:
+                answers = {c["id"]: (self.second_looks, f"scripted {self.second_looks}") for c in checks}
+            return second_look_reply(answers)
         if self.handler is not None:
             return self.handler(payload)
         with self._lock:
@@ -373,3 +388,24 @@ def noise_by_text(noise_texts: set[str], *, otherwise: Callable[[dict[str, Any]]
         ])
 
     return handler
+
+
+# --- second looks: ``{"checks": [...]}`` -> ``{"checks": [{"id", "verdict", "reason"}]}`` ---
+
+
+def is_second_look_call(payload: dict[str, Any]) -> bool:
+    """Whether a chat request (its parsed JSON body) is a second look."""
+    return "<checks>" in str(payload.get("messages", [{}])[-1].get("content", ""))
+
+
+def checks_of(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``checks`` list of a second look (its parsed JSON body)."""
+    content = payload["messages"][-1]["content"]
+    start, end = content.index("<checks>") + len("<checks>"), content.rindex("</checks>")
+    return json.loads(content[start:end])["checks"]
+
+
+def second_look_reply(answers: dict[str, tuple[str, str]]) -> Reply:
+    """A reply to a second look: ``{alias: (verdict, reason)}``, in that order."""
+    entries = [{"id": alias, "verdict": verdict, "reason": reason} for alias, (verdict, reason) in answers.items()]
+    return text(json.dumps({"checks": entries}))

@@ -30,7 +30,7 @@ import json
 import math
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -280,10 +280,17 @@ def _score_case(case: Case, by_alias: dict[str, Truth], reviews: list[ClusterRev
     )
 
 
-def score_golden(cases: Iterable[Case], *, client: JudgeClient, embedder: Embedder) -> GoldenReport:
+#: Called with a pass's reviews before the scratch transaction is rolled back.
+ReviewSink = Callable[[list[ClusterReview]], None]
+
+
+def score_golden(
+    cases: Iterable[Case], *, client: JudgeClient, embedder: Embedder, on_reviews: ReviewSink | None = None
+) -> GoldenReport:
     """Run every case through the orchestrator and score it (see the module docstring).
 
-    Makes the judge's model calls; writes nothing that outlives the call.
+    ``on_reviews`` receives every review of the pass before it is rolled back. Makes the
+    judge's model calls; writes nothing that outlives the call.
     """
     results: list[CaseResult] = []
     tag = uuid.uuid4().hex[:8]
@@ -317,6 +324,8 @@ def score_golden(cases: Iterable[Case], *, client: JudgeClient, embedder: Embedd
                 result = _score_case(case, by_alias, reviews)
                 calls = ConsolidationRun.objects.get(pk=run.pk).llm_calls - calls_before
                 results.append(replace(result, error=result.error or error, llm_calls=calls))
+            if on_reviews is not None:
+                on_reviews(list(run.reviews.order_by("id")))
             raise ScratchRollback
     except ScratchRollback:
         pass
@@ -420,7 +429,13 @@ def _load_pairs(path: Path) -> list[dict[str, str]]:
 
 
 def score_pairs(
-    pairs_path: Path, *, threshold: float, client: JudgeClient | None = None, embedder: Embedder, oracle: bool = False
+    pairs_path: Path,
+    *,
+    threshold: float,
+    client: JudgeClient | None = None,
+    embedder: Embedder,
+    oracle: bool = False,
+    on_reviews: ReviewSink | None = None,
 ) -> PairsReport:
     """Load the pairs' truths for scratch users, run clustering and the judge per user
     at ``threshold``, and score the pairs (see the module docstring).
@@ -429,7 +444,9 @@ def score_pairs(
     model; ``client`` is ignored). Raises ``InvalidInput`` for a missing or bad file,
     or a bad threshold. Makes the judge's model calls; writes nothing that outlives the call.
     """
-    return score_pairs_at(pairs_path, thresholds=[threshold], client=client, embedder=embedder, oracle=oracle)[0]
+    return score_pairs_at(
+        pairs_path, thresholds=[threshold], client=client, embedder=embedder, oracle=oracle, on_reviews=on_reviews
+    )[0]
 
 
 def _group_pairs(
@@ -458,6 +475,7 @@ def score_pairs_at(
     client: JudgeClient | None = None,
     embedder: Embedder,
     oracle: bool = False,
+    on_reviews: ReviewSink | None = None,
 ) -> list[PairsReport]:
     """``score_pairs`` at each of ``thresholds``, one report each, in that order.
 
@@ -503,6 +521,7 @@ def score_pairs_at(
                                 judge_name=judge_name,
                                 client_for=lambda name: oracles.get(name, _NO_LABELS) if oracle else client,
                                 embedder=embedder,
+                                on_reviews=on_reviews,
                             )
                         )
                         raise ScratchRollback
@@ -527,6 +546,7 @@ def _score_pass(
     judge_name: str,
     client_for: Any,
     embedder: Embedder,
+    on_reviews: ReviewSink | None = None,
 ) -> PairsReport:
     run = consolidation.create_run(trigger="command", mode="sync", threshold=threshold, judge=judge_name)
     consolidation.start_run(run)
@@ -542,6 +562,8 @@ def _score_pass(
                 pass  # counted below as a cluster without a review
     run.refresh_from_db()
     reviews = list(run.reviews.all())
+    if on_reviews is not None:
+        on_reviews(reviews)
     # The snapshot names every member, retired ones too (``review.members`` would hide them).
     merged, clustered = _group_pairs(([int(m["id"]) for m in r.snapshot], r.applied_actions) for r in reviews)
     refusals = Counter(str(r.get("code", "")) for review in reviews for r in review.rejections or ())
@@ -581,3 +603,41 @@ def _score_pass(
         unmatched=counts["unmatched"],
         notes=run.notes,
     )
+
+
+def score_truths(
+    truths_path: Path, *, client: JudgeClient, embedder: Embedder, on_reviews: ReviewSink | None = None
+) -> int:
+    """One pass of the real pipeline over a truths file with no labels: load its truths
+    for scratch users, run phase 1 (``plan_user``) and judge each user's clusters in
+    batches of ``CLUSTERS_PER_CALL`` (``consolidate_batch``), as a ``--sync`` run does.
+
+    Returns the number of clusters judged; ``on_reviews`` receives the reviews. Raises
+    ``InvalidInput`` for a missing or bad file. Writes nothing that outlives the call.
+    """
+    if not truths_path.is_file():
+        raise InvalidInput(NO_FILE.format(path=truths_path))
+    with truths_path.open(encoding="utf-8") as handle:
+        rows = transfer.parse_truths(handle, path=str(truths_path))
+    tag = uuid.uuid4().hex[:8]
+    judged = 0
+    try:
+        with transaction.atomic():
+            users = {name: scratch_user(tag, name) for name in sorted({r["user"] for r in rows})}
+            Truth.objects.bulk_create([Truth(**{**r, "user": users[r["user"]]}) for r in rows], batch_size=1000)
+            run = consolidation.create_run(trigger="command", mode="sync", judge=client.name)
+            consolidation.start_run(run)
+            for user in users.values():
+                clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
+                for batch in consolidation.batches(clusters):
+                    try:
+                        consolidation.consolidate_batch(run_id=run.pk, clusters=batch, client=client, embedder=embedder)
+                    except JudgeRateLimited:
+                        continue  # no review: counted as not judged
+                    judged += len(batch)
+            if on_reviews is not None:
+                on_reviews(list(run.reviews.order_by("id")))
+            raise ScratchRollback
+    except ScratchRollback:
+        pass
+    return judged

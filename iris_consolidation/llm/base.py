@@ -66,9 +66,31 @@ class JudgeRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Signal:
+    """Something about an action that a word-level reading finds risky (the validator's
+    ``Code`` of a signal, and the concern in plain words, truths named by alias).
+
+    A signal is never a refusal of a model's action on its own: it sends the action to
+    the second look (``llm/second_look.py``); the rule judge refuses on it instead.
+    """
+
+    code: str
+    concern: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"code": self.code, "concern": self.concern}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Action:
     """``merge``: ``ids`` become one truth with ``content``.
-    ``supersede``: ``old`` retire in favour of ``new`` (a state change)."""
+    ``supersede``: ``old`` retire in favour of ``new`` (a state change, or a later
+    statement that contradicts an earlier one).
+
+    ``signals`` and ``second_look`` are the validator's and the second look's notes on
+    the action (empty as the judge proposes it); ``as_wire`` carries them when set, so a
+    review's applied and rejected actions keep them.
+    """
 
     action: Literal["merge", "supersede"]
     reason: str = ""
@@ -76,6 +98,9 @@ class Action:
     content: str = ""
     old: tuple[str, ...] = ()
     new: str = ""
+    signals: tuple[Signal, ...] = ()
+    #: The model's reason for confirming the action at the second look ("" if none was asked).
+    second_look: str = ""
 
     def members(self) -> tuple[str, ...]:
         """Every alias this action names."""
@@ -83,8 +108,16 @@ class Action:
 
     def as_wire(self) -> dict[str, object]:
         if self.action == "merge":
-            return {"action": "merge", "ids": list(self.ids), "content": self.content, "reason": self.reason}
-        return {"action": "supersede", "old": list(self.old), "new": self.new, "reason": self.reason}
+            data: dict[str, object] = {
+                "action": "merge", "ids": list(self.ids), "content": self.content, "reason": self.reason
+            }
+        else:
+            data = {"action": "supersede", "old": list(self.old), "new": self.new, "reason": self.reason}
+        if self.signals:
+            data["signals"] = [s.as_dict() for s in self.signals]
+        if self.second_look:
+            data["second_look"] = self.second_look
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)

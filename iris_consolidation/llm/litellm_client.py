@@ -33,6 +33,7 @@ from ..exceptions import (  # noqa: E402
     JudgeResponseInvalid,
     JudgeUnavailable,
 )
+from . import second_look  # noqa: E402
 from .base import BatchReply, JudgeRequest, NoiseCandidate, NoiseReply, Spend, Verdict  # noqa: E402
 from .parsing import parse_batch, parse_noise  # noqa: E402
 from .prompts import (  # noqa: E402
@@ -144,11 +145,25 @@ class LiteLLMJudge:
     provider's wait. Either carries ``spend``: what the call's earlier attempts cost.
     """
 
-    def __init__(self, *, model: str, api_base: str | None, timeout: float, attempts: int) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_base: str | None,
+        timeout: float,
+        attempts: int,
+        verify_model: str = "",
+        api_key: str | None = None,
+    ) -> None:
         self.model = model
         self.api_base = api_base or None
         self.timeout = timeout
         self.attempts = max(1, attempts)
+        #: The second look's model (``VERIFY_MODEL``); the judge's own when empty.
+        self.verify_model = verify_model or model
+        # Only for a server of our own (the replay of recorded replies): a provider's key
+        # is read by litellm from the environment, never passed or stored here.
+        self._api_key = api_key
         self.name = f"llm:{model}"
         self.calls_model = True
 
@@ -165,8 +180,11 @@ class LiteLLMJudge:
             api_base=app_settings.LLM_API_BASE,
             timeout=float(app_settings.LLM_TIMEOUT),
             attempts=int(app_settings.LLM_ATTEMPTS),
+            verify_model=str(app_settings.VERIFY_MODEL or ""),
         )
         _check_environment(judge.model, judge.api_base)
+        if judge.verify_model != judge.model:
+            _check_environment(judge.verify_model, judge.api_base)
         _warm_up(judge.model)
         return judge
 
@@ -190,9 +208,10 @@ class LiteLLMJudge:
         except Exception:  # unknown model: plain messages
             return False
 
-    def _complete(self, messages: list[dict[str, Any]]) -> Any:
+    def _complete(self, messages: list[dict[str, Any]], *, model: str | None = None) -> Any:
+        model = model or self.model
         kwargs: dict[str, Any] = {
-            "model": self.model,
+            "model": model,
             "messages": messages,
             "timeout": self.timeout,
             "num_retries": 0,
@@ -203,18 +222,20 @@ class LiteLLMJudge:
             kwargs["response_format"] = {"type": "json_object"}
         if self.api_base:
             kwargs["api_base"] = self.api_base
+        if self._api_key:
+            kwargs["api_key"] = self._api_key
         try:
             return litellm.completion(**kwargs)
         except litellm.RateLimitError as exc:
-            raise JudgeRateLimited(f"Rate limited by {self.model}: {exc}", retry_after=_retry_after(exc)) from exc
+            raise JudgeRateLimited(f"Rate limited by {model}: {exc}", retry_after=_retry_after(exc)) from exc
         except (litellm.Timeout, litellm.APIConnectionError) as exc:
-            raise JudgeUnavailable(f"{self.model} did not answer: {type(exc).__name__}") from exc
+            raise JudgeUnavailable(f"{model} did not answer: {type(exc).__name__}") from exc
         except litellm.AuthenticationError as exc:
-            raise JudgeUnavailable(f"{self.model} refused the credentials (authentication error).") from exc
+            raise JudgeUnavailable(f"{model} refused the credentials (authentication error).") from exc
         except litellm.exceptions.APIError as exc:  # 500s, bad gateway, ...
-            raise JudgeUnavailable(f"{self.model} failed: {type(exc).__name__}") from exc
+            raise JudgeUnavailable(f"{model} failed: {type(exc).__name__}") from exc
         except openai.OpenAIError as exc:  # every other status litellm maps (500, 400, ...)
-            raise JudgeUnavailable(f"{self.model} failed: {type(exc).__name__}") from exc
+            raise JudgeUnavailable(f"{model} failed: {type(exc).__name__}") from exc
 
     def judge_batch(self, requests: Sequence[JudgeRequest]) -> BatchReply:
         """One call over ``requests`` (see the class docstring and ``JudgeClient``).
@@ -334,6 +355,39 @@ class LiteLLMJudge:
             except JudgeResponseInvalid as exc:
                 last_error = exc
                 logger.warning("model reply invalid (attempt %d/%d): %s", attempt, self.attempts, exc)
+        assert last_error is not None
+        last_error.spend = spend  # type: ignore[attr-defined]
+        raise last_error
+
+    def second_look(self, checks: Sequence[second_look.Check]) -> second_look.Reply:
+        """One call over the flagged ``checks`` of a batch (``llm/second_look.py``), to the
+        verify model: the model's answer per check alias. A malformed or truncated reply
+        is asked again up to ``attempts`` calls in all, then raises ``JudgeResponseInvalid``;
+        transport errors raise ``JudgeUnavailable`` (``JudgeRateLimited`` for a 429). Either
+        carries ``spend``.
+        """
+        messages = second_look.build_messages(checks)
+        ids = [c.alias for c in checks]
+        spend = Spend()
+        last_error: JudgeResponseInvalid | None = None
+        for attempt in range(1, self.attempts + 1):
+            try:
+                response = self._complete(messages, model=self.verify_model)
+            except JudgeUnavailable as exc:
+                exc.spend = spend  # type: ignore[attr-defined]
+                raise
+            spend = spend + usage_spend(response)
+            choice = response.choices[0]
+            raw = choice.message.content or ""
+            try:
+                if choice.finish_reason == "length":
+                    raise JudgeResponseInvalid(TRUNCATED, raw=raw)
+                answers = second_look.parse(raw, ids)
+            except JudgeResponseInvalid as exc:
+                last_error = exc
+                logger.warning("second look reply invalid (attempt %d/%d): %s", attempt, self.attempts, exc)
+                continue
+            return second_look.Reply(answers=answers, raw=raw, model=self.verify_model, spend=spend)
         assert last_error is not None
         last_error.spend = spend  # type: ignore[attr-defined]
         raise last_error

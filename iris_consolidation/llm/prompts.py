@@ -14,7 +14,7 @@ from typing import Any
 
 from .base import JudgeRequest, NoiseCandidate
 
-PROMPT_VERSION = "judge-2026-12-01.5"
+PROMPT_VERSION = "judge-2026-12-01.6"
 
 #: The ``cache_control`` mark litellm passes to providers with prompt caching
 #: (Anthropic: the system prompt is then billed once per cache window).
@@ -38,16 +38,21 @@ Rules (each cluster on its own):
 - Never MERGE a truth that reports a change ("now", "moved", "left", "quit", "no
   longer") with one it changes: that is a SUPERSEDE, or keep both.
 - SUPERSEDE when a later truth says the state of the same thing changed ("Lives in
-  Lisbon" then "Moved to Berlin"; "now", "no longer", "switched", "replaced"): the truth
-  stated last (latest created_at) is "new", the earlier ones are "old". Never retire the
-  later truth in favour of an earlier one.
-- KEEP (name them in no action) distinct facts on one topic ("allergic to peanuts" vs
-  "allergic to shellfish"), a statement and its negation, different numbers, dates or
-  quantities, different people or pets, a fact that ended ("until 2023") vs one still
-  true, sentences whose roles are swapped ("A manages B" vs "B manages A"), two facts
-  about one name ("works as an accountant at X" vs "organises X's softball team"), and
-  one frame filled twice ("chose A over B for C" vs "chose D over E for F"). Two truths
-  that share only a name, number or date merge only with the synonyms stated as above.
+  Lisbon" then "Moved to Berlin"; "now", "no longer", "switched", "replaced"), and when a
+  later truth contradicts an earlier one about the same attribute of the same thing:
+  likes then hates the same thing, another name for the same person, another favourite,
+  another count ("Loves sushi" then "Hates sushi"; "My name is Ana Lima" then "My name is
+  Ana Costa"; "Favourite band is Muse" then "My current favourite band is Blur"), or
+  corrects it ("the earlier claim is false", "actually", "current", "final"). The
+  statement made last wins: the truth stated last (latest created_at) is "new", the
+  earlier ones are "old". Never retire the later truth in favour of an earlier one.
+- KEEP (name them in no action) what can be true at the same time: distinct facts on
+  one topic ("allergic to peanuts" vs "allergic to shellfish"), different people or
+  pets, a fact that ended ("until 2023") vs one still true, sentences whose roles are
+  swapped ("A manages B" vs "B manages A"), two facts about one name ("works as an
+  accountant at X" vs "organises X's softball team"), and one frame filled twice ("chose
+  A over B for C" vs "chose D over E for F"). Two truths that share only a name, number
+  or date merge only with the synonyms stated as above.
 - An action names only truths of its own cluster: never combine truths of two
   clusters. Each truth takes part in at most one action; use only the ids you were given.
 - A truth with "protected": true must never be retired or reworded. It may absorb an

@@ -14,7 +14,7 @@ from iris_consolidation.llm.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_
 from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
 from iris_consolidation.services.pipeline.judging import JUDGE_UNAVAILABLE
-from iris_consolidation.services.pipeline.validation import NUMBERS_DIFFER, UNKNOWN_ID
+from iris_consolidation.services.pipeline.validation import LOST_DETAIL, UNKNOWN_ID, Code
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import parse_summary, truth_state
@@ -188,6 +188,5 @@ def test_a_merge_of_different_spelled_out_quantities_is_rejected(llm_server, tru
     sync()
 
     assert truth_state() == before
-    assert ClusterReview.objects.get().rejections[0]["reason"] == NUMBERS_DIFFER.format(
-        a="t1", b="t2", numbers="21, 22"
-    )
+    (rejection,) = ClusterReview.objects.get().rejections
+    assert rejection["code"] == Code.LOST_DETAIL and rejection["reason"] == LOST_DETAIL.format(detail="22", alias="t2")

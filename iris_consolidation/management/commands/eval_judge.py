@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...conf import app_settings
 from ...embeddings import get_embedder
-from ...evaluation import scoring
+from ...evaluation import replay, scoring
 from ...exceptions import InvalidInput
 from ...llm import get_judge_client
 
@@ -36,6 +36,20 @@ class Command(BaseCommand):
         source = parser.add_mutually_exclusive_group(required=True)
         source.add_argument("--golden", help="A golden-set JSONL file, e.g. ../shared/eval/judge_golden.jsonl.")
         source.add_argument("--pairs", help="A pairs JSONL file, e.g. ../shared/data/personachat_revised.pairs.jsonl.")
+        source.add_argument(
+            "--recorded",
+            nargs="+",
+            metavar="FILE",
+            help="Recorded replies of a real model (e.g. ../shared/eval/recorded/*.jsonl), replayed through litellm "
+            "into the real pipeline on each file's data set.",
+        )
+        parser.add_argument(
+            "--second-looks",
+            choices=["both", *replay.SECOND_LOOK_ANSWERS],
+            default="both",
+            help="With --recorded: how second looks with no recording are answered (default: both bounds).",
+        )
+        parser.add_argument("--data", help="With one --recorded file: its data file (default: by its set).")
         parser.add_argument("--judge", choices=sorted(app_settings.JUDGE_CLIENTS), help="Judge (default: the setting).")
         parser.add_argument("--threshold", help="Similarity threshold for --pairs (default: the setting).")
         parser.add_argument(
@@ -47,6 +61,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["oracle"] and not options["pairs"]:
             raise CommandError(self.ORACLE_NEEDS_PAIRS)
+        if options["recorded"]:
+            return self._recorded(options)
         try:
             client = None if options["oracle"] else get_judge_client(options["judge"])
             embedder = get_embedder()
@@ -115,6 +131,61 @@ class Command(BaseCommand):
             f"pairs={r.pairs} same={r.same} tp={r.tp} fp={r.fp} fn={r.fn} "
             f"precision={_figure(r.precision)} recall={_figure(r.recall)} f1={_figure(r.f1)}"
         )
+
+    DATA_NEEDS_ONE = "--data names the data of one recording: give one --recorded file with it."
+
+    def _recorded(self, options: dict[str, Any]) -> None:
+        paths = [Path(p) for p in options["recorded"]]
+        if options["data"] and len(paths) > 1:
+            raise CommandError(self.DATA_NEEDS_ONE)
+        answers = list(replay.SECOND_LOOK_ANSWERS) if options["second_looks"] == "both" else [options["second_looks"]]
+        data = Path(options["data"]) if options["data"] else None
+        harmful = 0
+        try:
+            embedder = get_embedder()
+            for path in paths:
+                for answer in answers:
+                    report = replay.evaluate(path, embedder=embedder, second_looks=answer, data=data)
+                    self._print_recorded(report)
+                    harmful += report.golden.harmful if report.golden is not None else 0
+        except (InvalidInput, ImproperlyConfigured) as exc:
+            raise CommandError(str(exc)) from exc
+        if harmful:
+            raise CommandError(self.HARMFUL.format(harmful=harmful))
+
+    def _print_recorded(self, r: replay.RecordedReport) -> None:
+        write, s, c = self.stdout.write, r.stats, r.counts
+        write(f"== {r.path} (set {r.set_name or '?'}), second looks without a recording: {r.second_looks}")
+        write(
+            f"calls: judge {s.judge_calls}, second look {s.second_look_calls}; clusters matched {s.matched}, "
+            f"missed {s.missed}"
+        )
+        share = f"{100 * r.second_look_share:.1f}%" if r.second_look_share is not None else "n/a"
+        proposed = ", ".join(f"{kind} {n}" for kind, n in sorted(s.proposed.items())) or "none"
+        write(
+            f"model actions: proposed {s.proposed_total} ({proposed}), applied {c.applied} "
+            f"(confirmed at the second look {c.confirmed}), refused {c.refused}, "
+            f"sent to the second look {r.sent_to_second_look} ({share}); pre-pass merges {c.applied_prepass}"
+        )
+        write("refused by code: " + (", ".join(f"{code}={n}" for code, n in c.refusals) or "none"))
+        acted = c.clusters_acted_on
+        refused_share = f"{100 * c.clusters_refused / acted:.1f}%" if acted else "n/a"
+        write(f"clusters the model acted on: {acted}, with a refusal: {c.clusters_refused} ({refused_share})")
+        if r.golden is not None:
+            write(f"correct={r.golden.correct}/{r.golden.total} harmful={r.golden.harmful}")
+            for result in r.golden.results:
+                if not result.correct or result.harmful:
+                    write(f"  {result.case.id} {result.case.expected}: applied {'; '.join(result.applied) or 'nothing'}")
+                    for harm in result.harms:
+                        write(f"     harm: {harm}")
+                    for reason in result.rejections[:2]:
+                        write(f"     rejected: {reason}")
+        if r.pairs is not None:
+            p = r.pairs
+            write(
+                f"pairs={p.pairs} same={p.same} tp={p.tp} fp={p.fp} fn={p.fn} "
+                f"precision={_figure(p.precision)} recall={_figure(p.recall)} f1={_figure(p.f1)}"
+            )
 
     def execute(self, *args: Any, **options: Any) -> Any:
         self.verbosity_level = options.get("verbosity", 1)

@@ -39,6 +39,8 @@ class EffectiveSettings:
     overridden: tuple[str, ...] = ()
     #: Mode of each stage of a pass (``services/hygiene/stages.py``): off, report or apply.
     stage_modes: dict[str, str] = field(default_factory=dict)
+    #: What a model's action with signals gets (``choices.RiskPolicy``).
+    risk_policy: str = "verify"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form, stored on the run."""
@@ -81,6 +83,7 @@ def get_effective_settings() -> EffectiveSettings:
         "max_retirements_per_run": int(app_settings.MAX_RETIREMENTS_PER_RUN),
         "similarity_threshold": float(app_settings.SIMILARITY_THRESHOLD),
         "max_cost_per_run": _cost(app_settings.MAX_COST_PER_RUN),
+        "risk_policy": str(app_settings.RISK_POLICY),
     }
     overridden: list[str] = []
     if row is not None:
@@ -96,6 +99,9 @@ def get_effective_settings() -> EffectiveSettings:
             if value is not None:
                 values[name] = _cost(value) if name == "max_cost_per_run" else value
                 overridden.append(name)
+        if row.risk_policy:
+            values["risk_policy"] = row.risk_policy
+            overridden.append("risk_policy")
         allowed = tuple(sorted(row.allowed_users.values_list("pk", flat=True)))
         if allowed:
             values["allowed_user_ids"] = allowed
@@ -129,3 +135,9 @@ def max_cost(run: ConsolidationRun) -> float | None:
     if "max_cost_per_run" in stored:
         return _cost(stored["max_cost_per_run"])
     return _cost(app_settings.MAX_COST_PER_RUN)
+
+
+def risk_policy(run: ConsolidationRun) -> str:
+    """The run's risk policy (``choices.RiskPolicy``): from its stored settings, else the
+    Django setting (``RISK_POLICY``)."""
+    return str((run.effective_settings or {}).get("risk_policy") or app_settings.RISK_POLICY)

@@ -411,13 +411,15 @@ def consolidate_batch(
             model_allowed=not stopped,
             may_call=budget_check(run, client),
             before_model=before_model,
+            risk_policy=live_settings.risk_policy(run),
         )
         unavailable = next((j for j in judgements if j.unavailable), None)
         if unavailable is not None:
             logger.warning("run %s: judge unavailable for user %s: %s", run.pk, user_id, unavailable.error)
             _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error))
         for item, judgement in zip(prepared, judgements, strict=True):
-            if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
+            settled = not (judgement.accepted or judgement.failed or judgement.error or judgement.unsettled)
+            if settled and judgement.verdict is not None:
                 verdict_cache.store_keep(
                     user_id=user_id, request=item.request, client=client, verdict=judgement.verdict
                 )

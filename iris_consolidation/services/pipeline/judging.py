@@ -18,6 +18,14 @@ several clusters of ONE user in two stages:
    never sinks its neighbours. Transport, auth and quota errors end the model stage
    (``unavailable``); the pre-pass stands. An unparseable reply is never a decision.
 A rate limit (``JudgeRateLimited``) propagates so that the caller waits and retries.
+
+3. **Second look** (risk policy ``verify``, the default with a model): every action of
+   the batch that passed the invariants but raised a signal goes back to the model in
+   ONE call (``llm/second_look.py``); only a confirmation with a reason applies it. A
+   withdrawal, a missing or unreadable answer, a failed or rate-limited call keep its
+   truths as they are, recorded with a ``SECOND_LOOK_*`` code. Policy ``refuse`` refuses
+   on signals (as the rule judge and the pre-pass always do); ``accept`` applies them
+   with the signals recorded.
 """
 
 from __future__ import annotations
@@ -27,9 +35,10 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from ...choices import RiskPolicy
 from ...conf import app_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
-from ...llm import rules
+from ...llm import rules, second_look
 from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Spend, Verdict
 from ...models import Truth
 from ..hygiene.quality import quality_of
@@ -38,6 +47,9 @@ from . import validation
 JUDGE_UNAVAILABLE = "LLM judge unavailable: {error}"
 JUDGE_INVALID = "The judge's reply was not a verdict for {aliases} even after bisection: {error}"
 PREPASS_REASONING = "Pre-pass (no model call): {reasoning}"
+SECOND_LOOK_WITHDRAWN = "The second look withdrew the action: {reason}"
+SECOND_LOOK_MISSING = "The second look gave no confirmation for the action (concern: {concern})."
+SECOND_LOOK_FAILED = "The second look could not be asked ({error}); the action is kept for a later run."
 DEFERRED = "Deferred: the run's budget (IRIS_CONSOLIDATION_MAX_COST_PER_RUN) was spent before this cluster was judged."
 
 logger = logging.getLogger(__name__)
@@ -104,15 +116,24 @@ class Judgement:
     spend: Spend = field(default_factory=Spend)
     #: Whether the cluster's members went to the model in at least one call.
     asked_model: bool = False
+    #: True when a second look for this cluster could not be asked (failed, rate-limited):
+    #: its flagged actions were kept, so the verdict must not be cached as a "keep".
+    unsettled: bool = False
 
     @property
     def llm_calls(self) -> int:
         return self.spend.calls
 
 
-def _validate(request: JudgeRequest, actions: tuple[Action, ...]) -> validation.ValidationResult:
+def _validate(
+    request: JudgeRequest, actions: tuple[Action, ...], *, refuse_signals: bool = True
+) -> validation.ValidationResult:
     return validation.validate(
-        request, actions, max_length=app_settings.MAX_CONTENT_LENGTH, max_generation=app_settings.MAX_GENERATION
+        request,
+        actions,
+        max_length=app_settings.MAX_CONTENT_LENGTH,
+        max_generation=app_settings.MAX_GENERATION,
+        refuse_signals=refuse_signals,
     )
 
 
@@ -280,6 +301,7 @@ def decide_batch(
     model_allowed: bool = True,
     may_call: Callable[[Spend], bool] | None = None,
     before_model: Callable[[], None] | None = None,
+    risk_policy: str | None = None,
 ) -> list[Judgement]:
     """Judge and validate several clusters of ONE user (aliases unique across them),
     one ``Judgement`` each, in order; never writes (see the module docstring).
@@ -294,7 +316,18 @@ def decide_batch(
     is made (rule judge, pre-pass settled every cluster): the queue's rate limit waits
     there, and whatever it raises propagates. Raises ``JudgeRateLimited`` only; every
     other failure is in the results.
+
+    ``risk_policy`` (default ``IRIS_CONSOLIDATION_RISK_POLICY``) decides what a model's
+    action with signals gets (module docstring, step 3); the second look is one more
+    call, made after ``before_model`` is asked again (a refusal there, or any failure of
+    the call, keeps the flagged actions' truths as they are). Raises ``ValueError`` for
+    an unknown policy.
     """
+    policy = risk_policy or app_settings.RISK_POLICY
+    if policy not in RiskPolicy.values:
+        raise ValueError(f"unknown risk policy {policy!r}; choose one of {', '.join(RiskPolicy.values)}")
+    if policy == RiskPolicy.VERIFY and not hasattr(client, "second_look"):
+        policy = RiskPolicy.REFUSE  # a judge that cannot be asked again stays conservative
     if not getattr(client, "calls_model", True):
         results = []
         for request in requests:
@@ -361,18 +394,105 @@ def decide_batch(
                 asked_model=True,
             )
     for i in done:
-        judgements[i] = _judged(requests[i], prepasses[i][0], prepasses[i][1], states[i])
+        judgements[i] = _judged(
+            requests[i], prepasses[i][0], prepasses[i][1], states[i], refuse_signals=policy == "refuse"
+        )
+    if policy == "verify":
+        judgements = _second_look(judgements, model_requests, client, before_model)
     return [judgements[i] for i in range(len(requests))]
 
 
+def _second_look(
+    judgements: dict[int, Judgement],
+    requests: dict[int, JudgeRequest],
+    client: JudgeClient,
+    before_model: Callable[[], None] | None,
+) -> dict[int, Judgement]:
+    """Ask the model once about every flagged action of the batch; only a confirmation
+    applies one (see the module docstring). Returns the judgements, updated."""
+    checks: list[second_look.Check] = []
+    owners: list[int] = []
+    for i in sorted(judgements):
+        for action in judgements[i].accepted:
+            if not action.signals:
+                continue
+            named = set(action.members())
+            truths = tuple(m for m in requests[i].members if m.alias in named)
+            concern = " ".join(s.concern for s in action.signals)
+            checks.append(second_look.Check(alias=f"v{len(checks) + 1}", action=action, truths=truths, concern=concern))
+            owners.append(i)
+    if not checks:
+        return judgements
+    answers: dict[str, second_look.Answer] = {}
+    error, spend, raw = "", Spend(), ""
+    try:
+        if before_model is not None:
+            before_model()
+        reply = client.second_look(checks)  # type: ignore[attr-defined]
+        answers, spend, raw = reply.answers, reply.spend, reply.raw
+    except (JudgeUnavailable, JudgeResponseInvalid) as exc:  # JudgeRateLimited included
+        error, spend = str(exc), _spent(exc)
+        logger.warning("second look failed for %d action(s): %s", len(checks), exc)
+    except Exception as exc:  # the queue's throttle said no (its own exception): ask in a later run
+        error = type(exc).__name__
+        logger.warning("second look not asked for %d action(s): %s", len(checks), error)
+    weights = {i: owners.count(i) for i in dict.fromkeys(owners)}
+    shares = dict(zip(weights, spend.share(list(weights.values())), strict=True))
+    by_alias = {c.alias: c for c in checks}
+    updated = dict(judgements)
+    for i in weights:
+        judgement = judgements[i]
+        accepted: list[Action] = []
+        rejections = list(judgement.rejections)
+        for action in judgement.accepted:
+            check = next((c for c in by_alias.values() if c.action is action), None)
+            answer = answers.get(check.alias) if check is not None else None
+            if check is None:
+                accepted.append(action)
+            elif answer is not None and answer.confirmed:
+                accepted.append(replace(action, second_look=answer.reason))
+            elif answer is not None and answer.verdict == "withdraw":
+                reason = SECOND_LOOK_WITHDRAWN.format(reason=answer.reason or "no reason given")
+                rejections.append(
+                    validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_WITHDRAWN, reason=reason)
+                )
+            elif error:
+                reason = SECOND_LOOK_FAILED.format(error=error)
+                rejections.append(
+                    validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_FAILED, reason=reason)
+                )
+            else:
+                reason = SECOND_LOOK_MISSING.format(concern=check.concern)
+                rejections.append(
+                    validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_MISSING, reason=reason)
+                )
+        verdict = judgement.verdict
+        if verdict is not None and raw:
+            verdict = replace(verdict, raw="\n---\n".join(r for r in (verdict.raw, raw) if r))
+        updated[i] = replace(
+            judgement,
+            accepted=tuple(accepted),
+            rejections=tuple(rejections),
+            verdict=verdict,
+            spend=judgement.spend + shares[i],
+            unsettled=bool(error),
+        )
+    return updated
+
+
 def _judged(
-    request: JudgeRequest, pre_verdict: Verdict, pre: validation.ValidationResult, state: _Bisection
+    request: JudgeRequest,
+    pre_verdict: Verdict,
+    pre: validation.ValidationResult,
+    state: _Bisection,
+    *,
+    refuse_signals: bool,
 ) -> Judgement:
     """The judgement of a cluster whose model stage finished (every part answered or failed)."""
     accepted = list(pre.accepted)
     rejections = list(pre.rejections)
     for sub_request, verdict in state.parts:
-        result = _validate(sub_request, verdict.actions)
+        result = _validate(sub_request, verdict.actions, refuse_signals=refuse_signals)
         accepted.extend(result.accepted)
         rejections.extend(result.rejections)
     combined = _combine(state.parts, state.raws, state.spend)

@@ -1,55 +1,50 @@
 """The validator: every verdict of every judge passes here before anything is written.
 
-``validate(request, actions)`` splits the judge's actions into accepted ones and
-rejections, each rejection with a reason from the constants below. It is pure: it
-reads only the request (members as the judge saw them) and the limits passed in.
+``validate(request, actions, ...)`` splits the judge's actions into accepted ones and
+rejections, each rejection with a ``Code`` and a reason from the constants below. It is
+pure: it reads only the request (members as the judge saw them) and the limits passed in.
 
-The rules (DESIGN.md "Validation", issue 3), checked in this order for each action:
+Two tiers, checked in this order for each action:
+
+**Invariants** refuse outright, whatever the judge and whatever the risk policy. They
+need no trust in any model and alone keep a hostile one harmless:
 - a reason is present; ids only from this cluster; no id twice in one action; a member
-  takes part in one action at most (so no duplicate actions and no supersede chains);
+  takes part in one action at most (no duplicate actions, no supersede chains);
 - a member at the generation limit takes part in no action; a protected member (pinned,
   created by the user or the assistant) is never retired or reworded: it may survive a
   merge whose content is exactly its text, and at most one protected member per merge;
-- merge: two or more members; content non-empty and at most ``max_length`` characters;
-  members whose polarity (negations and negative verbs: "Hates jazz" agrees with "Does
-  not like jazz", never with "Likes jazz"), names, numbers (by value: "3" = "three"),
-  dates or span of time ("until", "used to", "quit") differ never merge, nor a member
-  that reports a change ("now", "left", "moved", "no longer", in several languages:
-  ``textfacts.REPORTED_CHANGE_MARKERS``) with one that does not (issue 11: it is
-  superseded or kept), nor a role swap (same words, names in another order), nor a
-  contrast (the same frame with one thing swapped: "Owns a red bicycle" / "Owns a red
-  car"), nor one frame filled twice ("Chose a standing desk over a treadmill desk" /
-  "Chose an e-reader over paper books": ``textfacts.parallel``), nor two members that
-  share only a name, number or date and no word of what they say about it (issue 11:
-  "Works as an accountant at Birch & Co" / "Organises the Birch & Co office softball
-  team"; ``textfacts.shares_only_details``, synonyms the judge states count); in a
-  merge of three or more members every two share a word or detail (no chain A~B~C, as
-  in clustering); the content keeps every number, date and name of
-  every source, their polarity sentence by sentence, their ended or changed state, and
-  every content word of every source or a synonym the judge states in its reason
-  (``textfacts.lost_words``: everyday rewordings of ``textfacts.PHRASE_EQUIVALENCES``
-  count, "father of a boy" / "son"; Chinese, Japanese and Thai compared by character cover),
-  reorders no source's words except as ``wordorder.moved_phrase`` allows (a fronted
-  phrase, an equative turned round: "In the morning prefers tea" for "Prefers tea in the
-  morning", never "Bob manages Alice" for "Alice manages Bob"), and adds no detail and no
-  content word that no source stated;
+- merge: two or more members, content non-empty and at most ``max_length`` characters,
+  and **nothing lost**: every number (by value: "2" = "two"), date and name of every
+  source is in the content; every content word of every source is there or covered by
+  a synonym the judge states in its reason ("source word = content word"); a negation of
+  a source is kept (as a word, a stated synonym, or a negative sentence); the content
+  adds no number, date, name, negation or content word that no source stated, and uses
+  no source's words in another order that swaps who does what;
 - supersede: at least one old member, never the new one; each old member was stated
-  before the new one (``created_at``), and the new one says the state changed
-  ("moved", "now", "no longer", ... see ``textfacts.CHANGE_MARKERS``), so a still-true
-  fact is never retired as "contradicted" by a mere neighbour; several old members must
-  restate one statement (one holds every detail and content word of the other), so one
-  change never retires two different facts.
+  before the new one (``created_at``): the statement made last wins.
+
+**Signals** are the word-level readings that a pair of truths may be two facts: negation
+differs, different names, numbers or dates, one reports a change or an ended span and
+the other does not, the same frame with different fillers (a contrast, or one frame
+filled twice), members that share only a name, a chain (three or more members, two of
+which share nothing), a supersede with no change word, or several old members that are
+different statements. With ``refuse_signals`` (the rule judge, the pre-pass, and the
+``refuse`` risk policy) the first signal refuses the action, as the invariants do;
+otherwise the action is accepted with its ``signals`` attached, for the second look
+(``judging``) to confirm or withdraw. Each signal's message is in plain words, naming
+the truths by alias and quoting their differing words.
+
 The per-run retirement cap and freshness need the database; ``merging`` enforces them.
 A rejected action is recorded and the members it named are kept as they were.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from ... import textfacts, wordorder
-from ...llm.base import Action, JudgeRequest, MemberView
+from ... import numberwords, textfacts, wordorder
+from ...llm.base import Action, JudgeRequest, MemberView, Signal
 
 NO_REASON = "The action gives no reason."
 UNKNOWN_ID = "The action names {alias!r}, which is not a member of this cluster."
@@ -67,14 +62,21 @@ TWO_PROTECTED = "A merge may keep at most one protected member; {aliases} are al
 LOST_DETAIL = "The merged content drops {detail!r}, found in {alias!r}."
 INVENTED_DETAIL = "The merged content adds {detail!r}, which no member states."
 INVENTED_WORDS = "The merged content says {words}, which no member states."
+LOST_NEGATION = (
+    "The merged content drops the negation {words} of {alias!r}; keep it, or state the synonym in the reason "
+    '("word = synonym").'
+)
+INVENTED_NEGATION = "The merged content says {words}, a negation that no member states."
 POLARITY_DIFFERS = "{a!r} and {b!r} differ in negation; a statement never merges with its opposite."
+#: Appended to a signal's message: the words an operator (and the second look) should read.
+DIFFERING_WORDS = " The words that differ: {words}."
 NAMES_DIFFER = "{a!r} and {b!r} name different people or things ({names}); they stay apart."
 NUMBERS_DIFFER = "{a!r} and {b!r} give different numbers ({numbers}); they stay apart."
 ROLE_SWAP = "{a!r} and {b!r} use the same words with names in another order (a role swap); they stay apart."
 CHAINED = "{a!r} and {b!r} share no word or detail; a merge of three or more members must not chain unrelated facts."
 REORDERED = "The merged content uses the words of {alias!r} in another order, which can swap who does what."
 TIME_SPAN_DIFFERS = "{a!r} and {b!r} cover different spans of time (one says its state ended); they stay apart."
-CONTRAST = "{a!r} and {b!r} say different things in the same frame ({words}); distinct facts stay apart."
+CONTRAST = "{a!r} says {words_a} where {b!r} says {words_b} in the same frame; distinct facts stay apart."
 DETAILS_ONLY = (
     "{a!r} and {b!r} share only {details} and no word of what they say about it; two facts about one name stay "
     'apart (if they restate each other, state the synonyms in the reason: "word = synonym").'
@@ -98,12 +100,29 @@ SUPERSEDE_MIXED = (
 )
 MERGED_CONTENT = "merged content"
 
+# What a signal says to the second look and the operator: the observation, in plain
+# words, with no conclusion (the refusal messages above state the rule judge's).
+CONCERN_POLARITY = "{a} and {b} differ in negation: {words} stands in only one of them."
+CONCERN_NAMES = "{a} and {b} name different people, places or things: {names}."
+CONCERN_NUMBERS = "{a} and {b} give different numbers: {numbers}."
+CONCERN_DATES = "{a} and {b} give different days or months: {names}."
+CONCERN_ROLE_SWAP = "{a} and {b} use the same words with the names in another order."
+CONCERN_TIME_SPAN = "{a} says a state ended ({marker}) and {b} does not."
+CONCERN_STATE_CHANGED = "{a} reports a change ({marker}) and {b} does not."
+CONCERN_CONTRAST = "{a} says {words_a} where {b} says {words_b}; their other words are the same."
+CONCERN_CHAINED = "{a} and {b} share no word, name or number."
+CONCERN_DETAILS_ONLY = "{a} and {b} share only {details}."
+CONCERN_NO_CHANGE = "{new} does not say that anything changed or that {old} was wrong."
+CONCERN_MIXED = "{a} and {b}, both to be retired, say different things."
+#: A signal as the checks find it: (code, refusal message, concern).
+Finding = tuple["Code", str, str]
+
 
 class Code(StrEnum):
-    """Stable code of each kind of refusal, stored with the rejection.
+    """Stable code of each kind of refusal or signal, stored with the rejection.
 
     Code, not message text, is what other modules read (cursor, stops, counts by kind), so
-    the wording of a message can change freely.
+    the wording of a message can change freely. ``INVARIANTS`` and ``SIGNALS`` sort them.
     """
 
     NO_REASON = "no_reason"
@@ -117,8 +136,10 @@ class Code(StrEnum):
     GENERATION_LIMIT = "generation_limit"
     TWO_PROTECTED = "two_protected"
     LOST_DETAIL = "lost_detail"
+    LOST_NEGATION = "lost_negation"
     INVENTED_DETAIL = "invented_detail"
     INVENTED_WORDS = "invented_words"
+    INVENTED_NEGATION = "invented_negation"
     POLARITY = "polarity"
     NAMES_DIFFER = "names_differ"
     NUMBERS_DIFFER = "numbers_differ"
@@ -136,18 +157,46 @@ class Code(StrEnum):
     SUPERSEDE_BACKWARDS = "supersede_backwards"
     SUPERSEDE_NO_CHANGE = "supersede_no_change"
     SUPERSEDE_MIXED = "supersede_mixed"
+    # Written by ``judging`` after the second look (``llm/second_look.py``).
+    SECOND_LOOK_WITHDRAWN = "second_look_withdrawn"
+    SECOND_LOOK_MISSING = "second_look_missing"
+    SECOND_LOOK_FAILED = "second_look_failed"
     # Written by ``merging`` (they need the database), listed here so that codes live in one place.
     STALE_MEMBER = "stale_member"
     CAP_REACHED = "cap_reached"
 
 
-#: A refusal as the checks return it: (code, message).
+#: Codes of the signals: readings that send a model's action to the second look (and
+#: refuse a rule judge's). Every other code of a validation refusal is an invariant.
+SIGNALS = frozenset(
+    {
+        Code.POLARITY,
+        Code.NAMES_DIFFER,
+        Code.NUMBERS_DIFFER,
+        Code.DATES_DIFFER,
+        Code.ROLE_SWAP,
+        Code.TIME_SPAN,
+        Code.STATE_CHANGED,
+        Code.CONTRAST,
+        Code.CHAINED,
+        Code.DETAILS_ONLY,
+        Code.SUPERSEDE_NO_CHANGE,
+        Code.SUPERSEDE_MIXED,
+    }
+)
+#: Codes a second look writes for an action it did not confirm.
+SECOND_LOOK = frozenset({Code.SECOND_LOOK_WITHDRAWN, Code.SECOND_LOOK_MISSING, Code.SECOND_LOOK_FAILED})
+#: Codes of the invariants: refused whatever the judge and the risk policy.
+INVARIANTS = frozenset(Code) - SIGNALS - SECOND_LOOK - {Code.STALE_MEMBER, Code.CAP_REACHED}
+
+
+#: A refusal or a signal as the checks return it: (code, message).
 Refusal = tuple[Code, str]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Rejection:
-    """An action the validator refused, and why."""
+    """An action the validator (or the second look) refused, and why."""
 
     action: Action
     code: Code
@@ -159,8 +208,19 @@ class Rejection:
 
 @dataclass(frozen=True, kw_only=True)
 class ValidationResult:
+    """``accepted`` in order, each with its ``signals`` (empty under ``refuse_signals``)."""
+
     accepted: tuple[Action, ...]
     rejections: tuple[Rejection, ...]
+
+    @property
+    def flagged(self) -> tuple[Action, ...]:
+        """The accepted actions that carry signals (the second look's work)."""
+        return tuple(a for a in self.accepted if a.signals)
+
+
+def _quoted(words: object) -> str:
+    return ", ".join(repr(w) for w in sorted(words))  # type: ignore[call-overload]
 
 
 def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
@@ -183,77 +243,144 @@ def _change_marker(text: str) -> str:
     return found or next((m for m in textfacts.NO_SPACE_CHANGE_MARKERS if m in runs), "")
 
 
-def _pair_conflict(a: MemberView, b: MemberView, *, known: frozenset[str]) -> Refusal | None:
-    """Why ``a`` and ``b`` may never merge, or None."""
+def _negation_words(a: str, b: str) -> str:
+    """The negation words that tell ``a`` from ``b``, quoted ("'not' in only one of them")."""
+    diff = textfacts.negations(a) ^ textfacts.negations(b)
+    return _quoted(diff) if diff else "a negative word in only one of them"
+
+
+def _ended_marker(text: str) -> str:
+    haystack = f" {textfacts.normalise(text)} "
+    runs = "\n".join(textfacts.no_space_runs(text))
+    found = next((m for m in textfacts.TIME_ENDED if f" {m} " in haystack), "")
+    return found or next((m for m in textfacts.NO_SPACE_TIME_ENDED if m in runs), "")
+
+
+def _both_own(a: set[str], b: set[str]) -> bool:
+    """Whether each side has a name (number, date) the other lacks: "Sister Ines" / "Brother
+    Hugo" may be two people; "John, with Anthony" / "John" only adds one."""
+    return bool(a - b) and bool(b - a)
+
+
+def _pair_signals(a: MemberView, b: MemberView, *, known: frozenset[str]) -> list[Finding]:
+    """What a word-level reading finds risky in merging ``a`` with ``b`` (one per kind)."""
+    found: list[Finding] = []
+    x, y = a.alias, b.alias
     if textfacts.polarity_key(a.content) != textfacts.polarity_key(b.content):
-        return Code.POLARITY, POLARITY_DIFFERS.format(a=a.alias, b=b.alias)
+        words = _negation_words(a.content, b.content)
+        found.append((Code.POLARITY, POLARITY_DIFFERS.format(a=x, b=y), CONCERN_POLARITY.format(a=x, b=y, words=words)))
     names_a = {n for n in textfacts.proper_names(a.content, known=known) if n not in textfacts.MONTHS}
     names_b = {n for n in textfacts.proper_names(b.content, known=known) if n not in textfacts.MONTHS}
-    if names_a and names_b and names_a != names_b:
+    if _both_own(names_a, names_b):
         names = ", ".join(sorted(names_a ^ names_b))
-        return Code.NAMES_DIFFER, NAMES_DIFFER.format(a=a.alias, b=b.alias, names=names)
+        found.append(
+            (Code.NAMES_DIFFER, NAMES_DIFFER.format(a=x, b=y, names=names), CONCERN_NAMES.format(a=x, b=y, names=names))
+        )
     if _role_swap(a.content, b.content, known=known):
-        return Code.ROLE_SWAP, ROLE_SWAP.format(a=a.alias, b=b.alias)
+        found.append((Code.ROLE_SWAP, ROLE_SWAP.format(a=x, b=y), CONCERN_ROLE_SWAP.format(a=x, b=y)))
     if textfacts.time_ended(a.content) != textfacts.time_ended(b.content):
-        return Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=a.alias, b=b.alias)
+        ended, other = (a, b) if textfacts.time_ended(a.content) else (b, a)
+        marker = repr(_ended_marker(ended.content))
+        concern = CONCERN_TIME_SPAN.format(a=ended.alias, b=other.alias, marker=marker)
+        found.append((Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=x, b=y), concern))
     if textfacts.reports_change(a.content) != textfacts.reports_change(b.content):
         changed, other = (a, b) if textfacts.reports_change(a.content) else (b, a)
         marker = repr(_change_marker(changed.content))
-        return Code.STATE_CHANGED, STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker)
+        message = STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker)
+        found.append(
+            (Code.STATE_CHANGED, message, CONCERN_STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker))
+        )
     nums_a = textfacts.numbers(a.content)
     nums_b = textfacts.numbers(b.content)
-    if nums_a and nums_b and nums_a != nums_b:
+    if _both_own(nums_a, nums_b):
         numbers = ", ".join(sorted(nums_a ^ nums_b))
-        return Code.NUMBERS_DIFFER, NUMBERS_DIFFER.format(a=a.alias, b=b.alias, numbers=numbers)
+        message = NUMBERS_DIFFER.format(a=x, b=y, numbers=numbers)
+        found.append((Code.NUMBERS_DIFFER, message, CONCERN_NUMBERS.format(a=x, b=y, numbers=numbers)))
     dates_a, dates_b = textfacts.dates(a.content), textfacts.dates(b.content)
-    if dates_a and dates_b and dates_a != dates_b:
+    if _both_own(dates_a, dates_b):
         names = ", ".join(sorted(dates_a ^ dates_b))
-        return Code.DATES_DIFFER, NAMES_DIFFER.format(a=a.alias, b=b.alias, names=names)
+        message = NAMES_DIFFER.format(a=x, b=y, names=names)
+        found.append((Code.DATES_DIFFER, message, CONCERN_DATES.format(a=x, b=y, names=names)))
     swapped = textfacts.contrast(a.content, b.content, known=known) or textfacts.parallel(
         a.content, b.content, known=known
     )
     if swapped:
-        words = " / ".join(", ".join(sorted(side)) for side in swapped)
-        return Code.CONTRAST, CONTRAST.format(a=a.alias, b=b.alias, words=words)
-    return None
+        words_a = _quoted(textfacts.words_of_stems(a.content, swapped[0]) or swapped[0])
+        words_b = _quoted(textfacts.words_of_stems(b.content, swapped[1]) or swapped[1])
+        message = CONTRAST.format(a=x, b=y, words_a=words_a, words_b=words_b)
+        found.append((Code.CONTRAST, message, CONCERN_CONTRAST.format(a=x, b=y, words_a=words_a, words_b=words_b)))
+    return found
 
 
-def _check_content(content: str, members: list[MemberView], *, reason: str, known: frozenset[str]) -> Refusal | None:
-    """Why ``content`` cannot stand for ``members``, or None. ``reason`` is the judge's,
-    where it may state synonyms (``textfacts.equivalences``)."""
-    content_keys = textfacts.sentence_polarity_keys(content)
-    member_keys = set().union(*(textfacts.sentence_polarity_keys(m.content) for m in members))
+def _content_invariant(
+    content: str, members: list[MemberView], *, reason: str, known: frozenset[str]
+) -> Refusal | None:
+    """Why ``content`` loses or invents something of ``members``, or None (``reason`` is
+    the judge's, where it may state synonyms: ``textfacts.equivalences``)."""
+    # Phrases of the sources that a synonym the judge states carries into the content:
+    # they may hold a number ("every six months" = "twice a year") or a negation.
+    covered = textfacts.stated_cover(content, reason)
     for member in members:
         for detail in sorted(textfacts.details(member.content, known=known)):
-            if not textfacts.contains_detail(content, detail):
-                return Code.LOST_DETAIL, LOST_DETAIL.format(detail=detail, alias=member.alias)
-        # Sentence by sentence: two joined negative statements stay negative.
-        if not textfacts.sentence_polarity_keys(member.content) <= content_keys <= member_keys:
-            return Code.POLARITY, POLARITY_DIFFERS.format(a=member.alias, b=MERGED_CONTENT)
-        if textfacts.time_ended(member.content) != textfacts.time_ended(content):
-            return Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=member.alias, b=MERGED_CONTENT)
-        if textfacts.reports_change(member.content) and not textfacts.reports_change(content):
-            marker = repr(_change_marker(member.content))
-            return Code.STATE_CHANGED, STATE_CHANGED.format(a=member.alias, b=MERGED_CONTENT, marker=marker)
+            if textfacts.contains_detail(content, detail):
+                continue
+            if _is_number(detail) and textfacts.covered_by(detail, covered):
+                continue
+            return Code.LOST_DETAIL, LOST_DETAIL.format(detail=detail, alias=member.alias)
+        lost = textfacts.lost_negations(member.content, content, covered=covered)
+        if lost:
+            return Code.LOST_NEGATION, LOST_NEGATION.format(words=_quoted(lost), alias=member.alias)
         if _role_swap(member.content, content, known=known):
             return Code.ROLE_SWAP, ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
         if textfacts.reordered(member.content, content) and not wordorder.moved_phrase(member.content, content):
             return Code.REORDERED, REORDERED.format(alias=member.alias)
-        lost = textfacts.lost_words(member.content, content, reason=reason, known=known)
-        if lost:
-            words = ", ".join(repr(w) for w in lost)
-            return Code.LOST_WORDS, LOST_WORDS.format(words=words, alias=member.alias)
-    stated = set().union(*(textfacts.details(m.content, known=known) for m in members))
-    for detail in sorted(textfacts.details(content, known=known) - stated):
+        words = textfacts.lost_words(member.content, content, reason=reason, known=known)
+        if words:
+            return Code.LOST_WORDS, LOST_WORDS.format(words=_quoted(words), alias=member.alias)
+    sources = [m.content for m in members]
+    invented = textfacts.invented_negations(content, sources, covered=textfacts.vouched(reason, sources))
+    if invented:
+        return Code.INVENTED_NEGATION, INVENTED_NEGATION.format(words=_quoted(invented))
+    said = set().union(*(textfacts.details(m.content, known=known) for m in members))
+    for detail in sorted(textfacts.details(content, known=known) - said):
         if not any(textfacts.contains_detail(m.content, detail) for m in members):
             return Code.INVENTED_DETAIL, INVENTED_DETAIL.format(detail=detail)
-    unstated = textfacts.unstated_stems(content, [m.content for m in members])
+    vouched = textfacts.vouched(reason, sources)
+    unstated = {w for w in textfacts.unstated_stems(content, sources) if not textfacts.covered_by(w, vouched)}
     if unstated:
-        return Code.INVENTED_WORDS, INVENTED_WORDS.format(words=", ".join(repr(w) for w in sorted(unstated)))
+        words = _quoted(textfacts.words_of_stems(content, unstated) or unstated)
+        return Code.INVENTED_WORDS, INVENTED_WORDS.format(words=words)
     return None
 
 
-def _check_merge(action: Action, request: JudgeRequest, *, max_length: int, known: frozenset[str]) -> Refusal | None:
+def _is_number(detail: str) -> bool:
+    """Whether a detail (``textfacts.details``) is a number: digits, "2x", or an inexact
+    quantity word ("couple", "dozens")."""
+    return detail[:1].isdigit() or detail in numberwords.INEXACT
+
+
+def _content_signals(content: str, members: list[MemberView]) -> list[Finding]:
+    """What a word-level reading finds risky in ``content`` standing for ``members``."""
+    found: list[Finding] = []
+    for member in members:
+        x = member.alias
+        if textfacts.time_ended(member.content) != textfacts.time_ended(content):
+            ended, other = (x, MERGED_CONTENT) if textfacts.time_ended(member.content) else (MERGED_CONTENT, x)
+            marker = repr(_ended_marker(member.content if ended == x else content))
+            subject = f"the {ended}" if ended == MERGED_CONTENT else ended
+            concern = CONCERN_TIME_SPAN.format(a=subject, b=other, marker=marker)
+            found.append((Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=x, b=MERGED_CONTENT), concern))
+        if textfacts.reports_change(member.content) and not textfacts.reports_change(content):
+            marker = repr(_change_marker(member.content))
+            message = STATE_CHANGED.format(a=x, b=MERGED_CONTENT, marker=marker)
+            concern = CONCERN_STATE_CHANGED.format(a=x, b=f"the {MERGED_CONTENT}", marker=marker)
+            found.append((Code.STATE_CHANGED, message, concern))
+    return found
+
+
+def _merge_invariant(
+    action: Action, request: JudgeRequest, *, max_length: int, known: frozenset[str]
+) -> Refusal | None:
     members = [request.member(alias) for alias in action.ids]
     if len(members) < 2:
         return Code.TOO_FEW, TOO_FEW
@@ -267,18 +394,25 @@ def _check_merge(action: Action, request: JudgeRequest, *, max_length: int, know
         return Code.TOO_LONG, TOO_LONG.format(length=len(content), limit=max_length)
     if protected and content != protected[0].content.strip():
         return Code.PROTECTED, PROTECTED_RETIRED.format(alias=protected[0].alias)
+    return _content_invariant(content, members, reason=action.reason, known=known | textfacts.known_names([content]))
+
+
+def _merge_signals(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> list[Finding]:
+    members = [request.member(alias) for alias in action.ids]
+    found: list[Finding] = []
     for i, a in enumerate(members):
         for b in members[i + 1 :]:
-            conflict = _pair_conflict(a, b, known=known)
-            if conflict:
-                return conflict
+            x, y = a.alias, b.alias
+            found.extend(_pair_signals(a, b, known=known))
             if len(members) > 2 and not _share(a.content, b.content, known=known):
-                return Code.CHAINED, CHAINED.format(a=a.alias, b=b.alias)
+                found.append((Code.CHAINED, CHAINED.format(a=x, b=y), CONCERN_CHAINED.format(a=x, b=y)))
             only = textfacts.shares_only_details(a.content, b.content, reason=action.reason, known=known)
             if only:
-                details = ", ".join(repr(d) for d in sorted(only))
-                return Code.DETAILS_ONLY, DETAILS_ONLY.format(a=a.alias, b=b.alias, details=details)
-    return _check_content(content, members, reason=action.reason, known=known | textfacts.known_names([content]))
+                details = _quoted(only)
+                message = DETAILS_ONLY.format(a=x, b=y, details=details)
+                found.append((Code.DETAILS_ONLY, message, CONCERN_DETAILS_ONLY.format(a=x, b=y, details=details)))
+    found.extend(_content_signals(action.content.strip(), members))
+    return found
 
 
 def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
@@ -291,11 +425,9 @@ def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
     return any(textfacts.same_stem(x, y) for x in textfacts.content_stems(a) for y in stems_b)
 
 
-def _check_supersede(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> Refusal | None:
-    """Why the supersede cannot stand, or None. Several old members must restate one
-    statement: one of each two holds every content word and detail of the other, and
-    they may merge (``_pair_conflict``), so that a change about honey in tea never
-    retires "Drinks tea every afternoon" with "Takes honey in tea"."""
+def _supersede_invariant(action: Action, request: JudgeRequest) -> Refusal | None:
+    """Why the supersede cannot stand whatever the judge, or None: the newer statement
+    is the one kept (by ``created_at``), and no protected member retires."""
     if not action.old:
         return Code.SUPERSEDE_EMPTY, SUPERSEDE_EMPTY
     if action.new in action.old:
@@ -307,14 +439,26 @@ def _check_supersede(action: Action, request: JudgeRequest, *, known: frozenset[
             return Code.PROTECTED, PROTECTED_RETIRED.format(alias=alias)
         if old.created_at >= new.created_at:
             return Code.SUPERSEDE_BACKWARDS, SUPERSEDE_BACKWARDS.format(old=alias, new=action.new)
-    if not textfacts.states_change(new.content):
-        return Code.SUPERSEDE_NO_CHANGE, SUPERSEDE_NO_CHANGE.format(new=action.new, old=", ".join(action.old))
-    olds = [request.member(alias) for alias in action.old]
-    for i, a in enumerate(olds):
-        for b in olds[i + 1 :]:
-            if _pair_conflict(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
-                return Code.SUPERSEDE_MIXED, SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
     return None
+
+
+def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> list[Finding]:
+    """A supersede whose new member states no change, or whose old members are different
+    statements: one of each two must hold every content word and detail of the other,
+    so that a change about honey in tea does not retire "Drinks tea every afternoon"."""
+    found: list[Finding] = []
+    new = request.member(action.new)
+    olds = ", ".join(action.old)
+    if not textfacts.states_change(new.content):
+        message = SUPERSEDE_NO_CHANGE.format(new=action.new, old=olds)
+        found.append((Code.SUPERSEDE_NO_CHANGE, message, CONCERN_NO_CHANGE.format(new=action.new, old=olds)))
+    members = [request.member(alias) for alias in action.old]
+    for i, a in enumerate(members):
+        for b in members[i + 1 :]:
+            if _pair_signals(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
+                message = SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
+                found.append((Code.SUPERSEDE_MIXED, message, CONCERN_MIXED.format(a=a.alias, b=b.alias)))
+    return found
 
 
 def _covers(a: MemberView, b: MemberView, *, known: frozenset[str]) -> bool:
@@ -338,34 +482,73 @@ def _check_names(action: Action, named: tuple[str, ...], aliases: set[str], used
     return None
 
 
+def _invariant(
+    action: Action,
+    named: tuple[str, ...],
+    request: JudgeRequest,
+    used: set[str],
+    *,
+    max_length: int,
+    max_generation: int,
+    known: frozenset[str],
+) -> Refusal | None:
+    refusal = _check_names(action, named, request.aliases(), used)
+    if refusal is not None:
+        return refusal
+    limit = [a for a in named if request.member(a).generation >= max_generation]
+    if limit:
+        return Code.GENERATION_LIMIT, AT_GENERATION_LIMIT.format(alias=limit[0], limit=max_generation)
+    if action.action == "merge":
+        return _merge_invariant(action, request, max_length=max_length, known=known)
+    return _supersede_invariant(action, request)
+
+
+def findings_of(action: Action, request: JudgeRequest) -> list[Finding]:
+    """The signals of ``action`` as (code, refusal message, concern), the first of each
+    code, in the order found; assumes the action passed the invariants. Pure."""
+    known = textfacts.known_names(m.content for m in request.members)
+    if action.action == "merge":
+        found = _merge_signals(action, request, known=known)
+    else:
+        found = _supersede_signals(action, request, known=known)
+    first: dict[Code, Finding] = {}
+    for finding in found:
+        first.setdefault(finding[0], finding)
+    return list(first.values())
+
+
 def validate(
-    request: JudgeRequest, actions: tuple[Action, ...], *, max_length: int, max_generation: int
+    request: JudgeRequest,
+    actions: tuple[Action, ...],
+    *,
+    max_length: int,
+    max_generation: int,
+    refuse_signals: bool = True,
 ) -> ValidationResult:
     """Accept or reject each action, in order; see the module docstring.
 
-    A member named by an accepted action cannot be named by a later one. Pure: no
-    database, no model.
+    Every action is checked against the invariants first; one that passes and raises
+    signals is rejected on the first of them when ``refuse_signals`` (the rule judge's
+    conservative default), else accepted with its ``signals`` set. A member named by
+    an accepted action cannot be named by a later one. Pure: no database, no model.
     """
-    aliases = request.aliases()
     known = textfacts.known_names(m.content for m in request.members)
     used: set[str] = set()
     accepted: list[Action] = []
     rejections: list[Rejection] = []
     for action in actions:
         named = action.members()
-        refusal = _check_names(action, named, aliases, used)
-        if refusal is None:
-            limit = [a for a in named if request.member(a).generation >= max_generation]
-            if limit:
-                refusal = Code.GENERATION_LIMIT, AT_GENERATION_LIMIT.format(alias=limit[0], limit=max_generation)
-        if refusal is None:
-            if action.action == "merge":
-                refusal = _check_merge(action, request, max_length=max_length, known=known)
-            else:
-                refusal = _check_supersede(action, request, known=known)
-        if refusal is None:
-            accepted.append(action)
-            used.update(named)
-        else:
+        refusal = _invariant(
+            action, named, request, used, max_length=max_length, max_generation=max_generation, known=known
+        )
+        if refusal is not None:
             rejections.append(Rejection(action=action, code=refusal[0], reason=refusal[1]))
+            continue
+        findings = findings_of(action, request)
+        if findings and refuse_signals:
+            rejections.append(Rejection(action=action, code=findings[0][0], reason=findings[0][1]))
+            continue
+        signals = tuple(Signal(code=str(code), concern=concern) for code, _, concern in findings)
+        accepted.append(replace(action, signals=signals))
+        used.update(named)
     return ValidationResult(accepted=tuple(accepted), rejections=tuple(rejections))

@@ -1,8 +1,10 @@
 """A hostile model behind litellm: whatever it answers, no truth is lost.
 
 Each test sends a real cluster through ``consolidation.consolidate_cluster`` (pre-pass,
-prompt, litellm, the stub on 127.0.0.1, validator, merge) and asserts the exact state
-of the user's truths afterwards and what the review recorded.
+prompt, litellm, the stub on 127.0.0.1, validator, second look, merge) and asserts the
+exact state of the user's truths afterwards and what the review recorded. The hostile
+model confirms every second look it is asked (the worst case): what these tests show
+refused, the invariants alone refuse.
 """
 
 from __future__ import annotations
@@ -49,14 +51,50 @@ def _untouched(*contents: str) -> list[tuple[str, bool, str | None]]:
 
 
 def _rejections(review: ClusterReview) -> list[str]:
-    return [r["reason"] for r in review.rejections]
+    """The codes of the review's refused actions."""
+    return [r["code"] for r in review.rejections]
 
 
-def _hostile(llm_server: Any, mode: str) -> None:
+def _hostile(llm_server: Any, mode: str, *, second_looks: str = "confirm") -> None:
     llm_server.handler = llm_stub.hostile(mode, hang_seconds=2.0)
+    llm_server.second_looks = second_looks
 
 
-def test_merging_everything_is_refused_when_members_contradict(llm_server, truth_factory, run_factory):
+def test_merging_everything_of_a_contradiction_goes_to_the_second_look(llm_server, truth_factory, run_factory):
+    """Joined without loss, a statement and its opposite pass the invariants; the signal
+    sends the merge to a second look, whose withdrawal keeps both truths."""
+    a = truth_factory("Likes jazz")
+    b = truth_factory("Does not like jazz")
+    _hostile(llm_server, "merge_all", second_looks="withdraw")
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert _state(a.user_id) == _untouched("Likes jazz", "Does not like jazz")
+    assert review.outcome == ClusterReview.Outcome.REJECTED
+    assert _rejections(review) == [v.Code.SECOND_LOOK_WITHDRAWN]
+    (check,) = llm_stub.checks_of(llm_server.chat_requests()[1]["json"])
+    assert check["action"] == "merge" and "'not'" in check["concern"]
+    assert len(llm_server.chat_requests()) == 2
+
+
+def test_a_confirmed_lossless_join_of_a_contradiction_is_what_undo_is_for(llm_server, truth_factory, run_factory):
+    """The one harm a careless model can still do once its second look agrees: fold two
+    statements into one truth that keeps every word of both (nothing is lost; undo
+    brings the sources back). With the ``refuse`` policy the signal refuses it."""
+    a = truth_factory("Likes jazz")
+    b = truth_factory("Does not like jazz")
+    _hostile(llm_server, "merge_all")
+
+    review = _consolidate(run_factory(), a, b)
+
+    assert review.outcome == ClusterReview.Outcome.APPLIED
+    (entry,) = review.applied_actions
+    assert entry["content"] == "Likes jazz; Does not like jazz" and entry["second_look"] == "scripted confirm"
+    assert [s["code"] for s in entry["signals"]] == [v.Code.POLARITY]
+
+
+def test_the_refuse_policy_refuses_on_signals(llm_server, truth_factory, run_factory, settings):
+    settings.IRIS_CONSOLIDATION_RISK_POLICY = "refuse"
     a = truth_factory("Likes jazz")
     b = truth_factory("Does not like jazz")
     _hostile(llm_server, "merge_all")
@@ -64,8 +102,7 @@ def test_merging_everything_is_refused_when_members_contradict(llm_server, truth
     review = _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == _untouched("Likes jazz", "Does not like jazz")
-    assert review.outcome == ClusterReview.Outcome.REJECTED
-    assert _rejections(review) == [v.POLARITY_DIFFERS.format(a="t1", b="t2")]
+    assert _rejections(review) == [v.Code.POLARITY]
     assert len(llm_server.chat_requests()) == 1
 
 
@@ -77,7 +114,7 @@ def test_shortest_member_text_cannot_swallow_a_distinct_fact(llm_server, truth_f
     review = _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == _untouched("Is allergic to peanuts", "Is allergic to shellfish")
-    assert _rejections(review) == [v.CONTRAST.format(a="t1", b="t2", words="peanut / shellfish")]
+    assert _rejections(review) == [v.Code.LOST_WORDS]
 
 
 def test_shortest_member_text_merges_true_paraphrases(llm_server, truth_factory, run_factory):
@@ -108,7 +145,7 @@ def test_ids_outside_the_cluster_are_refused(llm_server, truth_factory, run_fact
     review = _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
-    assert _rejections(review) == [v.UNKNOWN_ID.format(alias="t99")]
+    assert _rejections(review) == [v.Code.UNKNOWN_ID]
 
 
 @pytest.mark.parametrize("fields", [{"pinned": True}, {"origin": "user"}, {"origin": "agent"}])
@@ -120,7 +157,7 @@ def test_protected_truths_are_never_retired(llm_server, truth_factory, run_facto
     review = _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == _untouched("Lives in Lisbon", "Moved to Berlin in May")
-    assert _rejections(review) == [v.PROTECTED_RETIRED.format(alias="t1")]
+    assert _rejections(review) == [v.Code.PROTECTED]
     assert llm_server.truths_of(llm_server.chat_requests()[0])[0]["protected"] is True
 
 
@@ -132,7 +169,7 @@ def test_newest_statement_never_retires_in_favour_of_the_oldest(llm_server, trut
     review = _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == _untouched("Lives in Lisbon", "Moved to Berlin in May")
-    assert _rejections(review) == [v.SUPERSEDE_BACKWARDS.format(old="t2", new="t1")]
+    assert _rejections(review) == [v.Code.SUPERSEDE_BACKWARDS]
 
 
 @pytest.mark.parametrize(
@@ -141,29 +178,29 @@ def test_newest_statement_never_retires_in_favour_of_the_oldest(llm_server, trut
         (
             "drop_number",
             ("Runs 10 km every Sunday", "Does a 10 km run each Sunday"),
-            v.LOST_DETAIL.format(detail="10", alias="t1"),
+            v.Code.LOST_DETAIL,
         ),
         (
             "drop_date",
             ("Birthday is on 14 March", "Was born on March 14"),
-            v.LOST_DETAIL.format(detail="march", alias="t1"),
+            v.Code.LOST_DETAIL,
         ),
         (
             "drop_name",
             ("Has a son named Tomas", "Is the father of a boy called Tomas"),
-            v.LOST_DETAIL.format(detail="tomas", alias="t1"),
+            v.Code.LOST_DETAIL,
         ),
         (
             "drop_negation",
             ("Does not eat meat", "Never eats meat"),
-            v.POLARITY_DIFFERS.format(a="t1", b=v.MERGED_CONTENT),
+            v.Code.LOST_NEGATION,
         ),
         (
             "role_swap",
             ("Nadia manages Oskar", "Nadia is the manager of Oskar"),
-            v.ROLE_SWAP.format(a="t1", b=v.MERGED_CONTENT),
+            v.Code.ROLE_SWAP,
         ),
-        ("no_reason", ("Likes tea", "Enjoys tea"), v.NO_REASON),
+        ("no_reason", ("Likes tea", "Enjoys tea"), v.Code.NO_REASON),
     ],
 )
 def test_merged_text_that_loses_or_twists_a_detail_is_refused(
@@ -342,7 +379,7 @@ def test_member_changed_after_judging_drops_the_action(llm_server, truth_factory
     )
 
     assert _state(a.user_id) == _untouched("Likes tea", "Enjoys green tea")
-    assert _rejections(review) == [merging.STALE_MEMBER.format(alias="t2")]
+    assert _rejections(review) == [v.Code.STALE_MEMBER]
     assert review.outcome == ClusterReview.Outcome.STALE
 
 
@@ -357,7 +394,7 @@ def test_retirements_beyond_the_run_cap_wait_for_the_next_run(llm_server, truth_
     review = _consolidate(run_factory(), a, b)
 
     assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
-    assert _rejections(review) == [merging.CAP_REACHED.format(cap=1)]
+    assert _rejections(review) == [v.Code.CAP_REACHED]
 
 
 def test_pinned_duplicate_absorbs_the_other_unchanged(llm_server, truth_factory, run_factory):
@@ -380,10 +417,10 @@ def test_pinned_duplicate_absorbs_the_other_unchanged(llm_server, truth_factory,
 @pytest.mark.parametrize(
     ("contents", "code"),
     [
-        (("Works as a nurse at St Mary's", "Left St Mary's and now works night shifts at a hospice"), "state_changed"),
+        (("Works as a nurse at St Mary's", "Left St Mary's and now works night shifts at a hospice"), "lost_words"),
         (
             ("Trabalha como enfermeira num hospital", "Saiu do hospital e agora faz turnos da noite num lar"),
-            "state_changed",
+            "lost_words",
         ),
         (("周末遛狗", "周末在河边的公园遛狗"), "lost_words"),
         (("週末に犬を散歩させる", "週末に川沿いの公園で犬を散歩させる"), "lost_words"),
@@ -427,7 +464,9 @@ def test_a_merge_into_the_oldest_text_that_keeps_every_detail_is_applied(
 # --- issue 11 (second pass): a merge states one fact; everyday rewordings merge ------------------
 
 
-@pytest.mark.parametrize("mode", ["merge_all", "shortest", "oldest"])
+@pytest.mark.parametrize(
+    ("mode", "second_looks"), [("merge_all", "withdraw"), ("shortest", "confirm"), ("oldest", "confirm")]
+)
 @pytest.mark.parametrize(
     ("contents", "code"),
     [
@@ -454,15 +493,22 @@ def test_a_merge_into_the_oldest_text_that_keeps_every_detail_is_applied(
     ],
 )
 def test_a_careless_merge_of_two_distinct_facts_is_refused_even_joined(
-    llm_server, truth_factory, run_factory, mode, contents, code
+    llm_server, truth_factory, run_factory, mode, second_looks, contents, code
 ):
+    """Into one member's text: the other fact's words are lost (an invariant, whatever
+    the second look says). Joined: the signal asks a second look, and its withdrawal
+    keeps both."""
     truths = [truth_factory(c) for c in contents]
-    _hostile(llm_server, mode)
+    _hostile(llm_server, mode, second_looks=second_looks)
 
     review = _consolidate(run_factory(), *truths)
 
     assert _state(truths[0].user_id) == _untouched(*contents)
-    assert [r["code"] for r in review.rejections] == [code]
+    if mode == "merge_all":
+        assert [r["code"] for r in review.rejections] == [v.Code.SECOND_LOOK_WITHDRAWN]
+        assert review.rejections[0]["action"]["signals"][0]["code"] == code
+    else:
+        assert [r["code"] for r in review.rejections] == [v.Code.LOST_WORDS]
     assert review.outcome == ClusterReview.Outcome.REJECTED
 
 

@@ -40,10 +40,14 @@ def _request(*contents: str) -> JudgeRequest:
     )
 
 
-def _codes(contents: tuple[str, ...], content: str, reason: str = CARELESS) -> list[str]:
+def _codes(
+    contents: tuple[str, ...], content: str, reason: str = CARELESS, *, refuse_signals: bool = True
+) -> list[str]:
+    """Codes of the refusals of one merge of every member into ``content`` (signals refuse
+    by default, as for the rule judge; ``refuse_signals=False``: the invariants alone)."""
     request = _request(*contents)
     action = Action(action="merge", ids=tuple(m.alias for m in request.members), content=content, reason=reason)
-    result = v.validate(request, (action,), max_length=1000, max_generation=5)
+    result = v.validate(request, (action,), max_length=1000, max_generation=5, refuse_signals=refuse_signals)
     return [r.code for r in result.rejections]
 
 
@@ -85,7 +89,14 @@ def test_two_facts_about_one_name_never_merge_even_joined(contents):
 @pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
 @pytest.mark.parametrize("careless", [_shortest, _oldest])
 def test_two_facts_about_one_name_never_merge_into_one_text(contents, careless):
-    assert careless(contents) == [v.Code.DETAILS_ONLY]
+    """A careless text keeps one fact and loses the other's words: an invariant refuses it,
+    whatever the second look would say."""
+    assert careless(contents) == [v.Code.LOST_WORDS]
+
+
+@pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
+def test_two_facts_about_one_name_joined_losslessly_raise_a_signal(contents):
+    assert _joined(contents) == [v.Code.DETAILS_ONLY]
 
 
 def test_the_refusal_names_the_shared_name():
@@ -144,8 +155,10 @@ ONE_FRAME_TWO_FACTS = [
 @pytest.mark.parametrize("contents", ONE_FRAME_TWO_FACTS)
 @pytest.mark.parametrize("careless", CARELESS_MODELS)
 def test_one_frame_filled_twice_never_merges(contents, careless):
-    """Shared syntax, different choices (public case B15's kind)."""
-    assert careless(contents) == [v.Code.CONTRAST]
+    """Shared syntax, different choices (public case B15's kind): a careless text loses
+    the other choice (an invariant); joined without loss, the frame is a signal."""
+    expected = [v.Code.CONTRAST] if careless is _joined else [v.Code.LOST_WORDS]
+    assert careless(contents) == expected
 
 
 @pytest.mark.parametrize(
