@@ -3,6 +3,7 @@
 Usage (from the repository root, with the project's database reachable):
 
     python benchmarks/judge_hostile.py [--golden FILE ...] [--mode MODE ...] [--timeout SECONDS]
+                                       [--second-looks confirm|withdraw|both] [--risk-policy POLICY]
                                        [--pairs FILE --threshold F ...]
 
 For each mode of ``tests.llm_stub.HOSTILE_MODES`` it starts the scripted
@@ -12,7 +13,9 @@ validator and merge, rolled back at the end). Prints one row per mode and file:
 correct/total, harmful, model calls, seconds. With ``--pairs`` it also scores the
 same/different pairs per mode and threshold (``evaluation.scoring.score_pairs``):
 a mode that merges whatever the clustering offers shows how much of it the
-validator lets through. Nothing is written to the database.
+validator lets through. The hostile model answers every second look it is asked with
+``--second-looks`` (default ``confirm``, the worst case: what stays harmless then, the
+invariants alone hold; ``both`` prints each mode twice). Nothing is written to the database.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ def main() -> int:
     parser.add_argument(
         "--timeout", type=float, default=1.0, help="Judge timeout in seconds (the timeout mode waits 2x)."
     )
+    parser.add_argument(
+        "--second-looks", choices=["confirm", "withdraw", "both"], default="confirm", help="How second looks are answered."
+    )
+    parser.add_argument("--risk-policy", choices=["verify", "refuse", "accept"], default="verify")
     parser.add_argument("--pairs", help="A pairs file to score per mode, e.g. personachat_revised.pairs.jsonl.")
     parser.add_argument("--threshold", type=float, nargs="*", default=[0.75], help="Thresholds for --pairs.")
     args = parser.parse_args()
@@ -63,7 +70,7 @@ def main() -> int:
     modes = args.mode or list(HOSTILE_MODES)
     server = StubLLMServer().start()
     os.environ.setdefault("OPENAI_API_KEY", "stub-key-not-secret")
-    print(f"{'mode':<17} {'file':<20} {'correct':>8} {'harmful':>8} {'calls':>6} {'seconds':>8}")
+    print(f"{'mode':<17} {'second look':<12} {'file':<20} {'correct':>8} {'harmful':>8} {'calls':>6} {'seconds':>8}")
     worst = 0
     try:
         with override_settings(
@@ -71,16 +78,19 @@ def main() -> int:
             IRIS_CONSOLIDATION_MODEL="openai/hostile-stub",
             IRIS_CONSOLIDATION_LLM_API_BASE=server.url,
             IRIS_CONSOLIDATION_LLM_TIMEOUT=args.timeout,
+            IRIS_CONSOLIDATION_RISK_POLICY=args.risk_policy,
         ):
             client, embedder = get_judge_client("llm"), get_embedder()
-            for mode in modes:
+            answers = ["confirm", "withdraw"] if args.second_looks == "both" else [args.second_looks]
+            for mode, answer in ((m, a) for m in modes for a in answers):
                 server.handler = hostile(mode, hang_seconds=args.timeout * 2)
+                server.second_looks = answer
                 for path, file_cases in cases.items():
                     started = time.monotonic()
                     report = scoring.score_golden(file_cases, client=client, embedder=embedder)
                     worst = max(worst, report.harmful)
                     print(
-                        f"{mode:<17} {path.name:<20} {report.correct:>4}/{report.total:<3} {report.harmful:>8} "
+                        f"{mode:<17} {answer:<12} {path.name:<20} {report.correct:>4}/{report.total:<3} {report.harmful:>8} "
                         f"{report.llm_calls:>6} {time.monotonic() - started:>8.1f}"
                     )
                     for result in report.results:
@@ -96,7 +106,7 @@ def main() -> int:
                         for name, value in (("precision", pairs.precision), ("recall", pairs.recall), ("f1", pairs.f1))
                     )
                     print(
-                        f"{mode:<17} pairs@{threshold:<14} tp={pairs.tp} fp={pairs.fp} fn={pairs.fn} {figures} "
+                        f"{mode:<17} {answer:<12} pairs@{threshold:<14} tp={pairs.tp} fp={pairs.fp} fn={pairs.fn} {figures} "
                         f"rejected={pairs.rejected} calls={pairs.llm_calls} {time.monotonic() - started:.1f}s"
                     )
     finally:

@@ -334,9 +334,11 @@ def _content_invariant(
             return Code.ROLE_SWAP, ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
         if textfacts.reordered(member.content, content) and not wordorder.moved_phrase(member.content, content):
             return Code.REORDERED, REORDERED.format(alias=member.alias)
-        words = textfacts.lost_words(member.content, content, reason=reason, known=known)
-        if words:
-            return Code.LOST_WORDS, LOST_WORDS.format(words=_quoted(words), alias=member.alias)
+        lost = textfacts.lost_words(member.content, content, reason=reason, known=known)
+        if lost:
+            # The operator reads the member's words, not their stems ("hospice", not "hospic").
+            words = [w for w in lost if textfacts.no_space_runs(w)] + textfacts.words_of_stems(member.content, lost)
+            return Code.LOST_WORDS, LOST_WORDS.format(words=_quoted(words or lost), alias=member.alias)
     sources = [m.content for m in members]
     invented = textfacts.invented_negations(content, sources, covered=textfacts.vouched(reason, sources))
     if invented:

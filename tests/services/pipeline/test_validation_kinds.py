@@ -158,12 +158,12 @@ def test_the_lost_words_are_named_in_the_refusal():
     assert rejection.reason == v.LOST_WORDS.format(words="'在河边的公园'", alias="t2")
 
 
-def test_the_issue_11_case_loses_the_hospice_even_without_its_change_marker():
+def test_a_careless_text_loses_the_hospice_even_without_its_change_marker():
     contents = ("Works as a nurse at St Mary's", "Works night shifts at a hospice and at St Mary's")
     request = _request(*contents)
     action = Action(action="merge", ids=("t1", "t2"), content=contents[0], reason=CARELESS)
     (rejection,) = v.validate(request, (action,), max_length=1000, max_generation=5).rejections
-    assert rejection.reason == v.LOST_WORDS.format(words="'hospic', 'night', 'shift'", alias="t2")
+    assert rejection.reason == v.LOST_WORDS.format(words="'hospice', 'night', 'shifts'", alias="t2")
 
 
 # --- issue 11: true paraphrases still merge, in each language -----------------------------------
