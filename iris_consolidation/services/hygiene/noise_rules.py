@@ -152,7 +152,7 @@ SUSPECT: dict[str, tuple[str, ...]] = {
         r"\b(?:updated|upgraded|installed|reinstalled|patched|downgraded)\s+(?:the\s+|a\s+|an\s+|my\s+|her\s+|his\s+)?"
         r"(?:\w+\s+){0,2}(?:app|software|firmware|os|driver|package|library|cli|sdk|plugin|extension|"
         r"dependenc(?:y|ies)|update|release)\b",
-        r"\b(?:the\s+)?(?:update|upgrade|patch|hotfix|release)\s+(?:went|was|is|has been)\s+"
+        r"\b(?:update|upgrade|patch|hotfix|release)\s+(?:went|was|is|has been)\s+"
         r"(?:out|live|through|installed|rolled out|applied)\b",
     ),
     "heartbeat": (
@@ -169,7 +169,7 @@ SUSPECT: dict[str, tuple[str, ...]] = {
         r"\b(?:benchmark(?:s|ed|ing)?|eval(?:uation)?\s+(?:run|results?|scores?|set)|leaderboard|baseline\s+scores?)\b",
     ),
     "run_result": (
-        rf"\b(?:the\s+)?(?:\w+\s+)?{_RUN_THING}\s+(?:#?\d+\s+)?(?:has\s+|had\s+|just\s+|finally\s+)?{_RUN_OUTCOME}\b",
+        rf"\b{_RUN_THING}\s+(?:#?\d+\s+)?(?:has\s+|had\s+|just\s+|finally\s+)?{_RUN_OUTCOME}\b",
         r"\b(?:tests?|specs?|checks?|ci|pipeline)\s+(?:are\s+|were\s+|all\s+)*(?:passing|failing|green|red)\b",
     ),
     "bug_sweep": (

@@ -1,12 +1,18 @@
 """Noise detector: every category in several wordings, in the tier it belongs to, and
-traps that must stay (pure)."""
+traps that must stay (pure: no database; ``benchmarks/noise_tiers.py`` reads the tables)."""
 
 from __future__ import annotations
 
 import pytest
 
-from iris_consolidation.services.hygiene.noise import CATEGORIES, SUSPECT, detect
-from iris_consolidation.services.hygiene.noise_rules import DESCRIPTIONS, TIER_SURE, TIER_SUSPECT
+from iris_consolidation.services.hygiene.noise_rules import (
+    DESCRIPTIONS,
+    SUSPECT,
+    TIER_SURE,
+    TIER_SUSPECT,
+    detect,
+)
+from iris_consolidation.services.hygiene.noise_rules import SURE as CATEGORIES
 
 #: rho's own examples of the SOP's categories (reworded as in the issue's table): the
 #: rule judge retires each of them, so each is in the sure tier.
