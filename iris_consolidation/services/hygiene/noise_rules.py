@@ -46,8 +46,8 @@ DESCRIPTIONS: dict[str, str] = {
 
 _VERSION = r"(?:version\s+|v)?\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?"
 _SOFTWARE_THING = (
-    r"(?:module|code|codebase|repo(?:sitory)?|functions?|endpoints?|service|api|files?|diff|commits?|branch|"
-    r"logs?|handlers?|components?|library|scripts?|package|pipeline|schema|queries|query|migrations?|"
+    r"(?:modules?|code(?!\s+of\b)|codebase|repo(?:sitory)?|endpoints?|api|diff|commits?|branch|handlers?|"
+    r"components?|library|package|pipeline|schema|migrations?|pull request|pr|"
     r"[\w/-]+\.(?:py|js|ts|go|rs|java|rb|sql))"
 )
 _NOTHING_FOUND = (
@@ -87,8 +87,9 @@ SURE: dict[str, tuple[str, ...]] = {
         r"\b(?:\d+|all)\s+(?:of\s+\d+\s+)?(?:unit\s+|integration\s+|e2e\s+)?tests?\s+"
         r"(?:passed|failed|pass|fail|are passing|are failing|green|red)\b",
         r"\b(?:run|build|job)\s+#\d+\b.{0,40}\b(?:passed|failed|finished|succeeded|took)\b",
-        # A score as a fraction with its percentage ("42/89 = 47.2%"): a computed run result.
-        r"\b\d+\s*/\s*\d+\s*(?:=|\(|,|is|or)\s*\d+(?:\.\d+)?\s?%",
+        # A score as a fraction with its percentage ("42/89 = 47.2%") on a run of software work.
+        r"\b\d+\s*/\s*\d+\s*(?:=|\(|,|is|or)\s*\d+(?:\.\d+)?\s?%.{0,40}\b(?:eval(?:uation)?|benchmark|run|suite|"
+        r"test set|dev set|validation set|harness|model|prompts?)\b",
     ),
     "run_result": (
         rf"\b{_RUN_THING}\s+#?\d+\b.{{0,40}}\b{_RUN_OUTCOME}\b",
@@ -147,6 +148,7 @@ SURE: dict[str, tuple[str, ...]] = {
 SUSPECT: dict[str, tuple[str, ...]] = {
     "version": (
         r"\bv\d+(?:\.\d+)+\b",
+        r"\b(?:updated|upgraded|downgraded)\b.{0,40}\bto\s+(?:\w+\s+)?\d+(?:\.\d+)+\b",
         r"\b\d+\.\d+\.\d+\b",
         r"\bversion\s+\d+(?:\.\d+)*\b",
         r"\b(?:updated|upgraded|installed|reinstalled|patched|downgraded)\s+(?:the\s+|a\s+|an\s+|my\s+|her\s+|his\s+)?"
@@ -218,7 +220,8 @@ GUARDS: tuple[str, ...] = (
     r"marathon|half[- ]marathon|triathlon|race|personal best|\bpb\b|degree|bachelor'?s?|master'?s|phd|doctorate|"
     r"diploma|graduated|gpa|\bsat\b|\bgre\b|salary|weighs?|kg|lbs|miles|km)\b",
     r"\b(?:exams?|midterms?|finals? exam|quiz|grades?|graded|school|college|university|proud|"
-    r"goals?|football|soccer|basketball|hockey|tennis|tournament|championship|league|personal record)\b",
+    r"goals?|football|soccer|basketball|hockey|tennis|tournament|championship|league|personal record|"
+    r"(?:driving|theory|aptitude|entrance|placement|iq|blood|eye|hearing|pregnancy|covid|drug) tests?)\b",
 )
 
 # --- matching -----------------------------------------------------------------------

@@ -174,6 +174,23 @@ def test_every_category_is_covered_in_both_tiers():
     assert {(c, t) for c, t, _ in WORDINGS} == {(c, t) for c in DESCRIPTIONS for t in (TIER_SURE, TIER_SUSPECT)}
 
 
-@pytest.mark.parametrize("text", KEEP + LOOK_ALIKES)
+#: Everyday texts in the words of a sure pattern: at most suspects (a model may decide),
+#: never retired by the rules alone.
+NEVER_SURE = [
+    "Reviewed the contract code of conduct, no issues found",
+    "Reviewed her tax files, no errors found",
+    "Upgraded her phone to iOS 17.2",
+    "Her morning run passed through the old park",
+    "Got 3/4 = 75% of the answers right at the pub trivia night",
+]
+
+
+@pytest.mark.parametrize("text", NEVER_SURE)
+def test_everyday_texts_are_never_in_the_sure_tier(text):
+    match = detect(text)
+    assert match is None or match.tier == TIER_SUSPECT, match
+
+
+@pytest.mark.parametrize("text", [*KEEP, *LOOK_ALIKES, "Scored 18/20 (90%) on the driving theory test"])
 def test_traps_stay(text):
     assert detect(text) is None

@@ -78,7 +78,7 @@ def test_the_rule_judge_retires_the_sure_tier_and_lists_the_suspects(table, sett
     assert f"{shown}, suspect tier" in page
 
 
-def test_a_model_decides_both_tiers_and_never_sees_a_look_alike(table, llm_server):
+def test_a_model_decides_both_tiers_and_never_sees_a_look_alike(table, llm_server, admin_client):
     """A model that answers "noise" for everything it is shown retires both tiers and
     nothing else: the look-alikes never reach it."""
     user, truths = table
@@ -94,6 +94,8 @@ def test_a_model_decides_both_tiers_and_never_sees_a_look_alike(table, llm_serve
     change = TruthChange.objects.get(truth=truths[suspect], action="retired")
     assert change.reason == "noise: version (suspect); model: scripted"
     assert Truth.all_objects.get(pk=truths[suspect].pk).retired_reason == RetiredReason.NOISE
+    history = admin_client.get(reverse("admin:iris_consolidation_truth_history", args=[truths[suspect].pk]))
+    assert history.status_code == 200 and "noise: version (suspect); model: scripted" in history.content.decode()
     report = run.inventory["stages"]["noise"]
     assert report["suspects"] == 0 and report["by_tier"] == {"sure": len(SURE), "suspect": len(SUSPECTS)}
 
