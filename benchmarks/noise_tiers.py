@@ -13,8 +13,8 @@ goes to the model with the sure ones), and the first ``--examples`` suspects, pr
 reading (not stored). A scripted model that answers "noise" for every candidate would retire
 every one of them: the "candidates" column is that upper bound. Also counted, with examples:
 the texts a guard kept although a tier's pattern matched them (what the guards protect). Seconds: the detector with both
-tiers against the sure tier alone (the detector before the suspect tier), the same texts in
-the same run, interleaved, the best of three.
+tiers against the detector before them (guards and the sure tier alone, no pre-check), the
+same texts in the same run, interleaved, the best of three.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def _user_turns(path: Path) -> list[str]:
 
 
 def _sure_only(rules: Any) -> Any:
-    """The reference: the detector without the suspect tier (guards, then the sure tier)."""
+    """The reference: the detector as it was before the suspect tier (guards, then the sure
+    tier, each pattern searched as written, without ``noise_rules``' pre-check)."""
     compiled = [re.compile(p) for patterns in rules.SURE.values() for p in patterns]
     guards = [re.compile(g) for g in rules.GUARDS]
 
@@ -113,7 +114,7 @@ def _print(result: dict[str, Any]) -> None:
     print(f"\n== {result['source']}: {result['texts']} texts; sure {result['sure']}, suspects {result['suspects']}, "
           f"candidates for a model {result['candidates']}; "
           f"detector {result['seconds_both_tiers']:.3f} s with both tiers against {result['seconds_sure_only']:.3f} s "
-          f"sure only ({ratio:.2f}x)")
+          f"for the detector before (sure tier alone) ({ratio:.2f}x)")
     for category, tiers in result["per_category"].items():
         print(f"   {category:12} sure {tiers['sure']:5}  suspect {tiers['suspect']:5}")
     for i, e in enumerate(result["suspect_examples"], 1):

@@ -226,11 +226,31 @@ GUARDS: tuple[str, ...] = (
 
 # --- matching -----------------------------------------------------------------------
 
-_COMPILED: dict[str, tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]] = {
-    tier: tuple((name, tuple(re.compile(p) for p in patterns)) for name, patterns in table.items())
+
+class _Pattern:
+    """A pattern with a cheap pre-check: the same pattern without its leading ``\\b``.
+
+    Python's ``re`` scans for a pattern's possible first characters only when the pattern
+    does not begin with an assertion, so the pre-check runs about 1.5 times faster
+    (``benchmarks/noise_tiers.py``); whatever the pattern matches, the pre-check matches
+    too, and almost every text fails it, so the pattern itself rarely runs.
+    """
+
+    __slots__ = ("exact", "quick")
+
+    def __init__(self, pattern: str) -> None:
+        self.exact = re.compile(pattern)
+        self.quick = re.compile(pattern[2:]) if pattern.startswith("\\b") else self.exact
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.exact.search(text) if self.quick.search(text) else None
+
+
+_COMPILED: dict[str, tuple[tuple[str, tuple[_Pattern, ...]], ...]] = {
+    tier: tuple((name, tuple(_Pattern(p) for p in patterns)) for name, patterns in table.items())
     for tier, table in ((TIER_SURE, SURE), (TIER_SUSPECT, SUSPECT))
 }
-_GUARDS = tuple(re.compile(p) for p in GUARDS)
+_GUARDS = tuple(_Pattern(p) for p in GUARDS)
 
 
 @dataclass(frozen=True, kw_only=True)
