@@ -460,8 +460,7 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
     }
     # One query for the findings of every stage that lists examples.
     listed: dict[str, list[StageResult]] = {}
-    listing = rows.filter(stage__in=("noise", "prune", "decay")).only("stage", "findings").order_by("user_id", "id")
-    for result in listing:
+    for result in rows.filter(stage__in=("noise", "prune", "decay")).only("stage", "findings").order_by("user_id", "id"):
         listed.setdefault(result.stage, []).append(result)
     report: dict[str, Any] = {}
     for stage in STAGES:
