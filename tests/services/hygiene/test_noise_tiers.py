@@ -116,3 +116,23 @@ def test_a_model_that_keeps_leaves_even_the_sure_tier(table, llm_server, admin_c
     page = _run_page(admin_client, run)
     shown = f"<q>{SUSPECTS[0]}</q> <span class=\"iris-meta\">version, suspect tier; model: scripted, retired</span>"
     assert shown in page
+
+
+def test_a_report_of_findings_written_before_the_tiers_still_reads(run_factory, user_factory):
+    """Rows of earlier runs carry no ``tier`` or ``retires``: the rule judge's matches and the
+    model's "noise" verdicts were what the stage retired, all of them the sure tier."""
+    from iris_consolidation.services.hygiene import stages
+
+    run = run_factory()
+    user = user_factory("before")
+    StageResult.objects.create(run=run, user=user, stage="noise", mode="apply", examined=3, affected=2, applied=2,
+                               seconds=0.1, findings=[
+                                   {"truth_id": 1, "content": "a", "category": "version", "retired": True},
+                                   {"truth_id": 2, "content": "b", "category": "heartbeat", "model": "noise",
+                                    "model_reason": "r", "retired": True},
+                                   {"truth_id": 3, "content": "c", "category": "transient", "model": "keep",
+                                    "model_reason": "k", "retired": False},
+                               ])
+    report = stages.summarise(run)["noise"]
+    assert [e["content"] for e in report["examples"]] == ["a", "b"]
+    assert (report["by_tier"], report["suspects"], report["model_kept"]) == ({"sure": 3, "suspect": 0}, 0, 1)
