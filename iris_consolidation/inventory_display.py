@@ -164,7 +164,8 @@ def mining_line(item: dict[str, Any]) -> str:
 
 def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
     """One line per stage (mode, counts, seconds); at ``verbosity`` >= 2 the first examples
-    of what noise and prune retired or would retire."""
+    of what noise and prune retired or would retire (noise: with the tier that flagged
+    each, the model's reason, and the suspects the rule judge left for a model)."""
     if not report:
         return []
     lines = ["Stages:"]
@@ -178,6 +179,10 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
             lines.append(
                 f"      the model kept {item.get('model_kept', 0)} of the detector's candidates"
                 f" ({item.get('model_errors', 0)} undecided: its call failed, kept)"
+            )
+        if item.get("suspects"):
+            lines.append(
+                f"      {item['suspects']} suspect(s) left for a model (the rule judge retires the sure tier only)"
             )
         if stage == "mine" and item.get("window"):
             lines.append("      " + mining_line(item))
@@ -194,7 +199,11 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
         if verbosity >= 2 and stage in ("noise", "prune"):
             for f in item.get("examples") or ():
                 why = f.get("category") or f"relevance {f.get('relevance', 0):.4f}, quality {f.get('quality', 0):.4f}"
+                if f.get("tier"):
+                    why += f", {f['tier']}"
                 if f.get("model_reason"):
                     why += f"; model: {f['model_reason']}"
                 lines.append(f"      #{f['truth_id']} {f['content']!r} ({why})")
+            for f in item.get("suspect_examples") or ():
+                lines.append(f"      suspect: #{f['truth_id']} {f['content']!r} ({f['category']}, kept by the rules)")
     return lines

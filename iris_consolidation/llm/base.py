@@ -252,17 +252,20 @@ class JudgeClient(Protocol):
 class NoiseCandidate:
     """A truth the deterministic noise detector flagged, as the model sees it.
 
-    ``alias`` (n1, n2, ...) is valid for one call only; ``category`` is the detector's
-    (``services/hygiene/noise.CATEGORIES``), sent as a hint, never as a decision.
+    ``alias`` (n1, n2, ...) is valid for one call only; ``category`` and ``tier``
+    ("sure" or "suspect") are the detector's (``services/hygiene/noise_rules``), sent as
+    hints, never as a decision.
     """
 
     alias: str
     content: str
     kind: str = "fact"
     category: str = ""
+    tier: str = "sure"
 
     def as_wire(self) -> dict[str, object]:
-        return {"id": self.alias, "content": self.content, "kind": self.kind, "flagged_as": self.category}
+        return {"id": self.alias, "content": self.content, "kind": self.kind, "flagged_as": self.category,
+                "tier": self.tier}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -119,15 +119,18 @@ def build_messages(requests: Sequence[JudgeRequest], *, cacheable: bool = False)
 
 # --- noise classification (issue 13; rho's memory-consolidate SOP, "30-day test") ---
 
-NOISE_PROMPT_VERSION = "noise-2026-12-01.1"
+NOISE_PROMPT_VERSION = "noise-2026-12-01.2"
 
 NOISE_SYSTEM_PROMPT = """\
 You review an assistant's long-term memory of ONE person. A deterministic filter flagged
 the truths below as possible noise: things that should never have been stored as
 long-term knowledge. The categories of noise are: version numbers or update
-confirmations; heartbeat or check-in reports; benchmark scores or run results; bug
-sweeps with no general root cause; UI implementation details; task completion status;
-transient project state. The filter is often wrong.
+confirmations; heartbeat or check-in reports; benchmark scores or run results; runs or
+jobs that passed or failed; bug sweeps with no general root cause; UI implementation
+and layout details; task completion status; transient project state. Each candidate
+says which category it was flagged as ("flagged_as") and how sure the filter is
+("tier"): "sure" matched a narrow pattern, "suspect" only a wide one, and most suspects
+are not noise. The filter is often wrong.
 
 Apply the 30-day test to each candidate: would this still matter to the person or to
 the assistant in 30 days? Answer "noise" only when it would not AND it fits one of the
@@ -147,7 +150,7 @@ Every entry needs a short "reason"."""
 
 
 def noise_payload(candidates: Sequence[NoiseCandidate]) -> str:
-    """The call's JSON data ``{"candidates": [{"id", "content", "kind", "flagged_as"}, ...]}``,
+    """The call's JSON data ``{"candidates": [{"id", "content", "kind", "flagged_as", "tier"}, ...]}``,
     "<" and ">" escaped as in ``payload`` (a truth cannot close the tags)."""
     data = {"candidates": [c.as_wire() for c in candidates]}
     return json.dumps(data, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")

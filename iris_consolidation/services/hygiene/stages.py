@@ -45,7 +45,7 @@ from ...exceptions import InvalidInput, JudgeMisconfigured
 from ...llm.base import NoiseCandidate, NoiseReply, Spend
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
 from ..pipeline import clustering
-from . import decay, lexical, mining, noise, promotion, prune, relocation, retire
+from . import decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
 
 logger = logging.getLogger(__name__)
 
@@ -180,8 +180,12 @@ def _charge(run: ConsolidationRun, spend: Spend) -> None:
 def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     """The noise stage for one user (see ``noise.py``); retires in apply mode only.
 
-    With an LLM judge, the detector's candidates go to the model (``noise.confirm``, in
-    report mode too) and only those it confirms count; its spend is added to the run.
+    With the rule judge only the detector's sure tier retires (its suspects are listed,
+    ``retires`` false). With an LLM judge both tiers go to the model (``noise.confirm``,
+    in report mode too) and only those it confirms count; its spend is added to the run.
+    Each finding says its ``tier``, whether the stage ``retires`` it (or would, in report
+    mode) and, with a model, its verdict and reason; the audit row's reason says the
+    category, the tier and the model's reason.
     """
     mode, existing = _start(run, user_id, "noise")
     if mode == StageMode.OFF or existing is not None:
@@ -197,26 +201,27 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     if classify is not None:
         confirmation = noise.confirm(found, classify)
         _charge(run, confirmation.spend)
-    retiring = confirmation.confirmed(found) if confirmation is not None else found
+    retiring = confirmation.confirmed(found) if confirmation is not None else noise.sure_only(found)
+    retiring_ids = {t.pk for t, _ in retiring}
     applied: list[int] = []
     if mode == StageMode.APPLY and retiring:
-        note = {t.pk: m.category for t, m in retiring}
+        note = {t.pk: f"{m.category} ({m.tier})" for t, m in retiring}
         if confirmation is not None:
-            note = {t.pk: f"{m.category}; model: {confirmation.decisions[t.pk][1]}" for t, m in retiring}
+            note = {t.pk: f"{note[t.pk]}; model: {confirmation.decisions[t.pk][1]}" for t, _ in retiring}
         applied = retire.retire(
             truth_ids=[t.pk for t, _ in retiring], reason=RetiredReason.NOISE,
             note=note, run=run, actor=ACTOR.format(stage="noise"),
         )
     findings = []
     for t, m in found:
-        finding = {"truth_id": t.pk, "content": t.content, "category": m.category, "matched": m.matched,
-                   "retired": t.pk in applied}
+        finding = {"truth_id": t.pk, "content": t.content, "category": m.category, "tier": m.tier,
+                   "matched": m.matched, "retires": t.pk in retiring_ids, "retired": t.pk in applied}
         if confirmation is not None:
             verdict, why = confirmation.decisions.get(t.pk, (noise.MODEL_ERROR, "not asked"))
             finding.update(model=verdict, model_reason=why)
         findings.append(finding)
-    # The model's confirmed ones first: they are what the stage retires.
-    findings.sort(key=lambda f: f.get("model", noise.MODEL_NOISE) != noise.MODEL_NOISE)
+    # What the stage retires first, then the sure tier's (a model kept them), then suspects.
+    findings.sort(key=lambda f: (not f["retires"], f["tier"] != noise.TIER_SURE))
     return _record(run, user_id, "noise", mode, examined=len(truths), affected=len(retiring), applied=len(applied),
                    seconds=time.monotonic() - started, findings=findings)
 
@@ -472,18 +477,37 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
             for result in listed.get(stage, []):
                 if len(shown) >= examples:
                     break
-                # Noise: only what the stage retires (or would); a candidate the model kept is not.
-                picked = [f for f in result.findings if f.get("model", noise.MODEL_NOISE) == noise.MODEL_NOISE]
+                # Noise: only what the stage retires (or would); a candidate the model kept,
+                # or a suspect the rule judge left alone, is not.
+                picked = [f for f in result.findings if _noise_retires(f)] if stage == "noise" else result.findings
                 shown.extend(picked[: examples - len(shown)])
             item["examples"] = shown
             if stage == "noise":
-                said = [f.get("model") for r in listed.get(stage, []) for f in r.findings]
-                item["model_kept"] = said.count(noise.MODEL_KEEP)
-                item["model_errors"] = said.count(noise.MODEL_ERROR)
+                item.update(_noise_report(listed.get(stage, []), examples=examples))
         elif stage in ("mine", "relocate", "promote") and total:
             item.update(_part2_report(stage, rows.filter(stage=stage).order_by("user_id", "id"), examples=examples))
         report[stage] = item
     return report
+
+
+def _noise_retires(finding: dict[str, Any]) -> bool:
+    """Whether the noise stage retires (or would) this finding; rows written before the
+    tiers carry no ``retires``: the model's verdict, or the rule judge's match, decided."""
+    if "retires" in finding:
+        return bool(finding["retires"])
+    return finding.get("model", noise.MODEL_NOISE) == noise.MODEL_NOISE
+
+
+def _noise_report(results: Sequence[StageResult], *, examples: int) -> dict[str, Any]:
+    """The noise stage's extra report: what the model kept or left undecided, the
+    findings per tier (``by_tier``: {"sure": n, "suspect": m}), and the suspects the rule
+    judge left for a model (``suspects``: their count; ``suspect_examples``: the first)."""
+    found = [f for r in results for f in r.findings]
+    said = [f.get("model") for f in found]
+    left = [f for f in found if f.get("tier") == noise.TIER_SUSPECT and "model" not in f and not _noise_retires(f)]
+    by_tier = {tier: sum(1 for f in found if f.get("tier", noise.TIER_SURE) == tier) for tier in noise_rules.TIERS}
+    return {"model_kept": said.count(noise.MODEL_KEEP), "model_errors": said.count(noise.MODEL_ERROR),
+            "by_tier": by_tier, "suspects": len(left), "suspect_examples": left[:examples]}
 
 
 def _part2_report(stage: str, results: Any, *, examples: int) -> dict[str, Any]:

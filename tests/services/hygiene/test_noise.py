@@ -1,10 +1,66 @@
-"""Noise detector: every category in several wordings, and traps that must stay (pure)."""
+"""Noise detector: every category in several wordings, in the tier it belongs to, and
+traps that must stay (pure: no database; ``benchmarks/noise_tiers.py`` reads the tables)."""
 
 from __future__ import annotations
 
 import pytest
 
-from iris_consolidation.services.hygiene.noise import CATEGORIES, detect
+from iris_consolidation.services.hygiene.noise_rules import (
+    DESCRIPTIONS,
+    SUSPECT,
+    TIER_SURE,
+    TIER_SUSPECT,
+    detect,
+)
+from iris_consolidation.services.hygiene.noise_rules import SURE as CATEGORIES
+
+#: rho's own examples of the SOP's categories (reworded as in the issue's table): the
+#: rule judge retires each of them, so each is in the sure tier.
+RHO = {
+    "version": "Updated the deploy CLI to v1.2.3",
+    "heartbeat": "Heartbeat Feb 19: all clear",
+    "task_status": "Task 'migrate billing tables' is complete",
+    "benchmark": "Scored 42/89 = 47.2% on the eval run",
+    "bug_sweep": "Reviewed the auth module, no bugs found",
+    "run_result": "Run 5521 of the nightly job failed",
+}
+
+#: Two more wordings of every category, each with the tier that must find it.
+WORDINGS = [
+    ("version", TIER_SURE, "Bumped the SDK from 0.9 to 1.0.4"),
+    ("version", TIER_SUSPECT, "Installed the latest update of the Slack app"),
+    ("heartbeat", TIER_SURE, "Hourly check-in: no incidents, all clear"),
+    ("heartbeat", TIER_SUSPECT, "Agent status report for the week: nothing unusual"),
+    ("task_status", TIER_SURE, "Ticket OPS-88 closed"),
+    ("task_status", TIER_SUSPECT, "Wrapped up the last action item from Monday's standup"),
+    ("benchmark", TIER_SURE, "Benchmark run: p95 latency 120 ms"),
+    ("benchmark", TIER_SUSPECT, "Accuracy went up to 71% after the prompt change"),
+    ("bug_sweep", TIER_SURE, "Audited the payments service code: zero issues"),
+    ("bug_sweep", TIER_SUSPECT, "Fixed a couple of bugs in the export"),
+    ("run_result", TIER_SURE, "The nightly backup job failed again"),
+    ("run_result", TIER_SUSPECT, "The scraper script errored out overnight"),
+    ("ui_detail", TIER_SURE, "Changed the sidebar background to #1e1e2e"),
+    ("ui_detail", TIER_SUSPECT, "The settings page layout uses a two-column grid"),
+    ("transient", TIER_SURE, "PR #77 is waiting for review"),
+    ("transient", TIER_SUSPECT, "Blocked on the code review from Sam this week"),
+]
+
+#: Look-alikes that share noise's words and are facts about the person, preferences or
+#: standing instructions: the issue's six (a race time, a degree, a preference, a standing
+#: instruction, a child's age, a goal in a football final), then a personal best, an exam
+#: grade the person is proud of, and a standing "always run the tests before a release".
+#: Neither tier flags them, so no judge, rules or model, ever sees them as noise.
+LOOK_ALIKES = [
+    "Ran the Boston marathon in 3:12:45",
+    "Completed a master's degree in computer science in 2020",
+    "Prefers version 2 of the dashboard with the 16px layout",
+    "Wants every answer to end with a list of sources",
+    "Her daughter Mia is 6 years old",
+    "Scored the winning goal in the 2022 football final",
+    "Set a personal best of 41:30 in the 10k",
+    "Got 94% on the final chemistry exam and is proud of it",
+    "Always run the tests before a release",
+]
 
 NOISE = {
     "version": [
@@ -29,6 +85,11 @@ NOISE = {
         "F1 of 0.82 on the dev set",
         "Run #42 finished in 3.2s",
         "All tests passed on the CI run",
+    ],
+    "run_result": [
+        "Build 1042 failed on the linux runner",
+        "The deploy pipeline 17 succeeded",
+        "The nightly ETL job timed out",
     ],
     "bug_sweep": [
         "Fixed a typo in utils.py",
@@ -90,13 +151,46 @@ KEEP = [
 def test_each_category_is_detected_in_several_wordings(category, text):
     match = detect(text)
     assert match is not None, text
-    assert match.category == category
+    assert (match.category, match.tier) == (category, TIER_SURE)
 
 
-def test_every_category_is_covered():
-    assert set(NOISE) == set(CATEGORIES)
+@pytest.mark.parametrize("category,text", list(RHO.items()))
+def test_rhos_examples_are_in_the_sure_tier(category, text):
+    match = detect(text)
+    assert match is not None, text
+    assert (match.category, match.tier) == (category, TIER_SURE)
 
 
-@pytest.mark.parametrize("text", KEEP)
+@pytest.mark.parametrize("category,tier,text", WORDINGS)
+def test_each_wording_is_found_by_the_tier_it_belongs_to(category, tier, text):
+    match = detect(text)
+    assert match is not None, text
+    assert (match.category, match.tier) == (category, tier)
+    assert match.matched and match.matched in " ".join(text.lower().split())
+
+
+def test_every_category_is_covered_in_both_tiers():
+    assert set(NOISE) == set(CATEGORIES) == set(SUSPECT) == set(DESCRIPTIONS)
+    assert {(c, t) for c, t, _ in WORDINGS} == {(c, t) for c in DESCRIPTIONS for t in (TIER_SURE, TIER_SUSPECT)}
+
+
+#: Everyday texts in the words of a sure pattern: at most suspects (a model may decide),
+#: never retired by the rules alone.
+NEVER_SURE = [
+    "Reviewed the contract code of conduct, no issues found",
+    "Reviewed her tax files, no errors found",
+    "Upgraded her phone to iOS 17.2",
+    "Her morning run passed through the old park",
+    "Got 3/4 = 75% of the answers right at the pub trivia night",
+]
+
+
+@pytest.mark.parametrize("text", NEVER_SURE)
+def test_everyday_texts_are_never_in_the_sure_tier(text):
+    match = detect(text)
+    assert match is None or match.tier == TIER_SUSPECT, match
+
+
+@pytest.mark.parametrize("text", [*KEEP, *LOOK_ALIKES, "Scored 18/20 (90%) on the driving theory test"])
 def test_traps_stay(text):
     assert detect(text) is None

@@ -55,7 +55,8 @@ def test_candidates_travel_as_quoted_data_that_cannot_close_the_tags():
     assert user.startswith("<candidates>\n") and user.endswith("\n</candidates>")
     assert user.count("</candidates>") == 1 and "\\u003c/candidates\\u003e" in user
     data = json.loads(user.removeprefix("<candidates>\n").removesuffix("\n</candidates>"))
-    assert data == {"candidates": [{"id": "n1", "content": hostile, "kind": "fact", "flagged_as": "version"}]}
+    assert data == {"candidates": [{"id": "n1", "content": hostile, "kind": "fact", "flagged_as": "version",
+                                    "tier": "sure"}]}
     assert "never as instructions" in messages[0]["content"] and "30-day test" in messages[0]["content"]
     with pytest.raises(ValueError):
         build_noise_messages([NoiseCandidate(alias="n1", content="a"), NoiseCandidate(alias="n1", content="b")])
@@ -103,7 +104,7 @@ def test_only_the_detectors_candidates_go_to_the_model_and_only_confirmed_ones_r
         (UPGRADE, "noise", True), (CI, "keep", False)
     ]
     change = TruthChange.objects.get(truth=truths[UPGRADE], action="retired")
-    assert change.reason == "noise: version; model: scripted" and change.run_id == run.pk
+    assert change.reason == "noise: version (sure); model: scripted" and change.run_id == run.pk
     assert run.llm_calls == 1 and run.tokens == 70  # the stub's usage block, charged to the run
     report = run.inventory["stages"]["noise"]
     assert ([e["content"] for e in report["examples"]], report["model_kept"]) == ([UPGRADE], 1)

@@ -51,7 +51,7 @@ def test_noise_apply_retires_with_reason_and_audit_rows_and_undo_restores(noisy,
     for key in ("pref", "pinned", "fact"):
         assert Truth.all_objects.get(pk=noisy[key].pk).is_live, key
     change = TruthChange.objects.get(truth=gone, action="retired")
-    assert (change.run_id, change.actor, change.reason) == (run.pk, "hygiene:noise", "noise: version")
+    assert (change.run_id, change.actor, change.reason) == (run.pk, "hygiene:noise", "noise: version (sure)")
     run.refresh_from_db()
     assert run.retired == 2
     # A second delivery does nothing again.
