@@ -71,7 +71,8 @@ COST_UNKNOWN = "unknown"
 NO_PRICE = "no price for this model"
 FORECAST = (
     "Forecast: users={users} clusters={clusters} (verdict cache {cached}, pre-pass {prepass}, to the model "
-    "{to_model}) calls={calls} at {per_call} clusters per call, prompt tokens {prompt_tokens}, completion tokens "
+    "{to_model}) calls={calls} at {per_call} clusters per call and ~{second_looks} second looks, "
+    "prompt tokens {prompt_tokens}, completion tokens "
     "~{completion_tokens}, cost {cost}"
 )
 

@@ -234,6 +234,7 @@ class LiveSettingsAdmin(admin.ModelAdmin):
         "max_retirements_per_run",
         "similarity_threshold",
         "max_cost_per_run",
+        "risk_policy",
         ("mine_mode", "noise_mode", "decay_mode", "lexical_mode"),
         ("semantic_mode", "relocate_mode", "promote_mode", "prune_mode"),
         "in_force",
@@ -286,5 +287,6 @@ class LiveSettingsAdmin(admin.ModelAdmin):
             f"at most {effective.max_retirements_per_run} retirements per run; "
             f"similarity threshold: {effective.similarity_threshold}; "
             f"budget per run: {'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}; "
+            f"risk policy: {effective.risk_policy}; "
             f"stages: {', '.join(f'{s} {m}' for s, m in effective.stage_modes.items())}"
         )

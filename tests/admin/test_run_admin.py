@@ -103,7 +103,7 @@ def test_run_page_says_why_a_verdict_was_not_applied(admin_client, user_factory)
     html = admin_client.get(run_url(run)).content.decode()
 
     assert "Rejected by the validator" in html
-    assert "Why it was not applied" in html and "differ in negation" in html
+    assert "Why it was not applied" in html and "drops the negation" in html
 
 
 def test_dry_run_page_is_marked_as_a_preview_and_offers_to_apply(admin_client, dry_run):

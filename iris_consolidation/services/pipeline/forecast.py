@@ -37,6 +37,16 @@ from . import clustering, judging, verdict_cache
 #: measurement: a "keep" entry with a one-sentence reasoning is about 40 tokens, a
 #: merge with its content and reason about 120; 80 sits between them.
 COMPLETION_TOKENS_PER_CLUSTER = 80
+#: Share of judge calls followed by a second look (``llm/second_look.py``), measured on a
+#: real model's recorded replies (``eval_judge --recorded``): 20% of LoCoMo's calls, 8% of
+#: PersonaChat's, 8-10% of the golden sets'. The highest is taken: a forecast is a bound.
+SECOND_LOOK_CALL_SHARE = 0.20
+#: Checks per second look (same recordings: 1.3 on LoCoMo, 1.0 elsewhere), and tokens per
+#: check: its truths and content in the request (a cluster's data, about 120), the answer
+#: with its reason (about 40). Assumptions beside the measured share, not measurements.
+CHECKS_PER_SECOND_LOOK = 1.5
+PROMPT_TOKENS_PER_CHECK = 120
+COMPLETION_TOKENS_PER_CHECK = 40
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +65,9 @@ class Forecast:
     prepass: int = 0
     to_model: int = 0
     calls: int = 0
+    #: Second-look calls expected after those judge calls (``SECOND_LOOK_CALL_SHARE``);
+    #: their tokens are in ``prompt_tokens`` and ``completion_tokens``.
+    second_looks: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -131,15 +144,32 @@ def forecast_user(
     prompt_tokens = 0
     for start in range(0, len(to_model), per_call):
         prompt_tokens += count_tokens(model, build_messages(_realiased(to_model[start : start + per_call])))
+    calls = math.ceil(len(to_model) / per_call)
+    looks, look_prompt, look_completion = _second_looks(model, calls)
     return replace(
         forecast,
         cached=cached,
         prepass=prepass,
         to_model=len(to_model),
-        calls=math.ceil(len(to_model) / per_call),
-        prompt_tokens=prompt_tokens,
-        completion_tokens=len(to_model) * COMPLETION_TOKENS_PER_CLUSTER,
+        calls=calls,
+        second_looks=looks,
+        prompt_tokens=prompt_tokens + look_prompt,
+        completion_tokens=len(to_model) * COMPLETION_TOKENS_PER_CLUSTER + look_completion,
     )
+
+
+def _second_looks(model: str, calls: int) -> tuple[int, int, int]:
+    """(second-look calls, their prompt tokens, their completion tokens) expected after
+    ``calls`` judge calls under the ``verify`` risk policy; zeros under another."""
+    if app_settings.RISK_POLICY != "verify" or not calls:
+        return 0, 0, 0
+    from ...llm import second_look
+    from ...llm.litellm_client import count_tokens
+
+    looks = math.ceil(calls * SECOND_LOOK_CALL_SHARE)
+    checks = math.ceil(looks * CHECKS_PER_SECOND_LOOK)
+    system = count_tokens(model, second_look.build_messages([]))
+    return looks, looks * system + checks * PROMPT_TOKENS_PER_CHECK, checks * COMPLETION_TOKENS_PER_CHECK
 
 
 def forecast_model(judge: str) -> str:

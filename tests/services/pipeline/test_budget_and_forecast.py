@@ -67,6 +67,7 @@ def test_estimate_prices_tokens_counted_on_the_messages_the_calls_would_send(
     llm_server, truth_factory, user_factory, settings
 ):
     settings.IRIS_CONSOLIDATION_MODEL = PRICED
+    settings.IRIS_CONSOLIDATION_RISK_POLICY = "refuse"  # no second look: the judge calls alone
     user = user_factory()
     make_pairs(truth_factory, user, 3)
 
@@ -89,6 +90,27 @@ def test_estimate_prices_tokens_counted_on_the_messages_the_calls_would_send(
     assert estimate.completion_tokens == 3 * forecast.COMPLETION_TOKENS_PER_CLUSTER
     prompt, completion = litellm.cost_per_token(model=PRICED, prompt_tokens=expected, completion_tokens=240)
     assert estimate.cost() == pytest.approx(prompt + completion, rel=1e-9) and estimate.cost() > 0
+
+
+def test_the_forecast_adds_the_second_looks_it_expects(llm_server, truth_factory, user_factory, settings):
+    settings.IRIS_CONSOLIDATION_MODEL = PRICED
+    user = user_factory()
+    make_pairs(truth_factory, user, 3)
+    settings.IRIS_CONSOLIDATION_RISK_POLICY = "refuse"
+    judge_only = forecast.forecast_user(user_id=user.pk, clusters=_clusters(user), model=PRICED, per_call=1)
+    settings.IRIS_CONSOLIDATION_RISK_POLICY = "verify"
+
+    verified = forecast.forecast_user(user_id=user.pk, clusters=_clusters(user), model=PRICED, per_call=1)
+
+    import litellm
+
+    from iris_consolidation.llm import second_look
+
+    system = litellm.token_counter(model=PRICED, messages=second_look.build_messages([]))
+    # 3 judge calls: ceil(3 x 0.2) = 1 second look, of ceil(1 x 1.5) = 2 checks.
+    assert (verified.calls, verified.second_looks) == (3, 1)
+    assert verified.prompt_tokens == judge_only.prompt_tokens + system + 2 * forecast.PROMPT_TOKENS_PER_CHECK
+    assert verified.completion_tokens == judge_only.completion_tokens + 2 * forecast.COMPLETION_TOKENS_PER_CHECK
 
 
 def test_the_forecast_leaves_out_clusters_the_cache_or_the_pre_pass_settles(llm_server, truth_factory, user_factory):

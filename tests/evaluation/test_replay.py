@@ -1,0 +1,173 @@
+"""Replaying a real model's recorded replies: clusters matched by their members' contents
+(ids change with batching), unmatched clusters kept and counted as misses, second looks
+answered from a recording or by the bound asked for, and ``eval_judge --recorded`` end to
+end through litellm into the real pipeline."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from iris_consolidation.evaluation import replay
+from iris_consolidation.exceptions import InvalidInput
+
+
+def _judge_call(clusters: list[list[tuple[str, str]]], answers: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """One recorded judge call: clusters of (alias, content), and each cluster's actions."""
+    sent = {
+        "clusters": [
+            {
+                "id": f"c{i}",
+                "truths": [
+                    {"id": a, "content": c, "created_at": "2026-01-01T00:00:00Z", "generation": 0, "protected": False}
+                    for a, c in cluster
+                ],
+            }
+            for i, cluster in enumerate(clusters, 1)
+        ]
+    }
+    reply = {"clusters": [{"id": f"c{i}", "actions": a, "reasoning": "rec"} for i, a in enumerate(answers, 1)]}
+    return {
+        "set": "golden",
+        "contract": "judge",
+        "prompt_version": "judge-test",
+        "messages": [
+            {"role": "system", "content": "..."},
+            {"role": "user", "content": f"<truths>\n{json.dumps(sent)}\n</truths>"},
+        ],
+        "reply": json.dumps(reply),
+    }
+
+
+def _incoming(*clusters: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    return _judge_call(list(clusters), [[] for _ in clusters])["messages"]
+
+
+MERGE = {
+    "action": "merge",
+    "ids": ["t1", "t2"],
+    "content": "Has a son named Tomas",
+    "reason": "'father of a boy' = 'son'",
+}
+
+
+def test_a_cluster_is_matched_by_its_contents_whatever_its_aliases_and_order():
+    recordings = replay.Recordings()
+    recordings.add(
+        _judge_call([[("t1", "Has a son named Tomas"), ("t2", "Is the father of a boy called Tomas")]], [[MERGE]])
+    )
+    server = replay.ReplayServer(recordings)
+
+    # Batched behind another cluster: aliases t3, t4, in the other order.
+    answer = json.loads(
+        server.answer(
+            _incoming(
+                [("t1", "Likes tea"), ("t2", "Enjoys tea")],
+                [("t3", "Is the father of a boy called Tomas"), ("t4", "Has a son named Tomas")],
+            )
+        )
+    )
+
+    first, second = answer["clusters"]
+    assert first == {"id": "c1", "actions": [], "reasoning": "no recorded reply"}
+    assert second["actions"] == [{**MERGE, "ids": ["t4", "t3"]}]
+    assert (server.stats.matched, server.stats.missed, server.stats.proposed_total) == (1, 1, 1)
+
+
+def test_a_second_look_is_answered_from_its_recording_else_by_the_bound():
+    check = {"id": "v1", "action": "merge", "truths": [{"id": "t1", "content": "A"}, {"id": "t2", "content": "B"}]}
+    recordings = replay.Recordings()
+    recordings.add(
+        {
+            "contract": "second_look",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": f"<checks>\n{json.dumps({'checks': [{**check, 'content': 'A; B'}]})}\n</checks>",
+                }
+            ],
+            "reply": json.dumps({"checks": [{"id": "v1", "verdict": "withdraw", "reason": "two facts"}]}),
+        }
+    )
+    server = replay.ReplayServer(recordings, second_looks="confirm")
+
+    def ask(content: str) -> dict[str, Any]:
+        message = f"<checks>\n{json.dumps({'checks': [{**check, 'id': 'v7', 'content': content}]})}\n</checks>"
+        return json.loads(server.answer([{"role": "user", "content": message}]))["checks"][0]
+
+    assert ask("A; B") == {"id": "v7", "verdict": "withdraw", "reason": "two facts"}
+    assert ask("A and B")["verdict"] == "confirm"
+    assert dict(server.stats.second_looks) == {"recorded withdraw": 1, "confirm": 1}
+
+
+def test_a_bad_recording_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"messages": []}\nnot json\n')
+    with pytest.raises(InvalidInput, match=r"bad.jsonl:1: .*'reply'"):
+        replay.load_recordings([path])
+    with pytest.raises(InvalidInput, match="no such recording file"):
+        replay.load_recordings([tmp_path / "missing.jsonl"])
+
+
+def _case(case_id: str, contents: tuple[str, str], expected: str, actions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": case_id,
+        "cluster": [
+            {
+                "id": alias,
+                "content": c,
+                "origin": "promoted",
+                "pinned": False,
+                "generation": 0,
+                "score": 1,
+                "created_at": f"2026-01-0{i}T09:00:00Z",
+            }
+            for i, (alias, c) in enumerate(zip("ab", contents, strict=True), 1)
+        ],
+        "expected": expected,
+        "actions": actions,
+        "must_keep": [],
+    }
+
+
+@pytest.mark.django_db
+def test_eval_judge_recorded_replays_through_litellm_and_scores_both_bounds(tmp_path: Path):
+    cases = tmp_path / "cases.jsonl"
+    son = ("Has a son named Tomas", "Is the father of a boy called Tomas")
+    jazz = ("Enjoys jazz", "Does not enjoy jazz")
+    cases.write_text(
+        json.dumps(_case("C1", son, "MERGE", [{"action": "merge", "ids": ["a", "b"]}]))
+        + "\n"
+        + json.dumps(_case("C2", jazz, "KEEP_SEPARATE", []))
+        + "\n"
+    )
+    joined = {"action": "merge", "ids": ["t1", "t2"], "content": "Enjoys jazz; does not enjoy jazz", "reason": "same"}
+    recording = tmp_path / "recorded.jsonl"
+    recording.write_text(
+        json.dumps(_judge_call([[("t1", son[0]), ("t2", son[1])]], [[MERGE]]))
+        + "\n"
+        + json.dumps(_judge_call([[("t1", jazz[0]), ("t2", jazz[1])]], [[joined]]))
+        + "\n"
+    )
+    out = StringIO()
+
+    with pytest.raises(CommandError, match="1 case"):  # the confirmed bound lets the careless join through
+        call_command("eval_judge", "--recorded", str(recording), "--data", str(cases), stdout=out)
+
+    text = out.getvalue()
+    confirm, withdraw = text.split("== ")[1:]
+    assert "second looks without a recording: confirm" in confirm and "correct=1/2 harmful=1" in confirm
+    assert "sent to the second look 1 (50.0%)" in confirm
+    assert "second looks without a recording: withdraw" in withdraw and "correct=2/2 harmful=0" in withdraw
+    assert "refused by code: second_look_withdrawn=1" in withdraw
+    assert "clusters matched 2, missed 0" in withdraw
+
+
+def test_eval_judge_data_goes_with_one_recording(tmp_path):
+    with pytest.raises(CommandError, match="one --recorded file"):
+        call_command("eval_judge", "--recorded", "a.jsonl", "b.jsonl", "--data", "c.jsonl", stdout=StringIO())
