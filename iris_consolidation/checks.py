@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from croniter import croniter
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import connection
 from django.utils.module_loading import import_string
 
 from .conf import app_settings
+from .embeddings import NOT_INSTALLED, missing_local_modules
 
 
 @register()
@@ -74,8 +77,6 @@ def check_vector_extension(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 @register()
 def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E004 the weekly schedule's cron expression does not parse."""
-    from croniter import croniter
-
     cron = app_settings.SCHEDULE_CRON
     if cron and not croniter.is_valid(cron):
         return [
@@ -109,8 +110,6 @@ def check_host_project(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E005/E006 apps missing from INSTALLED_APPS, E007 no Q_CLUSTER, W002 no broker,
     E008 Q_CLUSTER timeout below the tasks' timeout, E009 retry not above it, E010 the
     local embedder selected but its packages not installed."""
-    from django.apps import apps
-
     errors: list[Any] = []
     if not apps.is_installed("django_q"):
         errors.append(
@@ -129,8 +128,6 @@ def check_host_project(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         )
     errors.extend(_check_q_cluster(getattr(settings, "Q_CLUSTER", None)))
     if app_settings.EMBEDDING_MODEL == "local":
-        from .embeddings import NOT_INSTALLED, missing_local_modules
-
         missing = missing_local_modules()
         if missing:
             errors.append(Error(NOT_INSTALLED.format(missing=", ".join(missing)), id="iris_consolidation.E010"))

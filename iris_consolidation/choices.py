@@ -11,6 +11,11 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+#: Names of the django-q2 schedules this app owns (``scheduling.ensure_schedules``).
+WEEKLY_SCHEDULE = "iris_consolidation:weekly"
+RECOVERY_SCHEDULE = "iris_consolidation:recover"
+
+
 class Origin(models.TextChoices):
     PROMOTED = "promoted", "Promoted from memories"
     USER = "user", "Created by the user"

@@ -62,6 +62,9 @@ class JudgeMisconfigured(ImproperlyConfigured):
 class UndoRefused(IrisConsolidationError):
     """An undo that cannot be done as asked; nothing was changed."""
 
+    #: The refusal of an undo given no reason (of a merge, a supersede or a relocation).
+    REASON_REQUIRED = "Give a reason for the undo; it is kept in the truth's lineage."
+
 
 class ConsolidatedFurther(UndoRefused):
     """The truth to undo was itself consolidated later; ``later_truth_id`` names the step to undo first."""

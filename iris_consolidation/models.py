@@ -33,6 +33,7 @@ from .choices import (
     StageMode,
     is_protected,
 )
+from .quality import quality_of
 from .querysets import ClusterReviewQuerySet, JobQuerySet, LiveTruthManager, RunQuerySet, TruthQuerySet
 
 #: Dimensions of every stored embedding: all-MiniLM-L6-v2's (decision D5 in STYLE.md).
@@ -138,8 +139,7 @@ class Truth(models.Model):
 
     @property
     def quality(self) -> float:
-        """Composite quality in 0..1 now (``services/hygiene/quality.py``, loopctl's formula)."""
-        from .services.hygiene.quality import quality_of
+        """Composite quality in 0..1 now (``quality.py``, loopctl's formula)."""
 
         return quality_of(self)
 
@@ -518,7 +518,7 @@ class TruthChange(models.Model):
 class LiveSettings(models.Model):
     """The one editable settings record (pk 1): empty fields fall back to the Django settings.
 
-    Read at the start of every run (``services/operations/live_settings.py``), so a change takes
+    Read at the start of every run (``run_settings.get_effective_settings``), so a change takes
     effect on the next run without a restart.
     """
 
@@ -665,6 +665,9 @@ class ConsolidationJob(models.Model):
         help_text="An apply job's review of the dry run whose verdict it applies.",
     )
     error = models.TextField(blank=True)
+    continues = models.BooleanField(
+        default=False, help_text="Phase 1 goes on in a new delivery; the error field says how far it got."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = JobQuerySet.as_manager()

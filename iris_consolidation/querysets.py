@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from django.db import models
+from django.db import connection, models
 from django.db.models import Count, Q
 from pgvector.django import CosineDistance
 
@@ -105,6 +105,12 @@ class JobQuerySet(models.QuerySet):
         retried = self.filter(kind=JobKind.CLUSTER, user_id=user_id, round__gt=0)
         return {job.review_key(in_round=r) for job in retried for r in range(job.round)}
 
+    def phase1_progress(self) -> list[tuple[int, str]]:
+        """``(user id, note)`` of these jobs' unfinished user jobs whose phase 1 goes on
+        across deliveries (``continues``), by user id."""
+        rows = self.active().filter(kind=JobKind.USER, continues=True).order_by("user_id")
+        return list(rows.values_list("user_id", "error"))
+
     def counts_by_status(self) -> dict[str, int]:
         """These jobs counted by status: queued, running, waiting, done, failed (zeros included)."""
         counts = dict(self.values_list("status").annotate(n=Count("id")).order_by())
@@ -129,8 +135,6 @@ def set_hnsw_search(*, ef_search: int) -> None:
     when the ``user_id`` filter removes candidates, with results still in distance
     order. Must run inside ``transaction.atomic()``.
     """
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.ef_search = %s", [int(ef_search)])
         cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")

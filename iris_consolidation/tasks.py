@@ -22,6 +22,7 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.dateparse import parse_datetime
+from django_q.brokers import get_broker
 from django_q.exceptions import TimeoutException
 
 from .embeddings import Embedder, LocalEmbedder, get_embedder
@@ -62,8 +63,6 @@ def _clear_worker_embedder(*, setting: str, **kwargs: object) -> None:
 
 def _broker_idle() -> bool:
     """Whether the broker's queue holds no task ready to be fetched."""
-    from django_q.brokers import get_broker
-
     try:
         return int(get_broker().queue_size() or 0) == 0
     except Exception:  # an unreachable broker says nothing about lost messages

@@ -320,14 +320,14 @@ def test_phase_one_progress_is_shown_while_a_user_continues(user_factory, truth_
     run.save()
     job = jobs.ensure_user_job(run.pk, alice.pk)
     note = jobs.PHASE1_CONTINUES.format(embedded=2000, pending=16000)
-    ConsolidationJob.objects.filter(pk=job.pk).update(error=note)
+    ConsolidationJob.objects.filter(pk=job.pk).update(error=note, continues=True)
 
     from io import StringIO
 
     out = StringIO()
     call_command("consolidation_status", stdout=out)
 
-    assert jobs.phase1_progress(run.pk) == [(alice.pk, note)]
+    assert ConsolidationJob.objects.in_run(run.pk).phase1_progress() == [(alice.pk, note)]
     assert "0 of 1 users planned, 4000 truths embedded" in out.getvalue()
     assert f"user {alice.pk}: {note}" in out.getvalue()
 

@@ -17,8 +17,8 @@ from django.utils.html import format_html
 from .. import selectors
 from ..conf import app_settings
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
+from ..run_settings import get_effective_settings
 from ..selectors import named_users, user_search_fields
-from ..services.operations.live_settings import get_effective_settings
 from .base import ReadOnlyAdmin, can_view_truths, change_url
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote

@@ -371,7 +371,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
 
     def _apply(self, request: HttpRequest, run: ConsolidationRun) -> ConsolidationRun | None:
         try:
-            application, review_ids = dry_runs.start_application(dry_run_id=run.pk, actor=request.user.get_username())
+            application, review_ids = jobs.start_application(dry_run_id=run.pk, actor=request.user.get_username())
         except ApplyRefused as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return None

@@ -26,6 +26,7 @@ import openai  # noqa: E402  (litellm's exceptions derive from the OpenAI client
 litellm.suppress_debug_info = True  # no "Give Feedback" banners on the operator's terminal
 
 from ..conf import app_settings  # noqa: E402
+from ..embeddings import check_dimensions  # noqa: E402
 from ..exceptions import (  # noqa: E402
     EmbeddingError,
     JudgeMisconfigured,
@@ -33,6 +34,7 @@ from ..exceptions import (  # noqa: E402
     JudgeResponseInvalid,
     JudgeUnavailable,
 )
+from ..models import EMBEDDING_DIMENSIONS  # noqa: E402
 from .base import BatchReply, JudgeRequest, NoiseCandidate, NoiseReply, Spend, Verdict  # noqa: E402
 from .parsing import parse_batch, parse_noise  # noqa: E402
 from .prompts import (  # noqa: E402
@@ -364,9 +366,6 @@ class LiteLLMEmbedder:
         self.api_base = api_base
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        from ..embeddings import check_dimensions
-        from ..models import EMBEDDING_DIMENSIONS
-
         if not texts:
             return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
         kwargs: dict[str, Any] = {

@@ -18,8 +18,8 @@ from iris_consolidation.embeddings import WRONG_DIMENSIONS
 from iris_consolidation.llm.litellm_client import MISSING_KEY
 from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ConsolidationRun, Truth
+from iris_consolidation.run_settings import BAD_THRESHOLD
 from iris_consolidation.selectors import UNKNOWN_USER
-from iris_consolidation.services.pipeline.consolidation import BAD_THRESHOLD
 from tests.conftest import database_url, vector_at
 from tests.helpers import parse_summary, truth_state
 

@@ -9,8 +9,9 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
+from rich.progress import Progress
 
-from ... import inventory_display, selectors, tasks
+from ... import inventory_display, run_settings, selectors, tasks
 from ...embeddings import get_embedder
 from ...exceptions import EmbeddingError, InvalidInput
 from ...llm import get_judge_client
@@ -70,10 +71,10 @@ class Command(BaseCommand):
             # An empty --user is an unknown user, not "every user".
             user_id = selectors.get_user(value=options["user"]).pk if options["user"] is not None else None
             threshold = (
-                consolidation.validate_threshold(options["threshold"]) if options["threshold"] is not None else None
+                run_settings.validate_threshold(options["threshold"]) if options["threshold"] is not None else None
             )
             if options["estimate"]:
-                estimate = forecast.estimate(
+                estimate = consolidation.estimate(
                     embedder=get_embedder(), threshold=threshold, user_id=user_id,
                     since=options["since"], full=options["full"],
                 )
@@ -165,8 +166,6 @@ class _Progress:
         self.bar: Any = None
         self.task: Any = None
         if verbosity >= 1 and sys.stdout.isatty() and command.stdout._out is sys.stdout:
-            from rich.progress import Progress
-
             self.bar = Progress(transient=True)
             self.bar.start()
 

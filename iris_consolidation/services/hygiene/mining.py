@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -47,6 +48,7 @@ from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
 from ...llm import hygiene as prompts
+from ...llm.base import Spend
 from ...models import ChatSession, ConsolidationRun, MessageRole, Origin, SessionMessage, Truth
 from ...querysets import set_hnsw_search
 from ..pipeline import truth_events
@@ -160,8 +162,6 @@ def user_ids_to_mine(run: ConsolidationRun) -> list[int]:
 def _policy() -> str:
     value = str(app_settings.MINING_CONFIDENCE).strip().lower()
     if value not in ("high", "medium"):
-        from django.core.exceptions import ImproperlyConfigured
-
         raise ImproperlyConfigured(BAD_POLICY.format(value=value))
     return value
 
@@ -287,8 +287,6 @@ def find(*, run: ConsolidationRun, user_id: int, embedder: Embedder, client: Any
 
 
 def _zero() -> Any:
-    from ...llm.base import Spend
-
     return Spend()
 
 

@@ -247,9 +247,7 @@ def undo_relocation(*, truth_id: int, actor: str, reason: str) -> tuple[Truth, T
     """
     reason = reason.strip()
     if not reason:
-        from ..operations.undo import REASON_REQUIRED
-
-        raise UndoRefused(REASON_REQUIRED)
+        raise UndoRefused(UndoRefused.REASON_REQUIRED)
     with transaction.atomic():
         truth = Truth.all_objects.filter(pk=truth_id).first()
         pair = relocated_pair(truth) if truth is not None else None

@@ -23,14 +23,13 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from ... import selectors
+from ... import run_settings, selectors
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ...exceptions import InvalidThreshold
 from ...llm.base import JudgeClient, Spend
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
+from ...run_settings import validate_threshold
 from ..hygiene import mining, stages
-from ..operations import live_settings
 from . import clustering, forecast, incremental, inventory, judging, merging, verdict_cache
 
 logger = logging.getLogger(__name__)
@@ -39,7 +38,6 @@ logger = logging.getLogger(__name__)
 #: committed in one transaction (``build_user_plan``); larger ones commit as they go, so
 #: that the run's row is not locked for a long clustering.
 ONE_TRANSACTION_UP_TO = 5_000
-BAD_THRESHOLD = "The threshold must be a number in (0, 1], e.g. 0.75; got {value!r}."
 STALE_CLUSTER = "Fewer than two members of this cluster are still live; nothing to judge."
 LLM_TIER_STOPPED = (
     "LLM judge unavailable: stopped for this user earlier in the run; the pre-pass was applied, "
@@ -47,17 +45,6 @@ LLM_TIER_STOPPED = (
 )
 MIXED_USERS = "A batch of clusters must hold one user's clusters only."
 NOTE_LLM_STOPPED = "LLM judge stopped for user {user_id} (pre-pass applied, the rest waits for the next run): {error}"
-
-
-def validate_threshold(value: Any) -> float:
-    """``value`` as a float in (0, 1]; raises ``InvalidThreshold`` otherwise."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidThreshold(BAD_THRESHOLD.format(value=value)) from None
-    if not (0.0 < number <= 1.0):
-        raise InvalidThreshold(BAD_THRESHOLD.format(value=value))
-    return number
 
 
 def create_run(
@@ -78,17 +65,17 @@ def create_run(
 
     ``threshold`` defaults to the live settings' (else the Django setting's);
     ``since``/``full`` choose the window (``incremental.resolve_window``; default:
-    the per-user cursor). ``only`` names the stages to run (``hygiene.stages.parse_only``;
+    the per-user cursor). ``only`` names the stages to run (``run_settings.parse_only``;
     None: every stage in its configured mode). The live settings in force, with the
     stage modes, are stored on the run. A ``sync`` run executes in process, any other
     on the queue until ``execution.run_sync`` takes it. Raises ``InvalidThreshold``,
     ``InvalidWindow`` or ``InvalidInput`` (an unknown stage); nothing is written then.
     """
-    effective = live_settings.get_effective_settings()
+    effective = run_settings.get_effective_settings()
     value = validate_threshold(effective.similarity_threshold if threshold is None else threshold)
     window = incremental.resolve_window(since=since, full=full, user_id=user_id)
     stored = effective.as_dict()
-    stored["stage_modes"] = stages.narrow(effective.stage_modes, stages.parse_only(only))
+    stored["stage_modes"] = run_settings.narrow(effective.stage_modes, run_settings.parse_only(only))
     # Before ``--only`` narrowed them: prune reads whether decay is configured at all.
     stored["configured_stage_modes"] = dict(effective.stage_modes)
     execution = ConsolidationRun.Execution.IN_PROCESS if mode == ConsolidationRun.Mode.SYNC else ConsolidationRun.Execution.QUEUED
@@ -109,12 +96,12 @@ def start_run(run: ConsolidationRun) -> list[int]:
     window."""
     user_ids = selectors.list_user_ids_to_consolidate(
         user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION,
-        min_truths=1 if stages.per_truth_stages_on(run) else 2,
+        min_truths=1 if run_settings.per_truth_stages_on(run) else 2,
     )
-    if stages.run_modes(run)["mine"] != "off":
+    if run_settings.run_modes(run)["mine"] != "off":
         # Users with sessions to mine may have no truth yet.
         user_ids = sorted(set(user_ids) | set(mining.user_ids_to_mine(run)))
-    allowed = live_settings.allowed_user_ids(run)
+    allowed = run_settings.allowed_user_ids(run)
     if allowed:
         user_ids = [pk for pk in user_ids if pk in set(allowed)]
     run.users = len(user_ids)
@@ -218,6 +205,33 @@ def build_user_plan(
     )
 
 
+def estimate(
+    *,
+    embedder: Embedder,
+    threshold: float | None = None,
+    user_id: int | None = None,
+    since: str | None = None,
+    full: bool = False,
+) -> forecast.Forecast:
+    """Phase 1 of the run these options would make, and its forecast; writes nothing.
+
+    The judge is the configured one (``JUDGE``; the LLM judge at ``MODEL``), never built:
+    no API key is read. Raises ``InvalidThreshold``, ``InvalidWindow`` or
+    ``EmbeddingError`` like a real run.
+    """
+    model = app_settings.MODEL if app_settings.JUDGE == "llm" else ""
+    total = forecast.Forecast(model=model, per_call=max(1, int(app_settings.CLUSTERS_PER_CALL)))
+    with transaction.atomic():
+        run = create_run(
+            trigger="command", mode="dry_run", threshold=threshold, user_id=user_id, judge="", since=since, full=full
+        )
+        for uid in start_run(run):
+            plan = build_user_plan(run_id=run.pk, user_id=uid, embedder=embedder)
+            total = total + forecast.forecast_user(user_id=uid, clusters=plan.clusters, model=model)
+        transaction.set_rollback(True)
+    return total
+
+
 def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
     """Add one planned user to the run's counters (callers make it happen once); a dry
     run's forecast adds the user's (under the run's row lock). Embeddings were counted
@@ -315,13 +329,13 @@ class _Prepared:
 
 def budget_check(run: ConsolidationRun, client: JudgeClient) -> Callable[[Spend], bool] | None:
     """``may_call(spent)`` for ``judging.decide_batch`` under the run's cap in USD
-    (``live_settings.max_cost``), or None when the run has no cap.
+    (``run_settings.max_cost``), or None when the run has no cap.
 
     A call may start while the run's recorded cost plus ``spent`` (this batch's, not
     yet recorded) is below the cap. A model with no price in litellm's map cannot be
     held to a cap, so no call is made for it then (its clusters are deferred).
     """
-    cap = live_settings.max_cost(run)
+    cap = run_settings.max_cost(run)
     if cap is None or not getattr(client, "calls_model", False):
         return None
     priced = getattr(client, "price_known", lambda: True)()
@@ -529,8 +543,6 @@ def fail_run(run_id: Any, *, note: str) -> None:
     Its unfinished jobs fail with it. No checkpoint and no cursor move; the inventory
     is completed for the report.
     """
-    from ...models import ConsolidationJob
-
     now = timezone.now()
     ConsolidationJob.objects.in_run(run_id).active().update(
         status=ConsolidationJob.Status.FAILED, error=note, finished_at=now, lease_until=None

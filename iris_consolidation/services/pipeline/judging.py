@@ -32,7 +32,7 @@ from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailab
 from ...llm import rules
 from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Spend, Verdict
 from ...models import Truth
-from ..hygiene.quality import quality_of
+from ...quality import quality_of
 from . import validation
 
 JUDGE_UNAVAILABLE = "LLM judge unavailable: {error}"

@@ -21,11 +21,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from ... import run_settings
 from ...conf import app_settings
 from ...llm.base import Action, Spend, Verdict
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
 from ..hygiene import bookkeeping
-from ..operations import live_settings
 from . import truth_events
 from .validation import Code, Rejection
 
@@ -152,14 +152,14 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
 
     Transaction: one, around everything. Side effects: one ``TruthChange`` row per
     changed truth, and ``truth_changed`` signals after commit. The retirement cap is
-    the run's (``live_settings.retirement_cap``). Returns the new (or already
+    the run's (``run_settings.retirement_cap``). Returns the new (or already
     existing) ``ClusterReview``.
     """
     max_generation = app_settings.MAX_GENERATION
     changed: list[tuple[Truth, str, str]] = []
     with transaction.atomic():
         run = ConsolidationRun.objects.select_for_update().get(pk=draft.run_id)
-        cap = live_settings.retirement_cap(run)
+        cap = run_settings.retirement_cap(run)
         existing = ClusterReview.objects.filter(run=run, key=draft.key).first()
         if existing is not None:
             return existing

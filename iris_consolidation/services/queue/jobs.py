@@ -39,7 +39,9 @@ from django.db.models import Count
 from django.utils import timezone
 
 from ...conf import app_settings
+from ...exceptions import ApplyRefused
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, ScheduleLock
+from ..operations import dry_runs
 from ..pipeline import consolidation
 from ..pipeline.clustering import CandidateCluster
 from . import dispatch
@@ -150,6 +152,39 @@ def start_application_run(run: ConsolidationRun, previews: list[ClusterReview], 
         refresh_run(run.pk, now=now)
     return len(created)
 
+def start_application(*, dry_run_id: Any, actor: str) -> tuple[ConsolidationRun, list[int]]:
+    """Create and start the run that applies dry run ``dry_run_id``; return it and the
+    preview review ids.
+
+    The run is made like any run (``consolidation.create_run``: the live settings in
+    force, e.g. the retirement cap, are stored on it) with one apply job per preview,
+    sent when the transaction commits (``start_application_run``); it is finished,
+    recovered and retried by its jobs like any run. Transaction: one, locking the dry
+    run's row, so two clicks make one application. Raises ``ApplyRefused``
+    (``NOT_A_DRY_RUN``, ``NOT_FINISHED``, ``NOTHING_TO_APPLY``, ``ALREADY_APPLIED``)
+    and writes nothing then.
+    """
+    with transaction.atomic():
+        dry = ConsolidationRun.objects.select_for_update().get(pk=dry_run_id)
+        previews = list(dry.reviews.filter(outcome=ClusterReview.Outcome.PREVIEW).order_by("id"))
+        refusal = dry_runs.apply_refusal(
+            run=dry, application=dry.applications.order_by("created_at").first(), previews=len(previews)
+        )
+        if refusal is not None:
+            raise ApplyRefused(refusal)
+        run = consolidation.create_run(
+            trigger=ConsolidationRun.Trigger.ADMIN,
+            mode=ConsolidationRun.Mode.QUEUED,
+            threshold=dry.threshold,
+            judge=dry.judge,
+            user_id=dry.user_filter_id,
+            source_run=dry,
+            notes=f"Applies the verdicts of dry run {dry.pk}; requested by {actor}.",
+        )
+        start_application_run(run, previews)
+    logger.info("run %s applies dry run %s (%d clusters)", run.pk, dry.pk, len(previews))
+    return run, [p.pk for p in previews]
+
 
 def ensure_user_job(run_id: Any, user_id: int) -> Job:
     """The run's phase 1 job for ``user_id``, created if a caller queued the task itself."""
@@ -244,6 +279,7 @@ def _count_fault(job: Job, error: str, now: datetime) -> bool:
     """Count a lost delivery on ``job`` (row locked); returns True if it still may run."""
     job.faults += 1
     job.error = error
+    job.continues = False
     attempts = max(1, int(app_settings.JOB_ATTEMPTS))
     if job.faults >= attempts:
         _fail_locked(job, GAVE_UP.format(faults=job.faults, attempts=attempts, error=error), now)
@@ -331,20 +367,6 @@ def defer_batch(batch: list[Job], *, until: datetime, rate_limited: bool = False
 PHASE1_CONTINUES = "Phase 1 continues in a new delivery: {embedded} truths embedded in the last, {pending} left to embed."
 
 
-def phase1_progress(run_id: Any) -> list[tuple[int, str]]:
-    """``(user id, note)`` of the run's user jobs whose phase 1 goes on across deliveries."""
-    return list(
-        Job.objects.filter(
-            run_id=run_id,
-            kind=Job.Kind.USER,
-            status__in=(Status.QUEUED, Status.RUNNING, Status.WAITING),
-            error__startswith=PHASE1_CONTINUES.split(":")[0],
-        )
-        .order_by("user_id")
-        .values_list("user_id", "error")
-    )
-
-
 def continue_later(job: Job, *, note: str, now: datetime | None = None) -> bool:
     """This delivery did part of ``job`` (phase 1 embedding, committed) and the rest
     goes to a new delivery, sent now: queued again, not a fault. ``note`` says how far
@@ -359,6 +381,7 @@ def continue_later(job: Job, *, note: str, now: datetime | None = None) -> bool:
         locked.lease_until = None
         locked.dispatched_at = now
         locked.error = note
+        locked.continues = True
         locked.save()
         dispatch.send(locked)
     return True
@@ -414,6 +437,7 @@ def finish_user_job(job: Job, plan: consolidation.UserPlan, *, now: datetime | N
         locked.finished_at = now
         locked.lease_until = None
         locked.error = ""
+        locked.continues = False
         locked.save()
         # One task per batch of the user's clusters: one model call judges them all.
         for batch in consolidation.batches(created):
@@ -604,6 +628,7 @@ def retry_failed(run_id: Any, *, now: datetime | None = None) -> int:
             job.finished_at = None
             job.review = None
             job.error = ""
+            job.continues = False
             job.dispatched_at = now
             job.save()
             dispatch.send(job)

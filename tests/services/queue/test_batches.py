@@ -36,7 +36,7 @@ def _planned(run_factory, user_ids, capture):
     for callback in callbacks:
         cell = callback.__closure__ or ()
         values = [c.cell_contents for c in cell]
-        if tasks.consolidate_batch in values:
+        if dispatch.CONSOLIDATE_BATCH in values:
             sent.append(next(v for v in values if isinstance(v, tuple))[1])
     return run, sent
 
@@ -105,5 +105,5 @@ def test_a_rate_limited_batch_waits_and_comes_back_as_one_task(
 
     assert [r["outcome"] for r in results] == ["rate_limited", "rate_limited"]
     assert set(ConsolidationJob.objects.filter(pk__in=sent[0]).values_list("status", flat=True)) == {"waiting"}
-    (schedule,) = Schedule.objects.filter(func=dispatch.task_path(tasks.consolidate_batch))
+    (schedule,) = Schedule.objects.filter(func=dispatch.CONSOLIDATE_BATCH)
     assert str(sorted(sent[0])) in schedule.args

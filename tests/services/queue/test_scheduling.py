@@ -42,7 +42,8 @@ def test_weekly_schedule_runs_sunday_at_five_in_time_zone():
 
     weekly.refresh_from_db()
     assert weekly.next_run == SUNDAY_5AM
-    assert (weekly.func, weekly.schedule_type, weekly.cron) == (dispatch.task_path(tasks.scheduled_consolidation), Schedule.CRON, "0 5 * * 0")
+    expected = (dispatch.SCHEDULED_CONSOLIDATION, Schedule.CRON, "0 5 * * 0")
+    assert (weekly.func, weekly.schedule_type, weekly.cron) == expected
     assert weekly.intended_date_kwarg == scheduling.SLOT_KWARG
     assert scheduling.next_slot("0 5 * * 0", after=datetime(2026, 12, 2, tzinfo=UTC)) == datetime(
         2026, 12, 6, 5, 0, tzinfo=UTC
@@ -55,7 +56,7 @@ def test_migrate_leaves_one_weekly_and_one_recovery_schedule():
 
     assert Schedule.objects.filter(name=scheduling.WEEKLY).count() == 1
     recovery = Schedule.objects.get(name=scheduling.RECOVERY)
-    assert (recovery.func, recovery.schedule_type, recovery.minutes) == (dispatch.task_path(tasks.recover_jobs), Schedule.MINUTES, 1)
+    assert (recovery.func, recovery.schedule_type, recovery.minutes) == (dispatch.RECOVER_JOBS, Schedule.MINUTES, 1)
 
 
 def test_ensuring_again_keeps_a_missed_slot_due():
@@ -144,8 +145,6 @@ def test_a_finished_run_releases_the_lock_for_the_next_slot(truths):
 
 
 def test_scheduled_task_reports_a_skip(truths):
-    from iris_consolidation import tasks
-
     first = tasks.scheduled_consolidation()
     again = tasks.scheduled_consolidation(scheduled_for=first["slot"])
 

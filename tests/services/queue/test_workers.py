@@ -9,10 +9,10 @@ import pytest
 from django.utils import timezone
 from django_q.models import Schedule
 
+from iris_consolidation import tasks
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ClusterReview, RateLimitWindow, Truth
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
-from iris_consolidation import tasks
 from iris_consolidation.services.queue import dispatch, jobs, throttling, workers
 from tests import llm_stub
 from tests.conftest import vector_at
@@ -65,7 +65,7 @@ def test_429_puts_the_job_back_until_the_providers_reset_time(llm_server, model_
     model_job.refresh_from_db()
     assert (model_job.status, model_job.rate_limited, model_job.faults) == ("waiting", 1, 0)
     assert model_job.not_before == NOW + timedelta(seconds=17)
-    schedule = Schedule.objects.get(func=dispatch.task_path(tasks.consolidate_batch))
+    schedule = Schedule.objects.get(func=dispatch.CONSOLIDATE_BATCH)
     assert (schedule.schedule_type, schedule.next_run) == (Schedule.ONCE, model_job.not_before)
     assert str(model_job.run_id) in schedule.args and dispatch.group_name(model_job.run_id) in schedule.kwargs
     assert not ClusterReview.objects.exists()
@@ -94,7 +94,7 @@ def test_429_whose_wait_ends_past_the_retry_window_fails_the_cluster(llm_server,
     assert model_job.review.error.startswith("Rate limited by the provider past the retry window")
     assert "Rate limited by openai/stub-judge" in model_job.review.error
     assert Truth.objects.filter(pk__in=model_job.member_ids).count() == 2
-    assert not Schedule.objects.filter(func=dispatch.task_path(tasks.consolidate_batch)).exists()
+    assert not Schedule.objects.filter(func=dispatch.CONSOLIDATE_BATCH).exists()
 
 
 def test_short_wait_under_the_limit_is_taken_in_the_worker(llm_server, model_job, settings):
@@ -132,7 +132,7 @@ def test_long_wait_under_the_limit_puts_the_job_back_in_the_queue(llm_server, mo
     room = throttling.recent_starts(name=throttling.CLUSTER_JOBS)[0] + 60 + throttling.START_MARGIN
     assert claimed.not_before.timestamp() == pytest.approx(room - workers.max_throttle_sleep(), abs=2)
     assert workers.max_throttle_sleep() == 45
-    assert Schedule.objects.get(func=dispatch.task_path(tasks.consolidate_batch)).next_run == claimed.not_before
+    assert Schedule.objects.get(func=dispatch.CONSOLIDATE_BATCH).next_run == claimed.not_before
 
 
 def test_rule_judge_clusters_are_not_throttled(rules_judge, claimed, settings):
@@ -161,8 +161,6 @@ def test_clusters_the_pre_pass_settles_are_not_throttled(llm_server, claimed, se
 def test_phase_one_is_not_throttled(
     rules_judge, run_factory, truth_factory, settings, django_capture_on_commit_callbacks
 ):
-    from iris_consolidation import tasks
-
     settings.IRIS_CONSOLIDATION_JOBS_PER_MINUTE = 1
     throttling.acquire(name=throttling.CLUSTER_JOBS, limit=1, period=60)
     truth_factory("Works as a nurse", embedding=vector_at(1.0))
