@@ -622,7 +622,7 @@ class ConsolidationJob(models.Model):
 
     django-q2 carries the messages; this row says what happened. Every delivery claims
     the row first, so a message delivered twice, redelivered late or lost with a killed
-    worker ends the same way (``services/queue/jobs.py``). ``waiting`` is not a failure: the
+    worker ends the same way (``services/queue/delivery.py``). ``waiting`` is not a failure: the
     job was rate-limited and is re-queued for ``not_before``.
     """
 

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from django.db import connection, models
-from django.db.models import Count, Q
+from django.db.models import Case, Count, F, Func, Q, Value, When
+from django.db.models.functions import Concat
 from pgvector.django import CosineDistance
 
 from .choices import JobKind, JobStatus, RunMode, RunStatus, protected_q
@@ -87,6 +88,21 @@ class RunQuerySet(models.QuerySet):
 
     def dry_runs(self) -> RunQuerySet:
         return self.filter(mode=RunMode.DRY_RUN)
+
+    def add_note(self, note: str) -> int:
+        """Append ``note`` as the last line of these runs' notes, in one UPDATE (no read,
+        so no lost line beside another writer); returns the rows changed. The one way
+        the app writes a run's notes."""
+        line, text = note.strip(), models.TextField()
+        # RTRIM with these characters drops trailing blanks and newlines (plain RTRIM: spaces only).
+        kept = Func(F("notes"), Value(" \t\r\n"), function="RTRIM", output_field=text)
+        return self.update(
+            notes=Case(
+                When(notes="", then=Value(line, output_field=text)),
+                default=Concat(kept, Value("\n" + line, output_field=text), output_field=text),
+                output_field=text,
+            )
+        )
 
 
 class JobQuerySet(models.QuerySet):

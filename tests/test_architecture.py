@@ -35,7 +35,8 @@ class Module:
     path: Path
     lines: int
     top: set[str] = field(default_factory=set)  # app modules imported at module level
-    inner: list[tuple[str, int, str]] = field(default_factory=list)  # (imported, line, function) of app or stdlib/third-party
+    # (imported module, line, function) of every import inside a function, app or not
+    inner: list[tuple[str, int, str]] = field(default_factory=list)
     functions: list[tuple[str, int]] = field(default_factory=list)  # (qualified name, lines)
 
 

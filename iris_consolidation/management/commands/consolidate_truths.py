@@ -17,7 +17,7 @@ from ...exceptions import EmbeddingError, InvalidInput
 from ...llm import get_judge_client
 from ...models import ConsolidationRun
 from ...services.pipeline import consolidation, forecast
-from ...services.queue import execution
+from ...services.queue import execution, lifecycle
 
 
 class Command(BaseCommand):
@@ -109,7 +109,7 @@ class Command(BaseCommand):
         try:
             run = execution.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
         except EmbeddingError as exc:
-            consolidation.fail_run(run.pk, note=str(exc))
+            lifecycle.fail_run(run.pk, note=str(exc))
             raise CommandError(str(exc)) from exc
         except KeyboardInterrupt as exc:
             # Ctrl-C: a transaction it cut short was rolled back; the connection may be mid-query,
@@ -117,14 +117,14 @@ class Command(BaseCommand):
             if not connection.in_atomic_block:
                 connection.close()
             message = self.INTERRUPTED.format(run_id=run.pk)
-            consolidation.fail_run(run.pk, note=message)
+            lifecycle.fail_run(run.pk, note=message)
             raise CommandError(message, returncode=130) from exc
         except Exception as exc:
             # Any other error (a closed pipe, `... --sync | head`; a bug) fails the run too,
             # with its jobs, instead of leaving it "running" forever; the error propagates.
             if not connection.in_atomic_block:
                 connection.close()  # it may be mid-query; the run is closed on a fresh one
-            consolidation.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=f"{type(exc).__name__}: {exc}"))
+            lifecycle.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=f"{type(exc).__name__}: {exc}"))
             raise
         finally:
             progress.close()

@@ -1,9 +1,10 @@
 """Apply a dry run's verdicts as a real run, without asking the judge again.
 
 ``apply_refusal`` says whether a dry run can be applied; the queue's
-``jobs.start_application`` then creates the applying run (``source_run`` points at the
+``lifecycle.start_application`` then creates the applying run (``source_run`` points at the
 dry run) and starts one apply job per previewed cluster, each running ``apply_review``.
-``apply_review`` never trusts the preview: it rebuilds the judge's request from the review's snapshot, validates the verdict
+``apply_review`` never trusts the preview: it rebuilds the judge's request from the
+review's snapshot, validates the verdict
 again with ``validation.validate`` (the rules may have changed since), and hands it
 to ``merging.record_review``, which re-reads the members under row locks and drops
 any action whose members changed, were retired or became protected since the dry

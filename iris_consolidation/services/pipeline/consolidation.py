@@ -3,9 +3,9 @@
 A run goes: ``create_run`` -> for each user ``plan_user`` (phase 1: embed, cluster)
 -> for each batch of a user's clusters ``consolidate_batch`` (phase 2: one judge call,
 validate and record per cluster; ``consolidate_cluster`` is a batch of one) ->
-``close_run``. The steps run as job rows (``services/queue/jobs.py``), executed by
+``close_run``. The steps run as job rows (``services/queue/``: ``lifecycle``, ``delivery``), executed by
 django-q2 workers (``tasks.py``) or in the starting process (``queue/execution.run_sync``);
-the jobs say when the run is finished (``jobs.refresh_run``). A dry run goes through the
+the jobs say when the run is finished (``lifecycle.refresh_run``). A dry run goes through the
 same steps and records its reviews, but ``merging.record_review`` writes no truth.
 """
 
@@ -16,11 +16,11 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Concat
+from django.db.models import F
 from django.utils import timezone
 
 from ... import run_settings, selectors
@@ -88,12 +88,12 @@ def create_run(
     return run
 
 
-def start_run(run: ConsolidationRun) -> list[int]:
-    """Mark ``run`` running and return the ids of the users it covers (stored as ``users``):
-    users with two consolidatable truths (a cluster needs two), or with one when a stage
-    that works truth by truth (``stages.PER_TRUTH``: noise, decay, prune) is on, and,
-    when the mine stage is on, users with their own session messages in the run's mining
-    window."""
+def users_to_cover(run: ConsolidationRun) -> list[int]:
+    """The ids of the users a pass covers: users with two consolidatable truths (a
+    cluster needs two), or with one when a stage that works truth by truth
+    (``run_settings.PER_TRUTH``: noise, decay, prune) is on, and, when the mine stage is
+    on, users with their own session messages in the run's mining window; within the
+    run's allowlist."""
     user_ids = selectors.list_user_ids_to_consolidate(
         user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION,
         min_truths=1 if run_settings.per_truth_stages_on(run) else 2,
@@ -104,11 +104,33 @@ def start_run(run: ConsolidationRun) -> list[int]:
     allowed = run_settings.allowed_user_ids(run)
     if allowed:
         user_ids = [pk for pk in user_ids if pk in set(allowed)]
-    run.users = len(user_ids)
+    return user_ids
+
+
+def start_run(
+    run: ConsolidationRun, *, previews: Sequence[ClusterReview] | None = None, now: datetime | None = None
+) -> list[int]:
+    """Mark ``run`` running and return the ids of the users it covers (stored as ``users``).
+
+    A pass covers ``users_to_cover`` and captures the inventory's "before". The
+    application of a dry run (``previews``, the dry run's preview reviews) covers the
+    previews' users, counted as planned at once (``users_done``: no phase 1), and its
+    ``clusters_found`` are the previews. The caller creates the jobs
+    (``queue.lifecycle.start_run``, the start of every run).
+    """
+    run.started_at = now or timezone.now()
     run.status = ConsolidationRun.Status.RUNNING
-    run.started_at = timezone.now()
-    run.save(update_fields=["users", "status", "started_at"])
-    inventory.capture_before(run)
+    fields = ["users", "status", "started_at"]
+    if previews is None:
+        user_ids = users_to_cover(run)
+    else:
+        user_ids = sorted({p.user_id for p in previews})
+        run.users_done, run.clusters_found = len(user_ids), len(previews)
+        fields += ["users_done", "clusters_found"]
+    run.users = len(user_ids)
+    run.save(update_fields=fields)
+    if previews is None:
+        inventory.capture_before(run)
     return user_ids
 
 
@@ -300,10 +322,6 @@ def llm_tier_stopped(*, run_id: Any, user_id: int) -> bool:
     ).exists()
 
 
-def _note_on_run(run_id: Any, note: str) -> None:
-    ConsolidationRun.objects.filter(pk=run_id).update(notes=Concat(F("notes"), Value(note + "\n")))
-
-
 def consolidate_cluster(
     *,
     run_id: Any,
@@ -429,7 +447,8 @@ def consolidate_batch(
         unavailable = next((j for j in judgements if j.unavailable), None)
         if unavailable is not None:
             logger.warning("run %s: judge unavailable for user %s: %s", run.pk, user_id, unavailable.error)
-            _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error))
+            note = NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error)
+            ConsolidationRun.objects.filter(pk=run.pk).add_note(note)
         for item, judgement in zip(prepared, judgements, strict=True):
             if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
                 verdict_cache.store_keep(
@@ -518,7 +537,7 @@ def record_cluster_failure(
 
 def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
     """What every finished run does when its job rows say it is finished
-    (``jobs.refresh_run``, the one finish rule): run the prune stage for the planned
+    (``lifecycle.refresh_run``, the one finish rule): run the prune stage for the planned
     users (not ``held_users``; never for a failed run), write the checkpoint (``done``
     real runs only), move the users' cursors over what was fully judged and applied
     (never those of ``held_users``, e.g. whose phase 1 failed), complete the inventory.
@@ -534,27 +553,6 @@ def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
     incremental.write_checkpoint(run)
     incremental.advance_cursors(run, held_users=held)
     inventory.complete(run)
-
-
-def fail_run(run_id: Any, *, note: str) -> None:
-    """Mark a run failed with ``note`` (e.g. the embedder broke), appended to its notes;
-    truths are untouched.
-
-    Its unfinished jobs fail with it. No checkpoint and no cursor move; the inventory
-    is completed for the report.
-    """
-    now = timezone.now()
-    ConsolidationJob.objects.in_run(run_id).active().update(
-        status=ConsolidationJob.Status.FAILED, error=note, finished_at=now, lease_until=None
-    )
-    with transaction.atomic():
-        run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
-        # Appended: the notes already there (a user's phase 1 progress, a stopped model
-        # tier) say what happened before the failure.
-        run.notes = f"{run.notes.rstrip()}\n{note}".strip()
-        run.status, run.finished_at = ConsolidationRun.Status.FAILED, now
-        inventory.complete(run)
-        run.save(update_fields=["status", "finished_at", "notes", "inventory"])
 
 
 def batches(clusters: Sequence[Any], size: int | None = None) -> list[list[Any]]:

@@ -37,7 +37,7 @@ from ...llm import get_judge_client
 from ...models import ConsolidationRun, ScheduleLock
 from ...run_settings import get_effective_settings
 from ..pipeline import consolidation
-from . import dispatch, jobs
+from . import dispatch, lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -188,11 +188,11 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
         run.save(update_fields=["scheduled_for"])
         if holder is not None and holder.finished_at is None:
             until = lock.expires_at.isoformat() if lock.expires_at else "?"
-            jobs.abandon_run(holder.pk, reason=HOLDER_DIED.format(until=until, new_id=run.pk), now=now)
+            lifecycle.abandon_run(holder.pk, reason=HOLDER_DIED.format(until=until, new_id=run.pk), now=now)
         lock.run = run
         lock.acquired_at = now
         lock.expires_at = now + timedelta(seconds=int(app_settings.SCHEDULE_LOCK_TTL))
         lock.save()
-        jobs.start_queued_run(run, now=now)
+        lifecycle.start_run(run, now=now)
     logger.info("scheduled run %s (%s) started for the slot of %s", run.pk, run.mode, slot.isoformat())
     return ScheduledStart(slot=slot, run=run)

@@ -14,7 +14,7 @@ from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, LiveSettings, Truth
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import execution, jobs, scheduling
+from iris_consolidation.services.queue import execution, lifecycle, scheduling
 from tests.conftest import vector_at
 from tests.incremental_support import make_pairs
 
@@ -116,7 +116,7 @@ def weekly(settings):
 def _finish(run: ConsolidationRun, *, at: datetime) -> None:
     """The run's jobs settled (their tasks ran elsewhere): release its schedule lock."""
     run.jobs.update(status="done")
-    jobs.refresh_run(run.pk, now=at)
+    lifecycle.refresh_run(run.pk, now=at)
 
 
 def test_scheduled_run_is_skipped_when_disabled(truth_factory, user_factory, weekly):

@@ -10,7 +10,7 @@ from django_q.models import Schedule
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ConsolidationRun, ScheduleLock
-from iris_consolidation.services.queue import dispatch, jobs, scheduling
+from iris_consolidation.services.queue import dispatch, lifecycle, scheduling
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -110,7 +110,7 @@ def test_missed_slots_start_one_catch_up_run(truths):
 
 def test_no_second_scheduled_run_while_one_is_in_progress(truths):
     first = scheduling.start_scheduled_run(now=SUNDAY_5AM).run
-    jobs.refresh_run(first.pk, now=SUNDAY_5AM + WEEK - timedelta(minutes=5))  # still making progress
+    lifecycle.refresh_run(first.pk, now=SUNDAY_5AM + WEEK - timedelta(minutes=5))  # still making progress
 
     skipped = scheduling.start_scheduled_run(now=SUNDAY_5AM + WEEK)
 
@@ -134,7 +134,7 @@ def test_the_lock_of_a_run_that_stopped_progressing_expires_and_the_next_slot_ta
 def test_a_finished_run_releases_the_lock_for_the_next_slot(truths):
     first = scheduling.start_scheduled_run(now=SUNDAY_5AM).run
     first.jobs.update(status="done")
-    jobs.refresh_run(first.pk, now=SUNDAY_5AM + timedelta(hours=1))
+    lifecycle.refresh_run(first.pk, now=SUNDAY_5AM + timedelta(hours=1))
     assert ScheduleLock.objects.get(name=scheduling.LOCK).run_id is None
 
     second = scheduling.start_scheduled_run(now=SUNDAY_5AM + WEEK + timedelta(minutes=1)).run
