@@ -51,6 +51,22 @@ def protected_q(*, max_generation: int) -> Q:
     return Q(pinned=True) | ~Q(origin__in=CONSOLIDATABLE_ORIGINS) | Q(generation__gte=max_generation)
 
 
+#: An LLM judge's name is this prefix and its litellm model, e.g. "llm:openai/gpt-4o-mini";
+#: the rule judge's is "rules". Runs and reviews store the name (``judge``).
+LLM_JUDGE_PREFIX = "llm:"
+
+
+def llm_judge_name(model: str) -> str:
+    """The stored name of the LLM judge that calls ``model``."""
+    return f"{LLM_JUDGE_PREFIX}{model}"
+
+
+def judge_model(name: str | None) -> str:
+    """The litellm model the judge named ``name`` calls, or "" (the rule judge, or none).
+    The one reading of a judge's name: ``ConsolidationRun.judge_model`` uses it."""
+    return name.removeprefix(LLM_JUDGE_PREFIX) if name and name.startswith(LLM_JUDGE_PREFIX) else ""
+
+
 class RunTrigger(models.TextChoices):
     COMMAND = "command", "Command"
     SCHEDULE = "schedule", "Schedule"

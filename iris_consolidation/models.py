@@ -32,6 +32,7 @@ from .choices import (
     RunTrigger,
     StageMode,
     is_protected,
+    judge_model,
 )
 from .quality import quality_of
 from .querysets import ClusterReviewQuerySet, JobQuerySet, LiveTruthManager, RunQuerySet, TruthQuerySet
@@ -280,6 +281,12 @@ class ConsolidationRun(models.Model):
     @property
     def is_dry_run(self) -> bool:
         return self.mode == self.Mode.DRY_RUN
+
+    @property
+    def judge_model(self) -> str:
+        """The litellm model the run's judge calls ("" for the rule judge): its calls, the
+        part-2 stages' and the forecast's are made with it."""
+        return judge_model(self.judge)
 
     @property
     def writes(self) -> bool:

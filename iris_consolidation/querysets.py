@@ -8,7 +8,7 @@ distance is ``1 - cosine similarity``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection, models
 from django.db.models import Case, Count, F, Func, Q, Value, When
@@ -18,6 +18,7 @@ from pgvector.django import CosineDistance
 from .choices import JobKind, JobStatus, RunMode, RunStatus, protected_q
 
 if TYPE_CHECKING:
+    from .llm.base import Spend
     from .models import Truth  # noqa: F401  (named in string annotations)
 
 
@@ -80,6 +81,21 @@ class LiveTruthManager(models.Manager.from_queryset(TruthQuerySet)):  # type: ig
         return super().get_queryset().filter(retired_at__isnull=True)
 
 
+def spend_counters(spend: Spend, *, calls: int | None = None) -> dict[str, Any]:
+    """The run counters ``spend`` adds to, as update expressions: calls (``calls`` if
+    given: a review counts calls known without a usage block), tokens, cost, and one
+    ``unpriced`` record when any of its calls had no price (the run's cost is then unknown)."""
+    return {
+        "llm_calls": F("llm_calls") + (spend.calls if calls is None else calls),
+        "tokens": F("tokens") + spend.tokens,
+        "prompt_tokens": F("prompt_tokens") + spend.prompt_tokens,
+        "cached_tokens": F("cached_tokens") + spend.cached_tokens,
+        "completion_tokens": F("completion_tokens") + spend.completion_tokens,
+        "cost": F("cost") + spend.cost,
+        "unpriced": F("unpriced") + (1 if spend.unpriced else 0),
+    }
+
+
 class RunQuerySet(models.QuerySet):
     """Filters over consolidation runs."""
 
@@ -88,6 +104,14 @@ class RunQuerySet(models.QuerySet):
 
     def dry_runs(self) -> RunQuerySet:
         return self.filter(mode=RunMode.DRY_RUN)
+
+    def add_spend(self, spend: Spend | None) -> int:
+        """Add model ``spend`` to these runs' counters in one UPDATE (``spend_counters``);
+        nothing for no spend or no call. The one way a stage's model calls reach the run
+        (``merging.record_review`` adds a review's in its own update)."""
+        if spend is None or not spend.calls:
+            return 0
+        return self.update(**spend_counters(spend))
 
     def add_note(self, note: str) -> int:
         """Append ``note`` as the last line of these runs' notes, in one UPDATE (no read,

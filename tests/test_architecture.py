@@ -13,8 +13,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 PACKAGE = "iris_consolidation"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
@@ -197,7 +195,6 @@ def test_no_import_cycle() -> None:
     assert found == [], f"import cycles: {found}"
 
 
-@pytest.mark.xfail(strict=True, reason="imports are being moved up")
 def test_few_imports_inside_functions() -> None:
     inner = function_imports(scan())
     listing = "\n".join(f"{m}:{line} {fn} imports {t}" for m, line, fn, t in inner)

@@ -37,13 +37,13 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q, Sum
+from django.db.models import Q, Sum
 
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import JudgeMisconfigured
 from ...llm import get_judge_client
-from ...llm.base import NoiseCandidate, NoiseReply, Spend
+from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
 from ...run_settings import STAGES, run_modes
 from ..pipeline import clustering
@@ -96,17 +96,6 @@ def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate
     return getattr(client, "classify_noise", None)
 
 
-def _charge(run: ConsolidationRun, spend: Spend) -> None:
-    """Add a stage's model spend to the run's counters (calls, tokens, cost)."""
-    if not spend.calls:
-        return
-    ConsolidationRun.objects.filter(pk=run.pk).update(
-        llm_calls=F("llm_calls") + spend.calls, tokens=F("tokens") + spend.tokens, cost=F("cost") + spend.cost,
-        prompt_tokens=F("prompt_tokens") + spend.prompt_tokens, cached_tokens=F("cached_tokens") + spend.cached_tokens,
-        completion_tokens=F("completion_tokens") + spend.completion_tokens, unpriced=F("unpriced") + spend.unpriced,
-    )
-
-
 def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     """The noise stage for one user (see ``noise.py``); retires in apply mode only.
 
@@ -126,7 +115,7 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     confirmation = None
     if classify is not None:
         confirmation = noise.confirm(found, classify)
-        _charge(run, confirmation.spend)
+        ConsolidationRun.objects.filter(pk=run.pk).add_spend(confirmation.spend)
     retiring = confirmation.confirmed(found) if confirmation is not None else found
     applied: list[int] = []
     if mode == StageMode.APPLY and retiring:
@@ -170,7 +159,7 @@ FROM_RUN: Any = object()
 def model_client(run: ConsolidationRun) -> Any | None:
     """The client of the part-2 stages' model calls: the LLM judge (an object with
     ``ask_json``) when the run's judge is one, else None (offline: the rules)."""
-    if not (run.judge or "").startswith("llm:"):
+    if not run.judge_model:
         return None
     try:
         client = get_judge_client("llm")

@@ -213,7 +213,7 @@ def build_user_plan(
     user_forecast = None
     if run.is_dry_run:
         user_forecast = forecast.forecast_user(
-            user_id=user_id, clusters=clusters, model=forecast.forecast_model(run.judge)
+            user_id=user_id, clusters=clusters, model=run.judge_model
         ).as_dict()
     return UserPlan(
         user_id=user_id,

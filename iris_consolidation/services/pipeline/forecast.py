@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from types import SimpleNamespace
 from typing import Any
 
+from ...choices import llm_judge_name
 from ...conf import app_settings
 from ...llm import rules
 from ...llm.base import JudgeRequest
@@ -106,7 +107,7 @@ def forecast_user(
     forecast = Forecast(model=model, per_call=per_call, users=1, clusters=len(clusters))
     if not model:
         return replace(forecast, prepass=len(clusters))
-    identity = SimpleNamespace(name=f"llm:{model}", model=model, prompt_version=PROMPT_VERSION)
+    identity = SimpleNamespace(name=llm_judge_name(model), model=model, prompt_version=PROMPT_VERSION)
     max_generation = app_settings.MAX_GENERATION
     cached = prepass = 0
     to_model: list[JudgeRequest] = []
@@ -137,9 +138,3 @@ def forecast_user(
         prompt_tokens=prompt_tokens,
         completion_tokens=len(to_model) * COMPLETION_TOKENS_PER_CLUSTER,
     )
-
-
-def forecast_model(judge: str) -> str:
-    """The model a run's judge (``ConsolidationRun.judge``: "rules" or "llm:<model>") calls, or ""."""
-    return judge.removeprefix("llm:") if judge.startswith("llm:") else ""
-

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ...conf import app_settings
-from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
+from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable, ModelCallError
 from ...llm import rules
 from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Spend, Verdict
 from ...models import Truth
@@ -150,12 +150,11 @@ class _Bisection:
     spend: Spend = field(default_factory=Spend)
 
 
-def _spent(exc: BaseException) -> Spend:
-    """What a failed call cost (litellm_client sets ``spend``; one call if it says nothing)."""
-    spend = getattr(exc, "spend", None)
-    if isinstance(spend, Spend) and spend.calls:
-        return spend
-    return Spend(calls=int(getattr(exc, "llm_calls", 1) or 1))
+def _spent(exc: ModelCallError) -> Spend:
+    """What a failed call cost (``ModelCallError.spend``; one call if it says nothing)."""
+    if exc.spend is not None and exc.spend.calls:
+        return exc.spend
+    return Spend(calls=exc.llm_calls)
 
 
 def _check_budget(may_call: Callable[[], bool] | None) -> None:

@@ -25,6 +25,7 @@ from ... import run_settings
 from ...conf import app_settings
 from ...llm.base import Action, Spend, Verdict
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
+from ...querysets import spend_counters
 from ..hygiene import bookkeeping
 from . import truth_events
 from .validation import Code, Rejection
@@ -307,14 +308,8 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
             stale=F("stale") + int(counted == "stale"),
             deferred=F("deferred") + int(counted == "deferred"),
             failed=F("failed") + (1 if draft.error else 0),
-            llm_calls=F("llm_calls") + calls,
             model_clusters=F("model_clusters") + (1 if draft.asked_model else 0),
-            tokens=F("tokens") + spend.tokens,
-            prompt_tokens=F("prompt_tokens") + spend.prompt_tokens,
-            cached_tokens=F("cached_tokens") + spend.cached_tokens,
-            completion_tokens=F("completion_tokens") + spend.completion_tokens,
-            cost=F("cost") + spend.cost,
-            unpriced=F("unpriced") + (1 if spend.unpriced else 0),
+            **spend_counters(spend, calls=calls),
         )
         # Audit rows now, signals after commit (services/pipeline/truth_events.py).
         truth_events.record_change_tuples(changed, review=review, run=run, actor=actor or draft.judge)
