@@ -21,6 +21,8 @@ from django.utils.module_loading import import_string
 
 from .conf import app_settings
 from .embeddings import NOT_INSTALLED, missing_local_modules
+from .exceptions import InvalidThreshold
+from .run_settings import BAD_THRESHOLD, validate_threshold
 
 
 @register()
@@ -28,13 +30,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E001 threshold out of range, E002 unknown judge, E003 database not PostgreSQL."""
     errors: list[Any] = []
     threshold = app_settings.SIMILARITY_THRESHOLD
-    if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        errors.append(
-            Error(
-                f"IRIS_CONSOLIDATION_SIMILARITY_THRESHOLD is {threshold!r}; it must be a number in (0, 1].",
-                id="iris_consolidation.E001",
-            )
-        )
+    try:
+        if not isinstance(threshold, (int, float)):  # a setting is a number, not text
+            raise InvalidThreshold(BAD_THRESHOLD.format(value=threshold))
+        validate_threshold(threshold)
+    except InvalidThreshold as exc:
+        errors.append(Error(f"IRIS_CONSOLIDATION_SIMILARITY_THRESHOLD: {exc}", id="iris_consolidation.E001"))
     paths = app_settings.JUDGE_CLIENTS
     if app_settings.JUDGE not in paths:
         errors.append(

@@ -16,8 +16,9 @@ from django.utils.html import format_html
 
 from .. import selectors
 from ..conf import app_settings
+from ..exceptions import InvalidThreshold
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
-from ..run_settings import get_effective_settings
+from ..run_settings import get_effective_settings, validate_threshold
 from ..selectors import named_users, user_search_fields
 from .base import ReadOnlyAdmin, can_view_truths, change_url
 
@@ -202,8 +203,11 @@ class LiveSettingsForm(forms.ModelForm):
 
     def clean_similarity_threshold(self) -> float | None:
         value = self.cleaned_data.get("similarity_threshold")
-        if value is not None and not 0 < value <= 1:
-            raise forms.ValidationError(THRESHOLD_RANGE)
+        if value is not None:
+            try:
+                validate_threshold(value)
+            except InvalidThreshold:
+                raise forms.ValidationError(THRESHOLD_RANGE) from None
         return value
 
     def clean_interval_hours(self) -> int | None:
