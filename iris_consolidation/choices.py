@@ -8,6 +8,10 @@ The models keep their familiar names as aliases (``ConsolidationRun.Status`` is
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 
@@ -44,6 +48,52 @@ def is_protected(*, pinned: bool, origin: str, generation: int, max_generation: 
     the judge's request, merging's re-check under lock and the evaluation all use it.
     """
     return bool(pinned) or origin not in CONSOLIDATABLE_ORIGINS or int(generation) >= max_generation
+
+
+@dataclass(frozen=True)
+class MergeProtection:
+    """What protection means for one merge (DESIGN.md, Protection), given its members'
+    aliases and which of them are protected: the one statement of these consequences.
+
+    - ``keeper``: a protected member survives the merge as its result, never reworded
+      (the merge takes its text); None when no member is protected;
+    - ``allowed``: at most one protected member per merge (two cannot both survive);
+    - ``retiring``: the members the merge retires (all but the protected ones);
+    - ``needs_embedding``: the merge makes a new truth, which needs a fresh embedding
+      (not when a protected keeper is the result).
+    """
+
+    members: tuple[str, ...]
+    protected: tuple[str, ...]
+
+    @classmethod
+    def of(cls, members: Iterable[str], is_protected: Callable[[str], bool]) -> MergeProtection:
+        """The protection of a merge of ``members`` (aliases, in the merge's order)."""
+        members = tuple(members)
+        return cls(members=members, protected=tuple(a for a in members if is_protected(a)))
+
+    @classmethod
+    def of_members(cls, members: Iterable[Any]) -> MergeProtection:
+        """The protection of a merge of ``members``: objects with ``alias`` and
+        ``protected`` (``llm.base.MemberView``), in the merge's order."""
+        members = tuple(members)
+        return cls(members=tuple(m.alias for m in members), protected=tuple(m.alias for m in members if m.protected))
+
+    @property
+    def keeper(self) -> str | None:
+        return self.protected[0] if self.protected else None
+
+    @property
+    def allowed(self) -> bool:
+        return len(self.protected) <= 1
+
+    @property
+    def retiring(self) -> tuple[str, ...]:
+        return tuple(a for a in self.members if a not in self.protected)
+
+    @property
+    def needs_embedding(self) -> bool:
+        return not self.protected
 
 
 def protected_q(*, max_generation: int) -> Q:

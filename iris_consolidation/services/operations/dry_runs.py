@@ -17,6 +17,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from ...choices import MergeProtection
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...llm.base import JudgeRequest, MemberView, Verdict
@@ -103,7 +104,7 @@ def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterR
     new_contents = [
         a.content.strip()
         for a in result.accepted
-        if a.action == "merge" and not any(request.member(alias).protected for alias in a.ids)
+        if a.action == "merge" and MergeProtection.of_members(request.member(i) for i in a.ids).needs_embedding
     ]
     embeddings: dict[str, Any] = {}
     if new_contents:

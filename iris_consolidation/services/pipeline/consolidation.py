@@ -24,6 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ... import run_settings, selectors
+from ...choices import MergeProtection
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...llm.base import JudgeClient, Spend
@@ -470,10 +471,12 @@ def _record(
     if judgement.deferred:
         error, failure = "", ClusterReview.Failure.NONE
     embeddings: dict[str, Any] = {}
+    aliases = request.aliases()
     new_contents = [
         a.content.strip()
         for a in judgement.accepted
-        if a.action == "merge" and not any(request.member(i).protected for i in a.ids if i in request.aliases())
+        if a.action == "merge"
+        and MergeProtection.of_members(request.member(i) for i in a.ids if i in aliases).needs_embedding
     ]
     if new_contents and not run.is_dry_run:
         vectors = embedder.embed(new_contents)

@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from ...choices import MergeProtection
 from ...conf import app_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable, ModelCallError
 from ...llm import rules
@@ -120,17 +121,18 @@ def after_prepass(request: JudgeRequest, merges: Sequence[Action], *, max_genera
     """``request`` with each merged group replaced by its keeper (see module docstring)."""
     members = {m.alias: m for m in request.members}
     for action in merges:
-        group = [members.pop(alias) for alias in action.ids]
-        protected = [m for m in group if m.protected]
-        keeper = protected[0] if protected else group[0]
-        generation = keeper.generation if protected else max(m.generation for m in group) + 1
+        group = {alias: members.pop(alias) for alias in action.ids}
+        protection = MergeProtection.of_members(group.values())
+        kept = protection.keeper is not None
+        keeper = group[protection.keeper] if kept else group[action.ids[0]]
+        generation = keeper.generation if kept else max(m.generation for m in group.values()) + 1
         members[keeper.alias] = replace(
             keeper,
             content=action.content.strip(),
-            created_at=max(m.created_at for m in group),
+            created_at=max(m.created_at for m in group.values()),
             generation=generation,
-            protected=bool(protected) or generation >= max_generation,
-            origin=keeper.origin if protected else "consolidated",
+            protected=kept or generation >= max_generation,
+            origin=keeper.origin if kept else "consolidated",
         )
     return JudgeRequest(members=tuple(members[m.alias] for m in request.members if m.alias in members))
 

@@ -22,6 +22,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ... import run_settings
+from ...choices import MergeProtection
 from ...conf import app_settings
 from ...llm.base import Action, Spend, Verdict
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
@@ -232,11 +233,9 @@ def _refusal(work: _Application, action: Action, retiring: list[str]) -> Rejecti
     return None
 
 
-def _protected_members(work: _Application, action: Action) -> list[str]:
-    """The members of a merge that are protected: as the judge saw them, or, for an
-    alias a merge of this review moved onto its result, that result now."""
-    if action.action != "merge":
-        return []
+def _protection(work: _Application, action: Action) -> MergeProtection:
+    """The protection of a merge: its members as the judge saw them, or, for an alias a
+    merge of this review moved onto its result, that result now."""
     max_generation = app_settings.MAX_GENERATION
 
     def protected(alias: str) -> bool:
@@ -244,14 +243,16 @@ def _protected_members(work: _Application, action: Action) -> list[str]:
             return work.current[alias].is_protected(max_generation=max_generation)  # type: ignore[union-attr]
         return bool(work.rows[alias]["protected"])
 
-    return [a for a in action.ids if protected(a)]
+    return MergeProtection.of(action.ids, protected)
 
 
 def _apply(work: _Application, index: int, action: Action) -> None:
     """Check ``action`` (``_refusal``) and apply it: record it as applied (previewed in a
     dry run) or as a rejection."""
-    protected = _protected_members(work, action)
-    retiring = [a for a in action.ids if a not in protected] if action.action == "merge" else list(action.old)
+    keeper, retiring = None, list(action.old)
+    if action.action == "merge":
+        protection = _protection(work, action)
+        keeper, retiring = protection.keeper, list(protection.retiring)
     refusal = _refusal(work, action, retiring)
     if refusal is not None:
         work.rejections.append(refusal)
@@ -263,18 +264,18 @@ def _apply(work: _Application, index: int, action: Action) -> None:
     }
     work.retired_count += len(retiring)
     if not work.dry_run:
-        entry["result_id"] = _write_action(work, action, protected=protected, retiring=retiring).pk
+        entry["result_id"] = _write_action(work, action, keeper=keeper, retiring=retiring).pk
     work.applied.append(entry)
 
 
-def _write_action(work: _Application, action: Action, *, protected: list[str], retiring: list[str]) -> Truth:
+def _write_action(work: _Application, action: Action, *, keeper: str | None, retiring: list[str]) -> Truth:
     """Write an accepted, fresh ``action``: the merged truth (or the protected keeper,
     never reworded), the retired sources pointing at it, their lineage events. Returns
     the truth that stands for the action's members now."""
     sources = [work.current[a] for a in action.members()]
     if action.action == "merge":
-        if protected:
-            result = work.current[protected[0]]
+        if keeper is not None:
+            result = work.current[keeper]
             # The protected keeper is never reworded, but it takes the merge's
             # bookkeeping (tags, uses, validation, relevance) of what it absorbs.
             bookkeeping.absorb(result, sources=sources, retired=len(retiring))
