@@ -411,52 +411,83 @@ def consolidate_batch(
             continue
         truths = [t for t in members if t.is_live]
         # Aliases unique across the call (wire contract v2): t1.. for the first cluster, on from there.
-        request, by_alias = judging.build_request(truths, first_alias=next_alias)
+        item = _prepare(run, index, cluster, truths, key=key, judge=client.name, first_alias=next_alias)
         next_alias += len(truths)
-        sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
-        draft_args: dict[str, Any] = {
-            "run_id": run.pk,
-            "user_id": cluster.user_id,
-            "key": key,
-            "snapshot": snapshot_members(by_alias, request),
-            "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
-            "judge": client.name,
-        }
-        if len(truths) < 2:
-            # Changed since planning (retired elsewhere, say): nothing to judge, and no
-            # judge failed, so the run is not partial for it.
-            draft = merging.ReviewDraft(**draft_args, stale_reason=STALE_CLUSTER)
-            reviews[index] = merging.record_review(draft=draft, dry_run=run.is_dry_run)
-            continue
-        cached = verdict_cache.use_cached_keep(user_id=cluster.user_id, request=request, client=client, run_id=run.pk)
-        if cached is not None:
-            # Judged "keep" before in exactly this state, by this model and prompt: no call.
-            item = _Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args)
-            reviews[index] = _record(run, item, judging.Judgement(verdict=cached), embedder=embedder, stopped=False)
-            continue
-        prepared.append(_Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args))
+        answered = _answer_without_model(run, item, truths, client=client, embedder=embedder)
+        if answered is not None:
+            reviews[index] = answered
+        else:
+            prepared.append(item)
     if prepared:
-        user_id = clusters[0].user_id
-        stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=user_id)
-        judgements = judging.decide_batch(
-            requests=[p.request for p in prepared],
-            client=client,
-            model_allowed=not stopped,
-            may_call=budget_check(run, client),
-            before_model=before_model,
+        reviews.update(
+            _judge_prepared(run, prepared, user_id=clusters[0].user_id, client=client, embedder=embedder,
+                            before_model=before_model)
         )
-        unavailable = next((j for j in judgements if j.unavailable), None)
-        if unavailable is not None:
-            logger.warning("run %s: judge unavailable for user %s: %s", run.pk, user_id, unavailable.error)
-            note = NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error)
-            ConsolidationRun.objects.filter(pk=run.pk).add_note(note)
-        for item, judgement in zip(prepared, judgements, strict=True):
-            if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
-                verdict_cache.store_keep(
-                    user_id=user_id, request=item.request, client=client, verdict=judgement.verdict
-                )
-            reviews[item.index] = _record(run, item, judgement, embedder=embedder, stopped=stopped)
     return [reviews[i] for i in range(len(clusters))]
+
+
+def _prepare(
+    run: ConsolidationRun, index: int, cluster: clustering.CandidateCluster, truths: list[Truth], *, key: str,
+    judge: str, first_alias: int,
+) -> _Prepared:
+    """The judge's request for a cluster's live ``truths`` (aliases from ``first_alias``)
+    and the fields its review draft will carry."""
+    request, by_alias = judging.build_request(truths, first_alias=first_alias)
+    sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
+    draft_args: dict[str, Any] = {
+        "run_id": run.pk,
+        "user_id": cluster.user_id,
+        "key": key,
+        "snapshot": snapshot_members(by_alias, request),
+        "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
+        "judge": judge,
+    }
+    return _Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args)
+
+
+def _answer_without_model(
+    run: ConsolidationRun, item: _Prepared, truths: list[Truth], *, client: JudgeClient, embedder: Embedder
+) -> Any | None:
+    """The review of a cluster that needs no judge, recorded, or None: fewer than two
+    live members (stale), or judged "keep" before in exactly this state (the verdict cache)."""
+    if len(truths) < 2:
+        # Changed since planning (retired elsewhere, say): nothing to judge, and no
+        # judge failed, so the run is not partial for it.
+        draft = merging.ReviewDraft(**item.draft_args, stale_reason=STALE_CLUSTER)
+        return merging.record_review(draft=draft, dry_run=run.is_dry_run)
+    user_id = item.draft_args["user_id"]
+    cached = verdict_cache.use_cached_keep(user_id=user_id, request=item.request, client=client, run_id=run.pk)
+    if cached is None:
+        return None
+    # Judged "keep" before in exactly this state, by this model and prompt: no call.
+    return _record(run, item, judging.Judgement(verdict=cached), embedder=embedder, stopped=False)
+
+
+def _judge_prepared(
+    run: ConsolidationRun, prepared: list[_Prepared], *, user_id: int, client: JudgeClient, embedder: Embedder,
+    before_model: Callable[[], None] | None,
+) -> dict[int, Any]:
+    """Judge the prepared clusters of one user in one call (``judging.decide_batch``) and
+    record each; a model found unavailable is noted on the run. Returns reviews by index."""
+    stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=user_id)
+    judgements = judging.decide_batch(
+        requests=[p.request for p in prepared],
+        client=client,
+        model_allowed=not stopped,
+        may_call=budget_check(run, client),
+        before_model=before_model,
+    )
+    unavailable = next((j for j in judgements if j.unavailable), None)
+    if unavailable is not None:
+        logger.warning("run %s: judge unavailable for user %s: %s", run.pk, user_id, unavailable.error)
+        note = NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error)
+        ConsolidationRun.objects.filter(pk=run.pk).add_note(note)
+    reviews = {}
+    for item, judgement in zip(prepared, judgements, strict=True):
+        if not (judgement.accepted or judgement.failed or judgement.error) and judgement.verdict is not None:
+            verdict_cache.store_keep(user_id=user_id, request=item.request, client=client, verdict=judgement.verdict)
+        reviews[item.index] = _record(run, item, judgement, embedder=embedder, stopped=stopped)
+    return reviews
 
 
 def _record(

@@ -303,30 +303,18 @@ def decide_batch(
             result = _validate(request, verdict.actions)
             results.append(Judgement(accepted=result.accepted, rejections=result.rejections, verdict=verdict))
         return results
-
-    max_generation = app_settings.MAX_GENERATION
     judgements: dict[int, Judgement] = {}
     prepasses: dict[int, tuple[Verdict, validation.ValidationResult, Judgement]] = {}
     model_requests: dict[int, JudgeRequest] = {}
     for index, request in enumerate(requests):
-        pre_verdict = rules.RuleJudge().judge(request)
-        pre = _validate(request, pre_verdict.actions)
-        merges = [a for a in pre.accepted if a.action == "merge"]
-        model_request = after_prepass(request, merges, max_generation=max_generation)
-        prepass_only = Judgement(
-            accepted=pre.accepted,
-            rejections=pre.rejections,
-            prepass=len(pre.accepted),
-            verdict=replace(pre_verdict, reasoning=PREPASS_REASONING.format(reasoning=pre_verdict.reasoning)),
-        )
-        prepasses[index] = (pre_verdict, pre, prepass_only)
+        prepasses[index], model_request = _prepass(request)
+        prepass_only = prepasses[index][2]
         if len(model_request.members) < 2:
             judgements[index] = prepass_only
         elif not model_allowed:
             judgements[index] = replace(prepass_only, failed=tuple(m.alias for m in model_request.members))
         else:
             model_requests[index] = model_request
-
     states = {i: _Bisection() for i in model_requests}
     done: set[int] = set()
     pending = sorted(model_requests)
@@ -342,28 +330,63 @@ def decide_batch(
     except JudgeRateLimited:
         raise
     except _OverBudget:
-        for i in pending:
-            if i not in done:
-                asked = bool(states[i].spend.calls or states[i].spend.tokens or states[i].errors)
-                judgements[i] = Judgement(deferred=True, spend=states[i].spend, error=DEFERRED, asked_model=asked)
+        judgements.update(_deferred([i for i in pending if i not in done], states))
     except JudgeUnavailable as exc:
-        first = True
-        for i in pending:
-            if i in done:
-                continue
-            spend = states[i].spend + (_spent(exc) if first else Spend())
-            first = False
-            judgements[i] = replace(
-                prepasses[i][2],
-                failed=tuple(m.alias for m in model_requests[i].members),
-                error=JUDGE_UNAVAILABLE.format(error=exc),
-                unavailable=True,
-                spend=spend,
-                asked_model=True,
-            )
+        left = [i for i in pending if i not in done]
+        judgements.update(_unavailable(left, exc, states, model_requests, {i: prepasses[i][2] for i in left}))
     for i in done:
         judgements[i] = _judged(requests[i], prepasses[i][0], prepasses[i][1], states[i])
     return [judgements[i] for i in range(len(requests))]
+
+
+def _prepass(request: JudgeRequest) -> tuple[tuple[Verdict, validation.ValidationResult, Judgement], JudgeRequest]:
+    """The deterministic pre-pass of one cluster: the rule judge's verdict, its
+    validation and the judgement it alone makes; and the request left for the model
+    (each pre-pass merge replaced by its keeper, ``after_prepass``)."""
+    pre_verdict = rules.RuleJudge().judge(request)
+    pre = _validate(request, pre_verdict.actions)
+    merges = [a for a in pre.accepted if a.action == "merge"]
+    model_request = after_prepass(request, merges, max_generation=app_settings.MAX_GENERATION)
+    prepass_only = Judgement(
+        accepted=pre.accepted,
+        rejections=pre.rejections,
+        prepass=len(pre.accepted),
+        verdict=replace(pre_verdict, reasoning=PREPASS_REASONING.format(reasoning=pre_verdict.reasoning)),
+    )
+    return (pre_verdict, pre, prepass_only), model_request
+
+
+def _deferred(left: list[int], states: dict[int, _Bisection]) -> dict[int, Judgement]:
+    """The clusters without an answer when the run's budget was spent: deferred, each
+    with what it spent (``asked_model`` if the model saw it)."""
+    return {
+        i: Judgement(
+            deferred=True,
+            spend=states[i].spend,
+            error=DEFERRED,
+            asked_model=bool(states[i].spend.calls or states[i].spend.tokens or states[i].errors),
+        )
+        for i in left
+    }
+
+
+def _unavailable(
+    left: list[int], exc: JudgeUnavailable, states: dict[int, _Bisection], model_requests: dict[int, JudgeRequest],
+    prepass_only: dict[int, Judgement],
+) -> dict[int, Judgement]:
+    """The clusters without an answer when the model was found unreachable: the pre-pass
+    applies, the rest failed; the failed call's spend goes to the first of them."""
+    judgements = {}
+    for n, i in enumerate(left):
+        judgements[i] = replace(
+            prepass_only[i],
+            failed=tuple(m.alias for m in model_requests[i].members),
+            error=JUDGE_UNAVAILABLE.format(error=exc),
+            unavailable=True,
+            spend=states[i].spend + (_spent(exc) if n == 0 else Spend()),
+            asked_model=True,
+        )
+    return judgements
 
 
 def _judged(
