@@ -1,5 +1,5 @@
-"""Admin of the incremental-pass records: the truth change audit, cursors, user passes,
-cached verdicts (all read-only) and the editable live settings singleton.
+"""Admin of the records the app keeps between runs: the truth change audit, cursors,
+user passes, cached verdicts (all read-only) and the editable live settings singleton.
 
 Imported by the admin package's ``__init__`` so that autodiscovery registers these.
 """
