@@ -258,3 +258,41 @@ def report() -> str:
 
 if __name__ == "__main__":
     print(report())
+
+
+#: The domain: models, reads, settings, judges and text rules; imports no service and no door.
+DOMAIN = (
+    "models", "querysets", "selectors", "choices", "run_settings", "quality", "conf", "exceptions",
+    "embeddings", "signals", "llm", "textfacts", "numberwords", "wordorder", "text",
+)
+#: The folders of ``services/``, lowest first: a module imports its own folder and lower ones.
+SERVICE_LAYERS = ("pipeline", "hygiene", "operations", "queue")
+#: The pass (a run's phase 1 and 2, its report) lives beside the pipeline's parts and calls the
+#: hygiene stages around them: the one exception to the folders' order.
+THE_PASS = frozenset({f"{PACKAGE}.services.pipeline.consolidation", f"{PACKAGE}.services.pipeline.inventory"})
+
+
+def _service_layer(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "services" and parts[2] in SERVICE_LAYERS:
+        return SERVICE_LAYERS.index(parts[2])
+    return None
+
+
+def test_layers_import_downward() -> None:
+    """The domain imports no service and no door; the service folders import downward
+    (``SERVICE_LAYERS``), the pass aside."""
+    edges = graph(scan())
+    domain = {m for m in edges if m.count(".") and m.split(".")[1] in DOMAIN}
+    upward_from_domain = sorted((a, b) for a in domain for b in edges[a] if b not in domain and b != PACKAGE)
+    upward_in_services = sorted(
+        (a, b)
+        for a, targets in edges.items()
+        for b in targets
+        if a not in THE_PASS
+        and _service_layer(a) is not None
+        and _service_layer(b) is not None
+        and _service_layer(b) > _service_layer(a)  # type: ignore[operator]
+    )
+    assert upward_from_domain == []
+    assert upward_in_services == []

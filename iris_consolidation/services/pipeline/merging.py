@@ -27,8 +27,7 @@ from ...conf import app_settings
 from ...llm.base import Action, Spend, Verdict
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
 from ...querysets import spend_counters
-from ..hygiene import bookkeeping
-from . import truth_events
+from . import bookkeeping, truth_events
 from .validation import Code, Rejection
 
 logger = logging.getLogger(__name__)
