@@ -15,18 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from .services.hygiene import usage
+
 
 def record_access(truth_ids: Iterable[int], at: datetime | None = None) -> int:
     """Count one use of each truth at ``at`` (default now); see ``services.hygiene.usage``."""
-    from .services.hygiene import usage
-
     return usage.record_access(truth_ids, at=at)
 
 
 def mark_validated(truth_ids: Iterable[int]) -> int:
     """Mark truths as confirmed by the host; see ``services.hygiene.usage``."""
-    from .services.hygiene import usage
-
     return usage.mark_validated(truth_ids)
 
 

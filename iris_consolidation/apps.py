@@ -1,8 +1,11 @@
 """App configuration."""
 
+import sys
 from typing import Any
 
 from django.apps import AppConfig
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models.signals import post_migrate
 
 
@@ -17,6 +20,7 @@ class IrisConsolidationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Here, not at the top: the checks read the models, which load after this module.
         from . import checks  # noqa: F401  (registers the checks)
 
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="iris_consolidation.ensure_schedules")
@@ -36,18 +40,13 @@ UNSCHEDULED = "iris_consolidation: no weekly consolidation (IRIS_CONSOLIDATION_S
 def _ensure_schedules(*, using: str = "default", verbosity: int = 1, stdout: Any = None, **kwargs: Any) -> None:
     """After ``migrate``: create or update the django-q2 schedules (idempotent, by name),
     and say so in ``migrate``'s output, or why not (never a silent skip)."""
-    import sys
-
-    from django.conf import settings
-    from django.db import DEFAULT_DB_ALIAS, connections
-
     if using != DEFAULT_DB_ALIAS:
         return
     out = stdout or sys.stdout
     if "django_q_schedule" not in connections[using].introspection.table_names():
         out.write(NO_SCHEDULE_TABLE)  # also said by check E005, unless silenced
         return
-    from .services.queue import scheduling
+    from .services.queue import scheduling  # the models are loaded by now, unlike at import
 
     weekly = scheduling.ensure_schedules()[scheduling.WEEKLY]
     if verbosity >= 1:

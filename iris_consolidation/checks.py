@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from croniter import croniter
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import connection
@@ -19,6 +21,9 @@ from django.utils.module_loading import import_string
 
 from .choices import RiskPolicy
 from .conf import app_settings
+from .embeddings import NOT_INSTALLED, missing_local_modules
+from .exceptions import InvalidThreshold
+from .run_settings import BAD_THRESHOLD, validate_threshold
 
 
 @register()
@@ -27,13 +32,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     E018 unknown risk policy."""
     errors: list[Any] = []
     threshold = app_settings.SIMILARITY_THRESHOLD
-    if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        errors.append(
-            Error(
-                f"IRIS_CONSOLIDATION_SIMILARITY_THRESHOLD is {threshold!r}; it must be a number in (0, 1].",
-                id="iris_consolidation.E001",
-            )
-        )
+    try:
+        if not isinstance(threshold, (int, float)):  # a setting is a number, not text
+            raise InvalidThreshold(BAD_THRESHOLD.format(value=threshold))
+        validate_threshold(threshold)
+    except InvalidThreshold as exc:
+        errors.append(Error(f"IRIS_CONSOLIDATION_SIMILARITY_THRESHOLD: {exc}", id="iris_consolidation.E001"))
     paths = app_settings.JUDGE_CLIENTS
     if app_settings.JUDGE not in paths:
         errors.append(
@@ -84,8 +88,6 @@ def check_vector_extension(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 @register()
 def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E004 the weekly schedule's cron expression does not parse."""
-    from croniter import croniter
-
     cron = app_settings.SCHEDULE_CRON
     if cron and not croniter.is_valid(cron):
         return [
@@ -119,8 +121,6 @@ def check_host_project(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E005/E006 apps missing from INSTALLED_APPS, E007 no Q_CLUSTER, W002 no broker,
     E008 Q_CLUSTER timeout below the tasks' timeout, E009 retry not above it, E010 the
     local embedder selected but its packages not installed."""
-    from django.apps import apps
-
     errors: list[Any] = []
     if not apps.is_installed("django_q"):
         errors.append(
@@ -139,8 +139,6 @@ def check_host_project(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         )
     errors.extend(_check_q_cluster(getattr(settings, "Q_CLUSTER", None)))
     if app_settings.EMBEDDING_MODEL == "local":
-        from .embeddings import NOT_INSTALLED, missing_local_modules
-
         missing = missing_local_modules()
         if missing:
             errors.append(Error(NOT_INSTALLED.format(missing=", ".join(missing)), id="iris_consolidation.E010"))

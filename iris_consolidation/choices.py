@@ -8,8 +8,16 @@ The models keep their familiar names as aliases (``ConsolidationRun.Status`` is
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
+
+#: Names of the django-q2 schedules this app owns (``scheduling.ensure_schedules``).
+WEEKLY_SCHEDULE = "iris_consolidation:weekly"
+RECOVERY_SCHEDULE = "iris_consolidation:recover"
 
 
 class Origin(models.TextChoices):
@@ -51,9 +59,71 @@ def is_protected(*, pinned: bool, origin: str, generation: int, max_generation: 
     return bool(pinned) or origin not in CONSOLIDATABLE_ORIGINS or int(generation) >= max_generation
 
 
+@dataclass(frozen=True)
+class MergeProtection:
+    """What protection means for one merge (DESIGN.md, Protection), given its members'
+    aliases and which of them are protected: the one statement of these consequences.
+
+    - ``keeper``: a protected member survives the merge as its result, never reworded
+      (the merge takes its text); None when no member is protected;
+    - ``allowed``: at most one protected member per merge (two cannot both survive);
+    - ``retiring``: the members the merge retires (all but the protected ones);
+    - ``needs_embedding``: the merge makes a new truth, which needs a fresh embedding
+      (not when a protected keeper is the result).
+    """
+
+    members: tuple[str, ...]
+    protected: tuple[str, ...]
+
+    @classmethod
+    def of(cls, members: Iterable[str], is_protected: Callable[[str], bool]) -> MergeProtection:
+        """The protection of a merge of ``members`` (aliases, in the merge's order)."""
+        members = tuple(members)
+        return cls(members=members, protected=tuple(a for a in members if is_protected(a)))
+
+    @classmethod
+    def of_members(cls, members: Iterable[Any]) -> MergeProtection:
+        """The protection of a merge of ``members``: objects with ``alias`` and
+        ``protected`` (``llm.base.MemberView``), in the merge's order."""
+        members = tuple(members)
+        return cls(members=tuple(m.alias for m in members), protected=tuple(m.alias for m in members if m.protected))
+
+    @property
+    def keeper(self) -> str | None:
+        return self.protected[0] if self.protected else None
+
+    @property
+    def allowed(self) -> bool:
+        return len(self.protected) <= 1
+
+    @property
+    def retiring(self) -> tuple[str, ...]:
+        return tuple(a for a in self.members if a not in self.protected)
+
+    @property
+    def needs_embedding(self) -> bool:
+        return not self.protected
+
+
 def protected_q(*, max_generation: int) -> Q:
     """``is_protected`` as a filter over truths."""
     return Q(pinned=True) | ~Q(origin__in=CONSOLIDATABLE_ORIGINS) | Q(generation__gte=max_generation)
+
+
+#: An LLM judge's name is this prefix and its litellm model, e.g. "llm:openai/gpt-4o-mini";
+#: the rule judge's is "rules". Runs and reviews store the name (``judge``).
+LLM_JUDGE_PREFIX = "llm:"
+
+
+def llm_judge_name(model: str) -> str:
+    """The stored name of the LLM judge that calls ``model``."""
+    return f"{LLM_JUDGE_PREFIX}{model}"
+
+
+def judge_model(name: str | None) -> str:
+    """The litellm model the judge named ``name`` calls, or "" (the rule judge, or none).
+    The one reading of a judge's name: ``ConsolidationRun.judge_model`` uses it."""
+    return name.removeprefix(LLM_JUDGE_PREFIX) if name and name.startswith(LLM_JUDGE_PREFIX) else ""
 
 
 class RunTrigger(models.TextChoices):

@@ -12,6 +12,7 @@ so cosine similarity is a dot product. Nothing is downloaded at run time.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,8 +82,6 @@ NOT_INSTALLED = (
 
 def missing_local_modules() -> list[str]:
     """Names of ``LOCAL_MODULES`` that cannot be imported here (found without importing them)."""
-    import importlib.util
-
     return [name for name in LOCAL_MODULES if importlib.util.find_spec(name) is None]
 
 

@@ -1,6 +1,13 @@
 """Exceptions raised by the app's services; interfaces translate them."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from .llm.base import Spend
 
 
 class IrisConsolidationError(Exception):
@@ -31,7 +38,20 @@ class EmbeddingDimensionMismatch(EmbeddingError):
     """An embedding does not have ``EMBEDDING_DIMENSIONS`` dimensions."""
 
 
-class JudgeUnavailable(IrisConsolidationError):
+class ModelCallError(IrisConsolidationError):
+    """A model call that gave no usable reply. ``spend`` is what the calls made for it
+    cost (every attempt, a failed one included; None when no call was made); the LLM
+    client sets it before raising, so callers add it to the run (``add_spend``)."""
+
+    spend: Spend | None = None
+
+    @property
+    def llm_calls(self) -> int:
+        """Model calls made for this error (at least one: the call that failed)."""
+        return max(1, self.spend.calls) if self.spend is not None else 1
+
+
+class JudgeUnavailable(ModelCallError):
     """The judge could not be reached (transport, auth, quota, timeout)."""
 
 
@@ -43,7 +63,7 @@ class JudgeRateLimited(JudgeUnavailable):
         self.retry_after = retry_after
 
 
-class JudgeResponseInvalid(IrisConsolidationError):
+class JudgeResponseInvalid(ModelCallError):
     """The judge replied with text that is not a valid verdict; ``raw`` keeps it."""
 
     def __init__(self, message: str, *, raw: str = "") -> None:
@@ -61,6 +81,9 @@ class JudgeMisconfigured(ImproperlyConfigured):
 
 class UndoRefused(IrisConsolidationError):
     """An undo that cannot be done as asked; nothing was changed."""
+
+    #: The refusal of an undo given no reason (of a merge, a supersede or a relocation).
+    REASON_REQUIRED = "Give a reason for the undo; it is kept in the truth's lineage."
 
 
 class ConsolidatedFurther(UndoRefused):

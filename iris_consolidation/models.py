@@ -33,7 +33,9 @@ from .choices import (
     RunTrigger,
     StageMode,
     is_protected,
+    judge_model,
 )
+from .quality import quality_of
 from .querysets import ClusterReviewQuerySet, JobQuerySet, LiveTruthManager, RunQuerySet, TruthQuerySet
 
 #: Dimensions of every stored embedding: all-MiniLM-L6-v2's (decision D5 in STYLE.md).
@@ -139,8 +141,7 @@ class Truth(models.Model):
 
     @property
     def quality(self) -> float:
-        """Composite quality in 0..1 now (``services/hygiene/quality.py``, loopctl's formula)."""
-        from .services.hygiene.quality import quality_of
+        """Composite quality in 0..1 now (``quality.py``, loopctl's formula)."""
 
         return quality_of(self)
 
@@ -281,6 +282,12 @@ class ConsolidationRun(models.Model):
     @property
     def is_dry_run(self) -> bool:
         return self.mode == self.Mode.DRY_RUN
+
+    @property
+    def judge_model(self) -> str:
+        """The litellm model the run's judge calls ("" for the rule judge): its calls, the
+        part-2 stages' and the forecast's are made with it."""
+        return judge_model(self.judge)
 
     @property
     def writes(self) -> bool:
@@ -519,7 +526,7 @@ class TruthChange(models.Model):
 class LiveSettings(models.Model):
     """The one editable settings record (pk 1): empty fields fall back to the Django settings.
 
-    Read at the start of every run (``services/operations/live_settings.py``), so a change takes
+    Read at the start of every run (``run_settings.get_effective_settings``), so a change takes
     effect on the next run without a restart.
     """
 
@@ -630,7 +637,7 @@ class ConsolidationJob(models.Model):
 
     django-q2 carries the messages; this row says what happened. Every delivery claims
     the row first, so a message delivered twice, redelivered late or lost with a killed
-    worker ends the same way (``services/queue/jobs.py``). ``waiting`` is not a failure: the
+    worker ends the same way (``services/queue/delivery.py``). ``waiting`` is not a failure: the
     job was rate-limited and is re-queued for ``not_before``.
     """
 
@@ -673,6 +680,9 @@ class ConsolidationJob(models.Model):
         help_text="An apply job's review of the dry run whose verdict it applies.",
     )
     error = models.TextField(blank=True)
+    continues = models.BooleanField(
+        default=False, help_text="Phase 1 goes on in a new delivery; the error field says how far it got."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = JobQuerySet.as_manager()

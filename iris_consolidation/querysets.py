@@ -8,15 +8,17 @@ distance is ``1 - cosine similarity``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from django.db import models
-from django.db.models import Count, Q
+from django.db import connection, models
+from django.db.models import Case, Count, F, Func, Q, Value, When
+from django.db.models.functions import Concat
 from pgvector.django import CosineDistance
 
 from .choices import JobKind, JobStatus, RunMode, RunStatus, protected_q
 
 if TYPE_CHECKING:
+    from .llm.base import Spend
     from .models import Truth  # noqa: F401  (named in string annotations)
 
 
@@ -79,6 +81,21 @@ class LiveTruthManager(models.Manager.from_queryset(TruthQuerySet)):  # type: ig
         return super().get_queryset().filter(retired_at__isnull=True)
 
 
+def spend_counters(spend: Spend, *, calls: int | None = None) -> dict[str, Any]:
+    """The run counters ``spend`` adds to, as update expressions: calls (``calls`` if
+    given: a review counts calls known without a usage block), tokens, cost, and one
+    ``unpriced`` record when any of its calls had no price (the run's cost is then unknown)."""
+    return {
+        "llm_calls": F("llm_calls") + (spend.calls if calls is None else calls),
+        "tokens": F("tokens") + spend.tokens,
+        "prompt_tokens": F("prompt_tokens") + spend.prompt_tokens,
+        "cached_tokens": F("cached_tokens") + spend.cached_tokens,
+        "completion_tokens": F("completion_tokens") + spend.completion_tokens,
+        "cost": F("cost") + spend.cost,
+        "unpriced": F("unpriced") + (1 if spend.unpriced else 0),
+    }
+
+
 class RunQuerySet(models.QuerySet):
     """Filters over consolidation runs."""
 
@@ -87,6 +104,29 @@ class RunQuerySet(models.QuerySet):
 
     def dry_runs(self) -> RunQuerySet:
         return self.filter(mode=RunMode.DRY_RUN)
+
+    def add_spend(self, spend: Spend | None) -> int:
+        """Add model ``spend`` to these runs' counters in one UPDATE (``spend_counters``);
+        nothing for no spend or no call. The one way a stage's model calls reach the run
+        (``merging.record_review`` adds a review's in its own update)."""
+        if spend is None or not spend.calls:
+            return 0
+        return self.update(**spend_counters(spend))
+
+    def add_note(self, note: str) -> int:
+        """Append ``note`` as the last line of these runs' notes, in one UPDATE (no read,
+        so no lost line beside another writer); returns the rows changed. The one way
+        the app writes a run's notes."""
+        line, text = note.strip(), models.TextField()
+        # RTRIM with these characters drops trailing blanks and newlines (plain RTRIM: spaces only).
+        kept = Func(F("notes"), Value(" \t\r\n"), function="RTRIM", output_field=text)
+        return self.update(
+            notes=Case(
+                When(notes="", then=Value(line, output_field=text)),
+                default=Concat(kept, Value("\n" + line, output_field=text), output_field=text),
+                output_field=text,
+            )
+        )
 
 
 class JobQuerySet(models.QuerySet):
@@ -104,6 +144,12 @@ class JobQuerySet(models.QuerySet):
         cluster jobs among these): history, no longer what the run says about their clusters."""
         retried = self.filter(kind=JobKind.CLUSTER, user_id=user_id, round__gt=0)
         return {job.review_key(in_round=r) for job in retried for r in range(job.round)}
+
+    def phase1_progress(self) -> list[tuple[int, str]]:
+        """``(user id, note)`` of these jobs' unfinished user jobs whose phase 1 goes on
+        across deliveries (``continues``), by user id."""
+        rows = self.active().filter(kind=JobKind.USER, continues=True).order_by("user_id")
+        return list(rows.values_list("user_id", "error"))
 
     def counts_by_status(self) -> dict[str, int]:
         """These jobs counted by status: queued, running, waiting, done, failed (zeros included)."""
@@ -129,8 +175,6 @@ def set_hnsw_search(*, ef_search: int) -> None:
     when the ``user_id`` filter removes candidates, with results still in distance
     order. Must run inside ``transaction.atomic()``.
     """
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.ef_search = %s", [int(ef_search)])
         cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")

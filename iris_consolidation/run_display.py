@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from .inventory_display import checkpoint_line, window_line
 from .lineage_display import UndoNote, undo_note
-from .models import ClusterReview, ConsolidationRun, LineageEvent
+from .models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,9 +200,7 @@ def run_progress(run: ConsolidationRun) -> RunProgress:
     percent = 100 if not in_progress else (int(100 * done / total) if total else 0)
     phase1: tuple[tuple[int, str], ...] = ()
     if in_progress:
-        from .services.queue.jobs import phase1_progress
-
-        phase1 = tuple(phase1_progress(run.pk))
+        phase1 = tuple(ConsolidationJob.objects.in_run(run.pk).phase1_progress())
     return RunProgress(
         embedded=run.embedded,
         phase1=phase1,
@@ -393,8 +393,6 @@ def _ago(seconds: float) -> str:
 
 def queue_lines(overview: Any, *, now: datetime | None = None) -> list[tuple[str, str]]:
     """The queue's state as (label, text) rows: workers, jobs, throughput; pure."""
-    from django.utils import timezone
-
     now = now or timezone.now()
     if overview.clusters:
         workers = "; ".join(

@@ -7,16 +7,46 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ValidationError
 from django.db import connection
-from django.db.models import Case, Count, Exists, IntegerField, Model, OuterRef, Prefetch, Q, QuerySet, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    IntegerField,
+    Max,
+    Model,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.db.models.expressions import RawSQL
+from django.utils import timezone
+from django_q.models import Schedule
+from django_q.status import Stat
 
+from .choices import WEEKLY_SCHEDULE
+from .conf import app_settings
 from .exceptions import UnknownUser
-from .models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
+from .models import (
+    ClusterReview,
+    ConsolidationJob,
+    ConsolidationRun,
+    LineageEvent,
+    Origin,
+    RetiredReason,
+    ScheduleLock,
+    Truth,
+    TruthChange,
+)
 
 UNKNOWN_USER = "No user has the id or username {value!r}. Check the value, e.g. with export_truths."
 
@@ -60,8 +90,6 @@ def get_user(*, value: str | int) -> Model:
 
     A primary key wins over a natural key of the same text. Raises ``UnknownUser``.
     """
-    from django.core.exceptions import ValidationError
-
     User = get_user_model()
     text = str(value).strip()
     try:
@@ -335,24 +363,17 @@ class ConsolidationStatus:
 
 def get_run_progress(*, run: ConsolidationRun) -> RunProgress:
     """``run``, its jobs counted by status, and its large users' phase 1 progress."""
-    from .services.queue.jobs import phase1_progress
-
+    jobs = ConsolidationJob.objects.in_run(run.pk)
     return RunProgress(
         run=run,
-        jobs=ConsolidationJob.objects.in_run(run.pk).counts_by_status(),
-        phase1=tuple(phase1_progress(run.pk)),
+        jobs=jobs.counts_by_status(),
+        phase1=tuple(jobs.phase1_progress()),
     )
 
 
 def get_consolidation_status() -> ConsolidationStatus:
     """The queue's state for operators; reads only (two queries per run in flight)."""
-    from django_q.models import Schedule
-
-    from .conf import app_settings
-    from .models import ScheduleLock
-    from .services.queue import dispatch
-
-    weekly = Schedule.objects.filter(name=dispatch.WEEKLY_SCHEDULE).order_by("id").first()
+    weekly = Schedule.objects.filter(name=WEEKLY_SCHEDULE).order_by("id").first()
     counts = dict(ConsolidationRun.objects.values_list("status").annotate(n=Count("id")).order_by())
     lock = ScheduleLock.objects.filter(name=ScheduleLock.SCHEDULED_RUNS).first()
     in_flight = tuple(
@@ -395,10 +416,9 @@ class TruthHistory:
 
 def get_truth_history(*, truth: Truth) -> TruthHistory:
     """The history of ``truth`` (three queries); reads only."""
+    # Here, not at the top: only the admin's history reads it, and a host project may
+    # leave django.contrib.admin out of INSTALLED_APPS (its models cannot load then).
     from django.contrib.admin.models import LogEntry
-    from django.contrib.contenttypes.models import ContentType
-
-    from .models import TruthChange
 
     changes = (
         TruthChange.objects.filter(truth_id=truth.pk)
@@ -431,8 +451,6 @@ def get_made_at(*, truth: Truth) -> datetime | None:
     ``Truth.created_at`` is when the user last stated it (a consolidated truth takes
     its newest source's date, which supersede compares), so it is not this.
     """
-    from .models import TruthChange
-
     audit = TruthChange.objects.filter(truth_id=truth.pk).order_by("created_at", "id")
     first = audit.values_list("created_at", flat=True).first()
     if first is not None:
@@ -518,8 +536,6 @@ class QueueOverview:
 
 
 def _django_q_clusters() -> tuple[WorkerCluster, ...]:
-    from django_q.status import Stat
-
     try:
         stats = Stat.get_all()
     except Exception:  # a broker that cannot be reached reports no cluster
@@ -539,13 +555,6 @@ def _django_q_clusters() -> tuple[WorkerCluster, ...]:
 def get_queue_overview(*, now: datetime | None = None) -> QueueOverview:
     """Workers alive, jobs waiting, running and failed, throughput (one query plus
     django-q2's statistics); reads only."""
-    from datetime import timedelta
-
-    from django.db.models import Max
-    from django.utils import timezone
-
-    from .models import ConsolidationJob
-
     now = now or timezone.now()
     status = ConsolidationJob.Status
     in_flight = Q(run__status__in=[ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING])
@@ -580,12 +589,6 @@ def is_waiting_for_worker(*, run: ConsolidationRun, overview: QueueOverview, now
     A run in progress with no ``qcluster`` alive used to show "Running" for ever; this
     is what the run page and ``consolidation_status`` say instead (issue 15).
     """
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from .models import ConsolidationJob
-
     if run.status not in (ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING) or overview.worker_seen:
         return False
     if run.execution != ConsolidationRun.Execution.QUEUED:
@@ -600,6 +603,4 @@ def is_waiting_for_worker(*, run: ConsolidationRun, overview: QueueOverview, now
 
 def count_failed_jobs(*, run: ConsolidationRun) -> int:
     """Failed jobs of ``run``: what "retry failed clusters" re-queues (one query)."""
-    from .models import ConsolidationJob
-
     return ConsolidationJob.objects.filter(run=run, status=ConsolidationJob.Status.FAILED).count()

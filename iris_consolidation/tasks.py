@@ -22,14 +22,15 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.dateparse import parse_datetime
+from django_q.brokers import get_broker
 from django_q.exceptions import TimeoutException
 
 from .embeddings import Embedder, LocalEmbedder, get_embedder
 from .llm import get_judge_client
 from .models import ConsolidationJob, ConsolidationRun
 from .services.pipeline import consolidation
-from .services.pipeline.clustering import CandidateCluster
-from .services.queue import dispatch, jobs, scheduling, workers
+from .services.queue import creation, delivery, dispatch, lifecycle, recovery, scheduling, workers
+from .services.queue.keys import worker_name
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def enqueue_run(run: ConsolidationRun) -> int:
     The tasks are sent when the current transaction commits. A run with no user to
     consolidate is finished at once.
     """
-    return len(jobs.start_queued_run(run))
+    return len(lifecycle.start_run(run))
 
 
 @functools.cache
@@ -62,8 +63,6 @@ def _clear_worker_embedder(*, setting: str, **kwargs: object) -> None:
 
 def _broker_idle() -> bool:
     """Whether the broker's queue holds no task ready to be fetched."""
-    from django_q.brokers import get_broker
-
     try:
         return int(get_broker().queue_size() or 0) == 0
     except Exception:  # an unreachable broker says nothing about lost messages
@@ -73,7 +72,7 @@ def _broker_idle() -> bool:
 
 def _settle(run_id: Any) -> None:
     """Recover the run's stalled jobs and refresh its status (after every delivery)."""
-    jobs.recover(broker_idle=_broker_idle, run_id=run_id)
+    recovery.recover(broker_idle=_broker_idle, run_id=run_id)
 
 
 def _run_claimed(job: ConsolidationJob | list[ConsolidationJob], work: Callable[[], Any]) -> Any:
@@ -98,7 +97,7 @@ def _run_claimed(job: ConsolidationJob | list[ConsolidationJob], work: Callable[
 
 def _fault(job: ConsolidationJob, error: str) -> None:
     try:
-        jobs.record_fault(job, error=error)
+        delivery.record_fault(job, error=error)
         _settle(job.run_id)
     except BaseException:  # the lease expiry will recover the job; keep the first error
         logger.exception("run %s: could not record a fault on job %s", job.run_id, job.key)
@@ -106,34 +105,18 @@ def _fault(job: ConsolidationJob, error: str) -> None:
 
 def plan_user(run_id: str, user_id: int) -> dict[str, Any]:
     """Task: phase 1 for one user, then send its cluster tasks."""
-    job = jobs.claim(jobs.ensure_user_job(run_id, int(user_id)).pk, worker=jobs.worker_name())
+    job = delivery.claim(creation.ensure_user_job(run_id, int(user_id)).pk, worker=worker_name())
     if job is None:
         return {"user_id": user_id, "skipped": True}
     return _run_claimed(job, lambda: workers.plan_user_job(job, embedder=_worker_embedder()))
-
-
-def consolidate_cluster(run_id: str, cluster: dict[str, Any]) -> dict[str, Any]:
-    """Task: phase 2 for one cluster (rate-limited); the run is finished by its last job."""
-    candidate = CandidateCluster(
-        user_id=int(cluster["user_id"]),
-        member_ids=tuple(int(i) for i in cluster["member_ids"]),
-        similarities=tuple(float(s) for s in cluster["similarities"]),
-    )
-    job = jobs.claim(jobs.ensure_cluster_job(run_id, candidate).pk, worker=jobs.worker_name())
-    if job is None:
-        return {"seed_id": candidate.seed_id, "skipped": True}
-    return _run_claimed(
-        job,
-        lambda: workers.judge_cluster_job(job, client=get_judge_client(), embedder=_worker_embedder()),
-    )
 
 
 def consolidate_batch(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
     """Task: phase 2 for a batch of one user's cluster jobs, judged in one model call
     (rate-limited as one call); the run is finished by its last job. Jobs another
     delivery holds or finished are left out."""
-    worker = jobs.worker_name()
-    claimed = [job for job in (jobs.claim(int(pk), worker=worker) for pk in job_ids) if job is not None]
+    worker = worker_name()
+    claimed = [job for job in (delivery.claim(int(pk), worker=worker) for pk in job_ids) if job is not None]
     if not claimed:
         return [{"jobs": list(job_ids), "skipped": True}]
     return _run_claimed(
@@ -159,7 +142,7 @@ def enqueue_users(user_ids: list[int], *, mode: str, trigger: str, judge: str = 
 def apply_review(run_id: str, review_id: int) -> dict[str, Any]:
     """Task: apply one previewed verdict of a dry run (its apply job); the run is
     finished by its last job."""
-    job = jobs.claim(jobs.ensure_apply_job(run_id, int(review_id)).pk, worker=jobs.worker_name())
+    job = delivery.claim(creation.ensure_apply_job(run_id, int(review_id)).pk, worker=worker_name())
     if job is None:
         return {"review_id": review_id, "skipped": True}
     return _run_claimed(job, lambda: workers.apply_review_job(job, embedder=_worker_embedder()))
@@ -178,4 +161,4 @@ def scheduled_consolidation(scheduled_for: str | datetime | None = None) -> dict
 
 def recover_jobs() -> dict[str, int]:
     """Task of the minutely sweep: re-queue jobs left by dead workers or lost messages."""
-    return jobs.recover(broker_idle=_broker_idle)
+    return recovery.recover(broker_idle=_broker_idle)

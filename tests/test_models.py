@@ -212,3 +212,15 @@ def test_a_real_runs_name_says_real_run_not_its_queue_mode():
     run = ConsolidationRun.objects.create(threshold=0.8, mode=ConsolidationRun.Mode.QUEUED)
 
     assert str(run) == f"Run {str(run.pk)[:8]} (Real run, Pending)"
+
+
+def test_merge_protection_states_the_consequences_of_protection_once():
+    from iris_consolidation.choices import MergeProtection
+
+    none = MergeProtection.of(("t1", "t2"), lambda alias: False)
+    one = MergeProtection.of(("t1", "t2", "t3"), lambda alias: alias == "t2")
+    two = MergeProtection.of(("t1", "t2", "t3"), lambda alias: alias != "t1")
+
+    assert (none.keeper, none.allowed, none.retiring, none.needs_embedding) == (None, True, ("t1", "t2"), True)
+    assert (one.keeper, one.allowed, one.retiring, one.needs_embedding) == ("t2", True, ("t1", "t3"), False)
+    assert (two.keeper, two.allowed, two.retiring) == ("t2", False, ("t1",))

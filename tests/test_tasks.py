@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 
 import pytest
+from django.utils import timezone
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, Origin, Truth
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import dispatch, jobs
+from iris_consolidation.services.queue import creation, delivery, dispatch, recovery
 from tests import llm_stub
 from tests.conftest import vector_at
 
@@ -64,13 +65,12 @@ def test_cluster_task_delivered_twice_applies_its_verdict_once(two_clusters, dja
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     job = ConsolidationJob.objects.get(run=run, kind="cluster", user__username="alice")
-    cluster = {"user_id": job.user_id, "member_ids": job.member_ids, "similarities": job.similarities}
 
     with django_capture_on_commit_callbacks(execute=True):
-        again = tasks.consolidate_cluster(str(run.pk), cluster)
+        again = tasks.consolidate_batch(str(run.pk), [job.pk])
 
     run.refresh_from_db()
-    assert again == {"seed_id": job.member_ids[0], "skipped": True}
+    assert again == [{"jobs": [job.pk], "skipped": True}]
     assert (run.clusters_done, run.merged, run.retired) == (2, 2, 4)
     assert Truth.all_objects.filter(origin=Origin.CONSOLIDATED).count() == 2
     assert ClusterReview.objects.filter(run=run).count() == 2
@@ -113,16 +113,12 @@ def test_redelivery_after_the_write_finishes_the_job_without_asking_the_judge_ag
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     job = ConsolidationJob.objects.get(run=run, kind="cluster")
-    from django.utils import timezone
-
     ConsolidationJob.objects.filter(pk=job.pk).update(status="running", lease_until=timezone.now(), review=None)
     run.refresh_from_db()
     calls = len(llm_server.chat_requests())
 
     with django_capture_on_commit_callbacks(execute=True):
-        tasks.consolidate_cluster(
-            str(run.pk), {"user_id": job.user_id, "member_ids": job.member_ids, "similarities": job.similarities}
-        )
+        tasks.consolidate_batch(str(run.pk), [job.pk])
 
     job.refresh_from_db()
     assert (job.status, job.faults, job.deliveries) == ("done", 1, 2)
@@ -140,24 +136,29 @@ def test_unexpected_error_is_a_fault_requeued_until_job_attempts(two_clusters, s
     consolidation.start_run(run)
     members = two_clusters["alice"]
     cluster = {"user_id": members[0].user_id, "member_ids": [t.pk for t in members], "similarities": [1.0, 0.95]}
-    job = jobs.ensure_cluster_job(
+    job = creation.create_cluster_jobs(
         run.pk,
-        CandidateCluster(user_id=members[0].user_id, member_ids=tuple(cluster["member_ids"]), similarities=(1.0, 0.95)),
-    )
+        [
+            CandidateCluster(
+                user_id=members[0].user_id, member_ids=tuple(cluster["member_ids"]), similarities=(1.0, 0.95)
+            )
+        ],
+        now=timezone.now(),
+    )[0]
     settings.IRIS_CONSOLIDATION_JUDGE = "nonexistent"  # get_judge_client raises JudgeMisconfigured
 
     with pytest.raises(JudgeMisconfigured):  # django-q2 records the failure
-        tasks.consolidate_cluster(str(run.pk), cluster)
+        tasks.consolidate_batch(str(run.pk), [job.pk])
     job.refresh_from_db()
     assert (job.status, job.faults) == ("queued", 1)
 
     with pytest.raises(JudgeMisconfigured):
-        tasks.consolidate_cluster(str(run.pk), cluster)
+        tasks.consolidate_batch(str(run.pk), [job.pk])
     job.refresh_from_db()
     run.refresh_from_db()
     assert (job.status, job.faults) == ("failed", 2)
     assert job.error.startswith(
-        jobs.GAVE_UP.format(faults=2, attempts=2, error="JudgeMisconfigured: Unknown judge")[:60]
+        delivery.GAVE_UP.format(faults=2, attempts=2, error="JudgeMisconfigured: Unknown judge")[:60]
     )
     assert job.review.outcome == "failed"
     assert (run.status, run.failed) == ("failed", 1)
@@ -187,16 +188,21 @@ def test_two_deliveries_judging_at_once_apply_the_verdict_once(two_clusters):
     members = two_clusters["alice"]
     from iris_consolidation.services.pipeline.clustering import CandidateCluster
 
-    job = jobs.ensure_cluster_job(
+    job = creation.create_cluster_jobs(
         run.pk,
-        CandidateCluster(user_id=members[0].user_id, member_ids=tuple(t.pk for t in members), similarities=(1.0, 0.95)),
-    )
-    claimed = jobs.claim(job.pk)
+        [
+            CandidateCluster(
+                user_id=members[0].user_id, member_ids=tuple(t.pk for t in members), similarities=(1.0, 0.95)
+            )
+        ],
+        now=timezone.now(),
+    )[0]
+    claimed = delivery.claim(job.pk)
     outcomes: list[str] = []
 
     def deliver() -> None:
         try:
-            result = workers.judge_cluster_job(claimed, client=TogetherJudge(), embedder=_Embedder())
+            result = workers.judge_batch_job([claimed], client=TogetherJudge(), embedder=_Embedder())[0]
             outcomes.append(result["outcome"])
         finally:
             connection.close()
@@ -239,7 +245,7 @@ def test_retry_after_the_model_was_unavailable_asks_the_model_again(
         llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Is a nurse", "reason": "same"}])
     ]
     with django_capture_on_commit_callbacks(execute=True):
-        assert jobs.retry_failed(run.pk) == 1
+        assert recovery.retry_failed(run.pk) == 1
 
     run.refresh_from_db()
     assert (run.status, run.merged, run.failed) == ("done", 1, 0)
@@ -318,16 +324,16 @@ def test_phase_one_progress_is_shown_while_a_user_continues(user_factory, truth_
     run.status = "running"
     run.users, run.embedded = 1, 4000
     run.save()
-    job = jobs.ensure_user_job(run.pk, alice.pk)
-    note = jobs.PHASE1_CONTINUES.format(embedded=2000, pending=16000)
-    ConsolidationJob.objects.filter(pk=job.pk).update(error=note)
+    job = creation.ensure_user_job(run.pk, alice.pk)
+    note = delivery.PHASE1_CONTINUES.format(embedded=2000, pending=16000)
+    ConsolidationJob.objects.filter(pk=job.pk).update(error=note, continues=True)
 
     from io import StringIO
 
     out = StringIO()
     call_command("consolidation_status", stdout=out)
 
-    assert jobs.phase1_progress(run.pk) == [(alice.pk, note)]
+    assert ConsolidationJob.objects.in_run(run.pk).phase1_progress() == [(alice.pk, note)]
     assert "0 of 1 users planned, 4000 truths embedded" in out.getvalue()
     assert f"user {alice.pk}: {note}" in out.getvalue()
 

@@ -5,14 +5,15 @@
 - ``undo``: the undo confirmation pages of truths and reviews;
 - ``runs``: runs (progress, reviews, applying a dry run), reviews, lineage events;
 - ``knowledge``: chat sessions, notes and learned rules (hygiene part 2);
+- ``records``: what is kept between runs (audit, cursors, passes, verdict cache) and the live settings;
 - ``base``: permission helpers and read-only history admins.
 
 Seeing anything needs the view permission on truths (runs and reviews show truth
 text); pinning, running, applying and undoing need the change permission on truths.
 """
 
-from . import incremental  # noqa: F401  (audit, cursors, verdict cache, live settings)
 from . import knowledge  # noqa: F401  (sessions, notes, learned rules)
+from . import records  # noqa: F401  (audit, cursors, passes, verdict cache, live settings)
 from .runs import ClusterReviewAdmin, ConsolidationRunAdmin, LineageEventAdmin
 from .truths import TruthAdmin
 

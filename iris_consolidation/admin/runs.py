@@ -29,7 +29,7 @@ from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageE
 from ..services.hygiene import stages
 from ..services.operations import dry_runs
 from ..services.pipeline.forecast import Forecast
-from ..services.queue import jobs
+from ..services.queue import lifecycle, recovery
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
 from .undo import ReviewUndoMixin
 
@@ -335,12 +335,12 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         return can_change_truths(request)
 
     def _retry(self, request: HttpRequest, run: ConsolidationRun) -> None:
-        """Re-queue ``run``'s failed jobs through ``jobs.retry_failed`` (as ``retry_consolidation``)."""
+        """Re-queue ``run``'s failed jobs through ``recovery.retry_failed`` (as ``retry_consolidation``)."""
         short = str(run.pk)[:8]
         if run.mode != ConsolidationRun.Mode.QUEUED:
             self.message_user(request, RETRY_NOT_QUEUED.format(run=short, mode=run.get_mode_display()), messages.ERROR)
             return
-        count = jobs.retry_failed(run.pk)
+        count = recovery.retry_failed(run.pk)
         if count:
             self.message_user(request, RETRIED.format(run=short, count=count), messages.SUCCESS)
         else:
@@ -371,7 +371,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
 
     def _apply(self, request: HttpRequest, run: ConsolidationRun) -> ConsolidationRun | None:
         try:
-            application, review_ids = dry_runs.start_application(dry_run_id=run.pk, actor=request.user.get_username())
+            application, review_ids = lifecycle.start_application(dry_run_id=run.pk, actor=request.user.get_username())
         except ApplyRefused as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return None

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from django.db import transaction
 
+from .. import run_settings
 from ..embeddings import Embedder
 from ..exceptions import InvalidInput
 from ..models import Truth
 from ..services.operations import transfer
-from ..services.pipeline import clustering, consolidation
+from ..services.pipeline import clustering
 from . import scoring
 
 #: 0.40, 0.45, ..., 0.90: the range issue 16 asks for.
@@ -63,7 +64,7 @@ def count_clusters(
 
     Raises ``InvalidInput`` for a missing or bad file or a threshold outside (0, 1].
     """
-    values = [consolidation.validate_threshold(t) for t in thresholds]
+    values = [run_settings.validate_threshold(t) for t in thresholds]
     if not truths_path.is_file():
         raise InvalidInput(scoring.NO_FILE.format(path=truths_path))
     with truths_path.open(encoding="utf-8") as handle:

@@ -39,12 +39,12 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
-from .. import textfacts
+from .. import run_settings, textfacts
+from ..choices import is_protected
 from ..conf import app_settings
 from ..embeddings import Embedder
 from ..exceptions import InvalidInput, JudgeRateLimited
 from ..llm.base import JudgeClient
-from ..choices import is_protected
 from ..models import ClusterReview, ConsolidationRun, Origin, Truth
 from ..services.operations import transfer
 from ..services.pipeline import clustering, consolidation
@@ -484,7 +484,7 @@ def score_pairs_at(
     Raises ``InvalidInput`` (bad file or threshold; nothing runs) or ``ValueError`` if
     neither ``client`` nor ``oracle`` is given. Writes nothing that outlives the call.
     """
-    thresholds = [consolidation.validate_threshold(t) for t in thresholds]
+    thresholds = [run_settings.validate_threshold(t) for t in thresholds]
     if client is None and not oracle:
         raise ValueError("score_pairs needs a judge client or oracle=True")
     if not pairs_path.is_file():

@@ -24,7 +24,7 @@ class MemberView:
     protected: bool = False
     origin: str = "promoted"
     pinned: bool = False
-    #: The truth's composite quality in 0..1 (services/hygiene/quality.py); not sent to
+    #: The truth's composite quality in 0..1 (``quality.py``); not sent to
     #: a model. The rule judge keeps the best one's text where it has no other preference.
     quality: float = 0.0
     #: Distillation score; the rule judge's tie-break between equal texts (never sent to a model).

@@ -25,7 +25,9 @@ import openai  # noqa: E402  (litellm's exceptions derive from the OpenAI client
 
 litellm.suppress_debug_info = True  # no "Give Feedback" banners on the operator's terminal
 
+from ..choices import llm_judge_name  # noqa: E402
 from ..conf import app_settings  # noqa: E402
+from ..embeddings import check_dimensions  # noqa: E402
 from ..exceptions import (  # noqa: E402
     EmbeddingError,
     JudgeMisconfigured,
@@ -33,6 +35,7 @@ from ..exceptions import (  # noqa: E402
     JudgeResponseInvalid,
     JudgeUnavailable,
 )
+from ..models import EMBEDDING_DIMENSIONS  # noqa: E402
 from . import second_look  # noqa: E402
 from .base import BatchReply, JudgeRequest, NoiseCandidate, NoiseReply, Spend, Verdict  # noqa: E402
 from .parsing import parse_batch, parse_noise  # noqa: E402
@@ -164,7 +167,7 @@ class LiteLLMJudge:
         # Only for a server of our own (the replay of recorded replies): a provider's key
         # is read by litellm from the environment, never passed or stored here.
         self._api_key = api_key
-        self.name = f"llm:{model}"
+        self.name = llm_judge_name(model)
         self.calls_model = True
 
     @property
@@ -237,6 +240,37 @@ class LiteLLMJudge:
         except openai.OpenAIError as exc:  # every other status litellm maps (500, 400, ...)
             raise JudgeUnavailable(f"{model} failed: {type(exc).__name__}") from exc
 
+    def _ask(
+        self, messages: list[dict[str, Any]], parse: Callable[[str], T], *, what: str, model: str | None = None
+    ) -> tuple[T, str, Spend, int]:
+        """The one retry loop of every call: ``parse`` turns the reply's text into its
+        result or raises ``JudgeResponseInvalid``; a malformed or truncated reply is asked
+        again, up to ``attempts`` calls in all. Returns ``(result, raw text, spend,
+        attempt)``. Raises ``JudgeResponseInvalid`` (the last one) or ``JudgeUnavailable``
+        (``JudgeRateLimited`` for a 429), each with ``spend``: every attempt's, the
+        failed ones included. ``model`` is the judge's unless given (the second look's)."""
+        spend = Spend()
+        last_error: JudgeResponseInvalid | None = None
+        for attempt in range(1, self.attempts + 1):
+            try:
+                response = self._complete(messages, model=model)
+            except JudgeUnavailable as exc:
+                exc.spend = spend
+                raise
+            spend = spend + usage_spend(response)
+            choice = response.choices[0]
+            raw = choice.message.content or ""
+            try:
+                if choice.finish_reason == "length":
+                    raise JudgeResponseInvalid(TRUNCATED, raw=raw)
+                return parse(raw), raw, spend, attempt
+            except JudgeResponseInvalid as exc:
+                last_error = exc
+                logger.warning("%s reply invalid (attempt %d/%d): %s", what, attempt, self.attempts, exc)
+        assert last_error is not None
+        last_error.spend = spend
+        raise last_error
+
     def judge_batch(self, requests: Sequence[JudgeRequest]) -> BatchReply:
         """One call over ``requests`` (see the class docstring and ``JudgeClient``).
 
@@ -246,54 +280,32 @@ class LiteLLMJudge:
         messages = build_messages(requests, cacheable=self._cacheable())
         ids = [cluster_id(i) for i in range(len(requests))]
         weights = [len(payload([r])) for r in requests]
-        spend = Spend()
         started = time.monotonic()
-        last_error: JudgeResponseInvalid | None = None
-        for attempt in range(1, self.attempts + 1):
-            try:
-                response = self._complete(messages)
-            except JudgeUnavailable as exc:
-                exc.spend = spend  # type: ignore[attr-defined]
-                raise
-            spend = spend + usage_spend(response)
-            choice = response.choices[0]
-            raw = choice.message.content or ""
-            try:
-                if choice.finish_reason == "length":
-                    raise JudgeResponseInvalid(TRUNCATED, raw=raw)
-                results = parse_batch(raw, ids)
-            except JudgeResponseInvalid as exc:
-                last_error = exc
-                logger.warning("judge reply invalid (attempt %d/%d): %s", attempt, self.attempts, exc)
+        results, raw, spend, attempt = self._ask(messages, lambda text: parse_batch(text, ids), what="judge")
+        latency_ms = int((time.monotonic() - started) * 1000)
+        verdicts: list[Verdict | None] = []
+        errors: list[str] = []
+        for result in results:
+            if isinstance(result, JudgeResponseInvalid):
+                verdicts.append(None)
+                errors.append(str(result))
                 continue
-            latency_ms = int((time.monotonic() - started) * 1000)
-            verdicts: list[Verdict | None] = []
-            errors: list[str] = []
-            for result in results:
-                if isinstance(result, JudgeResponseInvalid):
-                    verdicts.append(None)
-                    errors.append(str(result))
-                    continue
-                actions, reasoning = result
-                verdicts.append(
-                    Verdict(
-                        actions=actions,
-                        reasoning=reasoning,
-                        raw=raw,
-                        model=self.model,
-                        prompt_version=PROMPT_VERSION,
-                        latency_ms=latency_ms,
-                        attempts=attempt,
-                    )
+            actions, reasoning = result
+            verdicts.append(
+                Verdict(
+                    actions=actions,
+                    reasoning=reasoning,
+                    raw=raw,
+                    model=self.model,
+                    prompt_version=PROMPT_VERSION,
+                    latency_ms=latency_ms,
+                    attempts=attempt,
                 )
-                errors.append("")
-            return BatchReply(
-                verdicts=tuple(verdicts), errors=tuple(errors), raw=raw, spend=spend, shares=tuple(spend.share(weights))
             )
-        assert last_error is not None
-        last_error.llm_calls = spend.calls  # type: ignore[attr-defined]
-        last_error.spend = spend  # type: ignore[attr-defined]
-        raise last_error
+            errors.append("")
+        return BatchReply(
+            verdicts=tuple(verdicts), errors=tuple(errors), raw=raw, spend=spend, shares=tuple(spend.share(weights))
+        )
 
     def classify_noise(self, candidates: Sequence[NoiseCandidate]) -> NoiseReply:
         """One call over the noise detector's ``candidates`` (rho's "30-day test";
@@ -304,93 +316,41 @@ class LiteLLMJudge:
         A reply that is malformed or truncated as a whole is asked again up to
         ``attempts`` times in all, then raises ``JudgeResponseInvalid``; transport errors
         raise ``JudgeUnavailable`` (``JudgeRateLimited`` for a 429), as ``judge_batch``.
-        Either carries ``spend``.
+        Either carries ``spend`` (``_ask``).
         """
         messages = build_noise_messages(candidates, cacheable=self._cacheable())
         ids = [c.alias for c in candidates]
-        spend = Spend()
-        last_error: JudgeResponseInvalid | None = None
-        for attempt in range(1, self.attempts + 1):
-            try:
-                response = self._complete(messages)
-            except JudgeUnavailable as exc:
-                exc.spend = spend  # type: ignore[attr-defined]
-                raise
-            spend = spend + usage_spend(response)
-            choice = response.choices[0]
-            raw = choice.message.content or ""
-            try:
-                if choice.finish_reason == "length":
-                    raise JudgeResponseInvalid(TRUNCATED, raw=raw)
-                noise, reasons = parse_noise(raw, ids)
-            except JudgeResponseInvalid as exc:
-                last_error = exc
-                logger.warning("noise reply invalid (attempt %d/%d): %s", attempt, self.attempts, exc)
-                continue
-            return NoiseReply(noise=noise, reasons=reasons, raw=raw, model=self.model,
-                              prompt_version=NOISE_PROMPT_VERSION, attempts=attempt, spend=spend)
-        assert last_error is not None
-        last_error.spend = spend  # type: ignore[attr-defined]
-        raise last_error
+        (noise, reasons), raw, spend, attempt = self._ask(messages, lambda text: parse_noise(text, ids), what="noise")
+        return NoiseReply(noise=noise, reasons=reasons, raw=raw, model=self.model,
+                          prompt_version=NOISE_PROMPT_VERSION, attempts=attempt, spend=spend)
 
     def ask_json(self, messages: list[dict[str, Any]], parse: Callable[[str], T]) -> tuple[T, Spend]:
         """One call of the part-2 stages (mining, relocation, promotion): ``parse`` turns
         the reply's text into its result or raises ``JudgeResponseInvalid``; a malformed
-        or truncated reply is asked again, up to ``attempts`` calls in all.
+        or truncated reply is asked again, up to ``attempts`` calls in all (``_ask``).
 
-        Returns ``(result, spend)``. Raises ``JudgeResponseInvalid`` (the last one, with
-        ``spend``), ``JudgeUnavailable`` or ``JudgeRateLimited`` as ``judge_batch`` does.
+        Returns ``(result, spend)``. Raises ``JudgeResponseInvalid`` (the last one),
+        ``JudgeUnavailable`` or ``JudgeRateLimited``, each with the ``spend`` of every
+        attempt.
         """
-        spend = Spend()
-        last_error: JudgeResponseInvalid | None = None
-        for attempt in range(1, self.attempts + 1):
-            response = self._complete(messages)
-            spend = spend + usage_spend(response)
-            choice = response.choices[0]
-            raw = choice.message.content or ""
-            try:
-                if choice.finish_reason == "length":
-                    raise JudgeResponseInvalid(TRUNCATED, raw=raw)
-                return parse(raw), spend
-            except JudgeResponseInvalid as exc:
-                last_error = exc
-                logger.warning("model reply invalid (attempt %d/%d): %s", attempt, self.attempts, exc)
-        assert last_error is not None
-        last_error.spend = spend  # type: ignore[attr-defined]
-        raise last_error
+        result, _, spend, _ = self._ask(messages, parse, what="model")
+        return result, spend
 
     def second_look(self, checks: Sequence[second_look.Check]) -> second_look.Reply:
         """One call over the flagged ``checks`` of a batch (``llm/second_look.py``), to the
         verify model: the model's answer per check alias. A malformed or truncated reply
-        is asked again up to ``attempts`` calls in all, then raises ``JudgeResponseInvalid``;
-        transport errors raise ``JudgeUnavailable`` (``JudgeRateLimited`` for a 429). Either
-        carries ``spend``.
+        is asked again up to ``attempts`` calls in all (``_ask``), then raises
+        ``JudgeResponseInvalid``; transport errors raise ``JudgeUnavailable``
+        (``JudgeRateLimited`` for a 429). Either carries ``spend``.
         """
-        messages = second_look.build_messages(checks)
         ids = [c.alias for c in checks]
-        spend = Spend()
-        last_error: JudgeResponseInvalid | None = None
-        for attempt in range(1, self.attempts + 1):
-            try:
-                response = self._complete(messages, model=self.verify_model)
-            except JudgeUnavailable as exc:
-                exc.spend = spend  # type: ignore[attr-defined]
-                raise
-            spend = spend + usage_spend(response)
-            choice = response.choices[0]
-            raw = choice.message.content or ""
-            try:
-                if choice.finish_reason == "length":
-                    raise JudgeResponseInvalid(TRUNCATED, raw=raw)
-                answers = second_look.parse(raw, ids)
-            except JudgeResponseInvalid as exc:
-                last_error = exc
-                logger.warning("second look reply invalid (attempt %d/%d): %s", attempt, self.attempts, exc)
-                continue
-            return second_look.Reply(answers=answers, raw=raw, model=self.verify_model, spend=spend)
-        assert last_error is not None
-        last_error.spend = spend  # type: ignore[attr-defined]
-        raise last_error
+        answers, raw, spend, _ = self._ask(
+            second_look.build_messages(checks),
+            lambda text: second_look.parse(text, ids),
+            what="second look",
+            model=self.verify_model,
+        )
+        return second_look.Reply(answers=answers, raw=raw, model=self.verify_model, spend=spend)
 
     def judge(self, request: JudgeRequest) -> Verdict:
         """One cluster alone (a call of one cluster, same wire form); see ``judge_batch``."""
@@ -398,8 +358,7 @@ class LiteLLMJudge:
         verdict = reply.verdicts[0]
         if verdict is None:
             error = JudgeResponseInvalid(reply.errors[0], raw=reply.raw)
-            error.llm_calls = reply.spend.calls  # type: ignore[attr-defined]
-            error.spend = reply.spend  # type: ignore[attr-defined]
+            error.spend = reply.spend
             raise error
         spend = reply.spend
         return replace(verdict, tokens=spend.tokens, cost=spend.cost, llm_calls=spend.calls, spend=spend)
@@ -418,9 +377,6 @@ class LiteLLMEmbedder:
         self.api_base = api_base
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        from ..embeddings import check_dimensions
-        from ..models import EMBEDDING_DIMENSIONS
-
         if not texts:
             return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
         kwargs: dict[str, Any] = {

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import textfacts
+from ..choices import MergeProtection
 from .base import Action, BatchReply, JudgeRequest, MemberView, Spend, Verdict
 
 RULES_VERSION = "rules-1"
@@ -89,14 +90,15 @@ def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
     """
     actions = []
     for group, reason in equivalent_groups(request.members):
-        protected = [m for m in group if m.protected]
-        if len(protected) > 1:
+        by_alias = {m.alias: m for m in group}
+        protection = MergeProtection.of_members(group)
+        if not protection.allowed:
             # Two protected truths can never both survive one merge: merge the others
             # into the first protected one only.
-            group = [m for m in group if not m.protected] + protected[:1]
+            group = [by_alias[a] for a in protection.retiring] + [by_alias[protection.keeper]]
             if len(group) < 2:
                 continue
-        keeper = protected[0] if protected else best_written(group)
+        keeper = by_alias[protection.keeper] if protection.keeper is not None else best_written(group)
         actions.append(
             Action(action="merge", ids=tuple(m.alias for m in group), content=keeper.content, reason=reason)
         )

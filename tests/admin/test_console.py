@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from iris_consolidation import run_display, selectors
-from iris_consolidation.admin import incremental as incremental_admin
+from iris_consolidation.admin import records as records_admin
 from iris_consolidation.admin import runs as run_admin
 from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
@@ -238,7 +238,7 @@ def test_live_settings_reject_an_out_of_range_threshold_in_plain_words(admin_cli
 
     html = response.content.decode()
     assert response.status_code == 200 and not LiveSettings.objects.exists()
-    assert incremental_admin.THRESHOLD_RANGE in html
+    assert records_admin.THRESHOLD_RANGE in html
     assert "live_settings_threshold_in_range" not in html
 
 

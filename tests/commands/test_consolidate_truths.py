@@ -18,8 +18,8 @@ from iris_consolidation.embeddings import WRONG_DIMENSIONS
 from iris_consolidation.llm.litellm_client import MISSING_KEY
 from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ConsolidationRun, Truth
+from iris_consolidation.run_settings import BAD_THRESHOLD
 from iris_consolidation.selectors import UNKNOWN_USER
-from iris_consolidation.services.pipeline.consolidation import BAD_THRESHOLD
 from tests.conftest import database_url, vector_at
 from tests.helpers import parse_summary, truth_state
 
@@ -344,10 +344,11 @@ def test_an_error_during_a_sync_run_fails_the_run_and_changes_no_truth(duplicate
 @pytest.mark.django_db
 def test_a_failed_run_keeps_the_notes_written_before_the_failure():
     from iris_consolidation.services.pipeline import consolidation
+    from iris_consolidation.services.queue import lifecycle
 
     run = consolidation.create_run(trigger="command", mode="sync")
     ConsolidationRun.objects.filter(pk=run.pk).update(notes="user 7: phase 1 continues in a new delivery\n")
-    consolidation.fail_run(run.pk, note="The embedder failed: boom")
+    lifecycle.fail_run(run.pk, note="The embedder failed: boom")
     run.refresh_from_db()
     assert run.status == ConsolidationRun.Status.FAILED
     assert run.notes == "user 7: phase 1 continues in a new delivery\nThe embedder failed: boom"

@@ -61,3 +61,26 @@ def test_missing_api_key_is_a_configuration_error(settings, monkeypatch):
 
     with pytest.raises(JudgeMisconfigured, match="ANTHROPIC_API_KEY"):
         get_judge_client()
+
+
+def test_ask_json_keeps_the_spend_of_earlier_attempts_when_a_later_one_fails(llm_server, settings):
+    """A malformed reply is asked again; when the second call fails in transport, the
+    error carries the first call's spend (it was made and billed). ``ask_json``'s own
+    copy of the retry loop used to drop it."""
+    from iris_consolidation.exceptions import JudgeUnavailable
+
+    settings.IRIS_CONSOLIDATION_JUDGE = "llm"
+    settings.IRIS_CONSOLIDATION_LLM_ATTEMPTS = 2
+    llm_server.script = [llm_stub.text("Sure! Ana lives in Porto."), llm_stub.error(500)]
+
+    def parse(raw: str) -> dict:
+        if not raw.startswith("{"):
+            raise JudgeResponseInvalid("not a JSON object", raw=raw)
+        return {}
+
+    with pytest.raises(JudgeUnavailable) as info:
+        get_judge_client("llm").ask_json([{"role": "user", "content": "{}"}], parse)
+
+    assert len(llm_server.chat_requests()) == 2
+    assert info.value.spend is not None
+    assert (info.value.spend.calls, info.value.spend.tokens) == (1, 70)

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ...embeddings import get_embedder
 from ...evaluation import calibration, scoring
 from ...exceptions import EmbeddingError, InvalidInput
-from ...services.pipeline.consolidation import validate_threshold
+from ...run_settings import validate_threshold
 from .eval_judge import figure as _figure
 
 

@@ -9,14 +9,15 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
+from rich.progress import Progress
 
-from ... import inventory_display, selectors, tasks
+from ... import inventory_display, run_settings, selectors, tasks
 from ...embeddings import get_embedder
 from ...exceptions import EmbeddingError, InvalidInput
 from ...llm import get_judge_client
 from ...models import ConsolidationRun
 from ...services.pipeline import consolidation, forecast
-from ...services.queue import execution
+from ...services.queue import execution, lifecycle
 
 
 class Command(BaseCommand):
@@ -70,10 +71,10 @@ class Command(BaseCommand):
             # An empty --user is an unknown user, not "every user".
             user_id = selectors.get_user(value=options["user"]).pk if options["user"] is not None else None
             threshold = (
-                consolidation.validate_threshold(options["threshold"]) if options["threshold"] is not None else None
+                run_settings.validate_threshold(options["threshold"]) if options["threshold"] is not None else None
             )
             if options["estimate"]:
-                estimate = forecast.estimate(
+                estimate = consolidation.estimate(
                     embedder=get_embedder(), threshold=threshold, user_id=user_id,
                     since=options["since"], full=options["full"],
                 )
@@ -108,7 +109,7 @@ class Command(BaseCommand):
         try:
             run = execution.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
         except EmbeddingError as exc:
-            consolidation.fail_run(run.pk, note=str(exc))
+            lifecycle.fail_run(run.pk, note=str(exc))
             raise CommandError(str(exc)) from exc
         except KeyboardInterrupt as exc:
             # Ctrl-C: a transaction it cut short was rolled back; the connection may be mid-query,
@@ -116,14 +117,14 @@ class Command(BaseCommand):
             if not connection.in_atomic_block:
                 connection.close()
             message = self.INTERRUPTED.format(run_id=run.pk)
-            consolidation.fail_run(run.pk, note=message)
+            lifecycle.fail_run(run.pk, note=message)
             raise CommandError(message, returncode=130) from exc
         except Exception as exc:
             # Any other error (a closed pipe, `... --sync | head`; a bug) fails the run too,
             # with its jobs, instead of leaving it "running" forever; the error propagates.
             if not connection.in_atomic_block:
                 connection.close()  # it may be mid-query; the run is closed on a fresh one
-            consolidation.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=f"{type(exc).__name__}: {exc}"))
+            lifecycle.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=f"{type(exc).__name__}: {exc}"))
             raise
         finally:
             progress.close()
@@ -165,8 +166,6 @@ class _Progress:
         self.bar: Any = None
         self.task: Any = None
         if verbosity >= 1 and sys.stdout.isatty() and command.stdout._out is sys.stdout:
-            from rich.progress import Progress
-
             self.bar = Progress(transient=True)
             self.bar.start()
 

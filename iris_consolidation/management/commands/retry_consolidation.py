@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...models import ConsolidationRun
-from ...services.queue import jobs
+from ...services.queue import recovery
 
 
 class Command(BaseCommand):
@@ -39,7 +39,7 @@ class Command(BaseCommand):
             raise CommandError(self.UNKNOWN_RUN.format(value=value))
         if run.mode != ConsolidationRun.Mode.QUEUED:
             raise CommandError(self.NOT_QUEUED.format(run_id=run.pk, mode=run.get_mode_display()))
-        count = jobs.retry_failed(run.pk)
+        count = recovery.retry_failed(run.pk)
         if not count:
             self.stdout.write(self.NOTHING.format(run_id=run.pk))
             return

@@ -39,8 +39,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from ...conf import app_settings
@@ -160,8 +160,6 @@ def user_ids_to_mine(run: ConsolidationRun) -> list[int]:
 def _policy() -> str:
     value = str(app_settings.MINING_CONFIDENCE).strip().lower()
     if value not in ("high", "medium"):
-        from django.core.exceptions import ImproperlyConfigured
-
         raise ImproperlyConfigured(BAD_POLICY.format(value=value))
     return value
 
@@ -232,7 +230,7 @@ def _model_candidates(
         prompts.messages_for(prompts.MINING_SYSTEM, data),
         lambda raw: prompts.parse_mining(raw, user_message_ids=own_ids),
     )
-    _count_spend(run, spend)
+    ConsolidationRun.objects.filter(pk=run.pk).add_spend(spend)
     items, rejected = reply
     for item in rejected:
         result.skipped.append(
@@ -246,15 +244,6 @@ def _model_candidates(
                   session=session.external_id, stated_at=max(aliases[a].at for a in i.evidence), order=start + n)
         for n, i in enumerate(items)
     ]
-
-
-def _count_spend(run: ConsolidationRun, spend: Any) -> None:
-    """Add a model call's spend to the run's counters (the budget and the report see it)."""
-    ConsolidationRun.objects.filter(pk=run.pk).update(
-        llm_calls=F("llm_calls") + spend.calls, tokens=F("tokens") + spend.tokens,
-        prompt_tokens=F("prompt_tokens") + spend.prompt_tokens, cached_tokens=F("cached_tokens") + spend.cached_tokens,
-        completion_tokens=F("completion_tokens") + spend.completion_tokens, cost=F("cost") + spend.cost,
-    )
 
 
 def find(*, run: ConsolidationRun, user_id: int, embedder: Embedder, client: Any | None) -> MiningResult:
@@ -277,19 +266,13 @@ def find(*, run: ConsolidationRun, user_id: int, embedder: Embedder, client: Any
             candidates.extend(_model_candidates(client=client, user_id=user_id, session=session, messages=messages,
                                                 embedder=embedder, start=len(candidates), result=result, run=run))
         except JudgeResponseInvalid as exc:
-            _count_spend(run, getattr(exc, "spend", None) or _zero())
+            ConsolidationRun.objects.filter(pk=run.pk).add_spend(exc.spend)
             result.errors.append(SESSION_FAILED.format(session=session.external_id, error=exc))
         except (JudgeUnavailable, JudgeRateLimited) as exc:
             result.errors.append(SESSION_FAILED.format(session=session.external_id, error=exc))
             break
     _decide(user_id=user_id, candidates=candidates, policy=policy, embedder=embedder, result=result)
     return result
-
-
-def _zero() -> Any:
-    from ...llm.base import Spend
-
-    return Spend()
 
 
 def _decide(

@@ -117,9 +117,8 @@ def confirm(
             reply = classify(candidates)
         except (JudgeUnavailable, JudgeResponseInvalid) as exc:
             logger.warning("noise classification failed; %d candidate(s) kept: %s", len(batch), exc)
-            spend = getattr(exc, "spend", None)
-            if isinstance(spend, Spend):
-                result.spend = result.spend + spend
+            if exc.spend is not None:
+                result.spend = result.spend + exc.spend
             result.errors += 1
             for truth in by_alias.values():
                 result.decisions[truth.pk] = (MODEL_ERROR, f"{type(exc).__name__}: {exc}"[:300])

@@ -67,8 +67,6 @@ class PromotionResult:
 def plan(*, run: ConsolidationRun, user_id: int, client: Any | None) -> tuple[PromotionResult, list[tuple[Truth, str, str]]]:
     """Ask the model about the user's candidates; returns the result and the rules to add
     as ``(truth, rule, reason)``. Writes nothing but the run's model-spend counters."""
-    from .mining import _count_spend
-
     result = PromotionResult()
     if client is None:
         result.skipped = NO_LLM
@@ -85,11 +83,10 @@ def plan(*, run: ConsolidationRun, user_id: int, client: Any | None) -> tuple[Pr
             lambda raw: prompts.parse_promotion(raw, offered=set(aliases)),
         )
     except (JudgeResponseInvalid, JudgeUnavailable, JudgeRateLimited) as exc:
-        if getattr(exc, "spend", None) is not None:
-            _count_spend(run, exc.spend)  # type: ignore[attr-defined]
+        ConsolidationRun.objects.filter(pk=run.pk).add_spend(exc.spend)
         result.errors.append(f"model call failed: {exc}")
         return result, []
-    _count_spend(run, spend)
+    ConsolidationRun.objects.filter(pk=run.pk).add_spend(spend)
     result.refused = [{"entry": r.entry, "why": r.why} for r in refused]
     return result, [(aliases[i.id], i.rule, i.reason) for i in items]
 

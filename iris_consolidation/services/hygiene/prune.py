@@ -17,7 +17,7 @@ from datetime import datetime
 
 from ...conf import app_settings
 from ...models import Truth
-from .quality import quality_of
+from ...quality import quality_of
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -113,8 +113,6 @@ class Plan:
 def plan(*, run: ConsolidationRun, user_id: int, client: Any | None) -> Plan:
     """Which truths to relocate (see the module docstring); writes nothing but the run's
     model-spend counters. A failed model call leaves the rule's decision."""
-    from .mining import _count_spend
-
     truths = candidates(user_id)
     by_rule = {t.pk: why for t in truths if (why := is_reference_heavy(t.content))}
     if client is None:
@@ -132,12 +130,11 @@ def plan(*, run: ConsolidationRun, user_id: int, client: Any | None) -> Plan:
             lambda raw: prompts.parse_relocation(raw, offered=set(aliases)),
         )
     except (JudgeResponseInvalid, JudgeUnavailable, JudgeRateLimited) as exc:
-        if getattr(exc, "spend", None) is not None:
-            _count_spend(run, exc.spend)  # type: ignore[attr-defined]
+        ConsolidationRun.objects.filter(pk=run.pk).add_spend(exc.spend)
         moves = [rule_move(t, by_rule[t.pk]) for t in truths if t.pk in by_rule]
         return Plan(moves=moves, examined=len(truths), errors=[f"model call failed, the rule decided: {exc}"],
                     refused=[])
-    _count_spend(run, spend)
+    ConsolidationRun.objects.filter(pk=run.pk).add_spend(spend)
     moves = [Move(truth=aliases[i.id], title=i.title, summary=i.summary, reason=i.reason or "classified by the model")
              for i in items]
     return Plan(moves=moves, examined=len(truths), errors=[],
@@ -247,9 +244,7 @@ def undo_relocation(*, truth_id: int, actor: str, reason: str) -> tuple[Truth, T
     """
     reason = reason.strip()
     if not reason:
-        from ..operations.undo import REASON_REQUIRED
-
-        raise UndoRefused(REASON_REQUIRED)
+        raise UndoRefused(UndoRefused.REASON_REQUIRED)
     with transaction.atomic():
         truth = Truth.all_objects.filter(pk=truth_id).first()
         pair = relocated_pair(truth) if truth is not None else None

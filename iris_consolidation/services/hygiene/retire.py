@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from ...conf import app_settings
 from ...exceptions import UndoRefused
 from ...models import ConsolidationRun, RetiredReason, Truth
+from ...run_settings import retirement_cap
 from ..pipeline import truth_events
 
 logger = logging.getLogger(__name__)
@@ -38,11 +40,9 @@ def retire(
     ``note`` maps a truth id to the audit row's text (the category or the figures).
     Locks the rows (ascending ids, as ``merging.record_review`` does) and re-checks
     protection under the lock; a truth retired or protected meanwhile is skipped.
-    Respects the run's retirement cap (``live_settings.retirement_cap``), counting
+    Respects the run's retirement cap (``run_settings.retirement_cap``), counting
     these on the run's ``retired``. Transaction: one. Returns the ids retired.
     """
-    from ..operations import live_settings
-
     if not truth_ids:
         return []
     retired: list[Truth] = []
@@ -50,7 +50,7 @@ def retire(
         room = None
         if run is not None:
             locked_run = ConsolidationRun.objects.select_for_update().get(pk=run.pk)
-            room = max(0, live_settings.retirement_cap(locked_run) - locked_run.retired)
+            room = max(0, retirement_cap(locked_run) - locked_run.retired)
         now = timezone.now()
         rows = Truth.all_objects.select_for_update().filter(pk__in=sorted(set(truth_ids))).order_by("pk")
         for truth in rows:
@@ -64,8 +64,6 @@ def retire(
             Truth.all_objects.filter(pk=truth.pk).update(retired_at=now, retired_reason=reason)
             retired.append(truth)
         if run is not None and retired:
-            from django.db.models import F
-
             ConsolidationRun.objects.filter(pk=run.pk).update(retired=F("retired") + len(retired))
         truth_events.record_changes(
             [

@@ -19,7 +19,7 @@ stale for phase 2, which re-reads every member under a lock. Their model calls u
 rule judge, mining uses the offline extractor, relocation the rule alone, and
 promotion reports "skipped: no LLM".
 
-Modes come from the run's stored settings (``effective_settings["stage_modes"]``:
+Modes come from the run's stored settings (``run_settings.run_modes``:
 live settings over ``IRIS_CONSOLIDATION_NOISE`` / ``_DECAY`` / ``_LEXICAL`` /
 ``_SEMANTIC`` / ``_PRUNE``), narrowed by ``consolidate_truths --only``. Each stage writes
 one ``StageResult`` per (run, user, stage): counts, seconds and up to
@@ -31,95 +31,27 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q, Sum
+from django.db.models import Q, Sum
 
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ...exceptions import InvalidInput, JudgeMisconfigured
-from ...llm.base import NoiseCandidate, NoiseReply, Spend
+from ...exceptions import JudgeMisconfigured
+from ...llm import get_judge_client
+from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
+from ...run_settings import STAGES, run_modes
 from ..pipeline import clustering
 from . import decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
 
 logger = logging.getLogger(__name__)
 
-#: Every stage, in pass order.
-STAGES = ("mine", "noise", "decay", "lexical", "semantic", "relocate", "promote", "prune")
-#: Stages that work truth by truth: a user with a single consolidatable truth needs them too.
-PER_TRUTH = ("noise", "decay", "prune")
-#: The setting of each stage's default mode.
-SETTING_OF = {
-    "mine": "MINE", "noise": "NOISE", "decay": "DECAY", "lexical": "LEXICAL", "semantic": "SEMANTIC",
-    "relocate": "RELOCATE", "promote": "PROMOTE", "prune": "PRUNE",
-}
-MODES = tuple(StageMode.values)
-
-UNKNOWN_STAGE = "Unknown stage {names}; the stages are: {stages}."
-BAD_MODE = "IRIS_CONSOLIDATION_{setting} must be one of {modes}; got {value!r}."
 ACTOR = "hygiene:{stage}"
-
-
-def parse_only(value: str | Iterable[str] | None) -> tuple[str, ...] | None:
-    """The stages named by ``--only`` ("noise,decay" or a list), in pass order; None for all.
-
-    Raises ``InvalidInput`` with one line listing the stages for an unknown or empty name.
-    """
-    if value is None:
-        return None
-    names = [n.strip().lower() for n in (value.split(",") if isinstance(value, str) else value)]
-    unknown = [n for n in names if n not in STAGES]
-    if unknown or not names:
-        shown = ", ".join(repr(n) for n in unknown) if unknown else "''"
-        raise InvalidInput(UNKNOWN_STAGE.format(names=shown, stages=", ".join(STAGES)))
-    return tuple(s for s in STAGES if s in names)
-
-
-def default_modes(live: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Each stage's mode: the live settings' (where set), else the Django setting's.
-
-    Raises ``ImproperlyConfigured`` for a setting that is not off, report or apply.
-    """
-    modes = {}
-    for stage, setting in SETTING_OF.items():
-        value = (live or {}).get(stage) or getattr(app_settings, setting)
-        value = str(value).strip().lower()
-        if value not in MODES:
-            raise ImproperlyConfigured(BAD_MODE.format(setting=setting, modes=", ".join(MODES), value=value))
-        modes[stage] = value
-    return modes
-
-
-def narrow(modes: Mapping[str, str], only: tuple[str, ...] | None) -> dict[str, str]:
-    """``modes`` with every stage not in ``only`` turned off (``only`` None: unchanged).
-
-    A stage named in ``only`` whose mode is off runs in report mode: naming it asks for it.
-    """
-    if only is None:
-        return dict(modes)
-    return {s: (modes[s] if modes[s] != StageMode.OFF else StageMode.REPORT) if s in only else StageMode.OFF
-            for s in STAGES}
-
-
-def run_modes(run: ConsolidationRun) -> dict[str, str]:
-    """The modes in force for ``run``: stored on it, dry runs never ``apply``."""
-    stored = (run.effective_settings or {}).get("stage_modes") or default_modes()
-    modes = {s: stored.get(s, StageMode.OFF) for s in STAGES}
-    if run.is_dry_run:
-        modes = {s: (StageMode.REPORT if m == StageMode.APPLY and s not in ("lexical", "semantic") else m)
-                 for s, m in modes.items()}
-    return modes
-
-
-def per_truth_stages_on(run: ConsolidationRun) -> bool:
-    """Whether a stage of ``PER_TRUTH`` is on (report or apply) for ``run``."""
-    modes = run_modes(run)
-    return any(modes[s] != StageMode.OFF for s in PER_TRUTH)
 
 
 def pass_time(run: ConsolidationRun) -> datetime:
@@ -153,8 +85,6 @@ def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate
     """The model's noise classification for ``run`` (``LiteLLMJudge.classify_noise``), or
     None: the run's judge asks no model (the rule judge), or the judge in the settings is
     not the run's (a run keeps the judge it was made with)."""
-    from ...llm import get_judge_client
-
     if run.judge == "rules":
         return None
     try:
@@ -164,17 +94,6 @@ def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate
     if not getattr(client, "calls_model", False) or (run.judge and client.name != run.judge):
         return None
     return getattr(client, "classify_noise", None)
-
-
-def _charge(run: ConsolidationRun, spend: Spend) -> None:
-    """Add a stage's model spend to the run's counters (calls, tokens, cost)."""
-    if not spend.calls:
-        return
-    ConsolidationRun.objects.filter(pk=run.pk).update(
-        llm_calls=F("llm_calls") + spend.calls, tokens=F("tokens") + spend.tokens, cost=F("cost") + spend.cost,
-        prompt_tokens=F("prompt_tokens") + spend.prompt_tokens, cached_tokens=F("cached_tokens") + spend.cached_tokens,
-        completion_tokens=F("completion_tokens") + spend.completion_tokens, unpriced=F("unpriced") + spend.unpriced,
-    )
 
 
 def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
@@ -200,7 +119,7 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     confirmation = None
     if classify is not None:
         confirmation = noise.confirm(found, classify)
-        _charge(run, confirmation.spend)
+        ConsolidationRun.objects.filter(pk=run.pk).add_spend(confirmation.spend)
     retiring = confirmation.confirmed(found) if confirmation is not None else noise.sure_only(found)
     retiring_ids = {t.pk for t, _ in retiring}
     applied: list[int] = []
@@ -245,10 +164,8 @@ FROM_RUN: Any = object()
 def model_client(run: ConsolidationRun) -> Any | None:
     """The client of the part-2 stages' model calls: the LLM judge (an object with
     ``ask_json``) when the run's judge is one, else None (offline: the rules)."""
-    if not (run.judge or "").startswith("llm:"):
+    if not run.judge_model:
         return None
-    from ...llm import get_judge_client
-
     try:
         client = get_judge_client("llm")
     except JudgeMisconfigured:

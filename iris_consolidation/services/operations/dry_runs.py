@@ -1,9 +1,10 @@
 """Apply a dry run's verdicts as a real run, without asking the judge again.
 
-``start_application`` checks the dry run can be applied, creates the applying run
-(``source_run`` points at the dry run) and starts one apply job per previewed cluster,
-each running ``apply_review``. ``apply_review`` never trusts the preview:
-it rebuilds the judge's request from the review's snapshot, validates the verdict
+``apply_refusal`` says whether a dry run can be applied; the queue's
+``lifecycle.start_application`` then creates the applying run (``source_run`` points at the
+dry run) and starts one apply job per previewed cluster, each running ``apply_review``.
+``apply_review`` never trusts the preview: it rebuilds the judge's request from the
+review's snapshot, validates the verdict
 again with ``validation.validate`` (the rules may have changed since), and hands it
 to ``merging.record_review``, which re-reads the members under row locks and drops
 any action whose members changed, were retired or became protected since the dry
@@ -16,11 +17,9 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-
+from ...choices import MergeProtection
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ...exceptions import ApplyRefused
 from ...llm.base import JudgeRequest, MemberView, Verdict
 from ...llm.parsing import parse_action
 from ...models import ClusterReview, ConsolidationRun
@@ -53,43 +52,6 @@ def apply_refusal(*, run: ConsolidationRun, application: ConsolidationRun | None
     if not previews:
         return NOTHING_TO_APPLY.format(run=_short(run.pk))
     return None
-
-
-def start_application(*, dry_run_id: Any, actor: str) -> tuple[ConsolidationRun, list[int]]:
-    """Create and start the run that applies dry run ``dry_run_id``; return it and the
-    preview review ids.
-
-    The run is made like any run (``consolidation.create_run``: the live settings in
-    force, e.g. the retirement cap, are stored on it) with one apply job per preview,
-    sent when the transaction commits (``jobs.start_application_run``); it is finished,
-    recovered and retried by its jobs like any run. Transaction: one, locking the dry
-    run's row, so two clicks make one application. Raises ``ApplyRefused``
-    (``NOT_A_DRY_RUN``, ``NOT_FINISHED``, ``NOTHING_TO_APPLY``, ``ALREADY_APPLIED``)
-    and writes nothing then.
-    """
-    from ..pipeline import consolidation
-    from ..queue import jobs
-
-    with transaction.atomic():
-        dry = ConsolidationRun.objects.select_for_update().get(pk=dry_run_id)
-        previews = list(dry.reviews.filter(outcome=ClusterReview.Outcome.PREVIEW).order_by("id"))
-        refusal = apply_refusal(
-            run=dry, application=dry.applications.order_by("created_at").first(), previews=len(previews)
-        )
-        if refusal is not None:
-            raise ApplyRefused(refusal)
-        run = consolidation.create_run(
-            trigger=ConsolidationRun.Trigger.ADMIN,
-            mode=ConsolidationRun.Mode.QUEUED,
-            threshold=dry.threshold,
-            judge=dry.judge,
-            user_id=dry.user_filter_id,
-            source_run=dry,
-            notes=f"Applies the verdicts of dry run {dry.pk}; requested by {actor}.",
-        )
-        jobs.start_application_run(run, previews)
-    logger.info("run %s applies dry run %s (%d clusters)", run.pk, dry.pk, len(previews))
-    return run, [p.pk for p in previews]
 
 
 def _request_from_snapshot(snapshot: list[dict[str, Any]]) -> JudgeRequest:
@@ -142,7 +104,7 @@ def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterR
     new_contents = [
         a.content.strip()
         for a in result.accepted
-        if a.action == "merge" and not any(request.member(alias).protected for alias in a.ids)
+        if a.action == "merge" and MergeProtection.of_members(request.member(i) for i in a.ids).needs_embedding
     ]
     embeddings: dict[str, Any] = {}
     if new_contents:

@@ -25,10 +25,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from ... import quality
 from ...exceptions import ImportFileInvalid
 from ...models import Origin, Truth
 from ...selectors import user_name_lookup, username_max_length
-from ..hygiene import quality
 from ..pipeline import truth_events
 
 BAD_LINE = "{path}:{line}: {problem}. Nothing was imported; fix the line and load again."

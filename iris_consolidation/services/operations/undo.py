@@ -42,7 +42,7 @@ from ..pipeline import truth_events
 
 logger = logging.getLogger(__name__)
 
-REASON_REQUIRED = "Give a reason for the undo; it is kept in the truth's lineage."
+REASON_REQUIRED = UndoRefused.REASON_REQUIRED
 UNKNOWN_TRUTH = "Truth #{truth} does not exist."
 NOTHING_TO_UNDO = "Truth #{truth} was not made or changed by consolidation; there is nothing to undo."
 ALREADY_UNDONE = "The consolidation that made truth #{truth} has already been undone."

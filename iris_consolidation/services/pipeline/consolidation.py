@@ -3,9 +3,9 @@
 A run goes: ``create_run`` -> for each user ``plan_user`` (phase 1: embed, cluster)
 -> for each batch of a user's clusters ``consolidate_batch`` (phase 2: one judge call,
 validate and record per cluster; ``consolidate_cluster`` is a batch of one) ->
-``close_run``. The steps run as job rows (``services/queue/jobs.py``), executed by
+``close_run``. The steps run as job rows (``services/queue/``: ``lifecycle``, ``delivery``), executed by
 django-q2 workers (``tasks.py``) or in the starting process (``queue/execution.run_sync``);
-the jobs say when the run is finished (``jobs.refresh_run``). A dry run goes through the
+the jobs say when the run is finished (``lifecycle.refresh_run``). A dry run goes through the
 same steps and records its reviews, but ``merging.record_review`` writes no truth.
 """
 
@@ -16,21 +16,21 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Concat
+from django.db.models import F
 from django.utils import timezone
 
-from ... import selectors
+from ... import run_settings, selectors
+from ...choices import MergeProtection
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ...exceptions import InvalidThreshold
 from ...llm.base import JudgeClient, Spend
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
+from ...run_settings import validate_threshold
 from ..hygiene import mining, stages
-from ..operations import live_settings
 from . import clustering, forecast, incremental, inventory, judging, merging, verdict_cache
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,6 @@ logger = logging.getLogger(__name__)
 #: committed in one transaction (``build_user_plan``); larger ones commit as they go, so
 #: that the run's row is not locked for a long clustering.
 ONE_TRANSACTION_UP_TO = 5_000
-BAD_THRESHOLD = "The threshold must be a number in (0, 1], e.g. 0.75; got {value!r}."
 STALE_CLUSTER = "Fewer than two members of this cluster are still live; nothing to judge."
 LLM_TIER_STOPPED = (
     "LLM judge unavailable: stopped for this user earlier in the run; the pre-pass was applied, "
@@ -47,17 +46,6 @@ LLM_TIER_STOPPED = (
 )
 MIXED_USERS = "A batch of clusters must hold one user's clusters only."
 NOTE_LLM_STOPPED = "LLM judge stopped for user {user_id} (pre-pass applied, the rest waits for the next run): {error}"
-
-
-def validate_threshold(value: Any) -> float:
-    """``value`` as a float in (0, 1]; raises ``InvalidThreshold`` otherwise."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidThreshold(BAD_THRESHOLD.format(value=value)) from None
-    if not (0.0 < number <= 1.0):
-        raise InvalidThreshold(BAD_THRESHOLD.format(value=value))
-    return number
 
 
 def create_run(
@@ -78,17 +66,17 @@ def create_run(
 
     ``threshold`` defaults to the live settings' (else the Django setting's);
     ``since``/``full`` choose the window (``incremental.resolve_window``; default:
-    the per-user cursor). ``only`` names the stages to run (``hygiene.stages.parse_only``;
+    the per-user cursor). ``only`` names the stages to run (``run_settings.parse_only``;
     None: every stage in its configured mode). The live settings in force, with the
     stage modes, are stored on the run. A ``sync`` run executes in process, any other
     on the queue until ``execution.run_sync`` takes it. Raises ``InvalidThreshold``,
     ``InvalidWindow`` or ``InvalidInput`` (an unknown stage); nothing is written then.
     """
-    effective = live_settings.get_effective_settings()
+    effective = run_settings.get_effective_settings()
     value = validate_threshold(effective.similarity_threshold if threshold is None else threshold)
     window = incremental.resolve_window(since=since, full=full, user_id=user_id)
     stored = effective.as_dict()
-    stored["stage_modes"] = stages.narrow(effective.stage_modes, stages.parse_only(only))
+    stored["stage_modes"] = run_settings.narrow(effective.stage_modes, run_settings.parse_only(only))
     # Before ``--only`` narrowed them: prune reads whether decay is configured at all.
     stored["configured_stage_modes"] = dict(effective.stage_modes)
     execution = ConsolidationRun.Execution.IN_PROCESS if mode == ConsolidationRun.Mode.SYNC else ConsolidationRun.Execution.QUEUED
@@ -101,27 +89,49 @@ def create_run(
     return run
 
 
-def start_run(run: ConsolidationRun) -> list[int]:
-    """Mark ``run`` running and return the ids of the users it covers (stored as ``users``):
-    users with two consolidatable truths (a cluster needs two), or with one when a stage
-    that works truth by truth (``stages.PER_TRUTH``: noise, decay, prune) is on, and,
-    when the mine stage is on, users with their own session messages in the run's mining
-    window."""
+def users_to_cover(run: ConsolidationRun) -> list[int]:
+    """The ids of the users a pass covers: users with two consolidatable truths (a
+    cluster needs two), or with one when a stage that works truth by truth
+    (``run_settings.PER_TRUTH``: noise, decay, prune) is on, and, when the mine stage is
+    on, users with their own session messages in the run's mining window; within the
+    run's allowlist."""
     user_ids = selectors.list_user_ids_to_consolidate(
         user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION,
-        min_truths=1 if stages.per_truth_stages_on(run) else 2,
+        min_truths=1 if run_settings.per_truth_stages_on(run) else 2,
     )
-    if stages.run_modes(run)["mine"] != "off":
+    if run_settings.run_modes(run)["mine"] != "off":
         # Users with sessions to mine may have no truth yet.
         user_ids = sorted(set(user_ids) | set(mining.user_ids_to_mine(run)))
-    allowed = live_settings.allowed_user_ids(run)
+    allowed = run_settings.allowed_user_ids(run)
     if allowed:
         user_ids = [pk for pk in user_ids if pk in set(allowed)]
-    run.users = len(user_ids)
+    return user_ids
+
+
+def start_run(
+    run: ConsolidationRun, *, previews: Sequence[ClusterReview] | None = None, now: datetime | None = None
+) -> list[int]:
+    """Mark ``run`` running and return the ids of the users it covers (stored as ``users``).
+
+    A pass covers ``users_to_cover`` and captures the inventory's "before". The
+    application of a dry run (``previews``, the dry run's preview reviews) covers the
+    previews' users, counted as planned at once (``users_done``: no phase 1), and its
+    ``clusters_found`` are the previews. The caller creates the jobs
+    (``queue.lifecycle.start_run``, the start of every run).
+    """
+    run.started_at = now or timezone.now()
     run.status = ConsolidationRun.Status.RUNNING
-    run.started_at = timezone.now()
-    run.save(update_fields=["users", "status", "started_at"])
-    inventory.capture_before(run)
+    fields = ["users", "status", "started_at"]
+    if previews is None:
+        user_ids = users_to_cover(run)
+    else:
+        user_ids = sorted({p.user_id for p in previews})
+        run.users_done, run.clusters_found = len(user_ids), len(previews)
+        fields += ["users_done", "clusters_found"]
+    run.users = len(user_ids)
+    run.save(update_fields=fields)
+    if previews is None:
+        inventory.capture_before(run)
     return user_ids
 
 
@@ -204,7 +214,7 @@ def build_user_plan(
     user_forecast = None
     if run.is_dry_run:
         user_forecast = forecast.forecast_user(
-            user_id=user_id, clusters=clusters, model=forecast.forecast_model(run.judge)
+            user_id=user_id, clusters=clusters, model=run.judge_model
         ).as_dict()
     return UserPlan(
         user_id=user_id,
@@ -216,6 +226,33 @@ def build_user_plan(
         forecast=user_forecast,
         seeds=seeds,
     )
+
+
+def estimate(
+    *,
+    embedder: Embedder,
+    threshold: float | None = None,
+    user_id: int | None = None,
+    since: str | None = None,
+    full: bool = False,
+) -> forecast.Forecast:
+    """Phase 1 of the run these options would make, and its forecast; writes nothing.
+
+    The judge is the configured one (``JUDGE``; the LLM judge at ``MODEL``), never built:
+    no API key is read. Raises ``InvalidThreshold``, ``InvalidWindow`` or
+    ``EmbeddingError`` like a real run.
+    """
+    model = app_settings.MODEL if app_settings.JUDGE == "llm" else ""
+    total = forecast.Forecast(model=model, per_call=max(1, int(app_settings.CLUSTERS_PER_CALL)))
+    with transaction.atomic():
+        run = create_run(
+            trigger="command", mode="dry_run", threshold=threshold, user_id=user_id, judge="", since=since, full=full
+        )
+        for uid in start_run(run):
+            plan = build_user_plan(run_id=run.pk, user_id=uid, embedder=embedder)
+            total = total + forecast.forecast_user(user_id=uid, clusters=plan.clusters, model=model)
+        transaction.set_rollback(True)
+    return total
 
 
 def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
@@ -286,10 +323,6 @@ def llm_tier_stopped(*, run_id: Any, user_id: int) -> bool:
     ).exists()
 
 
-def _note_on_run(run_id: Any, note: str) -> None:
-    ConsolidationRun.objects.filter(pk=run_id).update(notes=Concat(F("notes"), Value(note + "\n")))
-
-
 def consolidate_cluster(
     *,
     run_id: Any,
@@ -315,13 +348,13 @@ class _Prepared:
 
 def budget_check(run: ConsolidationRun, client: JudgeClient) -> Callable[[Spend], bool] | None:
     """``may_call(spent)`` for ``judging.decide_batch`` under the run's cap in USD
-    (``live_settings.max_cost``), or None when the run has no cap.
+    (``run_settings.max_cost``), or None when the run has no cap.
 
     A call may start while the run's recorded cost plus ``spent`` (this batch's, not
     yet recorded) is below the cap. A model with no price in litellm's map cannot be
     held to a cap, so no call is made for it then (its clusters are deferred).
     """
-    cap = live_settings.max_cost(run)
+    cap = run_settings.max_cost(run)
     if cap is None or not getattr(client, "calls_model", False):
         return None
     priced = getattr(client, "price_known", lambda: True)()
@@ -378,53 +411,85 @@ def consolidate_batch(
             continue
         truths = [t for t in members if t.is_live]
         # Aliases unique across the call (wire contract v2): t1.. for the first cluster, on from there.
-        request, by_alias = judging.build_request(truths, first_alias=next_alias)
+        item = _prepare(run, index, cluster, truths, key=key, judge=client.name, first_alias=next_alias)
         next_alias += len(truths)
-        sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
-        draft_args: dict[str, Any] = {
-            "run_id": run.pk,
-            "user_id": cluster.user_id,
-            "key": key,
-            "snapshot": snapshot_members(by_alias, request),
-            "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
-            "judge": client.name,
-        }
-        if len(truths) < 2:
-            # Changed since planning (retired elsewhere, say): nothing to judge, and no
-            # judge failed, so the run is not partial for it.
-            draft = merging.ReviewDraft(**draft_args, stale_reason=STALE_CLUSTER)
-            reviews[index] = merging.record_review(draft=draft, dry_run=run.is_dry_run)
-            continue
-        cached = verdict_cache.use_cached_keep(user_id=cluster.user_id, request=request, client=client, run_id=run.pk)
-        if cached is not None:
-            # Judged "keep" before in exactly this state, by this model and prompt: no call.
-            item = _Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args)
-            reviews[index] = _record(run, item, judging.Judgement(verdict=cached), embedder=embedder, stopped=False)
-            continue
-        prepared.append(_Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args))
+        answered = _answer_without_model(run, item, truths, client=client, embedder=embedder)
+        if answered is not None:
+            reviews[index] = answered
+        else:
+            prepared.append(item)
     if prepared:
-        user_id = clusters[0].user_id
-        stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=user_id)
-        judgements = judging.decide_batch(
-            requests=[p.request for p in prepared],
-            client=client,
-            model_allowed=not stopped,
-            may_call=budget_check(run, client),
-            before_model=before_model,
-            risk_policy=live_settings.risk_policy(run),
+        reviews.update(
+            _judge_prepared(run, prepared, user_id=clusters[0].user_id, client=client, embedder=embedder,
+                            before_model=before_model)
         )
-        unavailable = next((j for j in judgements if j.unavailable), None)
-        if unavailable is not None:
-            logger.warning("run %s: judge unavailable for user %s: %s", run.pk, user_id, unavailable.error)
-            _note_on_run(run.pk, NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error))
-        for item, judgement in zip(prepared, judgements, strict=True):
-            settled = not (judgement.accepted or judgement.failed or judgement.error or judgement.unsettled)
-            if settled and judgement.verdict is not None:
-                verdict_cache.store_keep(
-                    user_id=user_id, request=item.request, client=client, verdict=judgement.verdict
-                )
-            reviews[item.index] = _record(run, item, judgement, embedder=embedder, stopped=stopped)
     return [reviews[i] for i in range(len(clusters))]
+
+
+def _prepare(
+    run: ConsolidationRun, index: int, cluster: clustering.CandidateCluster, truths: list[Truth], *, key: str,
+    judge: str, first_alias: int,
+) -> _Prepared:
+    """The judge's request for a cluster's live ``truths`` (aliases from ``first_alias``)
+    and the fields its review draft will carry."""
+    request, by_alias = judging.build_request(truths, first_alias=first_alias)
+    sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
+    draft_args: dict[str, Any] = {
+        "run_id": run.pk,
+        "user_id": cluster.user_id,
+        "key": key,
+        "snapshot": snapshot_members(by_alias, request),
+        "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
+        "judge": judge,
+    }
+    return _Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args)
+
+
+def _answer_without_model(
+    run: ConsolidationRun, item: _Prepared, truths: list[Truth], *, client: JudgeClient, embedder: Embedder
+) -> Any | None:
+    """The review of a cluster that needs no judge, recorded, or None: fewer than two
+    live members (stale), or judged "keep" before in exactly this state (the verdict cache)."""
+    if len(truths) < 2:
+        # Changed since planning (retired elsewhere, say): nothing to judge, and no
+        # judge failed, so the run is not partial for it.
+        draft = merging.ReviewDraft(**item.draft_args, stale_reason=STALE_CLUSTER)
+        return merging.record_review(draft=draft, dry_run=run.is_dry_run)
+    user_id = item.draft_args["user_id"]
+    cached = verdict_cache.use_cached_keep(user_id=user_id, request=item.request, client=client, run_id=run.pk)
+    if cached is None:
+        return None
+    # Judged "keep" before in exactly this state, by this model and prompt: no call.
+    return _record(run, item, judging.Judgement(verdict=cached), embedder=embedder, stopped=False)
+
+
+def _judge_prepared(
+    run: ConsolidationRun, prepared: list[_Prepared], *, user_id: int, client: JudgeClient, embedder: Embedder,
+    before_model: Callable[[], None] | None,
+) -> dict[int, Any]:
+    """Judge the prepared clusters of one user in one call (``judging.decide_batch``) and
+    record each; a model found unavailable is noted on the run. Returns reviews by index."""
+    stopped = getattr(client, "calls_model", True) and llm_tier_stopped(run_id=run.pk, user_id=user_id)
+    judgements = judging.decide_batch(
+        requests=[p.request for p in prepared],
+        client=client,
+        model_allowed=not stopped,
+        may_call=budget_check(run, client),
+        before_model=before_model,
+        risk_policy=run_settings.risk_policy(run),
+    )
+    unavailable = next((j for j in judgements if j.unavailable), None)
+    if unavailable is not None:
+        logger.warning("run %s: judge unavailable for user %s: %s", run.pk, user_id, unavailable.error)
+        note = NOTE_LLM_STOPPED.format(user_id=user_id, error=unavailable.error)
+        ConsolidationRun.objects.filter(pk=run.pk).add_note(note)
+    reviews = {}
+    for item, judgement in zip(prepared, judgements, strict=True):
+        settled = not (judgement.accepted or judgement.failed or judgement.error or judgement.unsettled)
+        if settled and judgement.verdict is not None:
+            verdict_cache.store_keep(user_id=user_id, request=item.request, client=client, verdict=judgement.verdict)
+        reviews[item.index] = _record(run, item, judgement, embedder=embedder, stopped=stopped)
+    return reviews
 
 
 def _record(
@@ -439,10 +504,12 @@ def _record(
     if judgement.deferred:
         error, failure = "", ClusterReview.Failure.NONE
     embeddings: dict[str, Any] = {}
+    aliases = request.aliases()
     new_contents = [
         a.content.strip()
         for a in judgement.accepted
-        if a.action == "merge" and not any(request.member(i).protected for i in a.ids if i in request.aliases())
+        if a.action == "merge"
+        and MergeProtection.of_members(request.member(i) for i in a.ids if i in aliases).needs_embedding
     ]
     if new_contents and not run.is_dry_run:
         vectors = embedder.embed(new_contents)
@@ -506,7 +573,7 @@ def record_cluster_failure(
 
 def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
     """What every finished run does when its job rows say it is finished
-    (``jobs.refresh_run``, the one finish rule): run the prune stage for the planned
+    (``lifecycle.refresh_run``, the one finish rule): run the prune stage for the planned
     users (not ``held_users``; never for a failed run), write the checkpoint (``done``
     real runs only), move the users' cursors over what was fully judged and applied
     (never those of ``held_users``, e.g. whose phase 1 failed), complete the inventory.
@@ -522,29 +589,6 @@ def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
     incremental.write_checkpoint(run)
     incremental.advance_cursors(run, held_users=held)
     inventory.complete(run)
-
-
-def fail_run(run_id: Any, *, note: str) -> None:
-    """Mark a run failed with ``note`` (e.g. the embedder broke), appended to its notes;
-    truths are untouched.
-
-    Its unfinished jobs fail with it. No checkpoint and no cursor move; the inventory
-    is completed for the report.
-    """
-    from ...models import ConsolidationJob
-
-    now = timezone.now()
-    ConsolidationJob.objects.in_run(run_id).active().update(
-        status=ConsolidationJob.Status.FAILED, error=note, finished_at=now, lease_until=None
-    )
-    with transaction.atomic():
-        run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
-        # Appended: the notes already there (a user's phase 1 progress, a stopped model
-        # tier) say what happened before the failure.
-        run.notes = f"{run.notes.rstrip()}\n{note}".strip()
-        run.status, run.finished_at = ConsolidationRun.Status.FAILED, now
-        inventory.complete(run)
-        run.save(update_fields=["status", "finished_at", "notes", "inventory"])
 
 
 def batches(clusters: Sequence[Any], size: int | None = None) -> list[list[Any]]:

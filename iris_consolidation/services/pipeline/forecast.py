@@ -10,9 +10,9 @@ are an assumption per cluster (``COMPLETION_TOKENS_PER_CLUSTER``). Money is at t
 model's price in litellm's local price map, with no prompt-cache discount (an upper
 bound); a model without a price there has no forecast cost, never $0.
 
-``estimate`` runs phase 1 for every user of a would-be run inside a transaction that
-is rolled back: nothing is written (not even embeddings), no judge is built and no
-call is made, so no API key is needed.
+``consolidation.estimate`` runs phase 1 for every user of a would-be run inside a
+transaction that is rolled back: nothing is written (not even embeddings), no judge is
+built and no call is made, so no API key is needed.
 """
 
 from __future__ import annotations
@@ -23,11 +23,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from types import SimpleNamespace
 from typing import Any
 
-from django.db import transaction
-
+from ...choices import llm_judge_name
 from ...conf import app_settings
-from ...embeddings import Embedder
-from ...llm import rules
+from ...llm import rules, second_look
 from ...llm.base import JudgeRequest
 from ...llm.prompts import PROMPT_VERSION, build_messages
 from ...models import Truth
@@ -122,7 +120,7 @@ def forecast_user(
     forecast = Forecast(model=model, per_call=per_call, users=1, clusters=len(clusters))
     if not model:
         return replace(forecast, prepass=len(clusters))
-    identity = SimpleNamespace(name=f"llm:{model}", model=model, prompt_version=PROMPT_VERSION)
+    identity = SimpleNamespace(name=llm_judge_name(model), model=model, prompt_version=PROMPT_VERSION)
     max_generation = app_settings.MAX_GENERATION
     cached = prepass = 0
     to_model: list[JudgeRequest] = []
@@ -163,44 +161,9 @@ def _second_looks(model: str, calls: int) -> tuple[int, int, int]:
     ``calls`` judge calls under the ``verify`` risk policy; zeros under another."""
     if app_settings.RISK_POLICY != "verify" or not calls:
         return 0, 0, 0
-    from ...llm import second_look
-    from ...llm.litellm_client import count_tokens
+    from ...llm.litellm_client import count_tokens  # litellm: imported only where a model is priced
 
     looks = math.ceil(calls * SECOND_LOOK_CALL_SHARE)
     checks = math.ceil(looks * CHECKS_PER_SECOND_LOOK)
     system = count_tokens(model, second_look.build_messages([]))
     return looks, looks * system + checks * PROMPT_TOKENS_PER_CHECK, checks * COMPLETION_TOKENS_PER_CHECK
-
-
-def forecast_model(judge: str) -> str:
-    """The model a run's judge (``ConsolidationRun.judge``: "rules" or "llm:<model>") calls, or ""."""
-    return judge.removeprefix("llm:") if judge.startswith("llm:") else ""
-
-
-def estimate(
-    *,
-    embedder: Embedder,
-    threshold: float | None = None,
-    user_id: int | None = None,
-    since: str | None = None,
-    full: bool = False,
-) -> Forecast:
-    """Phase 1 of the run these options would make, and its forecast; writes nothing.
-
-    The judge is the configured one (``JUDGE``; the LLM judge at ``MODEL``), never built:
-    no API key is read. Raises ``InvalidThreshold``, ``InvalidWindow`` or
-    ``EmbeddingError`` like a real run.
-    """
-    from . import consolidation
-
-    model = app_settings.MODEL if app_settings.JUDGE == "llm" else ""
-    total = Forecast(model=model, per_call=max(1, int(app_settings.CLUSTERS_PER_CALL)))
-    with transaction.atomic():
-        run = consolidation.create_run(
-            trigger="command", mode="dry_run", threshold=threshold, user_id=user_id, judge="", since=since, full=full
-        )
-        for uid in consolidation.start_run(run):
-            plan = consolidation.build_user_plan(run_id=run.pk, user_id=uid, embedder=embedder)
-            total = total + forecast_user(user_id=uid, clusters=plan.clusters, model=model)
-        transaction.set_rollback(True)
-    return total

@@ -41,6 +41,7 @@ from django.db.models import Window as Over
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from ... import run_settings
 from ...conf import app_settings
 from ...exceptions import InvalidWindow
 from ...models import ClusterReview, ConsolidationCursor, ConsolidationRun, Truth, UserPass
@@ -359,9 +360,7 @@ def _judges_clusters(run: ConsolidationRun) -> bool:
     """Whether ``run`` judges clusters (its lexical or semantic arm applies): a pass run
     with ``--only mine`` or ``--only noise``, say, judged nothing, so it must move neither
     the cursors nor the checkpoint, or the next pass would skip truths never judged."""
-    from ..hygiene import stages
-
-    modes = stages.run_modes(run)
+    modes = run_settings.run_modes(run)
     return "apply" in (modes["lexical"], modes["semantic"])
 
 

@@ -25,8 +25,8 @@ from typing import Any
 from django.db.models import Count, Q
 
 from ...models import ConsolidationRun, Truth
+from ...run_settings import allowed_user_ids
 from ..hygiene import stages
-from ..operations.live_settings import allowed_user_ids
 
 #: How many changes the report lists (the issue's "up to 10 most significant").
 MAX_CHANGES = 10

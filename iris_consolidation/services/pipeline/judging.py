@@ -35,13 +35,13 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ...choices import RiskPolicy
+from ...choices import MergeProtection, RiskPolicy
 from ...conf import app_settings
-from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
+from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable, ModelCallError
 from ...llm import rules, second_look
 from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Spend, Verdict
 from ...models import Truth
-from ..hygiene.quality import quality_of
+from ...quality import quality_of
 from . import validation
 
 JUDGE_UNAVAILABLE = "LLM judge unavailable: {error}"
@@ -141,17 +141,18 @@ def after_prepass(request: JudgeRequest, merges: Sequence[Action], *, max_genera
     """``request`` with each merged group replaced by its keeper (see module docstring)."""
     members = {m.alias: m for m in request.members}
     for action in merges:
-        group = [members.pop(alias) for alias in action.ids]
-        protected = [m for m in group if m.protected]
-        keeper = protected[0] if protected else group[0]
-        generation = keeper.generation if protected else max(m.generation for m in group) + 1
+        group = {alias: members.pop(alias) for alias in action.ids}
+        protection = MergeProtection.of_members(group.values())
+        kept = protection.keeper is not None
+        keeper = group[protection.keeper] if kept else group[action.ids[0]]
+        generation = keeper.generation if kept else max(m.generation for m in group.values()) + 1
         members[keeper.alias] = replace(
             keeper,
             content=action.content.strip(),
-            created_at=max(m.created_at for m in group),
+            created_at=max(m.created_at for m in group.values()),
             generation=generation,
-            protected=bool(protected) or generation >= max_generation,
-            origin=keeper.origin if protected else "consolidated",
+            protected=kept or generation >= max_generation,
+            origin=keeper.origin if kept else "consolidated",
         )
     return JudgeRequest(members=tuple(members[m.alias] for m in request.members if m.alias in members))
 
@@ -171,12 +172,11 @@ class _Bisection:
     spend: Spend = field(default_factory=Spend)
 
 
-def _spent(exc: BaseException) -> Spend:
-    """What a failed call cost (litellm_client sets ``spend``; one call if it says nothing)."""
-    spend = getattr(exc, "spend", None)
-    if isinstance(spend, Spend) and spend.calls:
-        return spend
-    return Spend(calls=int(getattr(exc, "llm_calls", 1) or 1))
+def _spent(exc: ModelCallError) -> Spend:
+    """What a failed call cost (``ModelCallError.spend``; one call if it says nothing)."""
+    if exc.spend is not None and exc.spend.calls:
+        return exc.spend
+    return Spend(calls=exc.llm_calls)
 
 
 def _check_budget(may_call: Callable[[], bool] | None) -> None:
@@ -323,11 +323,7 @@ def decide_batch(
     the call, keeps the flagged actions' truths as they are). Raises ``ValueError`` for
     an unknown policy.
     """
-    policy = risk_policy or app_settings.RISK_POLICY
-    if policy not in RiskPolicy.values:
-        raise ValueError(f"unknown risk policy {policy!r}; choose one of {', '.join(RiskPolicy.values)}")
-    if policy == RiskPolicy.VERIFY and not hasattr(client, "second_look"):
-        policy = RiskPolicy.REFUSE  # a judge that cannot be asked again stays conservative
+    policy = _policy(risk_policy, client)
     if not getattr(client, "calls_model", True):
         results = []
         for request in requests:
@@ -335,30 +331,18 @@ def decide_batch(
             result = _validate(request, verdict.actions)
             results.append(Judgement(accepted=result.accepted, rejections=result.rejections, verdict=verdict))
         return results
-
-    max_generation = app_settings.MAX_GENERATION
     judgements: dict[int, Judgement] = {}
     prepasses: dict[int, tuple[Verdict, validation.ValidationResult, Judgement]] = {}
     model_requests: dict[int, JudgeRequest] = {}
     for index, request in enumerate(requests):
-        pre_verdict = rules.RuleJudge().judge(request)
-        pre = _validate(request, pre_verdict.actions)
-        merges = [a for a in pre.accepted if a.action == "merge"]
-        model_request = after_prepass(request, merges, max_generation=max_generation)
-        prepass_only = Judgement(
-            accepted=pre.accepted,
-            rejections=pre.rejections,
-            prepass=len(pre.accepted),
-            verdict=replace(pre_verdict, reasoning=PREPASS_REASONING.format(reasoning=pre_verdict.reasoning)),
-        )
-        prepasses[index] = (pre_verdict, pre, prepass_only)
+        prepasses[index], model_request = _prepass(request)
+        prepass_only = prepasses[index][2]
         if len(model_request.members) < 2:
             judgements[index] = prepass_only
         elif not model_allowed:
             judgements[index] = replace(prepass_only, failed=tuple(m.alias for m in model_request.members))
         else:
             model_requests[index] = model_request
-
     states = {i: _Bisection() for i in model_requests}
     done: set[int] = set()
     pending = sorted(model_requests)
@@ -374,25 +358,10 @@ def decide_batch(
     except JudgeRateLimited:
         raise
     except _OverBudget:
-        for i in pending:
-            if i not in done:
-                asked = bool(states[i].spend.calls or states[i].spend.tokens or states[i].errors)
-                judgements[i] = Judgement(deferred=True, spend=states[i].spend, error=DEFERRED, asked_model=asked)
+        judgements.update(_deferred([i for i in pending if i not in done], states))
     except JudgeUnavailable as exc:
-        first = True
-        for i in pending:
-            if i in done:
-                continue
-            spend = states[i].spend + (_spent(exc) if first else Spend())
-            first = False
-            judgements[i] = replace(
-                prepasses[i][2],
-                failed=tuple(m.alias for m in model_requests[i].members),
-                error=JUDGE_UNAVAILABLE.format(error=exc),
-                unavailable=True,
-                spend=spend,
-                asked_model=True,
-            )
+        left = [i for i in pending if i not in done]
+        judgements.update(_unavailable(left, exc, states, model_requests, {i: prepasses[i][2] for i in left}))
     for i in done:
         judgements[i] = _judged(
             requests[i], prepasses[i][0], prepasses[i][1], states[i], refuse_signals=policy == "refuse"
@@ -400,6 +369,17 @@ def decide_batch(
     if policy == "verify":
         judgements = _second_look(judgements, model_requests, client, before_model)
     return [judgements[i] for i in range(len(requests))]
+
+
+def _policy(risk_policy: str | None, client: JudgeClient) -> str:
+    """The risk policy in force (default: the setting); ``refuse`` for a judge that cannot
+    be asked a second look. Raises ``ValueError`` for an unknown policy."""
+    policy = risk_policy or app_settings.RISK_POLICY
+    if policy not in RiskPolicy.values:
+        raise ValueError(f"unknown risk policy {policy!r}; choose one of {', '.join(RiskPolicy.values)}")
+    if policy == RiskPolicy.VERIFY and not hasattr(client, "second_look"):
+        return RiskPolicy.REFUSE  # a judge that cannot be asked again stays conservative
+    return policy
 
 
 def _second_look(
@@ -478,6 +458,56 @@ def _second_look(
             unsettled=bool(error),
         )
     return updated
+
+
+def _prepass(request: JudgeRequest) -> tuple[tuple[Verdict, validation.ValidationResult, Judgement], JudgeRequest]:
+    """The deterministic pre-pass of one cluster: the rule judge's verdict, its
+    validation and the judgement it alone makes; and the request left for the model
+    (each pre-pass merge replaced by its keeper, ``after_prepass``)."""
+    pre_verdict = rules.RuleJudge().judge(request)
+    pre = _validate(request, pre_verdict.actions)
+    merges = [a for a in pre.accepted if a.action == "merge"]
+    model_request = after_prepass(request, merges, max_generation=app_settings.MAX_GENERATION)
+    prepass_only = Judgement(
+        accepted=pre.accepted,
+        rejections=pre.rejections,
+        prepass=len(pre.accepted),
+        verdict=replace(pre_verdict, reasoning=PREPASS_REASONING.format(reasoning=pre_verdict.reasoning)),
+    )
+    return (pre_verdict, pre, prepass_only), model_request
+
+
+def _deferred(left: list[int], states: dict[int, _Bisection]) -> dict[int, Judgement]:
+    """The clusters without an answer when the run's budget was spent: deferred, each
+    with what it spent (``asked_model`` if the model saw it)."""
+    return {
+        i: Judgement(
+            deferred=True,
+            spend=states[i].spend,
+            error=DEFERRED,
+            asked_model=bool(states[i].spend.calls or states[i].spend.tokens or states[i].errors),
+        )
+        for i in left
+    }
+
+
+def _unavailable(
+    left: list[int], exc: JudgeUnavailable, states: dict[int, _Bisection], model_requests: dict[int, JudgeRequest],
+    prepass_only: dict[int, Judgement],
+) -> dict[int, Judgement]:
+    """The clusters without an answer when the model was found unreachable: the pre-pass
+    applies, the rest failed; the failed call's spend goes to the first of them."""
+    judgements = {}
+    for n, i in enumerate(left):
+        judgements[i] = replace(
+            prepass_only[i],
+            failed=tuple(m.alias for m in model_requests[i].members),
+            error=JUDGE_UNAVAILABLE.format(error=exc),
+            unavailable=True,
+            spend=states[i].spend + (_spent(exc) if n == 0 else Spend()),
+            asked_model=True,
+        )
+    return judgements
 
 
 def _judged(

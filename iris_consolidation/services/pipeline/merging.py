@@ -21,12 +21,13 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from ... import run_settings
+from ...choices import MergeProtection
 from ...conf import app_settings
 from ...llm.base import Action, Spend, Verdict
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
-from ..hygiene import bookkeeping
-from ..operations import live_settings
-from . import truth_events
+from ...querysets import spend_counters
+from . import bookkeeping, truth_events
 from .validation import Code, Rejection
 
 logger = logging.getLogger(__name__)
@@ -147,176 +148,235 @@ def outcome_counter(outcome: str, rejections: Sequence[Rejection]) -> str | None
     return None
 
 
+@dataclass(kw_only=True)
+class _Application:
+    """One draft's actions being applied under the row locks of its members.
+
+    ``current`` maps an alias to the truth it stands for now: a merge moves its members'
+    aliases onto its result (``moved``), so that a later action acts on the merged truth.
+    """
+
+    draft: ReviewDraft
+    dry_run: bool
+    embedding_model: str
+    actor: str
+    cap: int
+    already_retired: int
+    rows: dict[str, dict[str, Any]]
+    current: dict[str, Truth | None]
+    moved: set[str] = field(default_factory=set)
+    rejections: list[Rejection] = field(default_factory=list)
+    applied: list[dict[str, Any]] = field(default_factory=list)
+    retired_count: int = 0
+    events: list[LineageEvent] = field(default_factory=list)
+    changed: list[tuple[Truth, str, str]] = field(default_factory=list)
+    now: Any = None
+
+
 def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "", actor: str = "") -> ClusterReview:
     """Apply ``draft.accepted`` (unless ``dry_run``) and record the review; see module doc.
 
-    Transaction: one, around everything. Side effects: one ``TruthChange`` row per
-    changed truth, and ``truth_changed`` signals after commit. The retirement cap is
-    the run's (``live_settings.retirement_cap``). Returns the new (or already
-    existing) ``ClusterReview``.
+    Steps, in one transaction: lock the run and the members (``_lock``), check and apply
+    each action (``_apply``), choose the outcome (``review_outcome``), write the review
+    and its lineage (``_write_review``), count it on the run (``_count_on_run``). Side
+    effects: one ``TruthChange`` row per changed truth, and ``truth_changed`` signals
+    after commit. The retirement cap is the run's (``run_settings.retirement_cap``).
+    Returns the new (or already existing) ``ClusterReview``.
     """
-    max_generation = app_settings.MAX_GENERATION
-    changed: list[tuple[Truth, str, str]] = []
     with transaction.atomic():
         run = ConsolidationRun.objects.select_for_update().get(pk=draft.run_id)
-        cap = live_settings.retirement_cap(run)
         existing = ClusterReview.objects.filter(run=run, key=draft.key).first()
         if existing is not None:
             return existing
-        ids = sorted(int(row["id"]) for row in draft.snapshot)
-        locked = {t.pk: t for t in Truth.all_objects.select_for_update().filter(pk__in=ids).order_by("pk")}
-        rows = {row["alias"]: row for row in draft.snapshot}
-
-        rejections = list(draft.rejections)
-        applied: list[dict[str, Any]] = []
-        retired_count = 0
-        events: list[LineageEvent] = []
-        now = timezone.now()
-        # alias -> the truth it stands for now; a pre-pass merge moves its members'
-        # aliases onto its result, so that a later action acts on the merged truth.
-        current = {alias: locked.get(int(row["id"])) for alias, row in rows.items()}
-        moved: set[str] = set()
-        accepted = () if draft.deferred_reason else draft.accepted
-        for index, action in enumerate(accepted):
-            if action.action == "merge":
-                protected = [
-                    a for a in action.ids
-                    if (current[a].is_protected(max_generation=max_generation) if a in moved else rows[a]["protected"])
-                ]
-                retiring = [a for a in action.ids if a not in protected]
-            else:
-                protected = []
-                retiring = list(action.old)
-            stale = [
-                a
-                for a in action.members()
-                if a not in moved
-                and not _is_fresh(current[a], rows[a], retiring=a in retiring, max_generation=max_generation)
-            ]
-            if stale:
-                reason = STALE_MEMBER.format(alias=stale[0])
-                rejections.append(Rejection(action=action, code=Code.STALE_MEMBER, reason=reason))
-                continue
-            if run.retired + retired_count + len(retiring) > cap:
-                rejections.append(Rejection(action=action, code=Code.CAP_REACHED, reason=CAP_REACHED.format(cap=cap)))
-                continue
-            entry: dict[str, Any] = {
-                **action.as_wire(),
-                "stage": "prepass" if index < draft.prepass else "judge",
-                "truth_ids": {a: current[a].pk for a in action.members()},  # type: ignore[union-attr]
-            }
-            retired_count += len(retiring)
-            if dry_run:
-                applied.append(entry)
-                continue
-            sources = [current[a] for a in action.members()]
-            if action.action == "merge":
-                if protected:
-                    result = current[protected[0]]
-                    # The protected keeper is never reworded, but it takes the merge's
-                    # bookkeeping (tags, uses, validation, relevance) of what it absorbs.
-                    bookkeeping.absorb(result, sources=sources, retired=len(retiring))
-                else:
-                    embedding = draft.embeddings.get(action.content.strip())
-                    result = _merged_truth(action, sources, embedding, embedding_model)
-                    changed.append((result, "created", action.reason))
-                reason = RetiredReason.MERGED
-                kind = LineageEvent.Action.MERGE
-            else:
-                result = current[action.new]
-                reason = RetiredReason.SUPERSEDED
-                kind = LineageEvent.Action.SUPERSEDE
-            for alias in retiring:
-                source = current[alias]
-                _retire(source, into=result, reason=reason, now=now)
-                changed.append((source, "retired", action.reason))
-                events.append(
-                    LineageEvent(
-                        action=kind, source=source, result=result, reason=action.reason, actor=actor or draft.judge
-                    )
-                )
-            if action.action == "merge":
-                for alias in action.ids:
-                    current[alias] = result
-                    moved.add(alias)
-            entry["result_id"] = result.pk
-            applied.append(entry)
-
-        if draft.deferred_reason:
-            outcome = ClusterReview.Outcome.DEFERRED
-        elif applied:
-            outcome = ClusterReview.Outcome.PREVIEW if dry_run else ClusterReview.Outcome.APPLIED
-        elif draft.error:
-            outcome = ClusterReview.Outcome.FAILED
-        elif draft.stale_reason:
-            outcome = ClusterReview.Outcome.STALE
-        elif rejections:
-            stale_only = all(r.code == Code.STALE_MEMBER for r in rejections)
-            outcome = ClusterReview.Outcome.STALE if stale_only else ClusterReview.Outcome.REJECTED
-        else:
-            outcome = ClusterReview.Outcome.KEPT
-        verdict = draft.verdict
-        spend = draft.spend
-        calls = spend.calls or draft.llm_calls or (verdict.llm_calls if verdict else 0)
-        review = ClusterReview.objects.create(
-            run=run,
-            user_id=draft.user_id,
-            key=draft.key,
-            snapshot=list(draft.snapshot),
-            similarities=draft.similarities,
-            actions=[a.as_wire() for a in verdict.actions] if verdict else [],
-            applied_actions=applied,
-            rejections=[r.as_dict() for r in rejections],
-            reasoning=verdict.reasoning if verdict else "",
-            proposed_content="\n".join(a.content for a in verdict.actions if a.action == "merge") if verdict else "",
-            outcome=outcome,
-            applied=bool(applied) and not dry_run,
-            skip_reason=draft.stale_reason
-            or draft.deferred_reason
-            or ("; ".join(r.reason for r in rejections) if not applied else ""),
-            judge=draft.judge,
-            model=verdict.model if verdict else "",
-            prompt_version=verdict.prompt_version if verdict else "",
-            tokens=spend.tokens,
-            prompt_tokens=spend.prompt_tokens,
-            cached_tokens=spend.cached_tokens,
-            completion_tokens=spend.completion_tokens,
-            cost=spend.cost,
-            cost_known=not spend.unpriced,
-            llm_calls=calls,
-            latency_ms=verdict.latency_ms if verdict else 0,
-            attempts=verdict.attempts if verdict else 0,
-            error=draft.error,
-            failure=draft.failure if draft.error else "",
-            failed_members=list(draft.failed),
-            raw_response=verdict.raw if verdict else "",
-        )
-        review.members.set(ids)
-        for event in events:
-            event.review = review
-        LineageEvent.objects.bulk_create(events)
-        merges = sum(1 for a in applied if a["action"] == "merge")
-        counted = outcome_counter(outcome, rejections)
-        ConsolidationRun.objects.filter(pk=run.pk).update(
-            clusters_done=F("clusters_done") + 1,
-            merged=F("merged") + merges,
-            superseded=F("superseded") + (len(applied) - merges),
-            retired=F("retired") + retired_count,
-            kept=F("kept") + int(counted == "kept"),
-            rejected=F("rejected") + int(counted == "rejected"),
-            stale=F("stale") + int(counted == "stale"),
-            deferred=F("deferred") + int(counted == "deferred"),
-            failed=F("failed") + (1 if draft.error else 0),
-            llm_calls=F("llm_calls") + calls,
-            model_clusters=F("model_clusters") + (1 if draft.asked_model else 0),
-            tokens=F("tokens") + spend.tokens,
-            prompt_tokens=F("prompt_tokens") + spend.prompt_tokens,
-            cached_tokens=F("cached_tokens") + spend.cached_tokens,
-            completion_tokens=F("completion_tokens") + spend.completion_tokens,
-            cost=F("cost") + spend.cost,
-            unpriced=F("unpriced") + (1 if spend.unpriced else 0),
-        )
+        work = _lock(run, draft, dry_run=dry_run, embedding_model=embedding_model, actor=actor)
+        for index, action in enumerate(() if draft.deferred_reason else draft.accepted):
+            _apply(work, index, action)
+        outcome = review_outcome(draft, applied=bool(work.applied), rejections=work.rejections, dry_run=dry_run)
+        review = _write_review(run, work, outcome)
+        _count_on_run(run, work, outcome, calls=review.llm_calls)
         # Audit rows now, signals after commit (services/pipeline/truth_events.py).
-        truth_events.record_change_tuples(changed, review=review, run=run, actor=actor or draft.judge)
+        truth_events.record_change_tuples(work.changed, review=review, run=run, actor=actor or draft.judge)
     logger.info("run %s review %s: %s", draft.run_id, review.pk, outcome)
     return review
+
+
+def _lock(
+    run: ConsolidationRun, draft: ReviewDraft, *, dry_run: bool, embedding_model: str, actor: str
+) -> _Application:
+    """Lock the draft's members (ascending ids, the lock order) and start its application."""
+    ids = sorted(int(row["id"]) for row in draft.snapshot)
+    locked = {t.pk: t for t in Truth.all_objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+    rows = {row["alias"]: row for row in draft.snapshot}
+    return _Application(
+        draft=draft, dry_run=dry_run, embedding_model=embedding_model, actor=actor or draft.judge,
+        cap=run_settings.retirement_cap(run), already_retired=run.retired, rows=rows,
+        current={alias: locked.get(int(row["id"])) for alias, row in rows.items()},
+        rejections=list(draft.rejections), now=timezone.now(),
+    )
+
+
+def _refusal(work: _Application, action: Action, retiring: list[str]) -> Rejection | None:
+    """Why ``action`` cannot be applied now (a member changed or became protected since
+    the judge saw it, or the run's retirement cap), or None."""
+    max_generation = app_settings.MAX_GENERATION
+    stale = [
+        a
+        for a in action.members()
+        if a not in work.moved
+        and not _is_fresh(work.current[a], work.rows[a], retiring=a in retiring, max_generation=max_generation)
+    ]
+    if stale:
+        return Rejection(action=action, code=Code.STALE_MEMBER, reason=STALE_MEMBER.format(alias=stale[0]))
+    if work.already_retired + work.retired_count + len(retiring) > work.cap:
+        return Rejection(action=action, code=Code.CAP_REACHED, reason=CAP_REACHED.format(cap=work.cap))
+    return None
+
+
+def _protection(work: _Application, action: Action) -> MergeProtection:
+    """The protection of a merge: its members as the judge saw them, or, for an alias a
+    merge of this review moved onto its result, that result now."""
+    max_generation = app_settings.MAX_GENERATION
+
+    def protected(alias: str) -> bool:
+        if alias in work.moved:
+            return work.current[alias].is_protected(max_generation=max_generation)  # type: ignore[union-attr]
+        return bool(work.rows[alias]["protected"])
+
+    return MergeProtection.of(action.ids, protected)
+
+
+def _apply(work: _Application, index: int, action: Action) -> None:
+    """Check ``action`` (``_refusal``) and apply it: record it as applied (previewed in a
+    dry run) or as a rejection."""
+    keeper, retiring = None, list(action.old)
+    if action.action == "merge":
+        protection = _protection(work, action)
+        keeper, retiring = protection.keeper, list(protection.retiring)
+    refusal = _refusal(work, action, retiring)
+    if refusal is not None:
+        work.rejections.append(refusal)
+        return
+    entry: dict[str, Any] = {
+        **action.as_wire(),
+        "stage": "prepass" if index < work.draft.prepass else "judge",
+        "truth_ids": {a: work.current[a].pk for a in action.members()},  # type: ignore[union-attr]
+    }
+    work.retired_count += len(retiring)
+    if not work.dry_run:
+        entry["result_id"] = _write_action(work, action, keeper=keeper, retiring=retiring).pk
+    work.applied.append(entry)
+
+
+def _write_action(work: _Application, action: Action, *, keeper: str | None, retiring: list[str]) -> Truth:
+    """Write an accepted, fresh ``action``: the merged truth (or the protected keeper,
+    never reworded), the retired sources pointing at it, their lineage events. Returns
+    the truth that stands for the action's members now."""
+    sources = [work.current[a] for a in action.members()]
+    if action.action == "merge":
+        if keeper is not None:
+            result = work.current[keeper]
+            # The protected keeper is never reworded, but it takes the merge's
+            # bookkeeping (tags, uses, validation, relevance) of what it absorbs.
+            bookkeeping.absorb(result, sources=sources, retired=len(retiring))
+        else:
+            embedding = work.draft.embeddings.get(action.content.strip())
+            result = _merged_truth(action, sources, embedding, work.embedding_model)
+            work.changed.append((result, "created", action.reason))
+        reason, kind = RetiredReason.MERGED, LineageEvent.Action.MERGE
+    else:
+        result = work.current[action.new]
+        reason, kind = RetiredReason.SUPERSEDED, LineageEvent.Action.SUPERSEDE
+    for alias in retiring:
+        source = work.current[alias]
+        _retire(source, into=result, reason=reason, now=work.now)
+        work.changed.append((source, "retired", action.reason))
+        work.events.append(
+            LineageEvent(action=kind, source=source, result=result, reason=action.reason, actor=work.actor)
+        )
+    if action.action == "merge":
+        for alias in action.ids:
+            work.current[alias] = result
+            work.moved.add(alias)
+    return result
+
+
+def review_outcome(draft: ReviewDraft, *, applied: bool, rejections: Sequence[Rejection], dry_run: bool) -> str:
+    """The ``ClusterReview.Outcome`` of a draft once its actions were applied (``applied``:
+    at least one) or refused (``rejections``)."""
+    Outcome = ClusterReview.Outcome
+    if draft.deferred_reason:
+        return Outcome.DEFERRED
+    if applied:
+        return Outcome.PREVIEW if dry_run else Outcome.APPLIED
+    if draft.error:
+        return Outcome.FAILED
+    if draft.stale_reason:
+        return Outcome.STALE
+    if rejections:
+        return Outcome.STALE if all(r.code == Code.STALE_MEMBER for r in rejections) else Outcome.REJECTED
+    return Outcome.KEPT
+
+
+def _write_review(run: ConsolidationRun, work: _Application, outcome: str) -> ClusterReview:
+    """Create the review of ``work`` (members, verdict, what was applied or refused, the
+    spend) and link its lineage events to it."""
+    draft, verdict, spend = work.draft, work.draft.verdict, work.draft.spend
+    applied, rejections = work.applied, work.rejections
+    review = ClusterReview.objects.create(
+        run=run,
+        user_id=draft.user_id,
+        key=draft.key,
+        snapshot=list(draft.snapshot),
+        similarities=draft.similarities,
+        actions=[a.as_wire() for a in verdict.actions] if verdict else [],
+        applied_actions=applied,
+        rejections=[r.as_dict() for r in rejections],
+        reasoning=verdict.reasoning if verdict else "",
+        proposed_content="\n".join(a.content for a in verdict.actions if a.action == "merge") if verdict else "",
+        outcome=outcome,
+        applied=bool(applied) and not work.dry_run,
+        skip_reason=draft.stale_reason
+        or draft.deferred_reason
+        or ("; ".join(r.reason for r in rejections) if not applied else ""),
+        judge=draft.judge,
+        model=verdict.model if verdict else "",
+        prompt_version=verdict.prompt_version if verdict else "",
+        tokens=spend.tokens,
+        prompt_tokens=spend.prompt_tokens,
+        cached_tokens=spend.cached_tokens,
+        completion_tokens=spend.completion_tokens,
+        cost=spend.cost,
+        cost_known=not spend.unpriced,
+        llm_calls=spend.calls or draft.llm_calls or (verdict.llm_calls if verdict else 0),
+        latency_ms=verdict.latency_ms if verdict else 0,
+        attempts=verdict.attempts if verdict else 0,
+        error=draft.error,
+        failure=draft.failure if draft.error else "",
+        failed_members=list(draft.failed),
+        raw_response=verdict.raw if verdict else "",
+    )
+    review.members.set(sorted(int(row["id"]) for row in draft.snapshot))
+    for event in work.events:
+        event.review = review
+    LineageEvent.objects.bulk_create(work.events)
+    return review
+
+
+def _count_on_run(run: ConsolidationRun, work: _Application, outcome: str, *, calls: int) -> None:
+    """Add the review to the run's counters in one UPDATE: a cluster done, its merges,
+    supersedes and retirements, its outcome's counter (``outcome_counter``), its spend."""
+    merges = sum(1 for a in work.applied if a["action"] == "merge")
+    counted = outcome_counter(outcome, work.rejections)
+    ConsolidationRun.objects.filter(pk=run.pk).update(
+        clusters_done=F("clusters_done") + 1,
+        merged=F("merged") + merges,
+        superseded=F("superseded") + (len(work.applied) - merges),
+        retired=F("retired") + work.retired_count,
+        kept=F("kept") + int(counted == "kept"),
+        rejected=F("rejected") + int(counted == "rejected"),
+        stale=F("stale") + int(counted == "stale"),
+        deferred=F("deferred") + int(counted == "deferred"),
+        failed=F("failed") + (1 if work.draft.error else 0),
+        model_clusters=F("model_clusters") + (1 if work.draft.asked_model else 0),
+        **spend_counters(work.draft.spend, calls=calls),
+    )

@@ -1,26 +1,37 @@
 """Every message this app sends to django-q2: one job's task, now or at a time.
 
-The task is named by its function object (``tasks.py``), never by a dotted string
-typed by hand. A job of a run executed in process (``ConsolidationRun.Execution``,
-``execution.run_sync``) is not sent: the process that started the run runs it.
+The tasks are named by the dotted paths below (``TASKS``), which django-q2 stores
+and imports in its workers: this layer never imports the doors (``tasks.py``), and
+a test checks that every path names a function of ``tasks.py``. A job of a run
+executed in process (``ConsolidationRun.Execution``, ``execution.run_sync``) is not
+sent: the process that started the run runs it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django_q.conf import Conf
+from django_q.models import Schedule
+from django_q.tasks import async_task, schedule
 
 from ...conf import app_settings
-from ...models import ConsolidationJob, ConsolidationRun
+from ...models import ConsolidationJob, ConsolidationRun, Truth
 
 Job = ConsolidationJob
 
-#: Names of the django-q2 schedules this app owns (``scheduling.ensure_schedules``).
-WEEKLY_SCHEDULE = "iris_consolidation:weekly"
-RECOVERY_SCHEDULE = "iris_consolidation:recover"
+_TASKS = "iris_consolidation.tasks"
+#: The django-q2 task of each job kind and schedule: dotted paths into ``tasks.py``.
+PLAN_USER = f"{_TASKS}.plan_user"
+CONSOLIDATE_BATCH = f"{_TASKS}.consolidate_batch"
+APPLY_REVIEW = f"{_TASKS}.apply_review"
+SCHEDULED_CONSOLIDATION = f"{_TASKS}.scheduled_consolidation"
+RECOVER_JOBS = f"{_TASKS}.recover_jobs"
+TASKS = (PLAN_USER, CONSOLIDATE_BATCH, APPLY_REVIEW, SCHEDULED_CONSOLIDATION, RECOVER_JOBS)
+
+Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 
 
 def group_name(run_id: Any) -> str:
@@ -49,10 +60,6 @@ def timeout_of(kind: str, *, user_id: int | None = None) -> int:
     base = int(app_settings.USER_JOB_TIMEOUT)
     if user_id is None:
         return base
-    from django_q.conf import Conf
-
-    from ...models import Truth
-
     truths = Truth.objects.for_user(user_id).count()
     derived = base * max(1, -(-truths // TRUTHS_PER_USER_TIMEOUT))
     if Conf.RETRY:
@@ -60,22 +67,14 @@ def timeout_of(kind: str, *, user_id: int | None = None) -> int:
     return max(base, derived)
 
 
-def task_path(func: Callable[..., Any]) -> str:
-    """The dotted path django-q2 stores for ``func`` (for ``Schedule.func``)."""
-    return f"{func.__module__}.{func.__qualname__}"
-
-
-def task_call(job: Job) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
-    """``(task function, args, q_options)`` of the django-q2 task that runs ``job``."""
-    from ... import tasks  # tasks -> jobs -> dispatch: the doors are imported last
-
+def task_call(job: Job) -> Call:
+    """``(task path, args, q_options)`` of the django-q2 task that runs ``job``."""
     run = str(job.run_id)
-    func: Callable[..., Any]
     if job.kind == Job.Kind.USER:
-        func, args = tasks.plan_user, (run, job.user_id)
+        func, args = PLAN_USER, (run, job.user_id)
         name = f"iris:plan:{run[:8]}:user{job.user_id}"
     elif job.kind == Job.Kind.APPLY:
-        func, args = tasks.apply_review, (run, job.preview_id)
+        func, args = APPLY_REVIEW, (run, job.preview_id)
         name = f"iris:apply:{run[:8]}:review{job.preview_id}"
     else:
         return batch_call([job])
@@ -83,17 +82,15 @@ def task_call(job: Job) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, 
     return func, args, {"task_name": name, "group": group_name(job.run_id), "timeout": timeout}
 
 
-def batch_call(batch: list[Job]) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
-    """``(task function, args, q_options)`` of the phase 2 task that judges ``batch``: up to
+def batch_call(batch: list[Job]) -> Call:
+    """``(task path, args, q_options)`` of the phase 2 task that judges ``batch``: up to
     ``CLUSTERS_PER_CALL`` cluster jobs of one user, judged in one model call. A job sent
     again on its own (recovery, retry) is a batch of one."""
-    from ... import tasks
-
     first = batch[0]
     run = str(first.run_id)
     args = (run, [job.pk for job in batch])
     name = f"iris:clusters:{run[:8]}:{first.member_ids[0]}+{len(batch) - 1}"
-    return tasks.consolidate_batch, args, {
+    return CONSOLIDATE_BATCH, args, {
         "task_name": name, "group": group_name(first.run_id), "timeout": timeout_of(Job.Kind.CLUSTER)
     }
 
@@ -117,34 +114,23 @@ def send_batch(batch: list[Job]) -> None:
         _send(batch_call(batch))
 
 
-def _send(call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]) -> None:
-    from django_q.tasks import async_task
-
+def _send(call: Call) -> None:
     func, args, options = call
     transaction.on_commit(lambda: async_task(func, *args, q_options=dict(options)))
 
 
 def send_batch_at(batch: list[Job], when: datetime) -> None:
-    """Have django-q2's scheduler send one task for ``batch`` at ``when`` (see ``send_at``)."""
+    """Have django-q2's scheduler send one task for ``batch`` at ``when`` (a one-off
+    ``Schedule``, written in the current transaction; the scheduler looks about every
+    30 s). Not for a run executed in process: its process waits for ``not_before`` itself."""
     if batch and not in_process(batch[0].run_id):
         _schedule(batch_call(batch), when, name=f"iris_consolidation:jobs{batch[0].pk}+{len(batch) - 1}")
 
 
-def send_at(job: Job, when: datetime) -> None:
-    """Have django-q2's scheduler send ``job``'s task at ``when`` (a one-off ``Schedule``,
-    written in the current transaction; the scheduler looks about every 30 s). Not for
-    a run executed in process: its process waits for ``job.not_before`` itself."""
-    if not in_process(job.run_id):
-        _schedule(task_call(job), when, name=f"iris_consolidation:job{job.pk}")
-
-
-def _schedule(call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]], when: datetime, *, name: str) -> None:
-    from django_q.models import Schedule
-    from django_q.tasks import schedule
-
+def _schedule(call: Call, when: datetime, *, name: str) -> None:
     func, args, options = call
     schedule(
-        task_path(func),
+        func,
         *args,
         q_options=options,
         name=f"{name}:{when:%Y%m%dT%H%M%S.%f}",

@@ -2,12 +2,12 @@
 here one at a time instead of by django-q2 workers.
 
 ``run_sync`` is what ``consolidate_truths --sync``/``--dry-run`` and the tests use. It
-starts the run like a queued one (``jobs.start_queued_run``), marks it executed in
+starts the run like a queued one (``lifecycle.start_run``), marks it executed in
 process (so ``dispatch`` sends nothing), then runs each user's phase 1 job and that
 user's cluster jobs, ``CLUSTERS_PER_CALL`` at a time, through the workers' functions
 (``workers.plan_user_job``, ``workers.judge_batch_job``): same review keys, same review drafts, same 429 handling
 (the job waits until the provider's time, within ``RETRY_WINDOW``, then a failed review
-with the cluster's members), same finish rule (``jobs.refresh_run``). The jobs-per-minute
+with the cluster's members), same finish rule (``lifecycle.refresh_run``). The jobs-per-minute
 limit is not applied: one process judges one cluster at a time.
 """
 
@@ -24,7 +24,8 @@ from ...embeddings import Embedder
 from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
 from ..pipeline import consolidation
-from . import jobs, workers
+from . import delivery, lifecycle, workers
+from .keys import candidate, worker_name
 
 Job = ConsolidationJob
 
@@ -48,7 +49,7 @@ def _run_job(
         if job.status == Job.Status.WAITING and job.not_before is not None and job.not_before > now:
             sleep((job.not_before - now).total_seconds())
             now = max(clock(), job.not_before)
-        claimed = jobs.claim(job.pk, worker=jobs.worker_name(), now=now)
+        claimed = delivery.claim(job.pk, worker=worker_name(), now=now)
         if claimed is None:
             return job
         work(claimed, clock)
@@ -74,7 +75,7 @@ def _run_batch(
         if due and max(due) > now:
             sleep((max(due) - now).total_seconds())
             now = max(clock(), max(due))
-        claimed = [c for c in (jobs.claim(j.pk, worker=jobs.worker_name(), now=now) for j in open_jobs) if c]
+        claimed = [c for c in (delivery.claim(j.pk, worker=worker_name(), now=now) for j in open_jobs) if c]
         if not claimed:
             return batch
         work(claimed, clock)
@@ -95,11 +96,11 @@ def run_sync(
     "clusters" (payload: list of clusters) and "cluster" (payload: the review).
     ``sleep``/``clock`` wait out a rate-limited judge (tests pass a pair that agree).
     Raises what phase 1 raises (e.g. ``EmbeddingError``); the caller fails the run
-    (``consolidation.fail_run``).
+    (``lifecycle.fail_run``).
     """
     ConsolidationRun.objects.filter(pk=run.pk).update(execution=ConsolidationRun.Execution.IN_PROCESS)
     run.execution = ConsolidationRun.Execution.IN_PROCESS
-    user_ids = jobs.start_queued_run(run)
+    user_ids = lifecycle.start_run(run)
     user_jobs = {j.user_id: j for j in Job.objects.in_run(run.pk).filter(kind=Job.Kind.USER)}
 
     def plan(job: Job, _clock: Callable[[], datetime]) -> dict[str, Any]:
@@ -116,7 +117,7 @@ def run_sync(
             Job.objects.in_run(run.pk).filter(kind=Job.Kind.CLUSTER, user_id=user_id).order_by("id")
         )
         if progress:
-            progress("clusters", i, len(user_ids), [jobs.candidate(j) for j in cluster_jobs])
+            progress("clusters", i, len(user_ids), [candidate(j) for j in cluster_jobs])
         done = 0
         for batch in consolidation.batches(cluster_jobs):
             for finished in _run_batch(batch, judge, sleep=sleep, clock=clock):
@@ -124,6 +125,6 @@ def run_sync(
                 if progress:
                     review = ClusterReview.objects.filter(pk=finished.review_id).first()
                     progress("cluster", done, len(cluster_jobs), review)
-    jobs.refresh_run(run.pk)
+    lifecycle.refresh_run(run.pk)
     run.refresh_from_db()
     return run

@@ -5,7 +5,7 @@ the weekly run (cron ``SCHEDULE_CRON``, Sunday 05:00 in TIME_ZONE by default) an
 minutely recovery sweep of queued jobs. It runs after every ``migrate``.
 
 ``start_scheduled_run`` is what the weekly task does, the only scheduled entry point.
-It honours the live settings (``live_settings.get_effective_settings``): disabled, it
+It honours the live settings (``run_settings.get_effective_settings``): disabled, it
 starts nothing; "scheduled passes dry-run only" makes the run a dry run; a live
 ``interval_hours`` skips a slot that comes sooner than that after the slot of the last
 scheduled run (0, the default, runs every slot; a catch-up covers the latest slot due,
@@ -28,18 +28,22 @@ from croniter import croniter
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
+from django_q.models import Schedule
+from django_q.utils import localtime
 
+from ...choices import RECOVERY_SCHEDULE, WEEKLY_SCHEDULE
 from ...conf import app_settings
+from ...llm import get_judge_client
 from ...models import ConsolidationRun, ScheduleLock
-from ..operations import live_settings
+from ...run_settings import get_effective_settings
 from ..pipeline import consolidation
-from . import dispatch, jobs
+from . import dispatch, lifecycle
 
 logger = logging.getLogger(__name__)
 
 #: Names of the django-q2 schedules this app owns.
-WEEKLY = dispatch.WEEKLY_SCHEDULE
-RECOVERY = dispatch.RECOVERY_SCHEDULE
+WEEKLY = WEEKLY_SCHEDULE
+RECOVERY = RECOVERY_SCHEDULE
 #: Keyword argument through which django-q2 passes the slot a firing is for.
 SLOT_KWARG = "scheduled_for"
 #: Name of the no-overlap lock of scheduled runs.
@@ -71,8 +75,6 @@ class ScheduledStart:
 
 def _local(moment: datetime) -> datetime:
     # django-q2's own clock for schedules: TIME_ZONE (or Q_CLUSTER's time_zone).
-    from django_q.utils import localtime
-
     return localtime(moment)
 
 
@@ -101,10 +103,6 @@ def ensure_schedules(*, now: datetime | None = None) -> dict[str, object]:
     ``SCHEDULE_CRON`` removes it. Returns the schedules by name (None if removed).
     Raises ``ImproperlyConfigured`` for a cron expression croniter rejects.
     """
-    from django_q.models import Schedule
-
-    from ... import tasks  # tasks -> scheduling: the doors are imported last
-
     now = now or timezone.now()
     cron = app_settings.SCHEDULE_CRON
     result: dict[str, object] = {}
@@ -124,7 +122,7 @@ def ensure_schedules(*, now: datetime | None = None) -> dict[str, object]:
                 weekly.cron = cron
                 weekly.schedule_type = Schedule.CRON
                 weekly.next_run = next_slot(cron, after=now)
-            weekly.func = dispatch.task_path(tasks.scheduled_consolidation)
+            weekly.func = dispatch.SCHEDULED_CONSOLIDATION
             weekly.repeats = -1
             weekly.intended_date_kwarg = SLOT_KWARG
             weekly.args = None
@@ -138,7 +136,7 @@ def ensure_schedules(*, now: datetime | None = None) -> dict[str, object]:
         recovery = Schedule.objects.filter(name=RECOVERY).order_by("id").first()
         if recovery is None:
             recovery = Schedule(name=RECOVERY, next_run=now)
-        recovery.func = dispatch.task_path(tasks.recover_jobs)
+        recovery.func = dispatch.RECOVER_JOBS
         recovery.schedule_type = Schedule.MINUTES
         recovery.minutes = 1
         recovery.repeats = -1
@@ -157,8 +155,6 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
     scheduled run. Transaction: one, holding the lock row; the run's tasks are sent on
     commit. Raises what ``create_run`` and the judge factory raise.
     """
-    from ...llm import get_judge_client
-
     now = now or timezone.now()
     cron = app_settings.SCHEDULE_CRON
     slot = latest_slot(cron, now=now) if cron else (scheduled_for or now)
@@ -174,7 +170,7 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
             return ScheduledStart(
                 slot=slot, skipped=SKIP_OVERLAP.format(run_id=holder.pk, until=lock.expires_at.isoformat())
             )
-        effective = live_settings.get_effective_settings()
+        effective = get_effective_settings()
         if not effective.enabled:
             return ScheduledStart(slot=slot, skipped=SKIP_DISABLED)
         last = scheduled.exclude(scheduled_for=None).order_by("-scheduled_for").first()
@@ -192,11 +188,11 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
         run.save(update_fields=["scheduled_for"])
         if holder is not None and holder.finished_at is None:
             until = lock.expires_at.isoformat() if lock.expires_at else "?"
-            jobs.abandon_run(holder.pk, reason=HOLDER_DIED.format(until=until, new_id=run.pk), now=now)
+            lifecycle.abandon_run(holder.pk, reason=HOLDER_DIED.format(until=until, new_id=run.pk), now=now)
         lock.run = run
         lock.acquired_at = now
         lock.expires_at = now + timedelta(seconds=int(app_settings.SCHEDULE_LOCK_TTL))
         lock.save()
-        jobs.start_queued_run(run, now=now)
+        lifecycle.start_run(run, now=now)
     logger.info("scheduled run %s (%s) started for the slot of %s", run.pk, run.mode, slot.isoformat())
     return ScheduledStart(slot=slot, run=run)

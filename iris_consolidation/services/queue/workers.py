@@ -1,7 +1,7 @@
 """What one delivery of claimed jobs does: phase 1 for a user, phase 2 for a batch of
 one user's clusters (one model call).
 
-The caller (``tasks.py``) claims the job (``jobs.claim``) and handles faults; these
+The caller (``tasks.py``) claims the job (``delivery.claim``) and handles faults; these
 functions do the work and move the job on. Phase 2 passes the jobs-per-minute limit
 right before the judge's first model call (``throttling``): work that calls no
 model (phase 1, the rule judge, clusters the deterministic pre-pass settles) never
@@ -28,7 +28,8 @@ from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob
 from ..operations import dry_runs
 from ..pipeline import consolidation
-from . import dispatch, jobs, throttling
+from . import delivery, dispatch, throttling
+from .keys import candidate
 
 logger = logging.getLogger(__name__)
 
@@ -77,11 +78,11 @@ def plan_user_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any
         run_id=job.run_id, user_id=job.user_id, embedder=embedder, embed_deadline=deadline
     )
     if not plan.complete:
-        note = jobs.PHASE1_CONTINUES.format(embedded=plan.embedded, pending=plan.pending)
-        jobs.continue_later(job, note=note)
+        note = delivery.PHASE1_CONTINUES.format(embedded=plan.embedded, pending=plan.pending)
+        delivery.continue_later(job, note=note)
         logger.info("run %s: user %s: %s", job.run_id, job.user_id, note)
         return {"user_id": job.user_id, "continued": True, "pending": plan.pending}
-    created = jobs.finish_user_job(job, plan)
+    created = delivery.finish_user_job(job, plan)
     return {"user_id": job.user_id, "clusters": created}
 
 
@@ -104,7 +105,7 @@ def _pass_throttle(
         # Come back early by what a worker may wait: the scheduler fires up to 30 s late
         # anyway, and the rest of the wait is then taken in the worker, up to the second.
         until = clock() + timedelta(seconds=wait - most)
-        jobs.defer_batch(batch, until=until, note=THROTTLED.format(limit=limit, period=period))
+        delivery.defer_batch(batch, until=until, note=THROTTLED.format(limit=limit, period=period))
         return False
 
 
@@ -112,21 +113,8 @@ def apply_review_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, 
     """Phase 2 of a claimed apply job: apply the dry run's verdict (``dry_runs.apply_review``,
     no model call, so no throttle); returns ``{"job", "outcome"}``."""
     review = dry_runs.apply_review(run_id=job.run_id, review_id=job.preview_id, embedder=embedder)
-    jobs.finish_cluster_job(job, review)
+    delivery.finish_cluster_job(job, review)
     return {"job": job.pk, "outcome": review.outcome}
-
-
-def judge_cluster_job(
-    job: ConsolidationJob,
-    *,
-    client: JudgeClient,
-    embedder: Embedder,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], datetime] = timezone.now,
-    throttled: bool = True,
-) -> dict[str, Any]:
-    """Phase 2 of one claimed cluster job: ``judge_batch_job`` of one."""
-    return judge_batch_job([job], client=client, embedder=embedder, sleep=sleep, clock=clock, throttled=throttled)[0]
 
 
 def judge_batch_job(
@@ -156,7 +144,7 @@ def judge_batch_job(
         if review is None:
             pending.append(job)
             continue
-        jobs.finish_cluster_job(job, review)
+        delivery.finish_cluster_job(job, review)
         results[job.pk] = review.outcome
     if pending:
 
@@ -168,7 +156,7 @@ def judge_batch_job(
         try:
             reviews = consolidation.consolidate_batch(
                 run_id=pending[0].run_id,
-                clusters=[jobs.candidate(job) for job in pending],
+                clusters=[candidate(job) for job in pending],
                 client=client,
                 embedder=embedder,
                 keys=[job.review_key() for job in pending],
@@ -187,7 +175,7 @@ def judge_batch_job(
         if throttled and extra_calls > 0:
             throttling.charge(name=throttling.CLUSTER_JOBS, count=extra_calls)
         for job, review in zip(pending, reviews, strict=True):
-            jobs.finish_cluster_job(job, review)
+            delivery.finish_cluster_job(job, review)
             results[job.pk] = review.outcome
     return [{"job": job.pk, "outcome": results[job.pk]} for job in batch]
 
@@ -202,14 +190,14 @@ def _rate_limited(
     window = int(app_settings.RETRY_WINDOW)
     first = min((job.first_attempt_at or now) for job in batch)
     if now + timedelta(seconds=wait) <= first + timedelta(seconds=window):
-        jobs.defer_batch(batch, until=now + timedelta(seconds=wait), rate_limited=True, note=str(exc))
+        delivery.defer_batch(batch, until=now + timedelta(seconds=wait), rate_limited=True, note=str(exc))
         logger.info("run %s: %d jobs rate limited, again in %.1f s", batch[0].run_id, len(batch), wait)
         return None
     error = RATE_LIMIT_EXHAUSTED.format(wait=wait, window=window, first=first.isoformat(), error=exc)
     return [
         consolidation.record_cluster_failure(
             run_id=job.run_id,
-            cluster=jobs.candidate(job),
+            cluster=candidate(job),
             judge=client.name,
             error=error,
             key=job.review_key(),

@@ -15,7 +15,16 @@ from django.utils import timezone
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm import hygiene as prompts
-from iris_consolidation.models import ChatSession, ConsolidationCursor, ConsolidationRun, Origin, SessionMessage, StageResult, Truth, TruthChange
+from iris_consolidation.models import (
+    ChatSession,
+    ConsolidationCursor,
+    ConsolidationRun,
+    Origin,
+    SessionMessage,
+    StageResult,
+    Truth,
+    TruthChange,
+)
 from iris_consolidation.services.hygiene import extraction, mining, stages
 from tests import llm_stub
 from tests.helpers import truth_state
@@ -222,6 +231,20 @@ def test_llm_mining_sends_messages_and_known_truths_as_quoted_data(llm_server, a
     assert Truth.objects.filter(user=ana).count() == 1  # the injected line added nothing
     run.refresh_from_db()
     assert run.llm_calls == 2 and run.tokens == 140
+
+
+def test_an_unpriced_models_mining_call_makes_the_runs_cost_unknown(llm_server, ana, run_factory):
+    """The stub's model has no price in litellm's map: the run must say its cost is
+    unknown (``unpriced``), as it does for the judge's calls. Mining's own spend adder
+    used to forget ``unpriced``, so a run whose only calls were mining showed $0."""
+    llm_server.script = [reply(item("Lives in Porto"))]
+    run = started(run_factory(since="7d"))
+
+    stages.run_mine(run, ana.pk, embedder=get_embedder(), client=get_judge_client("llm"))
+
+    run.refresh_from_db()
+    assert (run.llm_calls, run.cost) == (1, 0.0)
+    assert run.unpriced == 1
 
 
 def test_llm_mining_malformed_and_truncated_replies_add_nothing(llm_server, ana, run_factory, settings):

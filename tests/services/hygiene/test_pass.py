@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ConsolidationRun, Origin, RetiredReason, StageResult, Truth
-from iris_consolidation.services.hygiene.stages import UNKNOWN_STAGE
+from iris_consolidation.run_settings import UNKNOWN_STAGE
 from iris_consolidation.services.pipeline import consolidation
 from tests.conftest import unit_vector, vector_at
 from tests.helpers import parse_summary, truth_state

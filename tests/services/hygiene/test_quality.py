@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from iris_consolidation.services.hygiene import quality
+from iris_consolidation import quality
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

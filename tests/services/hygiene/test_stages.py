@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from iris_consolidation import run_settings
 from iris_consolidation.exceptions import InvalidInput, UndoRefused
 from iris_consolidation.models import LiveSettings, Origin, RetiredReason, StageResult, Truth, TruthChange
 from iris_consolidation.services.hygiene import retire, stages
-from iris_consolidation.services.operations import live_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -130,10 +130,10 @@ def test_prune_retirements_respect_the_runs_cap(truth_factory, user_factory, run
 
 
 def test_only_parses_stages_and_refuses_unknown_names_in_one_line():
-    assert stages.parse_only("prune,noise") == ("noise", "prune")
-    assert stages.parse_only(None) is None
+    assert run_settings.parse_only("prune,noise") == ("noise", "prune")
+    assert run_settings.parse_only(None) is None
     with pytest.raises(InvalidInput) as info:
-        stages.parse_only("noise,dedupe")
+        run_settings.parse_only("noise,dedupe")
     message = str(info.value)
     assert "\n" not in message and "'dedupe'" in message
     assert "mine, noise, decay, lexical, semantic, relocate, promote, prune" in message
@@ -142,7 +142,7 @@ def test_only_parses_stages_and_refuses_unknown_names_in_one_line():
 def test_narrow_turns_unlisted_stages_off_and_listed_off_ones_to_report():
     modes = {"mine": "apply", "noise": "off", "decay": "apply", "lexical": "apply", "semantic": "apply",
              "relocate": "report", "promote": "off", "prune": "report"}
-    assert stages.narrow(modes, ("noise", "decay", "promote")) == {
+    assert run_settings.narrow(modes, ("noise", "decay", "promote")) == {
         "mine": "off", "noise": "report", "decay": "apply", "lexical": "off", "semantic": "off",
         "relocate": "off", "promote": "report", "prune": "off",
     }
@@ -151,7 +151,7 @@ def test_narrow_turns_unlisted_stages_off_and_listed_off_ones_to_report():
 def test_live_settings_switch_each_stage_and_are_stored_on_the_run(run_factory, settings):
     settings.IRIS_CONSOLIDATION_NOISE = "off"
     LiveSettings.objects.create(prune_mode="apply", lexical_mode="off")
-    effective = live_settings.get_effective_settings()
+    effective = run_settings.get_effective_settings()
     assert effective.stage_modes == {
         "mine": "apply", "noise": "off", "decay": "report", "lexical": "off", "semantic": "apply",
         "relocate": "report", "promote": "report", "prune": "apply",
@@ -172,7 +172,7 @@ def test_admin_live_settings_switch_a_stage_mode(admin_client):
         {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "apply", "noise_mode": "off"},
     )
     assert saved.status_code == 302
-    assert live_settings.get_effective_settings().stage_modes["prune"] == "apply"
+    assert run_settings.get_effective_settings().stage_modes["prune"] == "apply"
     page = admin_client.get(reverse("admin:iris_consolidation_livesettings_change", args=[1])).content.decode()
     assert ("stages: mine apply, noise off, decay report, lexical apply, semantic apply, relocate report, "
             "promote report, prune apply") in page

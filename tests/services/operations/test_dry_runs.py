@@ -21,8 +21,8 @@ from iris_consolidation.models import (
     Truth,
 )
 from iris_consolidation.services.operations import curation, dry_runs
-from iris_consolidation.services.pipeline import consolidation, merging, validation
-from iris_consolidation.services.queue import execution, jobs
+from iris_consolidation.services.pipeline import merging, validation
+from iris_consolidation.services.queue import delivery, execution, lifecycle, recovery
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -55,7 +55,7 @@ def _apply(dry):
     """Apply ``dry`` as the admin does; its apply jobs run inline when the request's
     transaction commits (sync queue)."""
     with TestCase.captureOnCommitCallbacks(execute=True):
-        run, _ = dry_runs.start_application(dry_run_id=dry.pk, actor="operator")
+        run, _ = lifecycle.start_application(dry_run_id=dry.pk, actor="operator")
     run.refresh_from_db()
     return run
 
@@ -118,7 +118,7 @@ def test_a_dry_run_is_applied_once(previewed):
     first = _apply(previewed["dry"])
 
     with pytest.raises(ApplyRefused) as refused:
-        dry_runs.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
+        lifecycle.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
 
     assert str(refused.value) == dry_runs.ALREADY_APPLIED.format(
         run=str(previewed["dry"].pk)[:8], application=str(first.pk)[:8]
@@ -131,9 +131,9 @@ def test_only_a_finished_dry_run_can_be_applied(run_factory):
     unfinished = run_factory(mode="dry_run")
 
     with pytest.raises(ApplyRefused) as not_dry:
-        dry_runs.start_application(dry_run_id=real.pk, actor="operator")
+        lifecycle.start_application(dry_run_id=real.pk, actor="operator")
     with pytest.raises(ApplyRefused) as not_finished:
-        dry_runs.start_application(dry_run_id=unfinished.pk, actor="operator")
+        lifecycle.start_application(dry_run_id=unfinished.pk, actor="operator")
 
     assert str(not_dry.value) == dry_runs.NOT_A_DRY_RUN.format(run=str(real.pk)[:8])
     assert str(not_finished.value) == dry_runs.NOT_FINISHED.format(run=str(unfinished.pk)[:8])
@@ -154,7 +154,7 @@ def test_a_dry_run_that_proposed_nothing_has_nothing_to_apply(user_factory, run_
     assert dry.kept == 1
 
     with pytest.raises(ApplyRefused) as refused:
-        dry_runs.start_application(dry_run_id=dry.pk, actor="operator")
+        lifecycle.start_application(dry_run_id=dry.pk, actor="operator")
 
     assert str(refused.value) == dry_runs.NOTHING_TO_APPLY.format(run=str(dry.pk)[:8])
 
@@ -177,15 +177,15 @@ def test_an_application_is_made_like_any_run_and_the_live_cap_applies(previewed)
 def test_an_application_has_job_rows_and_a_lost_message_is_recovered(previewed):
     """Bug: the application's tasks had no job rows, so a lost message left it running
     forever and the recovery sweep ignored it."""
-    run, review_ids = dry_runs.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
+    run, review_ids = lifecycle.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
     # The transaction's on-commit send never ran here: the message is lost.
     job = ConsolidationJob.objects.get(run=run)
     assert (job.kind, job.status, job.preview_id) == ("apply", "queued", review_ids[0])
     assert ConsolidationRun.objects.get(pk=run.pk).status == ConsolidationRun.Status.RUNNING
 
-    later = timezone.now() + timedelta(seconds=jobs.LOST_MESSAGE_GRACE + 1)
+    later = timezone.now() + timedelta(seconds=recovery.LOST_MESSAGE_GRACE + 1)
     with TestCase.captureOnCommitCallbacks(execute=True):
-        recovered = jobs.recover(broker_idle=lambda: True, now=later)
+        recovered = recovery.recover(broker_idle=lambda: True, now=later)
 
     assert recovered["resent"] == 1
     run.refresh_from_db()
@@ -195,13 +195,13 @@ def test_an_application_has_job_rows_and_a_lost_message_is_recovered(previewed):
 def test_a_failed_application_job_is_retried_like_any_run(previewed, settings):
     """An apply job that keeps failing fails the run; ``retry_failed`` applies it again."""
     settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
-    run, _ = dry_runs.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
-    job = jobs.claim(ConsolidationJob.objects.get(run=run).pk, worker="test")
-    assert jobs.record_fault(job, error="RuntimeError: boom") == "failed"
-    assert jobs.refresh_run(run.pk) == ConsolidationRun.Status.FAILED
+    run, _ = lifecycle.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
+    job = delivery.claim(ConsolidationJob.objects.get(run=run).pk, worker="test")
+    assert delivery.record_fault(job, error="RuntimeError: boom") == "failed"
+    assert lifecycle.refresh_run(run.pk) == ConsolidationRun.Status.FAILED
 
     with TestCase.captureOnCommitCallbacks(execute=True):
-        assert jobs.retry_failed(run.pk) == 1
+        assert recovery.retry_failed(run.pk) == 1
 
     run.refresh_from_db()
     assert (run.status, run.merged, run.failed) == (ConsolidationRun.Status.DONE, 1, 0)

@@ -8,15 +8,13 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from iris_consolidation import tasks
-from iris_consolidation import conf
+from iris_consolidation import conf, run_settings, tasks
 from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, LiveSettings, Truth
-from iris_consolidation.services.operations import live_settings
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import execution, jobs, scheduling
+from iris_consolidation.services.queue import execution, lifecycle, scheduling
 from tests.conftest import vector_at
 from tests.incremental_support import make_pairs
 
@@ -118,7 +116,7 @@ def weekly(settings):
 def _finish(run: ConsolidationRun, *, at: datetime) -> None:
     """The run's jobs settled (their tasks ran elsewhere): release its schedule lock."""
     run.jobs.update(status="done")
-    jobs.refresh_run(run.pk, now=at)
+    lifecycle.refresh_run(run.pk, now=at)
 
 
 def test_scheduled_run_is_skipped_when_disabled(truth_factory, user_factory, weekly):
@@ -161,7 +159,7 @@ def test_every_cron_slot_runs_when_no_interval_is_set(truth_factory, user_factor
 
     second = scheduling.start_scheduled_run(now=SUNDAY_5AM + WEEK)
 
-    assert live_settings.get_effective_settings().interval_hours == 0
+    assert run_settings.get_effective_settings().interval_hours == 0
     assert second.run is not None and second.run.scheduled_for == SUNDAY_5AM + WEEK
 
 

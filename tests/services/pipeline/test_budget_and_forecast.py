@@ -9,9 +9,9 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from iris_consolidation import run_settings
 from iris_consolidation.inventory_display import NO_PRICE
 from iris_consolidation.models import ClusterReview, ConsolidationCursor, LiveSettings, Truth
-from iris_consolidation.services.operations import live_settings
 from iris_consolidation.services.pipeline import forecast, judging
 from tests.helpers import history_counts, parse_summary, truth_state
 from tests.incremental_support import make_pairs, run_pass
@@ -190,11 +190,11 @@ def test_a_capped_run_makes_no_call_for_a_model_without_a_price(llm_server, trut
 
 def test_the_live_settings_cap_overrides_the_setting(db, settings):
     settings.IRIS_CONSOLIDATION_MAX_COST_PER_RUN = 10.0
-    assert live_settings.get_effective_settings().max_cost_per_run == 10.0
+    assert run_settings.get_effective_settings().max_cost_per_run == 10.0
 
     LiveSettings.objects.create(max_cost_per_run="0.25")
 
-    effective = live_settings.get_effective_settings()
+    effective = run_settings.get_effective_settings()
     assert effective.max_cost_per_run == 0.25 and "max_cost_per_run" in effective.overridden
 
 

@@ -265,7 +265,7 @@ def test_different_numbers_in_any_spelling_stay_apart(contents):
         (("Tem dois gatos", "Has 2 cats"), "Tem dois gatos", "gatos = cats; tem = has"),
     ],
 )
-def test_one_number_in_two_spellings_merges(contents, content, reason):
+def test_one_number_in_two_spellings_is_not_lost(contents, content, reason):
     """By value, as the number parser reads them: "a couple" = "two" = "2", "a decade" = "ten"
     (nothing is lost: the invariants let it through)."""
     assert _codes(contents, content, reason=reason, refuse_signals=False) == []

@@ -9,7 +9,7 @@ from django_q.models import Schedule
 from iris_consolidation import tasks
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationJob
-from iris_consolidation.services.queue import dispatch, jobs, throttling, workers
+from iris_consolidation.services.queue import delivery, dispatch, throttling, workers
 from tests import llm_stub
 from tests.incremental_support import make_pairs
 
@@ -36,7 +36,7 @@ def _planned(run_factory, user_ids, capture):
     for callback in callbacks:
         cell = callback.__closure__ or ()
         values = [c.cell_contents for c in cell]
-        if tasks.consolidate_batch in values:
+        if dispatch.CONSOLIDATE_BATCH in values:
             sent.append(next(v for v in values if isinstance(v, tuple))[1])
     return run, sent
 
@@ -99,11 +99,11 @@ def test_a_rate_limited_batch_waits_and_comes_back_as_one_task(
     make_pairs(truth_factory, user, 2)
     llm_server.script = [llm_stub.error(429, headers={"retry-after": "20"})]
     run, sent = _planned(run_factory, [user.pk], django_capture_on_commit_callbacks)
-    claimed = [jobs.claim(pk) for pk in sent[0]]
+    claimed = [delivery.claim(pk) for pk in sent[0]]
 
     results = workers.judge_batch_job(claimed, client=get_judge_client(), embedder=Embedder())
 
     assert [r["outcome"] for r in results] == ["rate_limited", "rate_limited"]
     assert set(ConsolidationJob.objects.filter(pk__in=sent[0]).values_list("status", flat=True)) == {"waiting"}
-    (schedule,) = Schedule.objects.filter(func=dispatch.task_path(tasks.consolidate_batch))
+    (schedule,) = Schedule.objects.filter(func=dispatch.CONSOLIDATE_BATCH)
     assert str(sorted(sent[0])) in schedule.args

@@ -15,7 +15,7 @@ from iris_consolidation.exceptions import JudgeRateLimited
 from iris_consolidation.llm.base import JudgeRequest, Verdict
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationCursor, ConsolidationJob, ConsolidationRun
-from iris_consolidation.services.queue import execution, jobs
+from iris_consolidation.services.queue import execution
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db

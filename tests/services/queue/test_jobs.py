@@ -10,7 +10,7 @@ from django.utils import timezone
 from iris_consolidation.models import ClusterReview, ConsolidationJob, ConsolidationRun
 from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
-from iris_consolidation.services.queue import jobs
+from iris_consolidation.services.queue import creation, delivery, keys, lifecycle, recovery
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -30,9 +30,11 @@ def run(run_factory):
 def job(run, truth_factory):
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
     b = truth_factory("Works as a nurse.", user=a.user, embedding=vector_at(0.95))
-    return jobs.ensure_cluster_job(
-        run.pk, CandidateCluster(user_id=a.user_id, member_ids=(a.pk, b.pk), similarities=(1.0, 0.95))
-    )
+    return creation.create_cluster_jobs(
+        run.pk,
+        [CandidateCluster(user_id=a.user_id, member_ids=(a.pk, b.pk), similarities=(1.0, 0.95))],
+        now=timezone.now(),
+    )[0]
 
 
 def _set(job, **fields):
@@ -43,72 +45,72 @@ def _set(job, **fields):
 def test_claim_takes_a_queued_job_with_a_lease_past_its_timeout(job, settings):
     settings.IRIS_CONSOLIDATION_CLUSTER_JOB_TIMEOUT = 120
 
-    claimed = jobs.claim(job.pk, worker="host:1", now=NOW)
+    claimed = delivery.claim(job.pk, worker="host:1", now=NOW)
 
     assert (claimed.status, claimed.deliveries, claimed.worker) == ("running", 1, "host:1")
-    assert claimed.lease_until == NOW + timedelta(seconds=120 + jobs.LEASE_MARGIN)
+    assert claimed.lease_until == NOW + timedelta(seconds=120 + delivery.LEASE_MARGIN)
     assert claimed.first_attempt_at == NOW
 
 
 def test_claim_leaves_a_job_another_worker_holds(job):
-    jobs.claim(job.pk, now=NOW)
+    delivery.claim(job.pk, now=NOW)
 
-    assert jobs.claim(job.pk, now=NOW + timedelta(seconds=5)) is None
+    assert delivery.claim(job.pk, now=NOW + timedelta(seconds=5)) is None
 
 
 @pytest.mark.parametrize("status", ["done", "failed"])
 def test_claim_leaves_a_finished_job(job, status):
     _set(job, status=status)
 
-    assert jobs.claim(job.pk, now=NOW) is None
+    assert delivery.claim(job.pk, now=NOW) is None
 
 
 def test_claim_leaves_a_waiting_job_to_its_schedule_until_its_time(job):
     _set(job, status="waiting", not_before=NOW + timedelta(seconds=60))
 
-    assert jobs.claim(job.pk, now=NOW) is None
-    assert jobs.claim(job.pk, now=NOW + timedelta(seconds=60)).status == "running"
+    assert delivery.claim(job.pk, now=NOW) is None
+    assert delivery.claim(job.pk, now=NOW + timedelta(seconds=60)).status == "running"
 
 
 def test_claim_after_the_lease_expired_counts_the_lost_worker_as_a_fault(job):
-    first = jobs.claim(job.pk, now=NOW)
+    first = delivery.claim(job.pk, now=NOW)
 
-    again = jobs.claim(job.pk, now=first.lease_until + timedelta(seconds=1))
+    again = delivery.claim(job.pk, now=first.lease_until + timedelta(seconds=1))
 
-    assert (again.deliveries, again.faults, again.error) == (2, 1, jobs.WORKER_LOST)
+    assert (again.deliveries, again.faults, again.error) == (2, 1, delivery.WORKER_LOST)
     assert again.first_attempt_at == NOW  # the retry window keeps its start
 
 
 def test_job_lost_as_often_as_job_attempts_fails_with_a_recorded_review(job, run, settings):
     settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 2
-    lease = jobs.claim(job.pk, now=NOW).lease_until
-    lease = jobs.claim(job.pk, now=lease + timedelta(seconds=1)).lease_until
+    lease = delivery.claim(job.pk, now=NOW).lease_until
+    lease = delivery.claim(job.pk, now=lease + timedelta(seconds=1)).lease_until
 
-    assert jobs.claim(job.pk, now=lease + timedelta(seconds=1)) is None
+    assert delivery.claim(job.pk, now=lease + timedelta(seconds=1)) is None
 
     job.refresh_from_db()
     run.refresh_from_db()
     assert (job.status, job.faults) == ("failed", 2)
-    assert job.error == jobs.GAVE_UP.format(faults=2, attempts=2, error=jobs.WORKER_LOST)
+    assert job.error == delivery.GAVE_UP.format(faults=2, attempts=2, error=delivery.WORKER_LOST)
     assert job.review.outcome == ClusterReview.Outcome.FAILED and job.review.error == job.error
     assert (run.failed, run.clusters_done) == (1, 1)
 
 
 def test_a_stale_delivery_cannot_move_a_job_it_lost(job):
-    first = jobs.claim(job.pk, now=NOW)
-    jobs.claim(job.pk, now=first.lease_until + timedelta(seconds=1))  # another worker took over
+    first = delivery.claim(job.pk, now=NOW)
+    delivery.claim(job.pk, now=first.lease_until + timedelta(seconds=1))  # another worker took over
 
-    assert jobs.record_fault(first, error="late") == "ignored"
-    assert jobs.defer(first, until=NOW) is False
+    assert delivery.record_fault(first, error="late") == "ignored"
+    assert delivery.defer_batch([first], until=NOW) == 0
     job.refresh_from_db()
     assert (job.status, job.deliveries) == ("running", 2)
 
 
 def test_recover_requeues_running_jobs_past_their_lease(job, django_capture_on_commit_callbacks):
-    lease = jobs.claim(job.pk, now=NOW).lease_until
+    lease = delivery.claim(job.pk, now=NOW).lease_until
 
     with django_capture_on_commit_callbacks() as sent:
-        result = jobs.recover(broker_idle=lambda: False, now=lease + timedelta(seconds=1))
+        result = recovery.recover(broker_idle=lambda: False, now=lease + timedelta(seconds=1))
 
     job.refresh_from_db()
     assert result == {"lost": 1, "overdue": 0, "resent": 0}
@@ -117,12 +119,12 @@ def test_recover_requeues_running_jobs_past_their_lease(job, django_capture_on_c
 
 
 def test_recover_resends_queued_jobs_only_when_the_broker_queue_is_empty(job, django_capture_on_commit_callbacks):
-    _set(job, dispatched_at=NOW - timedelta(seconds=jobs.LOST_MESSAGE_GRACE + 1))
+    _set(job, dispatched_at=NOW - timedelta(seconds=recovery.LOST_MESSAGE_GRACE + 1))
 
     with django_capture_on_commit_callbacks() as busy:
-        assert jobs.recover(broker_idle=lambda: False, now=NOW)["resent"] == 0
+        assert recovery.recover(broker_idle=lambda: False, now=NOW)["resent"] == 0
     with django_capture_on_commit_callbacks() as idle:
-        assert jobs.recover(broker_idle=lambda: True, now=NOW)["resent"] == 1
+        assert recovery.recover(broker_idle=lambda: True, now=NOW)["resent"] == 1
 
     job.refresh_from_db()
     assert (len(busy), len(idle)) == (0, 1)
@@ -133,17 +135,17 @@ def test_recover_leaves_recently_sent_jobs_alone(job, django_capture_on_commit_c
     _set(job, dispatched_at=NOW - timedelta(seconds=5))
 
     with django_capture_on_commit_callbacks() as sent:
-        assert jobs.recover(broker_idle=lambda: True, now=NOW) == {"lost": 0, "overdue": 0, "resent": 0}
+        assert recovery.recover(broker_idle=lambda: True, now=NOW) == {"lost": 0, "overdue": 0, "resent": 0}
 
     assert sent == []
 
 
 def test_recover_resends_a_waiting_job_whose_schedule_never_fired(job, django_capture_on_commit_callbacks):
-    old = NOW - timedelta(seconds=jobs.LOST_MESSAGE_GRACE + 5)
+    old = NOW - timedelta(seconds=recovery.LOST_MESSAGE_GRACE + 5)
     _set(job, status="waiting", not_before=old, dispatched_at=old)
 
     with django_capture_on_commit_callbacks() as sent:
-        assert jobs.recover(broker_idle=lambda: False, now=NOW)["overdue"] == 1
+        assert recovery.recover(broker_idle=lambda: False, now=NOW)["overdue"] == 1
 
     assert len(sent) == 1
 
@@ -162,24 +164,24 @@ def test_run_status_is_derived_from_its_jobs(run, user_factory, statuses, expect
     for i, status in enumerate(statuses):
         ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{i}", user=user, status=status)
 
-    assert jobs.refresh_run(run.pk, now=NOW) == expected
+    assert lifecycle.refresh_run(run.pk, now=NOW) == expected
 
     run.refresh_from_db()
     assert (run.finished_at is not None) == (expected != "running")
 
 
 def test_retry_failed_requeues_in_a_new_round_and_uncounts_the_failure(job, run, django_capture_on_commit_callbacks):
-    jobs.claim(job.pk, now=NOW)
+    delivery.claim(job.pk, now=NOW)
     review = consolidation.record_cluster_failure(
-        run_id=run.pk, cluster=jobs.candidate(job), judge="llm", error="boom", key=job.review_key()
+        run_id=run.pk, cluster=keys.candidate(job), judge="llm", error="boom", key=job.review_key()
     )
-    jobs.finish_cluster_job(job, review)
-    jobs.refresh_run(run.pk)
+    delivery.finish_cluster_job(job, review)
+    lifecycle.refresh_run(run.pk)
     run.refresh_from_db()
     assert (run.status, run.failed, run.clusters_done) == ("failed", 1, 1)
 
     with django_capture_on_commit_callbacks() as sent:
-        assert jobs.retry_failed(run.pk) == 1
+        assert recovery.retry_failed(run.pk) == 1
 
     job.refresh_from_db()
     run.refresh_from_db()
@@ -191,19 +193,72 @@ def test_retry_failed_requeues_in_a_new_round_and_uncounts_the_failure(job, run,
 
 
 def test_retry_failed_with_nothing_failed_changes_nothing(job, run):
-    assert jobs.retry_failed(run.pk) == 0
+    assert recovery.retry_failed(run.pk) == 0
     run.refresh_from_db()
     assert run.status == ConsolidationRun.Status.RUNNING
 
 
 def test_abandon_run_fails_its_unfinished_jobs_and_the_run(job, run):
-    assert jobs.abandon_run(run.pk, reason="holder died", now=NOW) == 1
+    assert lifecycle.abandon_run(run.pk, reason="holder died", now=NOW) == 1
 
     job.refresh_from_db()
     run.refresh_from_db()
-    assert (job.status, job.error) == ("failed", jobs.ABANDONED.format(reason="holder died"))
+    assert (job.status, job.error) == ("failed", lifecycle.ABANDONED.format(reason="holder died"))
     assert (run.status, run.finished_at) == ("failed", NOW)
     assert "holder died" in run.notes
+    # The one failure path completes the inventory, as a run that fails in its process does.
+    assert run.inventory["after"]["live"] == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fail_run_fails_the_jobs_and_the_run_in_one_transaction(run_factory, truth_factory):
+    """While another transaction holds the run's row (a delivery finishing, a refresh),
+    ``fail_run`` waits with the jobs locked and unchanged: no reader sees them failed
+    with the run still running (a ``refresh_run`` then would have closed the run as
+    done, moving its cursors). It used to update the jobs first, in a commit of its own."""
+    import threading
+
+    from django.db import connection, transaction
+
+    run = run_factory(mode="queued")
+    run.status, run.started_at = "running", NOW
+    run.save()
+    a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
+    b = truth_factory("Works as a nurse.", user=a.user, embedding=vector_at(0.95))
+    cluster = CandidateCluster(user_id=a.user_id, member_ids=(a.pk, b.pk), similarities=(1.0, 0.95))
+    job = creation.create_cluster_jobs(run.pk, [cluster], now=NOW)[0]
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_run() -> None:
+        try:
+            with transaction.atomic():
+                ConsolidationRun.objects.select_for_update().get(pk=run.pk)
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def fail() -> None:
+        try:
+            lifecycle.fail_run(run.pk, note="The process stopped.")
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_run)
+    holder.start()
+    assert holding.wait(10)
+    failing = threading.Thread(target=fail)
+    failing.start()
+    failing.join(1.0)  # fail_run is now waiting for the run's row
+    seen_while_waiting = ConsolidationJob.objects.get(pk=job.pk).status
+    release.set()
+    holder.join(10)
+    failing.join(10)
+
+    job.refresh_from_db()
+    run.refresh_from_db()
+    assert seen_while_waiting == "queued"
+    assert (job.status, job.error, run.status) == ("failed", "The process stopped.", "failed")
 
 
 def test_giving_up_on_a_job_whose_verdict_was_written_keeps_the_verdict(job, run, settings):
@@ -211,12 +266,12 @@ def test_giving_up_on_a_job_whose_verdict_was_written_keeps_the_verdict(job, run
     settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
     from iris_consolidation.models import Truth
 
-    claimed = jobs.claim(job.pk, now=NOW)
+    claimed = delivery.claim(job.pk, now=NOW)
     applied = consolidation.record_cluster_failure(  # stands in for any recorded review
-        run_id=run.pk, cluster=jobs.candidate(claimed), judge="rules", error="", key=claimed.review_key()
+        run_id=run.pk, cluster=keys.candidate(claimed), judge="rules", error="", key=claimed.review_key()
     )
 
-    assert jobs.claim(job.pk, now=claimed.lease_until + timedelta(seconds=1)) is None
+    assert delivery.claim(job.pk, now=claimed.lease_until + timedelta(seconds=1)) is None
 
     job.refresh_from_db()
     assert (job.status, job.review_id, job.error) == ("done", applied.pk, "")
@@ -230,7 +285,7 @@ def test_sweep_leaves_a_running_run_without_job_rows_to_its_own_finish(run_facto
     application.status, application.started_at, application.clusters_found = "running", NOW, 3
     application.save()
 
-    jobs.recover(broker_idle=lambda: True, now=NOW)
+    recovery.recover(broker_idle=lambda: True, now=NOW)
 
     application.refresh_from_db()
     assert (application.status, application.finished_at) == ("running", None)
@@ -240,7 +295,7 @@ def test_a_run_finished_by_its_jobs_is_closed_with_its_inventory_and_checkpoint(
     consolidation.start_run(run)  # captures the inventory's "before"
     _set(job, status="done")
 
-    jobs.refresh_run(run.pk, now=NOW)
+    lifecycle.refresh_run(run.pk, now=NOW)
 
     run.refresh_from_db()
     assert run.status == "done" and run.checkpoint is not None
@@ -256,8 +311,8 @@ def test_a_user_whose_phase_one_failed_keeps_the_cursor(run, truth_factory, user
     truth_factory("Works as a nurse", user=alice, embedding=vector_at(1.0))
     incremental.begin_user_pass(run=run, user_id=alice.pk)  # then clustering failed
     ConsolidationJob.objects.create(
-        run=run, kind="user", key=jobs.user_job_key(alice.pk), user=alice, status="failed", dispatched_at=NOW
+        run=run, kind="user", key=keys.user_job_key(alice.pk), user=alice, status="failed", dispatched_at=NOW
     )
 
-    assert jobs.refresh_run(run.pk, now=NOW) == "failed"
+    assert lifecycle.refresh_run(run.pk, now=NOW) == "failed"
     assert not ConsolidationCursor.objects.filter(user=alice).exists()

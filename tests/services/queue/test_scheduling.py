@@ -10,7 +10,7 @@ from django_q.models import Schedule
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ConsolidationRun, ScheduleLock
-from iris_consolidation.services.queue import dispatch, jobs, scheduling
+from iris_consolidation.services.queue import dispatch, lifecycle, scheduling
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +42,8 @@ def test_weekly_schedule_runs_sunday_at_five_in_time_zone():
 
     weekly.refresh_from_db()
     assert weekly.next_run == SUNDAY_5AM
-    assert (weekly.func, weekly.schedule_type, weekly.cron) == (dispatch.task_path(tasks.scheduled_consolidation), Schedule.CRON, "0 5 * * 0")
+    expected = (dispatch.SCHEDULED_CONSOLIDATION, Schedule.CRON, "0 5 * * 0")
+    assert (weekly.func, weekly.schedule_type, weekly.cron) == expected
     assert weekly.intended_date_kwarg == scheduling.SLOT_KWARG
     assert scheduling.next_slot("0 5 * * 0", after=datetime(2026, 12, 2, tzinfo=UTC)) == datetime(
         2026, 12, 6, 5, 0, tzinfo=UTC
@@ -55,7 +56,7 @@ def test_migrate_leaves_one_weekly_and_one_recovery_schedule():
 
     assert Schedule.objects.filter(name=scheduling.WEEKLY).count() == 1
     recovery = Schedule.objects.get(name=scheduling.RECOVERY)
-    assert (recovery.func, recovery.schedule_type, recovery.minutes) == (dispatch.task_path(tasks.recover_jobs), Schedule.MINUTES, 1)
+    assert (recovery.func, recovery.schedule_type, recovery.minutes) == (dispatch.RECOVER_JOBS, Schedule.MINUTES, 1)
 
 
 def test_ensuring_again_keeps_a_missed_slot_due():
@@ -109,7 +110,7 @@ def test_missed_slots_start_one_catch_up_run(truths):
 
 def test_no_second_scheduled_run_while_one_is_in_progress(truths):
     first = scheduling.start_scheduled_run(now=SUNDAY_5AM).run
-    jobs.refresh_run(first.pk, now=SUNDAY_5AM + WEEK - timedelta(minutes=5))  # still making progress
+    lifecycle.refresh_run(first.pk, now=SUNDAY_5AM + WEEK - timedelta(minutes=5))  # still making progress
 
     skipped = scheduling.start_scheduled_run(now=SUNDAY_5AM + WEEK)
 
@@ -133,7 +134,7 @@ def test_the_lock_of_a_run_that_stopped_progressing_expires_and_the_next_slot_ta
 def test_a_finished_run_releases_the_lock_for_the_next_slot(truths):
     first = scheduling.start_scheduled_run(now=SUNDAY_5AM).run
     first.jobs.update(status="done")
-    jobs.refresh_run(first.pk, now=SUNDAY_5AM + timedelta(hours=1))
+    lifecycle.refresh_run(first.pk, now=SUNDAY_5AM + timedelta(hours=1))
     assert ScheduleLock.objects.get(name=scheduling.LOCK).run_id is None
 
     second = scheduling.start_scheduled_run(now=SUNDAY_5AM + WEEK + timedelta(minutes=1)).run
@@ -144,8 +145,6 @@ def test_a_finished_run_releases_the_lock_for_the_next_slot(truths):
 
 
 def test_scheduled_task_reports_a_skip(truths):
-    from iris_consolidation import tasks
-
     first = tasks.scheduled_consolidation()
     again = tasks.scheduled_consolidation(scheduled_for=first["slot"])
 

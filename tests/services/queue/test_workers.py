@@ -9,11 +9,11 @@ import pytest
 from django.utils import timezone
 from django_q.models import Schedule
 
-from iris_consolidation.llm import get_judge_client
-from iris_consolidation.models import ClusterReview, RateLimitWindow, Truth
-from iris_consolidation.services.pipeline.clustering import CandidateCluster
 from iris_consolidation import tasks
-from iris_consolidation.services.queue import dispatch, jobs, throttling, workers
+from iris_consolidation.llm import get_judge_client
+from iris_consolidation.models import ClusterReview, ConsolidationJob, RateLimitWindow, Truth
+from iris_consolidation.services.pipeline.clustering import CandidateCluster
+from iris_consolidation.services.queue import creation, delivery, dispatch, throttling, workers
 from tests import llm_stub
 from tests.conftest import vector_at
 
@@ -33,10 +33,12 @@ def _claim(run_factory, truth_factory, texts):
     run = run_factory(mode="queued")
     a = truth_factory(texts[0], embedding=vector_at(1.0))
     b = truth_factory(texts[1], user=a.user, embedding=vector_at(0.95))
-    job = jobs.ensure_cluster_job(
-        run.pk, CandidateCluster(user_id=a.user_id, member_ids=(a.pk, b.pk), similarities=(1.0, 0.95))
-    )
-    return jobs.claim(job.pk, now=NOW)
+    job = creation.create_cluster_jobs(
+        run.pk,
+        [CandidateCluster(user_id=a.user_id, member_ids=(a.pk, b.pk), similarities=(1.0, 0.95))],
+        now=timezone.now(),
+    )[0]
+    return delivery.claim(job.pk, now=NOW)
 
 
 @pytest.fixture
@@ -54,7 +56,7 @@ def model_job(run_factory, truth_factory):
 
 def _judge(job, **kwargs):
     kwargs.setdefault("clock", lambda: NOW)
-    return workers.judge_cluster_job(job, client=get_judge_client(), embedder=Embedder(), **kwargs)
+    return workers.judge_batch_job([job], client=get_judge_client(), embedder=Embedder(), **kwargs)[0]
 
 
 def test_429_puts_the_job_back_until_the_providers_reset_time(llm_server, model_job):
@@ -65,7 +67,7 @@ def test_429_puts_the_job_back_until_the_providers_reset_time(llm_server, model_
     model_job.refresh_from_db()
     assert (model_job.status, model_job.rate_limited, model_job.faults) == ("waiting", 1, 0)
     assert model_job.not_before == NOW + timedelta(seconds=17)
-    schedule = Schedule.objects.get(func=dispatch.task_path(tasks.consolidate_batch))
+    schedule = Schedule.objects.get(func=dispatch.CONSOLIDATE_BATCH)
     assert (schedule.schedule_type, schedule.next_run) == (Schedule.ONCE, model_job.not_before)
     assert str(model_job.run_id) in schedule.args and dispatch.group_name(model_job.run_id) in schedule.kwargs
     assert not ClusterReview.objects.exists()
@@ -84,7 +86,7 @@ def test_429_without_a_wait_header_waits_the_default(llm_server, model_job):
 def test_429_whose_wait_ends_past_the_retry_window_fails_the_cluster(llm_server, model_job, settings):
     settings.IRIS_CONSOLIDATION_RETRY_WINDOW = 7200
     llm_server.script = [llm_stub.error(429, headers={"retry-after": "30"})]
-    jobs.ConsolidationJob.objects.filter(pk=model_job.pk).update(first_attempt_at=NOW - timedelta(seconds=7180))
+    ConsolidationJob.objects.filter(pk=model_job.pk).update(first_attempt_at=NOW - timedelta(seconds=7180))
     model_job.refresh_from_db()
 
     assert _judge(model_job)["outcome"] == "failed"
@@ -94,7 +96,7 @@ def test_429_whose_wait_ends_past_the_retry_window_fails_the_cluster(llm_server,
     assert model_job.review.error.startswith("Rate limited by the provider past the retry window")
     assert "Rate limited by openai/stub-judge" in model_job.review.error
     assert Truth.objects.filter(pk__in=model_job.member_ids).count() == 2
-    assert not Schedule.objects.filter(func=dispatch.task_path(tasks.consolidate_batch)).exists()
+    assert not Schedule.objects.filter(func=dispatch.CONSOLIDATE_BATCH).exists()
 
 
 def test_short_wait_under_the_limit_is_taken_in_the_worker(llm_server, model_job, settings):
@@ -132,7 +134,7 @@ def test_long_wait_under_the_limit_puts_the_job_back_in_the_queue(llm_server, mo
     room = throttling.recent_starts(name=throttling.CLUSTER_JOBS)[0] + 60 + throttling.START_MARGIN
     assert claimed.not_before.timestamp() == pytest.approx(room - workers.max_throttle_sleep(), abs=2)
     assert workers.max_throttle_sleep() == 45
-    assert Schedule.objects.get(func=dispatch.task_path(tasks.consolidate_batch)).next_run == claimed.not_before
+    assert Schedule.objects.get(func=dispatch.CONSOLIDATE_BATCH).next_run == claimed.not_before
 
 
 def test_rule_judge_clusters_are_not_throttled(rules_judge, claimed, settings):
@@ -161,8 +163,6 @@ def test_clusters_the_pre_pass_settles_are_not_throttled(llm_server, claimed, se
 def test_phase_one_is_not_throttled(
     rules_judge, run_factory, truth_factory, settings, django_capture_on_commit_callbacks
 ):
-    from iris_consolidation import tasks
-
     settings.IRIS_CONSOLIDATION_JOBS_PER_MINUTE = 1
     throttling.acquire(name=throttling.CLUSTER_JOBS, limit=1, period=60)
     truth_factory("Works as a nurse", embedding=vector_at(1.0))
@@ -171,7 +171,7 @@ def test_phase_one_is_not_throttled(
 
     with django_capture_on_commit_callbacks(execute=False):
         tasks.enqueue_run(run)
-        user_job = jobs.ConsolidationJob.objects.get(run=run, kind="user")
+        user_job = ConsolidationJob.objects.get(run=run, kind="user")
         tasks.plan_user(str(run.pk), user_job.user_id)
 
     run.refresh_from_db()

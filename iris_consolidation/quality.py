@@ -25,7 +25,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from ...conf import app_settings
+from .conf import app_settings
 
 #: Weights of the four terms (loopctl's consolidate); they sum to 1.
 WEIGHT_RELEVANCE = 0.45

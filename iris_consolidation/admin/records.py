@@ -1,5 +1,5 @@
-"""Admin of the incremental-pass records: the truth change audit, cursors, user passes,
-cached verdicts (all read-only) and the editable live settings singleton.
+"""Admin of the records the app keeps between runs: the truth change audit, cursors,
+user passes, cached verdicts (all read-only) and the editable live settings singleton.
 
 Imported by the admin package's ``__init__`` so that autodiscovery registers these.
 """
@@ -16,9 +16,10 @@ from django.utils.html import format_html
 
 from .. import selectors
 from ..conf import app_settings
+from ..exceptions import InvalidThreshold
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
+from ..run_settings import get_effective_settings, validate_threshold
 from ..selectors import named_users, user_search_fields
-from ..services.operations.live_settings import get_effective_settings
 from .base import ReadOnlyAdmin, can_view_truths, change_url
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote
@@ -202,8 +203,11 @@ class LiveSettingsForm(forms.ModelForm):
 
     def clean_similarity_threshold(self) -> float | None:
         value = self.cleaned_data.get("similarity_threshold")
-        if value is not None and not 0 < value <= 1:
-            raise forms.ValidationError(THRESHOLD_RANGE)
+        if value is not None:
+            try:
+                validate_threshold(value)
+            except InvalidThreshold:
+                raise forms.ValidationError(THRESHOLD_RANGE) from None
         return value
 
     def clean_interval_hours(self) -> int | None:

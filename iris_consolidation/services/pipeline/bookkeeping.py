@@ -8,7 +8,7 @@ What a merge's result holds, from its sources:
   (a merge of n sources into a new truth retires n - 1 duplicates of it);
 - ``last_accessed``: the freshest (latest) of the sources'.
 ``last_decayed`` is the latest too, so decay does not count twice the time the sources
-already decayed over. Called by ``pipeline.merging`` inside its transaction.
+already decayed over. Called by ``merging`` inside its transaction.
 """
 
 from __future__ import annotations

@@ -1,0 +1,240 @@
+"""One delivery of a job: claim it, then defer it, continue it, count a fault or finish it.
+
+Every delivery first *claims* its row (``select_for_update``) and every change is one
+short transaction on it, so the outcome does not depend on the broker: a message
+delivered twice finds its job done, a worker killed mid-task leaves a running job
+whose lease runs out (``recovery.recover`` re-queues it).
+
+Job life: queued -> running -> done | failed. Two detours are not failures: *waiting*
+(a provider's 429 or the jobs-per-minute limit; a django-q2 ``Schedule`` re-queues the
+job at ``not_before``) and *queued again* after a fault (a timeout, a dead worker or an
+unexpected error; ``JOB_ATTEMPTS`` faults fail the job). A cluster job's verdict is
+applied by ``merging.record_review`` under the review key ``job.review_key()``, unique
+per run, so it is applied once whatever the deliveries.
+
+Lock order, everywhere: job rows, then the run row, then truth rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from ...conf import app_settings
+from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
+from ..pipeline import consolidation
+from . import dispatch
+from .creation import create_cluster_jobs
+from .keys import candidate
+
+logger = logging.getLogger(__name__)
+
+Job = ConsolidationJob
+Status = ConsolidationJob.Status
+
+#: Kinds of job that end in a review (phase 2): a judged cluster or an applied verdict.
+PHASE2 = (Job.Kind.CLUSTER, Job.Kind.APPLY)
+
+#: Seconds past a task's timeout before its running job counts as lost. django-q2's
+#: guard kills a worker 3 s past the timeout; the rest covers a guard cycle and clocks.
+LEASE_MARGIN = 10
+#: A waiting job delivered this early (a duplicate message) is left to its schedule.
+EARLY_TOLERANCE = timedelta(seconds=1)
+
+WORKER_LOST = "The worker running this job stopped before finishing it (killed, or past its timeout)."
+GAVE_UP = "Gave up after {faults} failed deliveries (IRIS_CONSOLIDATION_JOB_ATTEMPTS={attempts}); last: {error}"
+PHASE1_FAILED = "Phase 1 failed for user {user_id}: {error}"
+#: The note a user job carries while its phase 1 goes on across deliveries.
+PHASE1_CONTINUES = (
+    "Phase 1 continues in a new delivery: {embedded} truths embedded in the last, {pending} left to embed."
+)
+
+
+def _close(job: Job, status: str, *, error: str, now: datetime) -> None:
+    """Save ``job`` (row locked by the caller) as finished with ``status`` and ``error``."""
+    job.status = status
+    job.error = error
+    job.continues = False
+    job.finished_at = now
+    job.lease_until = None
+    job.save()
+
+
+def fail_locked(job: Job, error: str, now: datetime) -> None:
+    """Fail ``job`` (row locked by the caller): a cluster gets a failed review, counted once;
+    a user's failure is noted on the run.
+
+    If a delivery recorded the cluster's review before dying, that review stands (the
+    key is taken) and the job is done, or failed, as the review says.
+    """
+    if job.kind in PHASE2:
+        job.review = consolidation.record_cluster_failure(
+            run_id=job.run_id, cluster=candidate(job), judge="", error=error, key=job.review_key()
+        )
+        if job.review.outcome != ClusterReview.Outcome.FAILED:
+            _close(job, Status.DONE, error="", now=now)
+            return
+        error = job.review.error
+    else:
+        ConsolidationRun.objects.filter(pk=job.run_id).add_note(PHASE1_FAILED.format(user_id=job.user_id, error=error))
+    _close(job, Status.FAILED, error=error, now=now)
+    logger.warning("run %s: job %s failed: %s", job.run_id, job.key, error)
+
+
+def count_fault(job: Job, error: str, now: datetime) -> bool:
+    """Count a lost delivery on ``job`` (row locked); returns True if it still may run."""
+    job.faults += 1
+    job.error = error
+    job.continues = False
+    attempts = max(1, int(app_settings.JOB_ATTEMPTS))
+    if job.faults >= attempts:
+        fail_locked(job, GAVE_UP.format(faults=job.faults, attempts=attempts, error=error), now)
+        return False
+    return True
+
+
+def requeue_locked(job: Job, now: datetime) -> None:
+    """Queue ``job`` (row locked) again now and send its task on commit."""
+    job.status = Status.QUEUED
+    job.lease_until = None
+    job.dispatched_at = now
+    job.save()
+    dispatch.send(job)
+
+
+def claim(job_id: int, *, worker: str = "", now: datetime | None = None) -> Job | None:
+    """Take ``job_id`` for this delivery; returns the job, or None if there is nothing to do.
+
+    Nothing to do: the job is finished, another worker holds it (unexpired lease), or it
+    waits for a later time (a duplicate message; its schedule will send it). A running
+    job whose lease expired was lost with its worker: that counts as a fault, and at
+    ``JOB_ATTEMPTS`` faults the job fails instead. The returned job's ``deliveries`` is
+    this delivery's token for ``defer_batch`` and ``record_fault``.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        if job.status in (Status.DONE, Status.FAILED):
+            return None
+        if job.status == Status.RUNNING:
+            if job.lease_until is not None and job.lease_until > now:
+                return None
+            if not count_fault(job, WORKER_LOST, now):
+                return None
+        if job.status == Status.WAITING and job.not_before is not None and job.not_before > now + EARLY_TOLERANCE:
+            return None
+        job.status = Status.RUNNING
+        job.deliveries += 1
+        job.worker = worker[:200]
+        job.started_at = now
+        job.lease_until = now + timedelta(seconds=dispatch.timeout_of(job.kind, user_id=job.user_id) + LEASE_MARGIN)
+        job.first_attempt_at = job.first_attempt_at or now
+        job.not_before = None
+        job.save()
+        return job
+
+
+def _lock_own(job: Job) -> Job | None:
+    """Re-read ``job`` under lock if this delivery still holds it, else None."""
+    locked = Job.objects.select_for_update().get(pk=job.pk)
+    if locked.status != Status.RUNNING or locked.deliveries != job.deliveries:
+        return None
+    return locked
+
+
+def defer_batch(batch: list[Job], *, until: datetime, rate_limited: bool = False, note: str = "") -> int:
+    """Put the cluster jobs of one batch task back to wait until ``until`` (not a failure),
+    sent again together then (one scheduled task, so the batch stays one model call).
+
+    ``rate_limited`` counts a provider's 429, else our own jobs-per-minute limit. Returns
+    how many jobs this delivery still held and put back to wait.
+    """
+    held = []
+    with transaction.atomic():
+        for job in sorted(batch, key=lambda j: j.pk):  # lock order: job rows by id
+            locked = _lock_own(job)
+            if locked is None:
+                continue
+            locked.status = Status.WAITING
+            locked.not_before = until
+            locked.lease_until = None
+            locked.dispatched_at = timezone.now()
+            if rate_limited:
+                locked.rate_limited += 1
+            else:
+                locked.throttled += 1
+            if note:
+                locked.error = note
+            locked.save()
+            held.append(locked)
+        dispatch.send_batch_at(held, until)
+    return len(held)
+
+
+def continue_later(job: Job, *, note: str, now: datetime | None = None) -> bool:
+    """This delivery did part of ``job`` (phase 1 embedding, committed) and the rest
+    goes to a new delivery, sent now: queued again, not a fault. ``note`` says how far
+    it got (the job ``continues``; shown on the run page and by ``consolidation_status``).
+    Returns False if this delivery no longer holds the job."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _lock_own(job)
+        if locked is None:
+            return False
+        locked.error = note
+        locked.continues = True
+        requeue_locked(locked, now)
+    return True
+
+
+def record_fault(job: Job, *, error: str, now: datetime | None = None) -> str:
+    """A delivery of ``job`` ended without finishing it (timeout, unexpected error).
+
+    Re-queues the job now, or fails it at ``JOB_ATTEMPTS`` faults. Returns "requeued",
+    "failed" or "ignored" (this delivery no longer held the job).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _lock_own(job)
+        if locked is None:
+            return "ignored"
+        if not count_fault(locked, error, now):
+            return "failed"
+        requeue_locked(locked, now)
+    logger.warning("run %s: job %s re-queued after a fault: %s", job.run_id, job.key, error)
+    return "requeued"
+
+
+def finish_user_job(job: Job, plan: consolidation.UserPlan, *, now: datetime | None = None) -> int:
+    """Phase 1 is done for ``job``: create the cluster jobs, count the user on the run,
+    mark the job done and send the cluster tasks on commit, all in one transaction.
+
+    Returns how many cluster jobs were created (0 if another delivery got here first).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.status in (Status.DONE, Status.FAILED):
+            return 0
+        created = create_cluster_jobs(job.run_id, plan.clusters, now=now)
+        consolidation.count_user_plan(run_id=job.run_id, plan=plan)
+        _close(locked, Status.DONE, error="", now=now)
+        # One task per batch of the user's clusters: one model call judges them all.
+        for batch in consolidation.batches(created):
+            dispatch.send_batch(batch)
+    return len(created)
+
+
+def finish_cluster_job(job: Job, review: ClusterReview, *, now: datetime | None = None) -> None:
+    """``review`` is recorded for ``job``: mark the job done (failed if the review is)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.status in (Status.DONE, Status.FAILED):
+            return
+        failed = review.outcome == ClusterReview.Outcome.FAILED
+        locked.review = review
+        _close(locked, Status.FAILED if failed else Status.DONE, error=review.error if failed else "", now=now)

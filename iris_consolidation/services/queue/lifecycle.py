@@ -1,0 +1,193 @@
+"""A run's life on its job rows: one start, one finish rule, one failure.
+
+Every run has one ``ConsolidationJob`` per phase 1 user task and per phase 2 cluster
+task (or, for the application of a dry run, per verdict applied), whoever executes it:
+django-q2 workers, or the process that started it (``execution.run_sync``). django-q2
+carries the messages; the rows carry the state (``delivery``, ``recovery``).
+
+- ``start_run`` starts every run: a pass (one phase 1 job per user) or the application
+  of a dry run (one apply job per preview), sent on commit;
+- ``refresh_run`` derives the run's status from its jobs: running while any job is
+  queued, running or waiting; then done (nothing failed), partial (some failed, some
+  clusters judged) or failed (nothing judged), and closes it;
+- ``fail_run`` fails a run and its unfinished jobs (its holder died, or the process
+  executing it stopped), under the same locks, with its inventory completed.
+
+Lock order, everywhere: job rows, then the run row, then truth rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from ...conf import app_settings
+from ...exceptions import ApplyRefused
+from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, ScheduleLock
+from ..operations import dry_runs
+from ..pipeline import consolidation, inventory
+from . import dispatch
+from .creation import create_apply_jobs, create_user_jobs
+from .delivery import PHASE2
+
+logger = logging.getLogger(__name__)
+
+Job = ConsolidationJob
+Status = ConsolidationJob.Status
+ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING)
+
+ABANDONED = "Abandoned: {reason}"
+
+
+def start_run(
+    run: ConsolidationRun, *, previews: Sequence[ClusterReview] | None = None, now: datetime | None = None
+) -> list[int]:
+    """Start ``run`` (the one start of every run): mark it running
+    (``consolidation.start_run``) and create its first jobs, sent on commit unless the
+    run executes in process (``execution.run_sync``, which then runs them itself).
+
+    A pass gets one phase 1 job per user; the application of a dry run (``previews``,
+    the dry run's preview reviews) one apply job per preview and no phase 1. Returns
+    the user ids. Transaction: one, around the start and the jobs. A run with nothing
+    to do is finished at once.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        user_ids = consolidation.start_run(run, previews=previews, now=now)
+        if previews is None:
+            created = create_user_jobs(run, user_ids, now=now)
+        else:
+            created = create_apply_jobs(run, previews, now=now)
+        for job in created:
+            dispatch.send(job)
+        refresh_run(run.pk, now=now)
+    return user_ids
+
+
+def start_application(*, dry_run_id: Any, actor: str) -> tuple[ConsolidationRun, list[int]]:
+    """Create and start the run that applies dry run ``dry_run_id``; return it and the
+    preview review ids.
+
+    The run is made like any run (``consolidation.create_run``: the live settings in
+    force, e.g. the retirement cap, are stored on it) and started like any run
+    (``start_run`` with the previews); it is finished, recovered and retried by its jobs
+    like any run. Transaction: one, locking the dry run's row, so two clicks make one
+    application. Raises ``ApplyRefused`` (``dry_runs.apply_refusal``'s reasons) and
+    writes nothing then.
+    """
+    with transaction.atomic():
+        dry = ConsolidationRun.objects.select_for_update().get(pk=dry_run_id)
+        previews = list(dry.reviews.filter(outcome=ClusterReview.Outcome.PREVIEW).order_by("id"))
+        refusal = dry_runs.apply_refusal(
+            run=dry, application=dry.applications.order_by("created_at").first(), previews=len(previews)
+        )
+        if refusal is not None:
+            raise ApplyRefused(refusal)
+        run = consolidation.create_run(
+            trigger=ConsolidationRun.Trigger.ADMIN,
+            mode=ConsolidationRun.Mode.QUEUED,
+            threshold=dry.threshold,
+            judge=dry.judge,
+            user_id=dry.user_filter_id,
+            source_run=dry,
+            notes=f"Applies the verdicts of dry run {dry.pk}; requested by {actor}.",
+        )
+        start_run(run, previews=previews)
+    logger.info("run %s applies dry run %s (%d clusters)", run.pk, dry.pk, len(previews))
+    return run, [p.pk for p in previews]
+
+
+def _finished_status(by_kind: Counter[tuple[str, str]]) -> str:
+    """The status of a run none of whose jobs is active: done (no job failed), partial
+    (some failed, some cluster was judged) or failed (none was; for a run without
+    clusters: no user was planned)."""
+    failures = sum(by_kind[(kind, Status.FAILED)] for kind in Job.Kind.values)
+    if not failures:
+        return ConsolidationRun.Status.DONE
+    # Success is a judged (or applied) cluster; a run without any succeeds by planning.
+    clusters = sum(n for (kind, _), n in by_kind.items() if kind in PHASE2)
+    if not clusters:
+        successes = by_kind[(Job.Kind.USER, Status.DONE)]
+    else:
+        successes = sum(by_kind[(kind, Status.DONE)] for kind in PHASE2)
+    return ConsolidationRun.Status.PARTIAL if successes else ConsolidationRun.Status.FAILED
+
+
+def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
+    """Derive the run's status from its jobs; returns it.
+
+    While a job is active the run is running and its schedule lock (if it holds one) is
+    renewed. Once none is: ``_finished_status``; ``finished_at`` is set, the run closed
+    (``consolidation.close_run``: checkpoint, cursors, inventory) and the lock released.
+    A finished run stays as it is.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
+        if run.finished_at is not None or run.started_at is None:
+            return run.status
+        rows = Job.objects.in_run(run_id).values_list("kind", "status").annotate(n=Count("id")).order_by()
+        by_kind = Counter({(kind, status): n for kind, status, n in rows})
+        active = any(by_kind[(kind, s)] for kind in Job.Kind.values for s in ACTIVE)
+        if active:
+            if run.status != ConsolidationRun.Status.RUNNING:
+                run.status = ConsolidationRun.Status.RUNNING
+                run.save(update_fields=["status"])
+        else:
+            run.status = _finished_status(by_kind)
+            run.finished_at = now
+            held = Job.objects.in_run(run_id).filter(kind=Job.Kind.USER, status=Status.FAILED)
+            consolidation.close_run(run, held_users=held.values_list("user_id", flat=True))
+            run.save(update_fields=["status", "finished_at", "checkpoint", "inventory"])
+            logger.info("run %s finished: %s", run_id, run.status)
+    # The lock row is written after the run's transaction: scheduling takes the lock
+    # row before run rows, so holding a run row while waiting for it could deadlock.
+    lock = ScheduleLock.objects.filter(run_id=run_id)
+    if active:
+        lock.update(expires_at=now + timedelta(seconds=int(app_settings.SCHEDULE_LOCK_TTL)))
+    else:
+        lock.update(run=None, expires_at=None)
+    return run.status
+
+
+def fail_run(run_id: Any, *, note: str, now: datetime | None = None) -> int:
+    """Fail run ``run_id`` and its unfinished jobs with ``note`` (appended to the run's
+    notes: those already there say what happened before); returns how many jobs.
+
+    The one failure of a run: its process stopped (``consolidate_truths``: the embedder
+    failed, Ctrl-C, a closed pipe) or its holder died (``abandon_run``). One transaction
+    that locks the jobs, then the run (the lock order), so no delivery or
+    ``refresh_run`` sees the jobs failed and the run still running. Truths are
+    untouched: nothing half-done is ever written. No checkpoint and no cursor move;
+    the inventory is completed for the report.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        active = list(Job.objects.select_for_update().in_run(run_id).active().order_by("pk"))
+        run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
+        for job in active:
+            job.status = Status.FAILED
+            job.error = note
+            job.continues = False
+            job.finished_at = now
+            job.lease_until = None
+            job.save()
+        ConsolidationRun.objects.filter(pk=run_id).add_note(note)
+        run.refresh_from_db(fields=["notes"])
+        run.status, run.finished_at = ConsolidationRun.Status.FAILED, now
+        inventory.complete(run)
+        run.save(update_fields=["status", "finished_at", "inventory"])
+    logger.warning("run %s failed: %s", run_id, note)
+    return len(active)
+
+
+def abandon_run(run_id: Any, *, reason: str, now: datetime | None = None) -> int:
+    """``fail_run`` for a run whose holder died (``reason``); returns how many jobs."""
+    return fail_run(run_id, note=ABANDONED.format(reason=reason), now=now)
