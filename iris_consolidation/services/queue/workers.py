@@ -109,6 +109,19 @@ def _pass_throttle(
         return False
 
 
+def _wait_for_start(*, sleep: Callable[[float], None]) -> bool:
+    """Take one start under the jobs-per-minute limit, waiting in the worker only while
+    the wait is short (``max_throttle_sleep``); False when it is longer. Never defers."""
+    limit, period, most = int(app_settings.JOBS_PER_MINUTE), float(app_settings.RATE_LIMIT_PERIOD), max_throttle_sleep()
+    while True:
+        wait = throttling.acquire(name=throttling.CLUSTER_JOBS, limit=limit, period=period)
+        if wait <= 0:
+            return True
+        if wait > most:
+            return False
+        sleep(wait)
+
+
 def apply_review_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any]:
     """Phase 2 of a claimed apply job: apply the dry run's verdict (``dry_runs.apply_review``,
     no model call, so no throttle); returns ``{"job", "outcome"}``."""
@@ -148,9 +161,19 @@ def judge_batch_job(
         results[job.pk] = review.outcome
     if pending:
 
+        starts = 0
+
         def before_model() -> None:
             # Only model calls wait for the limit: the rule judge and the pre-pass never get here.
-            if throttled and not _pass_throttle(pending, sleep=sleep, clock=clock):
+            nonlocal starts
+            starts += 1
+            if not throttled:
+                return
+            if starts == 1 and not _pass_throttle(pending, sleep=sleep, clock=clock):
+                raise _Deferred
+            if starts > 1 and not _wait_for_start(sleep=sleep):
+                # A second look after the judge's call: the batch has its verdict, so it is
+                # not put back; the flagged actions wait for a later run (judging says so).
                 raise _Deferred
 
         try:
