@@ -19,7 +19,7 @@ from ..conf import app_settings
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
 from ..selectors import named_users, user_search_fields
 from ..services.operations.live_settings import get_effective_settings
-from .base import ReadOnlyAdmin, can_view_truths, change_url
+from .base import FramedDenialMixin, ReadOnlyAdmin, can_view_truths, change_url
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote
 #: it): personal data, shown only to staff who may also view truths.
@@ -31,7 +31,8 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     """The append-only audit of creations, retirements, restorations and undos.
 
     Its own view permission opens it, as for any model (an auditor need not read
-    truths); what quotes a truth stays behind the truths' view permission.
+    truths), and so does the view permission on truths, as for every record of the
+    console; what quotes a truth stays behind the truths' view permission.
     """
 
     # Short columns so user, reason, actor, review and run fit 1360 px (issue 15).
@@ -53,8 +54,8 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     raw_id_fields = ["truth", "user", "review", "run"]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Skip ReadOnlyAdmin's truth gate: the columns below honour it instead.
-        return admin.ModelAdmin.has_view_permission(self, request, obj)
+        # Its own permission opens it too: the columns below keep truth text behind the truths' gate.
+        return admin.ModelAdmin.has_view_permission(self, request, obj) or can_view_truths(request)
 
     def get_list_display(self, request: HttpRequest) -> list[str]:
         if can_view_truths(request):
@@ -222,7 +223,7 @@ class LiveSettingsForm(forms.ModelForm):
 
 
 @admin.register(LiveSettings)
-class LiveSettingsAdmin(admin.ModelAdmin):
+class LiveSettingsAdmin(FramedDenialMixin, admin.ModelAdmin):
     """The one settings record; its list page leads straight to it (or to "add" before it exists)."""
 
     form = LiveSettingsForm

@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from ..models import ChatSession, LearnedRule, Note, SessionMessage, Truth
 from ..selectors import user_search_fields
 from ..services.hygiene import promotion
-from .base import ReadOnlyAdmin, can_change_truths, can_view_truths, change_url
+from .base import FramedDenialMixin, ReadOnlyAdmin, can_change_truths, can_view_truths, change_url
 
 WIKILINK = re.compile(r"\[\[([a-z0-9-]+)\]\]")
 
@@ -120,7 +120,7 @@ class HandAuthoredRuleForm(forms.ModelForm):
 
 
 @admin.register(LearnedRule)
-class LearnedRuleAdmin(admin.ModelAdmin):
+class LearnedRuleAdmin(FramedDenialMixin, admin.ModelAdmin):
     """Each user's learned rules: auto-managed (read-only, with the truths they came from)
     and hand-authored (added and edited here, never touched by a stage)."""
 
@@ -132,7 +132,7 @@ class LearnedRuleAdmin(admin.ModelAdmin):
     raw_id_fields = ["user"]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return super().has_view_permission(request, obj) and can_view_truths(request)
+        return can_view_truths(request)  # as every record of the console (ReadOnlyAdmin)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and can_change_truths(request)
