@@ -17,7 +17,6 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -229,13 +228,11 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     @admin.display(description="outcome")
     def outcome_display(self, obj: ConsolidationRun) -> str:
         counts = run_display.outcome_counts(obj, nonzero_only=True)
+        stages = "; ".join(run_display.stage_phrases(obj))
         if not counts:
-            return format_html('<span class="iris-muted">{}</span>', "no cluster reviewed")
-        retired = (
-            format_html('<br><span class="iris-muted">{} truth{} retired</span>', obj.retired, pluralize(obj.retired))
-            if obj.retired
-            else ""
-        )
+            return format_html('<span class="iris-muted">{}</span>', stages or "no cluster reviewed")
+        retired = "; ".join(t for t in (run_display.retired_text(obj), stages) if t)
+        retired = format_html('<br><span class="iris-muted">{}</span>', retired) if retired else ""
         return format_html(
             '<span class="iris-outcome">{}</span>{}',
             format_html_join(
@@ -318,6 +315,12 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 outcome_counts=[(value, label, counts.get(value, 0)) for value, label in ClusterReview.Outcome.choices],
                 review_total=sum(counts.values()),
                 application=application,
+                application_line=(
+                    format_html(run_display.application_line(application), run=_run_link(application.pk))
+                    if application
+                    else ""
+                ),
+                retired_text=run_display.retired_text(obj) or ("would retire no truth" if obj.is_dry_run else "no truth retired"),
                 apply_refusal=refusal,
                 can_apply=self.has_apply_permission(request),
                 can_retry=self.has_retry_permission(request) and obj.mode == ConsolidationRun.Mode.QUEUED,

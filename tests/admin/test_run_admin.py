@@ -80,7 +80,7 @@ def test_run_page_shows_each_review_with_members_decision_reasoning_and_figures(
 
     assert "Cluster reviews (1)" in html
     assert a.content in html and b.content in html
-    assert f"Merge t1 (#{a.pk}) + t2 (#{b.pk})" in html
+    assert f"Merge #{a.pk} + #{b.pk}" in html and "t1" not in html
     assert "Both are about his son Tomas." in html
     assert "420 tokens" in html and "830 ms" in html
     assert reverse("admin:iris_consolidation_truth_lineage", args=[merged.pk]) in html
