@@ -198,3 +198,37 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
                     why += f"; model: {f['model_reason']}"
                 lines.append(f"      #{f['truth_id']} {f['content']!r} ({why})")
     return lines
+
+
+NOTHING_MERGED = (
+    "Nothing merged: of {reviewed} cluster{s} reviewed, the judge kept {kept}{refused}{other}."
+)
+RULE_JUDGE_WHY = (
+    "The rule judge merges only restatements it can prove (the same words up to case, punctuation and "
+    "name order); real paraphrases need a model."
+)
+SEE_MERGES = (
+    "To see merges, lineage and undo: the invented sample (make demo DEMO_DATA=samples/demo.truths.jsonl), "
+    "a model (IRIS_CONSOLIDATION_JUDGE=llm, see README \"Using an LLM\"), or the recorded model replies "
+    "(manage.py eval_judge --recorded FILE, FILE one of ../shared/eval/recorded/*.jsonl)."
+)
+
+
+def nothing_merged_lines(run: ConsolidationRun) -> list[str]:
+    """Why a run that reviewed clusters changed none, and how to see merges; [] when the
+    run merged or superseded something, reviewed nothing, or is a dry run."""
+    if run.is_dry_run or run.merged or run.superseded or not run.clusters_done:
+        return []
+    refused = f", the validator refused {run.rejected}" if run.rejected else ""
+    rest = [f"{n} {label}" for n, label in ((run.stale, "stale"), (run.failed, "failed"), (run.deferred, "deferred"))
+            if n]
+    lines = [
+        NOTHING_MERGED.format(
+            reviewed=run.clusters_done, s="s" if run.clusters_done != 1 else "", kept=run.kept, refused=refused,
+            other=("; " + ", ".join(rest)) if rest else "",
+        )
+    ]
+    if run.judge == "rules":
+        lines.append(RULE_JUDGE_WHY)
+    lines.append(SEE_MERGES)
+    return lines

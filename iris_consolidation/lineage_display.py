@@ -117,6 +117,23 @@ class UndoNote:
     reason: str
     created_at: datetime
     other_id: int
+    #: Every truth on the other side when one undo restored several (``grouped``).
+    other_ids: tuple[int, ...] = ()
+
+
+def grouped(notes: Iterable[UndoNote]) -> list[UndoNote]:
+    """One note per undo (same actor, reason and time), listing all its truths: an undo
+    that restored three truths is one sentence, not three."""
+    merged: dict[tuple[str, str, datetime], UndoNote] = {}
+    for note in notes:
+        key = (note.actor, note.reason, note.created_at.replace(microsecond=0))
+        first = merged.get(key)
+        ids = (*(first.other_ids if first else ()), note.other_id)
+        merged[key] = UndoNote(
+            actor=note.actor, reason=note.reason, created_at=(first or note).created_at,
+            other_id=(first or note).other_id, other_ids=tuple(dict.fromkeys(ids)),
+        )
+    return list(merged.values())
 
 
 @dataclass(kw_only=True)
@@ -310,8 +327,8 @@ class _Builder:
             depth=depth,
             is_root=depth == 0,
             open=depth < self.open_depth,
-            restored_by=[n for e in self.restored.get(truth.pk, []) if (n := undo_note(e, other_id=e.source_id))],
-            undone=[n for e in self.undone.get(truth.pk, []) if (n := undo_note(e, other_id=e.result_id))],
+            restored_by=grouped(n for e in self.restored.get(truth.pk, []) if (n := undo_note(e, other_id=e.source_id))),
+            undone=grouped(n for e in self.undone.get(truth.pk, []) if (n := undo_note(e, other_id=e.result_id))),
         )
         if truth.pk in self.seen:
             # Only possible after an undo re-opened a cycle; draw it once.

@@ -15,6 +15,7 @@ from .inventory_display import checkpoint_line, window_line
 from .lineage_display import (
     ReasoningPart,
     UndoNote,
+    grouped,
     judge_label,
     reasoning_parts,
     truth_names,
@@ -186,7 +187,7 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
         cost=review.cost,
         attempts=review.attempts,
         result_ids=tuple(sorted({int(a["result_id"]) for a in review.applied_actions or [] if "result_id" in a})),
-        undone=tuple(n for e in undo_events if (n := undo_note(e, other_id=e.result_id))),
+        undone=tuple(grouped(n for e in undo_events if (n := undo_note(e, other_id=e.result_id)))),
         created_at=review.created_at,
     )
 
