@@ -14,6 +14,8 @@ from django.db.models.options import Options
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.text import capfirst
 
 from ..models import Truth
@@ -163,7 +165,60 @@ class FramedDenialMixin:
         return framed
 
 
-class ReadOnlyAdmin(FramedDenialMixin, admin.ModelAdmin):
+#: Foreign keys to users, shown by ``UserLinkMixin`` as links to the user's truths.
+USER_FIELDS = {"user": "user_name", "user_filter": "user_filter_name"}
+
+
+def _user_link(user: Any, *, missing: str = "—") -> str:
+    if user is None:
+        return missing
+    url = reverse(f"admin:{Truth._meta.app_label}_truth_changelist") + "?" + urlencode({"user": user.get_username()})
+    return format_html('<a href="{}" title="This user\'s truths">{}</a>', url, user.get_username())
+
+
+class UserLinkMixin:
+    """Read-only users (``user``, ``user_filter``) link to the user's truths, a page every
+    reader of the console may open, instead of the user's admin page (Django links a
+    read-only foreign key without asking whether the reader may open it), for staff who
+    may not open users' pages."""
+
+    def _links_users(self, request: HttpRequest) -> bool:
+        return not (request.user.has_perm("auth.view_user") or request.user.has_perm("auth.change_user"))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = super().get_readonly_fields(request, obj)  # type: ignore[misc]
+        if not self._links_users(request):
+            return fields
+        return [USER_FIELDS.get(f, f) if isinstance(f, str) else f for f in fields]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)  # type: ignore[misc]
+        if not self._links_users(request):
+            return fieldsets
+        all_readonly = not self.has_change_permission(request, obj)  # type: ignore[attr-defined]
+        readonly = set(self.get_readonly_fields(request, obj))
+
+        def swap(fields: Any) -> Any:
+            return [
+                tuple(swap(f)) if isinstance(f, (list, tuple))
+                else (USER_FIELDS[f] if f in USER_FIELDS and (all_readonly or USER_FIELDS[f] in readonly) else f)
+                for f in fields
+            ]
+
+        return [(name, {**options, "fields": swap(options["fields"])}) for name, options in fieldsets]
+
+    @admin.display(description="user")
+    def user_name(self, obj: Any) -> str:
+        """The record's user, linked to their truths."""
+        return _user_link(getattr(obj, "user", None))
+
+    @admin.display(description="user filter")
+    def user_filter_name(self, obj: Any) -> str:
+        """A run's one user (``user_filter``), linked to their truths; "every user" without one."""
+        return _user_link(getattr(obj, "user_filter", None), missing="every user")
+
+
+class ReadOnlyAdmin(UserLinkMixin, FramedDenialMixin, admin.ModelAdmin):
     """History records: shown to staff who may see truths, never added, edited or deleted.
 
     The view permission on truths opens them (they quote truths, which are personal

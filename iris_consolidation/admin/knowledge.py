@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from ..models import ChatSession, LearnedRule, Note, SessionMessage, Truth
 from ..selectors import user_search_fields
 from ..services.hygiene import promotion
-from .base import FramedDenialMixin, ReadOnlyAdmin, can_change_truths, can_view_truths, change_url
+from .base import FramedDenialMixin, UserLinkMixin, ReadOnlyAdmin, can_change_truths, can_view_truths, change_url
 
 WIKILINK = re.compile(r"\[\[([a-z0-9-]+)\]\]")
 
@@ -120,7 +120,7 @@ class HandAuthoredRuleForm(forms.ModelForm):
 
 
 @admin.register(LearnedRule)
-class LearnedRuleAdmin(FramedDenialMixin, admin.ModelAdmin):
+class LearnedRuleAdmin(UserLinkMixin, FramedDenialMixin, admin.ModelAdmin):
     """Each user's learned rules: auto-managed (read-only, with the truths they came from)
     and hand-authored (added and edited here, never touched by a stage)."""
 

@@ -25,7 +25,7 @@ from ..llm import get_judge_client
 from ..models import EMBEDDING_DIMENSIONS, ConsolidationRun, Truth
 from ..services.hygiene import retire
 from ..services.operations import curation
-from .base import FramedDenialMixin, can_change_truths, missing_object, object_page, template_list, url_name
+from .base import FramedDenialMixin, UserLinkMixin, can_change_truths, missing_object, object_page, template_list, url_name
 from .lineage import LineageViewMixin
 from .undo import TruthUndoMixin
 
@@ -126,7 +126,7 @@ class ScoreFilter(admin.SimpleListFilter):
 
 
 @admin.register(Truth)
-class TruthAdmin(FramedDenialMixin, LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
+class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     """Truths of every user; live ones by default. Embeddings are shown as presence only."""
 
     # Fits 1360 px beside the filters (issue 15): origin and "pinned" ride along with
