@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .inventory_display import checkpoint_line, window_line
+from .inventory_display import checkpoint_line, human_when, window_line
 from .lineage_display import (
     ReasoningPart,
     UndoNote,
@@ -459,8 +459,8 @@ def run_summary(run: ConsolidationRun) -> RunSummary:
         for item in data.get("changes") or []
     )
     return RunSummary(
-        window=window_line(run).removeprefix("Window: "),
-        checkpoint=checkpoint_line(run).removeprefix("Checkpoint: "),
+        window=window_line(run, when=human_when).removeprefix("Window: "),
+        checkpoint=checkpoint_line(run, when=human_when).removeprefix("Checkpoint: ").replace(" -> ", " → "),
         seeds=int(data.get("seeds", run.seeds)),
         cache_hits=run.cache_hits,
         cost=cost_text(cost=run.cost, tokens=run.tokens),

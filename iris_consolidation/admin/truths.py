@@ -413,3 +413,6 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
         )
         message = format_html(QUEUED, what=WHAT[mode], users=len(runs), links=links)
         self.message_user(request, message, messages.SUCCESS)
+        from .runs import warn_if_no_worker
+
+        warn_if_no_worker(self, request)

@@ -116,7 +116,7 @@ def test_run_page_opens_with_its_summary_and_lists_changes_first(logged_in, live
 
     summary = page.locator(".iris-run-summary")
     expect(summary).to_contain_text("truths changed after each user's cursor")
-    expect(summary.locator("dd").nth(2)).to_contain_text("none -> ")
+    expect(summary.locator("dd").nth(2)).to_contain_text("none → ")
     expect(summary).to_contain_text("answered from the verdict cache")
     expect(summary.locator(".iris-inventory")).to_contain_text("before")
     expect(summary.locator(".iris-changes li")).to_have_count(2)
