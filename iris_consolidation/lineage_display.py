@@ -327,7 +327,9 @@ class _Builder:
             depth=depth,
             is_root=depth == 0,
             open=depth < self.open_depth,
-            restored_by=grouped(n for e in self.restored.get(truth.pk, []) if (n := undo_note(e, other_id=e.source_id))),
+            restored_by=grouped(
+                n for e in self.restored.get(truth.pk, []) if (n := undo_note(e, other_id=e.source_id))
+            ),
             undone=grouped(n for e in self.undone.get(truth.pk, []) if (n := undo_note(e, other_id=e.result_id))),
         )
         if truth.pk in self.seen:
@@ -408,7 +410,8 @@ class _Builder:
 def _parts(review: Any, names: Mapping[str, str]) -> tuple[ReasoningPart, ...]:
     if review is None:
         return ()
-    return reasoning_parts(review.reasoning, names=names, judge_label=judge_label(judge=review.judge, model=review.model))
+    label = judge_label(judge=review.judge, model=review.model)
+    return reasoning_parts(review.reasoning, names=names, judge_label=label)
 
 
 def _walk(box: TruthBox) -> Iterable[TruthBox]:

@@ -133,7 +133,9 @@ def permission_denied(model_admin: admin.ModelAdmin[Any], request: HttpRequest, 
         "message": (
             RECORDS.format(name=str(capfirst(model_admin.opts.verbose_name_plural)))
             if isinstance(model_admin, ReadOnlyAdmin) and view in ("add", "delete")
-            else DENIED.format(permission=missing_permission(model_admin, request, view), user=request.user.get_username())
+            else DENIED.format(
+                permission=missing_permission(model_admin, request, view), user=request.user.get_username()
+            )
         ),
     }
     return TemplateResponse(request, template_list(model_admin.opts, "denied.html"), context, status=403)

@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from ..models import ChatSession, LearnedRule, Note, SessionMessage, Truth
 from ..selectors import user_search_fields
 from ..services.hygiene import promotion
-from .base import FramedDenialMixin, UserLinkMixin, ReadOnlyAdmin, can_change_truths, can_view_truths, change_url
+from .base import FramedDenialMixin, ReadOnlyAdmin, UserLinkMixin, can_change_truths, can_view_truths, change_url
 
 WIKILINK = re.compile(r"\[\[([a-z0-9-]+)\]\]")
 

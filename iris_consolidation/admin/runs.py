@@ -365,7 +365,8 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                     if application
                     else ""
                 ),
-                retired_text=run_display.retired_text(obj) or ("would retire no truth" if obj.is_dry_run else "no truth retired"),
+                retired_text=run_display.retired_text(obj)
+                or ("would retire no truth" if obj.is_dry_run else "no truth retired"),
                 apply_refusal=refusal,
                 can_apply=self.has_apply_permission(request),
                 can_retry=self.has_retry_permission(request) and obj.mode == ConsolidationRun.Mode.QUEUED,

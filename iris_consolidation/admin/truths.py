@@ -25,7 +25,15 @@ from ..llm import get_judge_client
 from ..models import EMBEDDING_DIMENSIONS, ConsolidationRun, Truth
 from ..services.hygiene import retire
 from ..services.operations import curation
-from .base import FramedDenialMixin, UserLinkMixin, can_change_truths, missing_object, object_page, template_list, url_name
+from .base import (
+    FramedDenialMixin,
+    UserLinkMixin,
+    can_change_truths,
+    missing_object,
+    object_page,
+    template_list,
+    url_name,
+)
 from .lineage import LineageViewMixin
 from .undo import TruthUndoMixin
 
@@ -356,8 +364,8 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
             return "—"
         target = obj.superseded_by
         text = target.content if len(target.content) <= 50 else target.content[:49] + "…"
-        return format_html('<a href="{}">#{}</a> {}', reverse(f"admin:{url_name(self.opts, 'change')}", args=[target.pk]),
-                           target.pk, text)
+        url = reverse(f"admin:{url_name(self.opts, 'change')}", args=[target.pk])
+        return format_html('<a href="{}">#{}</a> {}', url, target.pk, text)
 
     @admin.display(description="live", boolean=True, ordering="retired_at")
     def is_live_display(self, obj: Truth) -> bool:

@@ -14,7 +14,6 @@ from iris_consolidation.admin import base
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.models import Truth
 from iris_consolidation.services.operations import undo
-from tests import lineage_builder as lb
 from tests.conftest import vector_at
 from tests.helpers import rules_run
 

@@ -152,7 +152,8 @@ def _summary(run: ConsolidationRun, seconds: float) -> str:
     return (
         f"Summary: users={run.users} truths={run.truths} embedded={run.embedded} "
         f"clusters={run.clusters_found} {would}merge{'' if would else 'd'}={run.merged} "
-        f"{would}supersede{'' if would else 'd'}={run.superseded} {would}retire{'' if would else 'd'}={run.retired} kept={run.kept} rejected={run.rejected} stale={run.stale} failed={run.failed} "
+        f"{would}supersede{'' if would else 'd'}={run.superseded} {would}retire{'' if would else 'd'}={run.retired} "
+        f"kept={run.kept} rejected={run.rejected} stale={run.stale} failed={run.failed} "
         f"{inventory_display.spend_fields(run)} tokens={run.tokens} embed_seconds={run.embed_seconds:.1f} "
         f"cluster_seconds={run.cluster_seconds:.1f} seconds={seconds:.1f} run={run.pk}"
     )
