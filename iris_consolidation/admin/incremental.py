@@ -143,6 +143,8 @@ class VerdictCacheEntryAdmin(InternalAdmin):
 
 THRESHOLD_RANGE = "The similarity threshold is a cosine similarity: above 0 and at most 1 (for example 0.75)."
 INTERVAL_RANGE = "Hours between scheduled runs must be 1 or more; leave it empty to use the default."
+COST_RANGE = "The budget per run is in USD: 0 or more; leave it empty for no cap."
+NO_RECORD_TITLE = "Live settings: none saved yet, the defaults below are in force"
 UNKNOWN_USERS = "No user named {names}. Check the spelling; separate names with commas."
 USE_DEFAULT = "Use the default (currently {value})"
 
@@ -183,6 +185,9 @@ class LiveSettingsForm(forms.ModelForm):
             "interval_hours": app_settings.SCHEDULE_INTERVAL_HOURS or "every schedule slot",
             "max_retirements_per_run": app_settings.MAX_RETIREMENTS_PER_RUN,
             "similarity_threshold": app_settings.SIMILARITY_THRESHOLD,
+            "max_cost_per_run": (
+                "no cap" if app_settings.MAX_COST_PER_RUN is None else f"{app_settings.MAX_COST_PER_RUN:g} USD"
+            ),
         }
         for name, default in defaults.items():
             field = self.fields.get(name)
@@ -195,6 +200,12 @@ class LiveSettingsForm(forms.ModelForm):
             else:
                 field.widget.attrs["placeholder"] = f"default: {default}"
                 field.help_text = f"{plain} Empty: {USE_DEFAULT.format(value=default).lower()}."
+        for name, field in self.fields.items():
+            if name.endswith("_mode") and hasattr(field, "choices"):
+                # The stage's mode in force when the field is empty, not the setting's name.
+                default = str(getattr(app_settings, name.removesuffix("_mode").upper()))
+                field.choices = [("", USE_DEFAULT.format(value=default)), *[c for c in field.choices if c[0]]]
+                field.help_text = f"{field.help_text.split(' Empty:')[0]} Empty: use the default ({default})."
         allowlist = ", ".join(str(v) for v in app_settings.USER_ALLOWLIST or ()) or "every user"
         users = self.fields["allowed_usernames"]
         users.help_text = users.help_text.format(default=allowlist)
@@ -205,6 +216,12 @@ class LiveSettingsForm(forms.ModelForm):
         value = self.cleaned_data.get("similarity_threshold")
         if value is not None and not 0 < value <= 1:
             raise forms.ValidationError(THRESHOLD_RANGE)
+        return value
+
+    def clean_max_cost_per_run(self) -> Any:
+        value = self.cleaned_data.get("max_cost_per_run")
+        if value is not None and value < 0:
+            raise forms.ValidationError(COST_RANGE)  # before the table's constraint says it in its own words
         return value
 
     def clean_interval_hours(self) -> int | None:
@@ -263,6 +280,8 @@ class LiveSettingsAdmin(FramedDenialMixin, admin.ModelAdmin):
     ) -> Any:
         # One record: "Save and add another" and "Save as new" make no sense.
         context.update(show_save_and_add_another=False, show_save_as_new=False)
+        if add:
+            context["title"] = NO_RECORD_TITLE  # not "Add live settings": there is nothing to add to
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
