@@ -542,6 +542,21 @@ _IN_WORDS = {
 _EDIT_WORDS = {1: "Added in the admin", 2: "Edited in the admin", 3: "Deleted in the admin"}
 
 
+def actor_words(actor: str) -> str:
+    """Who did it, for people: ``llm:openai/x`` -> "the model openai/x (judge)",
+    ``rules`` -> "the rule judge", ``hygiene:prune`` -> "the prune stage", ``import``
+    -> "an import"; a person's username stays as it is."""
+    if actor.startswith("llm:"):
+        return f"the model {actor.removeprefix('llm:')} (judge)"
+    if actor in ("rules", "rule", "llm:rules"):
+        return "the rule judge"
+    if actor.startswith("hygiene:"):
+        return f"the {actor.removeprefix('hygiene:')} stage"
+    if actor == "import":
+        return "an import"
+    return actor
+
+
 def history_rows(history: Any) -> list[HistoryRow]:
     """The ``selectors.TruthHistory`` of a truth as one timeline, newest first.
 
@@ -556,7 +571,7 @@ def history_rows(history: Any) -> list[HistoryRow]:
             HistoryRow(
                 at=change.created_at,
                 what=change.get_action_display(),
-                actor=change.actor,
+                actor=actor_words(change.actor),
                 reason=change.reason,
                 review_id=change.review_id,
                 run_id=change.run_id,
@@ -576,7 +591,7 @@ def history_rows(history: Any) -> list[HistoryRow]:
             HistoryRow(
                 at=event.created_at,
                 what=what,
-                actor=event.actor,
+                actor=actor_words(event.actor),
                 reason=event.reason,
                 other_id=other,
                 review_id=event.review_id,

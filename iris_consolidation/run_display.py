@@ -202,6 +202,40 @@ def _action_key(action: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReviewGroup:
+    """The cards of one outcome on a page of the run, with the run's count of it; changes
+    (applied, previewed) open, the rest folded, so 27 refusals are one line until opened."""
+
+    outcome: str
+    label: str
+    count: int
+    cards: tuple[ReviewCard, ...]
+    open: bool
+
+
+#: Outcomes whose group starts open on the run page: the changes.
+OPEN_OUTCOMES = frozenset({ClusterReview.Outcome.APPLIED, ClusterReview.Outcome.PREVIEW})
+
+
+def review_groups(cards: Sequence[ReviewCard], counts: dict[str, int], *, filtered: bool = False) -> list[ReviewGroup]:
+    """``cards`` grouped by outcome in their order; ``counts`` are the run's counts by
+    outcome (``selectors.count_reviews_by_outcome``); ``filtered`` (one outcome shown) opens all."""
+    groups: dict[str, list[ReviewCard]] = {}
+    for card in cards:
+        groups.setdefault(card.outcome, []).append(card)
+    return [
+        ReviewGroup(
+            outcome=outcome,
+            label=items[0].outcome_label,
+            count=counts.get(outcome, len(items)),
+            cards=tuple(items),
+            open=filtered or outcome in OPEN_OUTCOMES,
+        )
+        for outcome, items in groups.items()
+    ]
+
+
 def review_cards(reviews: Iterable[ClusterReview]) -> list[ReviewCard]:
     """``review_card`` for each review; uses the ``undo_events`` that
     ``selectors.list_run_reviews`` prefetches."""
@@ -326,6 +360,19 @@ def stage_phrases(run: ConsolidationRun) -> list[str]:
         elif found and (run.is_dry_run or item.get("mode") != "apply"):
             phrases.append(would.format(n=found, s="s" if found != 1 else ""))
     return phrases
+
+
+def kind_table(run: ConsolidationRun) -> tuple[list[str], list[tuple[str, list[int], int]]]:
+    """Live truths by kind before and after: the kinds of either side (a mining run adds
+    kinds the "before" side lacks), and a row per side of (label, counts, total)."""
+    data = run.inventory or {}
+    sides = [(label, data[key]) for key, label in (("before", "before"), ("after", "after")) if key in data]
+    kinds: list[str] = []
+    for _, side in sides:
+        kinds.extend(k for k in side.get("by_kind", {}) if k not in kinds)
+    rows = [(label, [int(side.get("by_kind", {}).get(k, 0)) for k in kinds], int(side.get("live", 0)))
+            for label, side in sides]
+    return kinds, rows
 
 
 def application_line(application: ConsolidationRun | None) -> str:

@@ -355,7 +355,6 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 ),
                 refresh_seconds=REFRESH_SECONDS,
                 review_page=page,
-                review_cards=run_display.review_cards(page.object_list),
                 outcome=outcome,
                 outcome_counts=[(value, label, counts.get(value, 0)) for value, label in ClusterReview.Outcome.choices],
                 review_total=sum(counts.values()),
@@ -376,6 +375,11 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                     inventory_display.forecast_sentence(Forecast.from_dict(obj.forecast)) if obj.forecast else ""
                 ),
                 stage_report=_readable_stage_report(stages.summarise(obj)),
+                kinds=(kinds := run_display.kind_table(obj))[0],
+                kind_rows=kinds[1],
+                review_groups=run_display.review_groups(
+                    run_display.review_cards(page.object_list), counts, filtered=outcome is not None
+                ),
             )
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
