@@ -486,18 +486,18 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
 class ClusterReviewAdmin(ReviewUndoMixin, ReadOnlyAdmin):
     """One row per judged cluster; its page shows the card and, if applied, Undo."""
 
+    # Fits 1360 px beside the filters: what the cluster was about replaces the judge
+    # (the model says it), tokens and latency (on each review's page).
     list_display = [
         "id",
+        "about",
         "run_link",
         "user",
         "outcome",
         "applied",
         "undone",
-        "judge",
         "model",
-        "tokens",
-        "latency_ms",
-        "created_at",
+        "created_display",
     ]
     list_filter = ["outcome", "applied", "run__mode", "judge"]
     list_select_related = ["run", "user"]
@@ -522,6 +522,22 @@ class ClusterReviewAdmin(ReviewUndoMixin, ReadOnlyAdmin):
     @admin.display(description="run", ordering="run__created_at")
     def run_link(self, obj: ClusterReview) -> str:
         return _run_link(obj.run_id)
+
+    @admin.display(description="about")
+    def about(self, obj: ClusterReview) -> str:
+        """The cluster's first member as the judge saw it, and how many others."""
+        snapshot = obj.snapshot or []
+        if not snapshot:
+            return "—"
+        text = str(snapshot[0].get("content", ""))
+        text = text if len(text) <= 60 else text[:59] + "…"
+        more = f" (+{len(snapshot) - 1})" if len(snapshot) > 1 else ""
+        return format_html('<q>{}</q><span class="iris-muted">{}</span>', text, more)
+
+    @admin.display(description="created", ordering="created_at")
+    def created_display(self, obj: ClusterReview) -> str:
+        when = timezone.localtime(obj.created_at)
+        return format_html('<span title="{}">{}</span>', when.isoformat(), when.strftime("%Y-%m-%d %H:%M"))
 
     @admin.display(description="undone", boolean=True, ordering="is_undone")
     def undone(self, obj: ClusterReview) -> bool:

@@ -106,3 +106,24 @@ def test_a_dry_run_in_the_list_reads_as_a_preview(admin_client, user_factory):
 
     assert "would merge <b>1</b>" in html and "would retire 2 truths" in html
     assert "merged <b>1</b>" not in html and "2 truths retired" not in html
+
+
+def test_empty_notes_and_rules_say_which_stage_mode_leaves_them_empty(admin_client, settings):
+    settings.IRIS_CONSOLIDATION_RELOCATE = "report"
+    settings.IRIS_CONSOLIDATION_PROMOTE = "report"
+
+    notes = admin_client.get(reverse("admin:iris_consolidation_note_changelist"))
+    rules = admin_client.get(reverse("admin:iris_consolidation_learnedrule_changelist"))
+
+    from iris_consolidation.admin import knowledge
+
+    assert [str(m) for m in get_messages(notes.wsgi_request)] == [knowledge.EMPTY_REPORT.format(
+        what="notes", stage="relocate", mode="report", setting="IRIS_CONSOLIDATION_RELOCATE")]
+    assert [str(m) for m in get_messages(rules.wsgi_request)][-1] == knowledge.EMPTY_REPORT.format(
+        what="learned rules", stage="promote", mode="report", setting="IRIS_CONSOLIDATION_PROMOTE")
+
+
+def test_the_review_list_says_what_each_cluster_was_about(admin_client, two_step_lineage):
+    html = admin_client.get(reverse("admin:iris_consolidation_clusterreview_changelist")).content.decode()
+
+    assert "column-about" in html and f"<q>{escape(two_step_lineage['a'].content)}</q>" in html and "(+1)" in html

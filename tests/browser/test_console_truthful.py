@@ -177,3 +177,17 @@ def test_live_settings_and_the_retired_list_say_what_is_so(logged_in, live_serve
     assert _within_width(page, "#result_list th.column-replaced_by")
     assert _within_width(page, "#result_list th.column-retired_reason")
     page.screenshot(path=str(artifacts / "truthful-retired-list.png"), full_page=True)
+
+
+def test_the_review_list_keeps_created_on_screen_and_says_what_each_was_about(logged_in, live_server, artifacts,
+                                                                            two_step_lineage):
+    page = logged_in
+    page.goto(f"{live_server.url}{ADMIN}/clusterreview/")
+
+    expect(page.locator("#result_list td.field-about").first).to_contain_text("(+1)")
+    frame = page.locator("#changelist .results").bounding_box()
+    for column in ("about", "outcome", "created_display"):
+        box = page.locator(f"#result_list th.column-{column}").bounding_box()
+        assert box is not None and frame is not None
+        assert box["x"] + box["width"] <= min(frame["x"] + frame["width"], 1360), column
+    page.screenshot(path=str(artifacts / "truthful-review-list.png"), full_page=True)
