@@ -375,13 +375,14 @@ def kind_table(run: ConsolidationRun) -> tuple[list[str], list[tuple[str, list[i
     return kinds, rows
 
 
-def application_line(application: ConsolidationRun | None) -> str:
-    """What became of a dry run's application, from the application run's status:
-    queued (nothing applied yet), applying, applied, or failed; "" for none."""
+def application_line(application: ConsolidationRun | None, *, started: bool = True) -> str:
+    """What became of a dry run's application, from the application run's status and
+    ``started`` (whether a worker has taken any of its jobs): queued (nothing applied
+    yet), applying, applied, or failed; "" for none."""
     if application is None:
         return ""
     status = ConsolidationRun.Status
-    if application.status == status.PENDING:
+    if application.status == status.PENDING or (application.status == status.RUNNING and not started):
         return "Applying them is queued as run {run}: nothing is applied until a worker runs it."
     if application.status == status.RUNNING:
         return "They are being applied as run {run}."

@@ -54,10 +54,15 @@ def test_an_application_still_queued_is_not_said_to_be_applied(user_factory):
     application = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
 
     queued = run_display.application_line(application)
+    ConsolidationRun.objects.filter(pk=application.pk).update(status="running")
+    application.refresh_from_db()
+    running_untaken = run_display.application_line(application, started=False)
+    running = run_display.application_line(application, started=True)
     ConsolidationRun.objects.filter(pk=application.pk).update(status="done")
     application.refresh_from_db()
 
     assert "queued" in queued and "nothing is applied" in queued and "were applied" not in queued
+    assert running_untaken == queued and running == "They are being applied as run {run}."
     assert run_display.application_line(application) == "They were applied as run {run}."
 
 

@@ -360,7 +360,15 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 review_total=sum(counts.values()),
                 application=application,
                 application_line=(
-                    format_html(run_display.application_line(application), run=_run_link(application.pk))
+                    format_html(
+                        run_display.application_line(
+                            application,
+                            started=ConsolidationJob.objects.filter(run=application)
+                            .exclude(status=ConsolidationJob.Status.QUEUED, deliveries=0)
+                            .exists(),
+                        ),
+                        run=_run_link(application.pk),
+                    )
                     if application
                     else ""
                 ),
