@@ -305,6 +305,7 @@ class LiveSettingsAdmin(FramedDenialMixin, admin.ModelAdmin):
             f"scheduled passes dry-run only: {_yes_no(effective.scheduled_dry_run_only)}; users: {users}; "
             f"at most {effective.max_retirements_per_run} retirements per run; "
             f"similarity threshold: {effective.similarity_threshold}; "
-            f"budget per run: {'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}; "
+            "budget per run: "
+            f"{'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}; "
             f"stages: {', '.join(f'{s} {m}' for s, m in effective.stage_modes.items())}"
         )

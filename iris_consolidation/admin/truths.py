@@ -200,7 +200,9 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
     ]
     #: Bookkeeping of the hygiene stages and the host's reports (record_access,
     #: mark_validated): shown, never edited by hand.
-    HYGIENE_FIELDS = ["relevance", "quality_display", "access_count", "last_accessed", "last_decayed", "validated", "tags"]
+    HYGIENE_FIELDS = [
+        "relevance", "quality_display", "access_count", "last_accessed", "last_decayed", "validated", "tags"
+    ]
     HISTORY_FIELDS = [
         *HYGIENE_FIELDS,
         "origin",

@@ -55,7 +55,9 @@ def _reviews(run, count):
     for i in range(count):
         a, b = lb.originals(user, 2)
         actions = (
-            [Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason=lb.SAME_SON)] if i % 2 else []
+            [Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason=lb.SAME_SON)]
+            if i % 2
+            else []
         )
         lb.judge_and_record([a, b], actions, run=run, reasoning=f"Cluster {i}.")
 

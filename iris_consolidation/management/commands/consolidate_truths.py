@@ -124,7 +124,8 @@ class Command(BaseCommand):
             # with its jobs, instead of leaving it "running" forever; the error propagates.
             if not connection.in_atomic_block:
                 connection.close()  # it may be mid-query; the run is closed on a fresh one
-            consolidation.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=f"{type(exc).__name__}: {exc}"))
+            error = f"{type(exc).__name__}: {exc}"
+            consolidation.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=error))
             raise
         finally:
             progress.close()
