@@ -219,3 +219,14 @@ def test_moments_are_dates_for_people():
     moment = timezone.now().replace(microsecond=123456) - timedelta(days=1)
     text = inventory_display.human_when(moment.isoformat())
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d \w+", text), text
+
+
+def test_the_by_kind_table_keeps_the_kinds_a_run_added(user_factory):
+    run = lb.new_run(user_id=user_factory("alice").pk)
+    run.inventory = {"before": {"live": 10, "by_kind": {"fact": 10}},
+                     "after": {"live": 30, "by_kind": {"fact": 10, "preference": 20}}}
+
+    kinds, rows = run_display.kind_table(run)
+
+    assert kinds == ["fact", "preference"]
+    assert rows == [("before", [10, 0], 10), ("after", [10, 20], 30)]
