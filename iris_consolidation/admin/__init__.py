@@ -11,10 +11,8 @@ Seeing anything needs the view permission on truths (runs and reviews show truth
 text); pinning, running, applying and undoing need the change permission on truths.
 """
 
-from . import (
-    incremental,  # noqa: F401  (audit, cursors, verdict cache, live settings)
-    knowledge,  # noqa: F401  (sessions, notes, learned rules)
-)
+from . import incremental  # noqa: F401  (audit, cursors, verdict cache, live settings)
+from . import knowledge  # noqa: F401  (sessions, notes, learned rules)
 from .runs import ClusterReviewAdmin, ConsolidationRunAdmin, LineageEventAdmin
 from .truths import TruthAdmin
 
