@@ -43,6 +43,7 @@ demo: install
 	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --dry-run --verbosity $(DEMO_VERBOSITY)
 	@echo "== consolidate (judge: $(DEMO_JUDGE))"
 	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --sync --verbosity 0
+	@echo "== see it: $(PY) manage.py createsuperuser, then $(PY) manage.py runserver and open http://127.0.0.1:8000/admin/ (runs, reviews, a merged truth's lineage and undo)"
 
 # pytest's exit 5 means it collected no test: report it, and fail.
 define run_pytest

@@ -94,6 +94,10 @@ class ConsolidatedFurther(UndoRefused):
         self.later_truth_id = later_truth_id
 
 
+class CancelRefused(IrisConsolidationError):
+    """A run that cannot be cancelled (finished, or some of its work has started); nothing was changed."""
+
+
 class ApplyRefused(IrisConsolidationError):
     """A dry run whose verdicts cannot be applied (not a dry run, unfinished, already applied, empty)."""
 

@@ -36,13 +36,28 @@ def _when(value: datetime | str | None) -> str:
     return text.replace("+00:00", "Z")
 
 
-def window_line(run: ConsolidationRun) -> str:
-    """One line saying which truths seed this run's clusters."""
+def human_when(value: datetime | str | None) -> str:
+    """A moment for people: ``2026-12-01 21:45 UTC`` in the current time zone, no
+    microseconds (the command line keeps ISO 8601, ``_when``)."""
+    if value is None:
+        return "none"
+    from django.utils import timezone
+    from django.utils.dateparse import parse_datetime
+
+    moment = parse_datetime(value) if isinstance(value, str) else value
+    if moment is None:
+        return str(value)
+    local = timezone.localtime(moment) if timezone.is_aware(moment) else moment
+    return local.strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+def window_line(run: ConsolidationRun, *, when: Any = _when) -> str:
+    """One line saying which truths seed this run's clusters; ``when`` formats moments."""
     if run.window_mode == "full":
         return WINDOW_FULL
     if run.window_mode in WINDOW_HOW:
         return WINDOW_SINCE.format(
-            since=_when(run.window_since), how=WINDOW_HOW[run.window_mode], until=_when(run.window_until)
+            since=when(run.window_since), how=WINDOW_HOW[run.window_mode], until=when(run.window_until)
         )
     return WINDOW_CURSOR
 
@@ -53,11 +68,11 @@ def _counts(label: str, data: dict[str, Any]) -> str:
     return f"  {label}: live {data.get('live', 0)}; by kind: {kinds}; by origin: {origins}"
 
 
-def checkpoint_line(run: ConsolidationRun) -> str:
-    """Old and new checkpoint, or why the old one stays."""
-    old = _when(run.previous_checkpoint)
+def checkpoint_line(run: ConsolidationRun, *, when: Any = _when) -> str:
+    """Old and new checkpoint, or why the old one stays; ``when`` formats moments."""
+    old = when(run.previous_checkpoint)
     if run.checkpoint is not None:
-        return CHECKPOINT_WRITTEN.format(old=old, new=_when(run.checkpoint))
+        return CHECKPOINT_WRITTEN.format(old=old, new=when(run.checkpoint))
     if run.is_dry_run:
         why = "dry run"
     elif run.failed:
@@ -87,6 +102,33 @@ def forecast_line(forecast: Forecast) -> str:
     else:
         money = f"${cost:.4f} at {forecast.model} (litellm's price map, no prompt-cache discount)"
     return FORECAST.format(**{**forecast.as_dict(), "cost": money})
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def forecast_sentence(forecast: Forecast) -> str:
+    """The forecast in words, for the console (``forecast_line`` is the command's)."""
+    d = forecast.as_dict()
+    cost = forecast.cost()
+    if not forecast.model:
+        money = "nothing: the rule judge calls no model"
+    elif cost is None:
+        money = f"unknown: litellm has no price for {forecast.model}"
+    else:
+        money = f"about ${cost:.4f} at {forecast.model} (litellm's prices, no prompt-cache discount)"
+    to_model = (
+        f"{d['to_model']:,} would go to the model in {_n(d['calls'], 'call')} ({d['per_call']} clusters per call), "
+        f"about {d['prompt_tokens']:,} prompt and {d['completion_tokens']:,} completion tokens"
+        if d["to_model"]
+        else "none would go to the model"
+    )
+    return (
+        f"A real run would review {_n(d['clusters'], 'cluster')} of {_n(d['users'], 'user')}: "
+        f"{d['cached']:,} answered from the verdict cache, {d['prepass']:,} by the pre-pass (no model call); "
+        f"{to_model}. Cost: {money}."
+    )
 
 
 def cost_text(run: ConsolidationRun) -> str:
@@ -207,4 +249,38 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
                 lines.append(f"      #{f['truth_id']} {f['content']!r} ({why})")
             for f in item.get("suspect_examples") or ():
                 lines.append(f"      suspect: #{f['truth_id']} {f['content']!r} ({f['category']}, kept by the rules)")
+    return lines
+
+
+NOTHING_MERGED = (
+    "Nothing merged: of {reviewed} cluster{s} reviewed, the judge kept {kept}{refused}{other}."
+)
+RULE_JUDGE_WHY = (
+    "The rule judge merges only restatements it can prove (the same words up to case, punctuation and "
+    "name order); real paraphrases need a model."
+)
+SEE_MERGES = (
+    "To see merges, lineage and undo: the invented sample (make demo DEMO_DATA=samples/demo.truths.jsonl), "
+    "a model (IRIS_CONSOLIDATION_JUDGE=llm, see README \"Using an LLM\"), or the recorded model replies "
+    "(manage.py eval_judge --recorded FILE, FILE one of ../shared/eval/recorded/*.jsonl)."
+)
+
+
+def nothing_merged_lines(run: ConsolidationRun) -> list[str]:
+    """Why a run that reviewed clusters changed none, and how to see merges; [] when the
+    run merged or superseded something, reviewed nothing, or is a dry run."""
+    if run.is_dry_run or run.merged or run.superseded or not run.clusters_done:
+        return []
+    refused = f", the validator refused {run.rejected}" if run.rejected else ""
+    rest = [f"{n} {label}" for n, label in ((run.stale, "stale"), (run.failed, "failed"), (run.deferred, "deferred"))
+            if n]
+    lines = [
+        NOTHING_MERGED.format(
+            reviewed=run.clusters_done, s="s" if run.clusters_done != 1 else "", kept=run.kept, refused=refused,
+            other=("; " + ", ".join(rest)) if rest else "",
+        )
+    ]
+    if run.judge == "rules":
+        lines.append(RULE_JUDGE_WHY)
+    lines.append(SEE_MERGES)
     return lines

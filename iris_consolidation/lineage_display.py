@@ -9,13 +9,76 @@ loaded: no queries, no URLs (templates build those), no HTML.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from .models import ConsolidationRun, LineageEvent, RetiredReason, Truth
 from .selectors import LineageGraph
+from .services.pipeline.judging import PREPASS_REASONING
+
+# --- the judge's words in the operator's: truth numbers for aliases ---------------------
+
+#: A judge's alias (``t1``, ``'t4'``, ``"t12"``) as a word of a reason or reasoning.
+ALIAS = re.compile(r"""(['"]?)\b(t\d+)\b\1""")
+#: How the pre-pass's part of a review's reasoning begins (``judging.PREPASS_REASONING``).
+PREPASS_PREFIX = PREPASS_REASONING.split("{", 1)[0]
+PREPASS_LABEL = PREPASS_PREFIX.rstrip(": ")
+
+
+def truth_names(snapshot: Sequence[Mapping[str, Any]] | None) -> dict[str, str]:
+    """``{"t1": "#12", ...}`` from a review's member snapshot (the aliases of its call)."""
+    return {str(row["alias"]): f"#{row['id']}" for row in snapshot or () if "alias" in row and "id" in row}
+
+
+def with_truth_numbers(text: str, names: Mapping[str, str]) -> str:
+    """``text`` with each alias of ``names`` (quoted or not) replaced by its truth number;
+    words that are not the review's aliases are left alone."""
+    if not text or not names:
+        return text
+    return ALIAS.sub(lambda m: names.get(m.group(2), m.group(0)), text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReasoningPart:
+    """One labelled part of a review's reasoning: the pre-pass's, or the judge's."""
+
+    label: str
+    text: str
+
+
+def reasoning_parts(reasoning: str, *, names: Mapping[str, str], judge_label: str) -> tuple[ReasoningPart, ...]:
+    """A review's reasoning split into the pre-pass's lines (labelled "Pre-pass (no
+    model call)") and the judge's (labelled ``judge_label``), aliases as truth numbers.
+
+    ``judging`` joins the pre-pass's note and the model's reasoning with a newline; shown
+    whole under one label, a model's merge read as the pre-pass's."""
+    parts: list[ReasoningPart] = []
+    for line in (reasoning or "").splitlines():
+        if not line.strip():
+            continue
+        if line.startswith(PREPASS_PREFIX):
+            label, text = PREPASS_LABEL, line.removeprefix(PREPASS_PREFIX)
+        else:
+            label, text = judge_label, line
+        text = with_truth_numbers(text.strip(), names)
+        if parts and parts[-1].label == label:
+            parts[-1] = ReasoningPart(label=label, text=f"{parts[-1].text} {text}")
+        else:
+            parts.append(ReasoningPart(label=label, text=text))
+    return tuple(parts)
+
+
+def judge_label(*, judge: str, model: str) -> str:
+    """"Model's reasoning (openai/x)" for a model judge, "Rule judge's reasoning" for the
+    rule judge, "Judge's reasoning" when unknown."""
+    if model and judge != "rules":
+        return f"Model's reasoning ({model})"
+    if judge == "rules":
+        return "Rule judge's reasoning"
+    return "Judge's reasoning"
 
 #: Nodes deeper than this start collapsed on the lineage page (the picture shows all).
 OPEN_DEPTH = 2
@@ -54,6 +117,23 @@ class UndoNote:
     reason: str
     created_at: datetime
     other_id: int
+    #: Every truth on the other side when one undo restored several (``grouped``).
+    other_ids: tuple[int, ...] = ()
+
+
+def grouped(notes: Iterable[UndoNote]) -> list[UndoNote]:
+    """One note per undo (same actor, reason and time), listing all its truths: an undo
+    that restored three truths is one sentence, not three."""
+    merged: dict[tuple[str, str, datetime], UndoNote] = {}
+    for note in notes:
+        key = (note.actor, note.reason, note.created_at.replace(microsecond=0))
+        first = merged.get(key)
+        ids = (*(first.other_ids if first else ()), note.other_id)
+        merged[key] = UndoNote(
+            actor=note.actor, reason=note.reason, created_at=(first or note).created_at,
+            other_id=(first or note).other_id, other_ids=tuple(dict.fromkeys(ids)),
+        )
+    return list(merged.values())
 
 
 @dataclass(kw_only=True)
@@ -109,6 +189,7 @@ class StepBox:
     created_at: datetime
     undone: UndoNote | None
     sources: list[TruthBox] = field(default_factory=list)
+    reasoning_parts: tuple[ReasoningPart, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +211,7 @@ class ForwardStep:
     run_label: str
     created_at: datetime
     undone: UndoNote | None
+    reasoning_parts: tuple[ReasoningPart, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,8 +327,10 @@ class _Builder:
             depth=depth,
             is_root=depth == 0,
             open=depth < self.open_depth,
-            restored_by=[n for e in self.restored.get(truth.pk, []) if (n := undo_note(e, other_id=e.source_id))],
-            undone=[n for e in self.undone.get(truth.pk, []) if (n := undo_note(e, other_id=e.result_id))],
+            restored_by=grouped(
+                n for e in self.restored.get(truth.pk, []) if (n := undo_note(e, other_id=e.source_id))
+            ),
+            undone=grouped(n for e in self.undone.get(truth.pk, []) if (n := undo_note(e, other_id=e.result_id))),
         )
         if truth.pk in self.seen:
             # Only possible after an undo re-opened a cycle; draw it once.
@@ -273,10 +357,12 @@ class _Builder:
         else:
             label = f"Supersedes {count} older truth{'s' if count > 1 else ''}"
         undo = self.undo_of.get((truth.pk, first.source_id, first.review_id))
+        names = truth_names(review.snapshot if review else None)
         step = StepBox(
+            reasoning_parts=_parts(review, names),
             action=first.action,
             label=label,
-            reason=first.reason,
+            reason=with_truth_numbers(first.reason, names),
             reasoning=review.reasoning if review else "",
             judge=review.judge if review else first.actor,
             model=review.model if review else "",
@@ -300,13 +386,14 @@ class _Builder:
             undo = self.undo_of.get((event.result_id, event.source_id, event.review_id))
             steps.append(
                 ForwardStep(
+                    reasoning_parts=_parts(review, truth_names(review.snapshot if review else None)),
                     action_label="Merged into" if event.action == LineageEvent.Action.MERGE else "Superseded by",
                     source_id=event.source_id,
                     result_id=event.result_id,
                     result_text=event.result.content,
                     result_generation=event.result.generation,
                     result_live=event.result.retired_at is None,
-                    reason=event.reason,
+                    reason=with_truth_numbers(event.reason, truth_names(review.snapshot if review else None)),
                     reasoning=review.reasoning if review else "",
                     model=review.model if review else "",
                     prompt_version=review.prompt_version if review else "",
@@ -318,6 +405,13 @@ class _Builder:
                 )
             )
         return tuple(steps)
+
+
+def _parts(review: Any, names: Mapping[str, str]) -> tuple[ReasoningPart, ...]:
+    if review is None:
+        return ()
+    label = judge_label(judge=review.judge, model=review.model)
+    return reasoning_parts(review.reasoning, names=names, judge_label=label)
 
 
 def _walk(box: TruthBox) -> Iterable[TruthBox]:
@@ -448,6 +542,21 @@ _IN_WORDS = {
 _EDIT_WORDS = {1: "Added in the admin", 2: "Edited in the admin", 3: "Deleted in the admin"}
 
 
+def actor_words(actor: str) -> str:
+    """Who did it, for people: ``llm:openai/x`` -> "the model openai/x (judge)",
+    ``rules`` -> "the rule judge", ``hygiene:prune`` -> "the prune stage", ``import``
+    -> "an import"; a person's username stays as it is."""
+    if actor.startswith("llm:"):
+        return f"the model {actor.removeprefix('llm:')} (judge)"
+    if actor in ("rules", "rule", "llm:rules"):
+        return "the rule judge"
+    if actor.startswith("hygiene:"):
+        return f"the {actor.removeprefix('hygiene:')} stage"
+    if actor == "import":
+        return "an import"
+    return actor
+
+
 def history_rows(history: Any) -> list[HistoryRow]:
     """The ``selectors.TruthHistory`` of a truth as one timeline, newest first.
 
@@ -462,7 +571,7 @@ def history_rows(history: Any) -> list[HistoryRow]:
             HistoryRow(
                 at=change.created_at,
                 what=change.get_action_display(),
-                actor=change.actor,
+                actor=actor_words(change.actor),
                 reason=change.reason,
                 review_id=change.review_id,
                 run_id=change.run_id,
@@ -482,7 +591,7 @@ def history_rows(history: Any) -> list[HistoryRow]:
             HistoryRow(
                 at=event.created_at,
                 what=what,
-                actor=event.actor,
+                actor=actor_words(event.actor),
                 reason=event.reason,
                 other_id=other,
                 review_id=event.review_id,

@@ -13,8 +13,17 @@ from typing import Any
 
 from django.utils import timezone
 
-from .inventory_display import checkpoint_line, window_line
-from .lineage_display import UndoNote, undo_note
+from .inventory_display import checkpoint_line, human_when, window_line
+from .lineage_display import (
+    ReasoningPart,
+    UndoNote,
+    grouped,
+    judge_label,
+    reasoning_parts,
+    truth_names,
+    undo_note,
+    with_truth_numbers,
+)
 from .models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 
 
@@ -68,6 +77,17 @@ class ReviewCard:
     result_ids: tuple[int, ...]
     undone: tuple[UndoNote, ...]
     created_at: datetime
+    #: Actions the review applied, of those the judge proposed.
+    applied_count: int = 0
+    action_count: int = 0
+    reasoning_parts: tuple[ReasoningPart, ...] = ()
+
+    @property
+    def badge(self) -> str:
+        """The card's badge: "Partly applied (1 of 2)" when some actions were refused."""
+        if self.outcome == ClusterReview.Outcome.APPLIED and 0 < self.applied_count < self.action_count:
+            return f"Partly applied ({self.applied_count} of {self.action_count})"
+        return self.outcome_label
 
     @property
     def undoable(self) -> bool:
@@ -76,7 +96,7 @@ class ReviewCard:
 
 def _describe(action: dict[str, Any], names: dict[str, str]) -> str:
     def name(alias: str) -> str:
-        return f"{alias} ({names[alias]})" if alias in names else alias
+        return names.get(alias, alias)
 
     if action.get("action") == "merge":
         return "Merge " + " + ".join(name(a) for a in action.get("ids", []))
@@ -87,7 +107,7 @@ def _describe(action: dict[str, Any], names: dict[str, str]) -> str:
 def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = ()) -> ReviewCard:
     """One ``ReviewCard`` from a review (and the undo events that reversed it)."""
     snapshot = list(review.snapshot or [])
-    names = {row["alias"]: f"#{row['id']}" for row in snapshot}
+    names = truth_names(snapshot)
     similarities = review.similarities or {}
     members = tuple(
         MemberRow(
@@ -101,7 +121,9 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
         for row in snapshot
     )
     applied_by_key = {_action_key(a): a for a in review.applied_actions or []}
-    rejected_by_key = {_action_key(r["action"]): r["reason"] for r in review.rejections or []}
+    rejected_by_key = {
+        _action_key(r["action"]): with_truth_numbers(str(r["reason"]), names) for r in review.rejections or []
+    }
     decisions = []
     for action in review.actions or []:
         key = _action_key(action)
@@ -109,30 +131,42 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
         if done is not None:
             status = "would apply (preview)" if review.outcome == ClusterReview.Outcome.PREVIEW else "applied"
         elif key in rejected_by_key:
-            status = f"not applied: {rejected_by_key[key]}"
+            status = "refused (why below)" if not review.applied else f"refused: {rejected_by_key[key]}"
         else:
             status = "not applied"
         decisions.append(
             DecisionRow(
                 summary=_describe(action, names),
                 content=str(action.get("content", "")),
-                reason=str(action.get("reason", "")),
+                reason=with_truth_numbers(str(action.get("reason", "")), names),
                 result_id=int(done["result_id"]) if done and "result_id" in done else None,
                 status=status,
             )
         )
     why_not: list[str] = []
     if not review.applied:
-        why_not = [str(r["reason"]) for r in review.rejections or []]
+        # Each refusal once, here (its decision row says "refused (why below)"); with
+        # several actions, each reason names the action it refused.
+        several = len(review.actions or []) > 1
+        why_not = [
+            (f"{_describe(r['action'], names)}: " if several else "") + with_truth_numbers(str(r["reason"]), names)
+            for r in review.rejections or []
+        ]
         if review.error:
-            why_not.append(review.error)
+            why_not.append(with_truth_numbers(review.error, names))
         if review.outcome == ClusterReview.Outcome.STALE and not review.rejections and review.skip_reason:
             why_not.append(review.skip_reason)  # not judged: the cluster changed first
         if review.outcome == ClusterReview.Outcome.KEPT:
             why_not.append("The judge proposed no change: every member is kept.")
         if review.outcome == ClusterReview.Outcome.PREVIEW:
             why_not.insert(0, "Dry run: previewed only, nothing was written.")
+    why_not = list(dict.fromkeys(why_not))  # each reason once
     return ReviewCard(
+        reasoning_parts=reasoning_parts(
+            review.reasoning, names=names, judge_label=judge_label(judge=review.judge, model=review.model)
+        ),
+        applied_count=len(review.applied_actions or []) if review.applied else 0,
+        action_count=len(review.actions or []),
         id=review.pk,
         user=str(review.user) if review.user_id else "",
         user_id=review.user_id,
@@ -143,7 +177,8 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
         members=members,
         decisions=tuple(decisions),
         reasoning=review.reasoning,
-        proposed_content=review.proposed_content,
+        # Each decision shows its own content; the joined field only when there is none.
+        proposed_content="" if any(d.content for d in decisions) else review.proposed_content,
         why_not=tuple(why_not),
         error=review.error,
         judge=review.judge,
@@ -154,7 +189,7 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
         cost=review.cost,
         attempts=review.attempts,
         result_ids=tuple(sorted({int(a["result_id"]) for a in review.applied_actions or [] if "result_id" in a})),
-        undone=tuple(n for e in undo_events if (n := undo_note(e, other_id=e.result_id))),
+        undone=tuple(grouped(n for e in undo_events if (n := undo_note(e, other_id=e.result_id)))),
         created_at=review.created_at,
     )
 
@@ -167,6 +202,40 @@ def _action_key(action: dict[str, Any]) -> tuple[Any, ...]:
         action.get("new", ""),
         action.get("content", ""),
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewGroup:
+    """The cards of one outcome on a page of the run, with the run's count of it; changes
+    (applied, previewed) open, the rest folded, so 27 refusals are one line until opened."""
+
+    outcome: str
+    label: str
+    count: int
+    cards: tuple[ReviewCard, ...]
+    open: bool
+
+
+#: Outcomes whose group starts open on the run page: the changes.
+OPEN_OUTCOMES = frozenset({ClusterReview.Outcome.APPLIED, ClusterReview.Outcome.PREVIEW})
+
+
+def review_groups(cards: Sequence[ReviewCard], counts: dict[str, int], *, filtered: bool = False) -> list[ReviewGroup]:
+    """``cards`` grouped by outcome in their order; ``counts`` are the run's counts by
+    outcome (``selectors.count_reviews_by_outcome``); ``filtered`` (one outcome shown) opens all."""
+    groups: dict[str, list[ReviewCard]] = {}
+    for card in cards:
+        groups.setdefault(card.outcome, []).append(card)
+    return [
+        ReviewGroup(
+            outcome=outcome,
+            label=items[0].outcome_label,
+            count=counts.get(outcome, len(items)),
+            cards=tuple(items),
+            open=filtered or outcome in OPEN_OUTCOMES,
+        )
+        for outcome, items in groups.items()
+    ]
 
 
 def review_cards(reviews: Iterable[ClusterReview]) -> list[ReviewCard]:
@@ -243,10 +312,85 @@ class Count:
     value: int
 
 
+#: A dry run's labels for what it would have done (it wrote nothing).
+PREVIEW_LABELS = {"merged": "would merge", "superseded": "would supersede"}
+
+
 def outcome_counts(run: ConsolidationRun, *, nonzero_only: bool = False) -> list[Count]:
-    """The run's outcome counts (``OUTCOME_FIELDS``), each once."""
-    counts = [Count(key=name, label=label, value=int(getattr(run, name, 0) or 0)) for name, label in OUTCOME_FIELDS]
+    """The run's outcome counts (``OUTCOME_FIELDS``), each once; a dry run's merges and
+    supersedes read "would merge" / "would supersede"."""
+    labels = PREVIEW_LABELS if run.is_dry_run else {}
+    counts = [
+        Count(key=name, label=labels.get(name, label), value=int(getattr(run, name, 0) or 0))
+        for name, label in OUTCOME_FIELDS
+    ]
     return [c for c in counts if c.value or not nonzero_only]
+
+
+def retired_text(run: ConsolidationRun) -> str:
+    """``"2 truths retired"``, or for a dry run ``"would retire 2 truths"``; "" for none."""
+    n = int(run.retired or 0)
+    if not n:
+        return ""
+    truths = f"{n} truth{'s' if n != 1 else ''}"
+    return f"would retire {truths}" if run.is_dry_run else f"{truths} retired"
+
+
+#: What a stage did, for the run list's outcome column: (applied, previewed) phrasings.
+STAGE_PHRASES = {
+    "mine": ("{n} truth{s} mined", "would mine {n} truth{s}"),
+    "noise": ("{n} noise truth{s} retired", "would retire {n} noise truth{s}"),
+    "prune": ("{n} truth{s} pruned", "would prune {n} truth{s}"),
+    "relocate": ("{n} truth{s} moved to notes", "would move {n} truth{s} to notes"),
+    "promote": ("{n} rule{s} learned", "would learn {n} rule{s}"),
+}
+
+
+def stage_phrases(run: ConsolidationRun) -> list[str]:
+    """What the run's hygiene stages changed (or, in report mode and dry runs, would
+    change), from ``inventory["stages"]``: e.g. ``["25 truths mined"]``."""
+    report = (run.inventory or {}).get("stages") or {}
+    phrases = []
+    for stage, (done, would) in STAGE_PHRASES.items():
+        item = report.get(stage) or {}
+        applied = int(item.get("applied", 0) or 0)
+        found = int(item.get("affected", 0) or 0)
+        if applied and not run.is_dry_run:
+            phrases.append(done.format(n=applied, s="s" if applied != 1 else ""))
+        elif found and (run.is_dry_run or item.get("mode") != "apply"):
+            phrases.append(would.format(n=found, s="s" if found != 1 else ""))
+    return phrases
+
+
+def kind_table(run: ConsolidationRun) -> tuple[list[str], list[tuple[str, list[int], int]]]:
+    """Live truths by kind before and after: the kinds of either side (a mining run adds
+    kinds the "before" side lacks), and a row per side of (label, counts, total)."""
+    data = run.inventory or {}
+    sides = [(label, data[key]) for key, label in (("before", "before"), ("after", "after")) if key in data]
+    kinds: list[str] = []
+    for _, side in sides:
+        kinds.extend(k for k in side.get("by_kind", {}) if k not in kinds)
+    rows = [(label, [int(side.get("by_kind", {}).get(k, 0)) for k in kinds], int(side.get("live", 0)))
+            for label, side in sides]
+    return kinds, rows
+
+
+def application_line(application: ConsolidationRun | None, *, started: bool = True) -> str:
+    """What became of a dry run's application, from the application run's status and
+    ``started`` (whether a worker has taken any of its jobs): queued (nothing applied
+    yet), applying, applied, or failed; "" for none."""
+    if application is None:
+        return ""
+    status = ConsolidationRun.Status
+    if application.status == status.PENDING or (application.status == status.RUNNING and not started):
+        return "Applying them is queued as run {run}: nothing is applied until a worker runs it."
+    if application.status == status.RUNNING:
+        return "They are being applied as run {run}."
+    if application.status == status.FAILED:
+        return "Applying them as run {run} failed; see that run."
+    if application.status == status.PARTIAL:
+        return "They were applied as run {run}, where some clusters failed."
+    return "They were applied as run {run}."
 
 
 def cost_text(*, cost: float, tokens: int) -> str:
@@ -363,8 +507,8 @@ def run_summary(run: ConsolidationRun) -> RunSummary:
         for item in data.get("changes") or []
     )
     return RunSummary(
-        window=window_line(run).removeprefix("Window: "),
-        checkpoint=checkpoint_line(run).removeprefix("Checkpoint: "),
+        window=window_line(run, when=human_when).removeprefix("Window: "),
+        checkpoint=checkpoint_line(run, when=human_when).removeprefix("Checkpoint: ").replace(" -> ", " → "),
         seeds=int(data.get("seeds", run.seeds)),
         cache_hits=run.cache_hits,
         cost=cost_text(cost=run.cost, tokens=run.tokens),

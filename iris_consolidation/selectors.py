@@ -525,7 +525,8 @@ class QueueOverview:
     ``last_seen``: the latest moment a worker took or finished one of our jobs;
     ``jobs``: jobs of runs in progress by status (queued, running, waiting) plus failed
     jobs of any run (what "retry failed clusters" would re-queue); ``done_last_hour``:
-    jobs finished in the last hour (throughput).
+    jobs of queued runs that workers finished in the last hour (throughput; in-process
+    jobs are no worker's).
     """
 
     clusters: tuple[WorkerCluster, ...]
@@ -568,7 +569,10 @@ def get_queue_overview(*, now: datetime | None = None) -> QueueOverview:
         running=Count("id", filter=in_flight & Q(status=status.RUNNING)),
         waiting=Count("id", filter=in_flight & Q(status=status.WAITING)),
         failed=Count("id", filter=Q(status=status.FAILED)),
-        done_last_hour=Count("id", filter=Q(status=status.DONE, finished_at__gte=now - timedelta(hours=1))),
+        # Workers' throughput: in-process jobs beside "no worker seen" read as a contradiction.
+        done_last_hour=Count(
+            "id", filter=by_workers & Q(status=status.DONE, finished_at__gte=now - timedelta(hours=1))
+        ),
     )
     last_seen = max((t for t in (row["started"], row["finished"]) if t is not None), default=None)
     clusters = _django_q_clusters()

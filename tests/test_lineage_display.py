@@ -106,7 +106,7 @@ def test_review_card_of_a_preview_says_nothing_was_written(user_factory):
 
     assert card.is_preview and not card.undoable
     assert [m.text for m in card.members] == [a.content, b.content]
-    assert card.decisions[0].summary == f"Merge t1 (#{a.pk}) + t2 (#{b.pk})"
+    assert card.decisions[0].summary == f"Merge #{a.pk} + #{b.pk}"
     assert card.decisions[0].status == "would apply (preview)"
     assert card.why_not == ("Dry run: previewed only, nothing was written.",)
 
@@ -125,8 +125,9 @@ def test_review_card_of_a_rejected_verdict_says_why(user_factory):
     card = run_display.review_card(review)
 
     assert card.outcome == "rejected" and not card.applied
-    assert card.decisions[0].status.startswith("not applied: ")
-    assert "negation" in card.why_not[0]
+    assert card.decisions[0].status == "refused (why below)"
+    assert len(card.why_not) == 1 and "negation" in card.why_not[0]  # each reason once
+    assert "t1" not in card.why_not[0] and "t2" not in card.why_not[0]
 
 
 def test_run_progress_counts_users_and_clusters():

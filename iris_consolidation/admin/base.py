@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
 from django.db.models import Model
 from django.db.models.options import Options
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.text import capfirst
 
 from ..models import Truth
@@ -89,12 +94,140 @@ def change_url(obj: Model) -> str:
     return reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """History records: shown to staff who may see truths, never added, edited or deleted."""
+#: The permissions the console's pages need, in the words the 403 page uses.
+VIEW_TRUTHS = "the view permission on truths (iris_consolidation.view_truth)"
+CHANGE_TRUTHS = "the change permission on truths (iris_consolidation.change_truth)"
+DENIED = "This page needs {permission}, which your account ({user}) does not have. Ask an administrator for it."
+#: URL names (after ``<app>_<model>_``) of our pages that change truths.
+TRUTH_WRITES = frozenset({"undo", "apply", "retry", "cancel", "restore"})
+RECORDS = "{name} are records: they are never added, changed or deleted by hand."
+
+
+def missing_permission(model_admin: admin.ModelAdmin[Any], request: HttpRequest, view: str) -> str:
+    """The permission ``request.user`` lacks for page ``view`` (``changelist``,
+    ``change``, ``undo``...) of ``model_admin``, in words.
+
+    Reading any page of the console needs ``VIEW_TRUTHS`` (they quote truths); changing
+    truths (undo, apply, retry, cancel, editing a truth) needs ``CHANGE_TRUTHS``; other
+    models need their own permission."""
+    opts = model_admin.opts
+    writes = view in ("add", "change", "delete") and (view != "change" or request.method == "POST")
+    if not can_view_truths(request):
+        return VIEW_TRUTHS
+    if (view in TRUTH_WRITES or (opts.model is Truth and writes)) and not can_change_truths(request):
+        return CHANGE_TRUTHS
+    action = view if writes else "view"
+    codename = get_permission_codename(action, opts)
+    return f"the {action} permission on {opts.verbose_name_plural} ({opts.app_label}.{codename})"
+
+
+def permission_denied(model_admin: admin.ModelAdmin[Any], request: HttpRequest, view: str) -> HttpResponse:
+    """A 403 page in the admin's frame that names the permission the user lacks
+    (Django's own is a bare "403 Forbidden" outside the admin)."""
+    request.current_app = model_admin.admin_site.name
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.opts,
+        "title": "Permission needed",
+        "subtitle": None,
+        "message": (
+            RECORDS.format(name=str(capfirst(model_admin.opts.verbose_name_plural)))
+            if isinstance(model_admin, ReadOnlyAdmin) and view in ("add", "delete")
+            else DENIED.format(
+                permission=missing_permission(model_admin, request, view), user=request.user.get_username()
+            )
+        ),
+    }
+    return TemplateResponse(request, template_list(model_admin.opts, "denied.html"), context, status=403)
+
+
+class FramedDenialMixin:
+    """Every page of this ``ModelAdmin`` answers a refusal with ``permission_denied``
+    (the admin's frame, the missing permission named) instead of a bare 403."""
+
+    def get_urls(self) -> list[Any]:
+        patterns = super().get_urls()  # type: ignore[misc]
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}_"  # type: ignore[attr-defined]
+        for pattern in patterns:
+            if isinstance(pattern, URLPattern):
+                view = (pattern.name or "").removeprefix(prefix)
+                pattern.callback = self._framed(pattern.callback, view)
+        return patterns
+
+    def _framed(self, view: Callable[..., HttpResponse], name: str) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def framed(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                return view(request, *args, **kwargs)
+            except PermissionDenied:
+                if not request.user.is_active or not request.user.is_staff:
+                    raise
+                return permission_denied(self, request, name)  # type: ignore[arg-type]
+
+        return framed
+
+
+#: Foreign keys to users, shown by ``UserLinkMixin`` as links to the user's truths.
+USER_FIELDS = {"user": "user_name", "user_filter": "user_filter_name"}
+
+
+def _user_link(user: Any, *, missing: str = "—") -> str:
+    if user is None:
+        return missing
+    url = reverse(f"admin:{Truth._meta.app_label}_truth_changelist") + "?" + urlencode({"user": user.get_username()})
+    return format_html('<a href="{}" title="This user\'s truths">{}</a>', url, user.get_username())
+
+
+class UserLinkMixin:
+    """Read-only users (``user``, ``user_filter``) link to the user's truths, a page every
+    reader of the console may open, instead of the user's admin page (Django links a
+    read-only foreign key without asking whether the reader may open it), for staff who
+    may not open users' pages."""
+
+    def _links_users(self, request: HttpRequest) -> bool:
+        return not (request.user.has_perm("auth.view_user") or request.user.has_perm("auth.change_user"))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = super().get_readonly_fields(request, obj)  # type: ignore[misc]
+        if not self._links_users(request):
+            return fields
+        return [USER_FIELDS.get(f, f) if isinstance(f, str) else f for f in fields]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)  # type: ignore[misc]
+        if not self._links_users(request):
+            return fieldsets
+        all_readonly = not self.has_change_permission(request, obj)  # type: ignore[attr-defined]
+        readonly = set(self.get_readonly_fields(request, obj))
+
+        def swap(fields: Any) -> Any:
+            return [
+                tuple(swap(f)) if isinstance(f, (list, tuple))
+                else (USER_FIELDS[f] if f in USER_FIELDS and (all_readonly or USER_FIELDS[f] in readonly) else f)
+                for f in fields
+            ]
+
+        return [(name, {**options, "fields": swap(options["fields"])}) for name, options in fieldsets]
+
+    @admin.display(description="user")
+    def user_name(self, obj: Any) -> str:
+        """The record's user, linked to their truths."""
+        return _user_link(getattr(obj, "user", None))
+
+    @admin.display(description="user filter")
+    def user_filter_name(self, obj: Any) -> str:
+        """A run's one user (``user_filter``), linked to their truths; "every user" without one."""
+        return _user_link(getattr(obj, "user_filter", None), missing="every user")
+
+
+class ReadOnlyAdmin(UserLinkMixin, FramedDenialMixin, admin.ModelAdmin):
+    """History records: shown to staff who may see truths, never added, edited or deleted.
+
+    The view permission on truths opens them (they quote truths, which are personal
+    data): one permission reads the whole console, as README's "The admin" says."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Runs and reviews quote truths, which are personal data.
-        return super().has_view_permission(request, obj) and can_view_truths(request)
+        return can_view_truths(request)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -13,15 +13,16 @@ import re
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from ..models import ChatSession, LearnedRule, Note, SessionMessage, Truth
 from ..selectors import user_search_fields
 from ..services.hygiene import promotion
-from .base import ReadOnlyAdmin, can_change_truths, can_view_truths, change_url
+from ..run_settings import get_effective_settings
+from .base import FramedDenialMixin, ReadOnlyAdmin, UserLinkMixin, can_change_truths, can_view_truths, change_url
 
 WIKILINK = re.compile(r"\[\[([a-z0-9-]+)\]\]")
 
@@ -79,9 +80,34 @@ def render_links(note: Note) -> SafeString:
     return format_html('<pre style="white-space: pre-wrap">{}</pre>', SafeString("".join(parts)))
 
 
+EMPTY_REPORT = (
+    "No {what} yet: the {stage} stage is in “{mode}” mode, so passes only list what it would do. "
+    "Set it to “apply” in the live settings (or {setting}) to write {what}."
+)
+EMPTY_APPLY = "No {what} yet: the {stage} stage (“apply”) has found nothing to write in the passes so far."
+
+
+class EmptyListSaysWhy:
+    """An empty list of what a stage writes says why: the stage's mode in force."""
+
+    stage = ""
+    what = ""
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        model: Any = self.model  # type: ignore[attr-defined]
+        if request.method == "GET" and not model.objects.exists():
+            mode = str(get_effective_settings().stage_modes.get(self.stage, "off"))
+            words = EMPTY_APPLY if mode == "apply" else EMPTY_REPORT
+            setting = f"IRIS_CONSOLIDATION_{self.stage.upper()}"
+            messages.info(request, words.format(what=self.what, stage=self.stage, mode=mode, setting=setting))
+        return super().changelist_view(request, extra_context)  # type: ignore[misc]
+
+
 @admin.register(Note)
-class NoteAdmin(ReadOnlyAdmin):
+class NoteAdmin(EmptyListSaysWhy, ReadOnlyAdmin):
     """Notes written by the relocate stage; the body's wikilinks lead to the linked notes."""
+
+    stage, what = "relocate", "notes"
 
     list_display = ["slug", "title", "user", "created_at"]
     search_fields = ["slug", "title", "body", *user_search_fields()]
@@ -120,9 +146,11 @@ class HandAuthoredRuleForm(forms.ModelForm):
 
 
 @admin.register(LearnedRule)
-class LearnedRuleAdmin(admin.ModelAdmin):
+class LearnedRuleAdmin(EmptyListSaysWhy, UserLinkMixin, FramedDenialMixin, admin.ModelAdmin):
     """Each user's learned rules: auto-managed (read-only, with the truths they came from)
     and hand-authored (added and edited here, never touched by a stage)."""
+
+    stage, what = "promote", "learned rules"
 
     form = HandAuthoredRuleForm
     list_display = ["text", "user", "hand_authored", "created_at", "run"]
@@ -132,7 +160,7 @@ class LearnedRuleAdmin(admin.ModelAdmin):
     raw_id_fields = ["user"]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return super().has_view_permission(request, obj) and can_view_truths(request)
+        return can_view_truths(request)  # as every record of the console (ReadOnlyAdmin)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and can_change_truths(request)

@@ -62,6 +62,7 @@ class LineageViewMixin:
             lineage=display,
             expanded=expanded,
             can_undo=can_change_truths(request),
+            made_at=selectors.get_made_at(truth=obj),
             **(extra_context or {}),
         )
         return TemplateResponse(request, self.lineage_template or template_list(admin.opts, "lineage.html"), context)

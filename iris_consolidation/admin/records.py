@@ -20,7 +20,7 @@ from ..exceptions import InvalidThreshold
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
 from ..run_settings import get_effective_settings, validate_threshold
 from ..selectors import named_users, user_search_fields
-from .base import ReadOnlyAdmin, can_view_truths, change_url
+from .base import FramedDenialMixin, ReadOnlyAdmin, can_view_truths, change_url
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote
 #: it): personal data, shown only to staff who may also view truths.
@@ -32,7 +32,8 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     """The append-only audit of creations, retirements, restorations and undos.
 
     Its own view permission opens it, as for any model (an auditor need not read
-    truths); what quotes a truth stays behind the truths' view permission.
+    truths), and so does the view permission on truths, as for every record of the
+    console; what quotes a truth stays behind the truths' view permission.
     """
 
     # Short columns so user, reason, actor, review and run fit 1360 px (issue 15).
@@ -54,8 +55,8 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     raw_id_fields = ["truth", "user", "review", "run"]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Skip ReadOnlyAdmin's truth gate: the columns below honour it instead.
-        return admin.ModelAdmin.has_view_permission(self, request, obj)
+        # Its own permission opens it too: the columns below keep truth text behind the truths' gate.
+        return admin.ModelAdmin.has_view_permission(self, request, obj) or can_view_truths(request)
 
     def get_list_display(self, request: HttpRequest) -> list[str]:
         if can_view_truths(request):
@@ -143,6 +144,8 @@ class VerdictCacheEntryAdmin(InternalAdmin):
 
 THRESHOLD_RANGE = "The similarity threshold is a cosine similarity: above 0 and at most 1 (for example 0.75)."
 INTERVAL_RANGE = "Hours between scheduled runs must be 1 or more; leave it empty to use the default."
+COST_RANGE = "The budget per run is in USD: 0 or more; leave it empty for no cap."
+NO_RECORD_TITLE = "Live settings: none saved yet, the defaults below are in force"
 UNKNOWN_USERS = "No user named {names}. Check the spelling; separate names with commas."
 USE_DEFAULT = "Use the default (currently {value})"
 
@@ -183,6 +186,9 @@ class LiveSettingsForm(forms.ModelForm):
             "interval_hours": app_settings.SCHEDULE_INTERVAL_HOURS or "every schedule slot",
             "max_retirements_per_run": app_settings.MAX_RETIREMENTS_PER_RUN,
             "similarity_threshold": app_settings.SIMILARITY_THRESHOLD,
+            "max_cost_per_run": (
+                "no cap" if app_settings.MAX_COST_PER_RUN is None else f"{app_settings.MAX_COST_PER_RUN:g} USD"
+            ),
         }
         for name, default in defaults.items():
             field = self.fields.get(name)
@@ -195,6 +201,12 @@ class LiveSettingsForm(forms.ModelForm):
             else:
                 field.widget.attrs["placeholder"] = f"default: {default}"
                 field.help_text = f"{plain} Empty: {USE_DEFAULT.format(value=default).lower()}."
+        for name, field in self.fields.items():
+            if name.endswith("_mode") and hasattr(field, "choices"):
+                # The stage's mode in force when the field is empty, not the setting's name.
+                default = str(getattr(app_settings, name.removesuffix("_mode").upper()))
+                field.choices = [("", USE_DEFAULT.format(value=default)), *[c for c in field.choices if c[0]]]
+                field.help_text = f"{field.help_text.split(' Empty:')[0]} Empty: use the default ({default})."
         allowlist = ", ".join(str(v) for v in app_settings.USER_ALLOWLIST or ()) or "every user"
         users = self.fields["allowed_usernames"]
         users.help_text = users.help_text.format(default=allowlist)
@@ -208,6 +220,12 @@ class LiveSettingsForm(forms.ModelForm):
                 validate_threshold(value)
             except InvalidThreshold:
                 raise forms.ValidationError(THRESHOLD_RANGE) from None
+        return value
+
+    def clean_max_cost_per_run(self) -> Any:
+        value = self.cleaned_data.get("max_cost_per_run")
+        if value is not None and value < 0:
+            raise forms.ValidationError(COST_RANGE)  # before the table's constraint says it in its own words
         return value
 
     def clean_interval_hours(self) -> int | None:
@@ -226,7 +244,7 @@ class LiveSettingsForm(forms.ModelForm):
 
 
 @admin.register(LiveSettings)
-class LiveSettingsAdmin(admin.ModelAdmin):
+class LiveSettingsAdmin(FramedDenialMixin, admin.ModelAdmin):
     """The one settings record; its list page leads straight to it (or to "add" before it exists)."""
 
     form = LiveSettingsForm
@@ -267,6 +285,8 @@ class LiveSettingsAdmin(admin.ModelAdmin):
     ) -> Any:
         # One record: "Save and add another" and "Save as new" make no sense.
         context.update(show_save_and_add_another=False, show_save_as_new=False)
+        if add:
+            context["title"] = NO_RECORD_TITLE  # not "Add live settings": there is nothing to add to
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
@@ -290,7 +310,8 @@ class LiveSettingsAdmin(admin.ModelAdmin):
             f"scheduled passes dry-run only: {_yes_no(effective.scheduled_dry_run_only)}; users: {users}; "
             f"at most {effective.max_retirements_per_run} retirements per run; "
             f"similarity threshold: {effective.similarity_threshold}; "
-            f"budget per run: {'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}; "
+            "budget per run: "
+            f"{'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}; "
             f"risk policy: {effective.risk_policy}; "
             f"stages: {', '.join(f'{s} {m}' for s, m in effective.stage_modes.items())}"
         )

@@ -17,17 +17,17 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from .. import inventory_display, run_display, selectors
-from ..exceptions import ApplyRefused
+from ..exceptions import ApplyRefused, CancelRefused
 from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 from ..services.hygiene import stages
 from ..services.operations import dry_runs
+from ..services.queue import cancel
 from ..services.pipeline.forecast import Forecast
 from ..services.queue import lifecycle, recovery
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
@@ -46,6 +46,11 @@ EXECUTION_LABELS = {
     ConsolidationRun.Execution.QUEUED: "Real run (workers)",
     ConsolidationRun.Execution.IN_PROCESS: "Real run (in process)",
 }
+CANCELLED = "Run {run} cancelled: its {count} queued job(s) will not run; nothing was applied."
+NO_WORKER_QUEUED = (
+    "No worker has been seen in the last {minutes} minutes: the queued run waits until one runs "
+    "(manage.py qcluster). A waiting run can be cancelled from its page."
+)
 RETRIED = "Run {run}: re-queued {count} failed job(s); each cluster is judged again on its members as they are now."
 NOTHING_TO_RETRY = "Run {run} has no failed job to retry."
 RETRY_NOT_QUEUED = "Run {run} ran in one process ({mode}); only queued runs have jobs to retry."
@@ -75,6 +80,34 @@ class ModeFilter(admin.SimpleListFilter):
             execution = ConsolidationRun.Execution.QUEUED if self.value() == "workers" else self.value()
             return queryset.exclude(mode=ConsolidationRun.Mode.DRY_RUN).filter(execution=execution)
         return queryset
+
+
+def _readable_stage_report(report: dict[str, Any]) -> dict[str, Any]:
+    """The stage report with the mine window's ISO strings as moments for people."""
+    window = (report.get("mine") or {}).get("window")
+    if window:
+        report["mine"] = {
+            **report["mine"],
+            "window": {
+                **window,
+                "since": inventory_display.human_when(window["since"]) if window.get("since") else "",
+                "until": inventory_display.human_when(window.get("until")),
+            },
+        }
+    return report
+
+
+def no_worker_warning() -> str:
+    """``NO_WORKER_QUEUED`` when no worker has been seen lately (``selectors.get_queue_overview``), else ""."""
+    if selectors.get_queue_overview().worker_seen:
+        return ""
+    return NO_WORKER_QUEUED.format(minutes=max(1, round(selectors.WORKER_SILENCE_SECONDS / 60)))
+
+
+def warn_if_no_worker(model_admin: Any, request: HttpRequest) -> None:
+    """After queuing work: warn when no worker has been seen lately."""
+    if text := no_worker_warning():
+        model_admin.message_user(request, text, messages.WARNING)
 
 
 def _run_link(run_id: Any) -> str:
@@ -179,7 +212,12 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             self.admin_site.admin_view(self.retry_view),
             name=url_name(self.opts, "retry"),
         )
-        return [apply, retry, *super().get_urls()]
+        cancel_url = path(
+            "<path:object_id>/cancel/",
+            self.admin_site.admin_view(self.cancel_view),
+            name=url_name(self.opts, "cancel"),
+        )
+        return [apply, retry, cancel_url, *super().get_urls()]
 
     def has_apply_permission(self, request: HttpRequest) -> bool:
         """Applying a dry run changes truths: the change permission on truths."""
@@ -211,6 +249,8 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             ConsolidationRun.Status.RUNNING,
         ):
             return format_html('<span class="iris-badge iris-badge-stale">{}</span>', "waiting for a worker")
+        if cancel.is_cancelled(obj):
+            return "Cancelled"
         return obj.get_status_display()
 
     @admin.display(description="LLM", ordering="tokens")
@@ -229,13 +269,11 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     @admin.display(description="outcome")
     def outcome_display(self, obj: ConsolidationRun) -> str:
         counts = run_display.outcome_counts(obj, nonzero_only=True)
+        stages = "; ".join(run_display.stage_phrases(obj))
         if not counts:
-            return format_html('<span class="iris-muted">{}</span>', "no cluster reviewed")
-        retired = (
-            format_html('<br><span class="iris-muted">{} truth{} retired</span>', obj.retired, pluralize(obj.retired))
-            if obj.retired
-            else ""
-        )
+            return format_html('<span class="iris-muted">{}</span>', stages or "no cluster reviewed")
+        retired = "; ".join(t for t in (run_display.retired_text(obj), stages) if t)
+        retired = format_html('<br><span class="iris-muted">{}</span>', retired) if retired else ""
         return format_html(
             '<span class="iris-outcome">{}</span>{}',
             format_html_join(
@@ -302,7 +340,12 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 run=obj, overview=selectors.get_queue_overview()
             )
             obj.waiting_for_worker = waiting  # type: ignore[attr-defined]  # read by status_display
+            status = "waiting for a worker" if waiting else ("cancelled" if cancel.is_cancelled(obj) else "")
+            if status:
+                kind = "Dry run" if obj.is_dry_run else "Real run"
+                context["subtitle"] = f"Run {str(obj.pk)[:8]} ({kind}, {status})"
             context.update(
+                can_cancel=waiting and can_change_truths(request),
                 run=obj,
                 summary=run_display.run_summary(obj),
                 outcome_table=run_display.outcome_counts(obj),
@@ -313,18 +356,39 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 ),
                 refresh_seconds=REFRESH_SECONDS,
                 review_page=page,
-                review_cards=run_display.review_cards(page.object_list),
                 outcome=outcome,
                 outcome_counts=[(value, label, counts.get(value, 0)) for value, label in ClusterReview.Outcome.choices],
                 review_total=sum(counts.values()),
                 application=application,
+                application_line=(
+                    format_html(
+                        run_display.application_line(
+                            application,
+                            started=ConsolidationJob.objects.filter(run=application)
+                            .exclude(status=ConsolidationJob.Status.QUEUED, deliveries=0)
+                            .exists(),
+                        ),
+                        run=_run_link(application.pk),
+                    )
+                    if application
+                    else ""
+                ),
+                retired_text=run_display.retired_text(obj)
+                or ("would retire no truth" if obj.is_dry_run else "no truth retired"),
                 apply_refusal=refusal,
                 can_apply=self.has_apply_permission(request),
                 can_retry=self.has_retry_permission(request) and obj.mode == ConsolidationRun.Mode.QUEUED,
                 failed_jobs=selectors.count_failed_jobs(run=obj),
                 can_undo=can_change_truths(request),
-                forecast_line=inventory_display.forecast_line(Forecast.from_dict(obj.forecast)) if obj.forecast else "",
-                stage_report=stages.summarise(obj),
+                forecast_line=(
+                    inventory_display.forecast_sentence(Forecast.from_dict(obj.forecast)) if obj.forecast else ""
+                ),
+                stage_report=_readable_stage_report(stages.summarise(obj)),
+                kinds=(kinds := run_display.kind_table(obj))[0],
+                kind_rows=kinds[1],
+                review_groups=run_display.review_groups(
+                    run_display.review_cards(page.object_list), counts, filtered=outcome is not None
+                ),
             )
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
@@ -362,6 +426,25 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             self._retry(request, obj)
         return HttpResponseRedirect(change_url(obj))
 
+    # --- cancelling a run that waits for a worker ------------------------------------
+
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: cancel a queued run no worker has started (``cancel.cancel_waiting_run``),
+        then back to its page; needs the change permission on truths (GET only redirects)."""
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return missing_object(self, request, object_id)
+        if not (self.has_view_permission(request, obj) and can_change_truths(request)):
+            raise PermissionDenied
+        if request.method == "POST":
+            try:
+                count = cancel.cancel_waiting_run(run_id=obj.pk, actor=request.user.get_username())
+            except CancelRefused as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+            else:
+                self.message_user(request, CANCELLED.format(run=str(obj.pk)[:8], count=count), messages.SUCCESS)
+        return HttpResponseRedirect(change_url(obj))
+
     # --- applying a dry run ---------------------------------------------------------
 
     def _outdated_warning(self, run: ConsolidationRun, previews: int) -> str:
@@ -377,6 +460,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             return None
         message = format_html(APPLY_QUEUED, run=_run_link(application.pk), count=len(review_ids), dry=_run_link(run.pk))
         self.message_user(request, message, messages.SUCCESS)
+        warn_if_no_worker(self, request)
         return application
 
     @admin.action(description="Apply the selected dry runs' verdicts as real runs", permissions=["apply"])
@@ -402,6 +486,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             title=APPLY_TITLE.format(run=str(obj.pk)[:8]),
             previews=obj.merged + obj.superseded,
             outdated_warning=self._outdated_warning(obj, previews),
+            no_worker=no_worker_warning(),
         )
         return TemplateResponse(request, template_list(self.opts, "apply_confirmation.html"), context)
 
@@ -410,27 +495,34 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
 class ClusterReviewAdmin(ReviewUndoMixin, ReadOnlyAdmin):
     """One row per judged cluster; its page shows the card and, if applied, Undo."""
 
+    # Fits 1360 px beside the filters: what the cluster was about replaces the judge
+    # (the model says it), tokens and latency (on each review's page).
     list_display = [
         "id",
+        "about",
         "run_link",
         "user",
         "outcome",
         "applied",
         "undone",
-        "judge",
         "model",
-        "tokens",
-        "latency_ms",
-        "created_at",
+        "created_display",
     ]
     list_filter = ["outcome", "applied", "run__mode", "judge"]
     list_select_related = ["run", "user"]
     search_fields = ["reasoning", "proposed_content"]
     fieldsets = [
         (None, {"fields": [("run", "user"), ("outcome", "applied"), ("judge", "model", "prompt_version")]}),
-        ("Figures", {"fields": [("tokens", "cost", "latency_ms", "attempts"), "created_at"]}),
+        ("Figures", {"fields": [("tokens", "cost_display", "latency_ms", "attempts"), "created_at"]}),
         ("The judge's raw reply", {"classes": ["collapse"], "fields": ["raw_response"]}),
     ]
+
+    readonly_fields = ["cost_display"]
+
+    @admin.display(description="cost")
+    def cost_display(self, obj: ClusterReview) -> str:
+        """As the run's: USD, or "unknown" for tokens litellm has no price for, never "0.0"."""
+        return run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ClusterReview]:
         undone = LineageEvent.objects.filter(review=OuterRef("pk"), action=LineageEvent.Action.UNDO)
@@ -439,6 +531,22 @@ class ClusterReviewAdmin(ReviewUndoMixin, ReadOnlyAdmin):
     @admin.display(description="run", ordering="run__created_at")
     def run_link(self, obj: ClusterReview) -> str:
         return _run_link(obj.run_id)
+
+    @admin.display(description="about")
+    def about(self, obj: ClusterReview) -> str:
+        """The cluster's first member as the judge saw it, and how many others."""
+        snapshot = obj.snapshot or []
+        if not snapshot:
+            return "—"
+        text = str(snapshot[0].get("content", ""))
+        text = text if len(text) <= 60 else text[:59] + "…"
+        more = f" (+{len(snapshot) - 1})" if len(snapshot) > 1 else ""
+        return format_html('<q>{}</q><span class="iris-muted">{}</span>', text, more)
+
+    @admin.display(description="created", ordering="created_at")
+    def created_display(self, obj: ClusterReview) -> str:
+        when = timezone.localtime(obj.created_at)
+        return format_html('<span title="{}">{}</span>', when.isoformat(), when.strftime("%Y-%m-%d %H:%M"))
 
     @admin.display(description="undone", boolean=True, ordering="is_undone")
     def undone(self, obj: ClusterReview) -> bool:

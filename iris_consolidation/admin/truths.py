@@ -25,7 +25,15 @@ from ..llm import get_judge_client
 from ..models import EMBEDDING_DIMENSIONS, ConsolidationRun, Truth
 from ..services.hygiene import retire
 from ..services.operations import curation
-from .base import can_change_truths, missing_object, object_page, template_list, url_name
+from .base import (
+    FramedDenialMixin,
+    UserLinkMixin,
+    can_change_truths,
+    missing_object,
+    object_page,
+    template_list,
+    url_name,
+)
 from .lineage import LineageViewMixin
 from .undo import TruthUndoMixin
 
@@ -39,6 +47,15 @@ WHAT = {ConsolidationRun.Mode.DRY_RUN: "a dry run", ConsolidationRun.Mode.QUEUED
 
 def _when(value: Any) -> str:
     return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+CONSOLIDATED_TEXT = (
+    "This truth was made by consolidation: its text is the judge's merge of its sources, recorded in its "
+    "lineage, so it is not edited by hand. To change it, undo the consolidation (its sources are live again) "
+    "and edit a source."
+)
+NO_SUCH_USER = "No user named “{name}” has truths; the box suggests usernames as you type."
+NO_SUCH_USER_BUT = "No user is named exactly “{name}”; showing the truths of users whose name contains it: {names}."
 
 
 class LiveFilter(admin.SimpleListFilter):
@@ -101,7 +118,15 @@ class UserFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
         if not self.value():
             return queryset
-        return queryset.filter(**{selectors.user_name_lookup(): self.value()})
+        name = self.value().strip()
+        names = selectors.list_usernames_with_truths(term=name)
+        if name not in names:
+            # A partial or misspelt name: say so, and show the users whose name contains it.
+            if names:
+                messages.info(request, NO_SUCH_USER_BUT.format(name=name, names=", ".join(names)))
+                return queryset.filter(**{f"{selectors.user_name_lookup()}__in": names})
+            messages.warning(request, NO_SUCH_USER.format(name=name))
+        return queryset.filter(**{selectors.user_name_lookup(): name})
 
 
 class ScoreFilter(admin.SimpleListFilter):
@@ -126,22 +151,26 @@ class ScoreFilter(admin.SimpleListFilter):
 
 
 @admin.register(Truth)
-class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
+class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     """Truths of every user; live ones by default. Embeddings are shown as presence only."""
 
     # Fits 1360 px beside the filters (issue 15): origin and "pinned" ride along with
     # the text, so generation, score, live and lineage stay on screen.
+    # Score and quality are left out of the list: without a host's reports (uses,
+    # validations) they are the same on every row (0.0 and 0.45) and say nothing there;
+    # the score filter and each truth's page keep them.
     list_display = [
         "id",
         "content_display",
         "user_display",
+        "kind",
         "generation",
-        "score",
-        "quality_display",
         "is_live_display",
         "stated_on",
         "lineage_link",
     ]
+    #: Added to the list of retired truths: why each was retired and what replaced it.
+    RETIRED_COLUMNS = ["retired_reason", "replaced_by"]
     list_display_links = ["id", "content_display"]
     list_filter = [
         LiveFilter,
@@ -171,7 +200,9 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     ]
     #: Bookkeeping of the hygiene stages and the host's reports (record_access,
     #: mark_validated): shown, never edited by hand.
-    HYGIENE_FIELDS = ["relevance", "quality_display", "access_count", "last_accessed", "last_decayed", "validated", "tags"]
+    HYGIENE_FIELDS = [
+        "relevance", "quality_display", "access_count", "last_accessed", "last_decayed", "validated", "tags"
+    ]
     HISTORY_FIELDS = [
         *HYGIENE_FIELDS,
         "origin",
@@ -230,7 +261,23 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         if obj.retired_at is not None:
             # A retired truth is history: shown, never edited.
             return ["user", "content", "kind", "pinned", "score", "source", *self.HISTORY_FIELDS]
+        if obj.generation > 0:
+            # A consolidated truth's text is the judge's, recorded in its lineage: not edited by hand.
+            return ["user", "content", "content_note", *self.HISTORY_FIELDS]
         return ["user", *self.HISTORY_FIELDS]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Truth | None = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or obj.generation == 0 or obj.retired_at is not None:
+            return fieldsets
+        (name, options), *rest = fieldsets
+        fields = list(options["fields"])
+        fields.insert(fields.index("content") + 1, "content_note")
+        return [(name, {**options, "fields": fields}), *rest]
+
+    @admin.display(description="why the text is read-only")
+    def content_note(self, obj: Truth) -> str:
+        return CONSOLIDATED_TEXT
 
     def has_delete_permission(self, request: HttpRequest, obj: Truth | None = None) -> bool:
         return False  # nothing is ever deleted: consolidation retires
@@ -265,7 +312,9 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     def content_display(self, obj: Truth) -> str:
         text = obj.content if len(obj.content) <= 90 else obj.content[:89] + "…"
         pinned = format_html(' <span class="iris-badge">{}</span>', "pinned") if obj.pinned else ""
-        return format_html('{}{} <span class="iris-muted">{}</span>', text, pinned, obj.get_origin_display().lower())
+        return format_html(
+            '{}{}<br><span class="iris-muted iris-origin">{}</span>', text, pinned, obj.get_origin_display().lower()
+        )
 
     @admin.display(description="user", ordering=selectors.user_name_lookup())
     def user_display(self, obj: Truth) -> str:
@@ -302,6 +351,23 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         if obj.pk is None:
             return "-"
         return f"{obj.quality:.2f}"
+
+    def get_list_display(self, request: HttpRequest) -> list[str]:
+        columns = list(super().get_list_display(request))
+        if request.GET.get(LiveFilter.parameter_name) in ("retired", "all"):
+            at = columns.index("is_live_display") + 1
+            columns[at:at] = self.RETIRED_COLUMNS
+        return columns
+
+    @admin.display(description="replaced by", ordering="superseded_by_id")
+    def replaced_by(self, obj: Truth) -> str:
+        """The truth that replaced a retired one (a merge or a supersede), linked; "—" otherwise."""
+        if obj.superseded_by_id is None:
+            return "—"
+        target = obj.superseded_by
+        text = target.content if len(target.content) <= 50 else target.content[:49] + "…"
+        url = reverse(f"admin:{url_name(self.opts, 'change')}", args=[target.pk])
+        return format_html('<a href="{}">#{}</a> {}', url, target.pk, text)
 
     @admin.display(description="live", boolean=True, ordering="retired_at")
     def is_live_display(self, obj: Truth) -> bool:
@@ -357,3 +423,6 @@ class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
         )
         message = format_html(QUEUED, what=WHAT[mode], users=len(runs), links=links)
         self.message_user(request, message, messages.SUCCESS)
+        from .runs import warn_if_no_worker
+
+        warn_if_no_worker(self, request)

@@ -112,7 +112,7 @@ def test_run_page_summary_shows_what_the_run_stored(admin_client, user_factory):
 
     summary = html.split('class="iris-run-summary"')[1].split("</section>")[0]
     assert "truths changed after each user&#x27;s cursor" in summary  # the window
-    assert "none -&gt; " in summary  # the checkpoint written
+    assert "none → " in summary  # the checkpoint written
     assert "0 clusters answered from the verdict cache" in summary
     assert '<th scope="row">before</th><td>2</td>' in summary
     assert '<th scope="row">after</th><td>1</td>' in summary

@@ -28,8 +28,15 @@ def test_lineage_shows_each_step_with_reasoning_model_prompt_and_run(admin_clien
     assert response.status_code == 200
     html = response.content.decode()
     assert f"Lineage of truth #{abc.pk}" in html
-    assert "t1 is already a merge; t2 adds nothing new about Tomas, so they merge." in html
-    assert "t1 and t2 both say he has a son called Tomas; one truth is enough." in html
+    # The judge's aliases read as the truth numbers of each step's members (oldest first).
+    a, b, c, ab = (two_step_lineage[k] for k in ("a", "b", "c", "ab"))
+    first_two = sorted([ab, c], key=lambda t: (t.created_at, t.pk))
+    assert (
+        f"#{first_two[0].pk} is already a merge; #{first_two[1].pk} adds nothing new about Tomas, so they merge."
+        in html
+    )
+    assert f"#{a.pk} and #{b.pk} both say he has a son called Tomas; one truth is enough." in html
+    assert "t1 and t2" not in html
     assert lb.MODEL in html and lb.PROMPT_VERSION in html
     for run in (first, second):
         assert reverse("admin:iris_consolidation_consolidationrun_change", args=[run.pk]) in html

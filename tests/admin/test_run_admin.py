@@ -55,7 +55,9 @@ def _reviews(run, count):
     for i in range(count):
         a, b = lb.originals(user, 2)
         actions = (
-            [Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason=lb.SAME_SON)] if i % 2 else []
+            [Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason=lb.SAME_SON)]
+            if i % 2
+            else []
         )
         lb.judge_and_record([a, b], actions, run=run, reasoning=f"Cluster {i}.")
 
@@ -80,7 +82,7 @@ def test_run_page_shows_each_review_with_members_decision_reasoning_and_figures(
 
     assert "Cluster reviews (1)" in html
     assert a.content in html and b.content in html
-    assert f"Merge t1 (#{a.pk}) + t2 (#{b.pk})" in html
+    assert f"Merge #{a.pk} + #{b.pk}" in html and "Merge t1" not in html and "<td>t1</td>" not in html
     assert "Both are about his son Tomas." in html
     assert "420 tokens" in html and "830 ms" in html
     assert reverse("admin:iris_consolidation_truth_lineage", args=[merged.pk]) in html
@@ -111,7 +113,11 @@ def test_dry_run_page_is_marked_as_a_preview_and_offers_to_apply(admin_client, d
 
     assert "Preview: dry run." in html and "nothing was written" in html
     assert "would apply (preview)" in html
-    assert "Forecast: users=1 clusters=1 (verdict cache 0, pre-pass 1, to the model 0) calls=0" in html
+    assert (
+        "A real run would review 1 cluster of 1 user: 0 answered from the verdict cache, 1 by the pre-pass "
+        "(no model call); none would go to the model. Cost: nothing: the rule judge calls no model." in html
+    )
+    assert "users=1" not in html
     assert apply_url(dry_run) in html
 
 
@@ -141,8 +147,9 @@ def test_apply_view_applies_the_dry_run_as_a_real_run(admin_client, dry_run, dja
     assert confirm.status_code == 200 and "Apply as a real run" in confirm.content.decode()
     application = ConsolidationRun.objects.get(source_run=dry_run)
     assert response["Location"] == run_url(application)
-    (message,) = _messages(response)
+    message, *warnings = _messages(response)
     assert "Queued run" in message and "1 previewed verdict(s)" in message
+    assert all(w.startswith("No worker has been seen in the last 2 minutes") for w in warnings)
     assert application.reviews.get().applied
     assert Truth.objects.get(user=dry_run.user_filter).origin == "consolidated"
     page = admin_client.get(run_url(dry_run)).content.decode()

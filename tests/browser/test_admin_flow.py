@@ -57,7 +57,10 @@ def test_operator_reads_lineage_previews_a_run_and_undoes_a_merge(logged_in, liv
     # Its lineage: the judge's reasoning for each step, and the originals as judged.
     page.get_by_role("link", name="Lineage", exact=True).click()
     expect(page.locator("h1")).to_have_text(f"Lineage of truth #{abc.pk}")
-    expect(page.get_by_text(REASONING_GEN2)).to_be_visible()
+    # The judge's aliases read as the truth numbers of the step's members, oldest first.
+    first, second = sorted([ab, c], key=lambda t: (t.created_at, t.pk))
+    named = REASONING_GEN2.replace("t1", f"#{first.pk}").replace("t2", f"#{second.pk}")
+    expect(page.get_by_text(named)).to_be_visible()
     expect(page.locator("svg.iris-picture circle")).to_have_count(5)
     page.get_by_role("link", name="Expand all").click()
     expect(page.get_by_text(a.content, exact=True)).to_be_visible()
@@ -74,7 +77,7 @@ def test_operator_reads_lineage_previews_a_run_and_undoes_a_merge(logged_in, liv
     message.get_by_role("link").click()
     expect(page.locator(".iris-preview-banner")).to_contain_text("Preview: dry run.")
     card = page.locator("article.iris-outcome-preview")
-    expect(card).to_contain_text("Merge t1")
+    expect(card).to_contain_text(f"Merge #{tea[0].pk} + #{tea[1].pk}")
     expect(card).to_contain_text("would apply (preview)")
     page.screenshot(path=str(artifacts / "run-dry-run.png"), full_page=True)
     dry = ConsolidationRun.objects.get(mode="dry_run")

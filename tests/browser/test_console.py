@@ -82,7 +82,7 @@ def test_truth_and_audit_lists_keep_their_key_columns_on_screen(logged_in, live_
     rules_run(alice)  # its retirements and merges fill the audit
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/truth/")
-    for column in ("generation", "score", "is_live_display", "stated_on", "lineage_link"):
+    for column in ("kind", "generation", "is_live_display", "stated_on", "lineage_link"):
         assert _on_screen(page, f"#result_list th.column-{column}"), column
     # The user filter is a search box with suggestions, not a link per user.
     page.fill("#iris-user-filter", "bo")
@@ -116,14 +116,16 @@ def test_run_page_opens_with_its_summary_and_lists_changes_first(logged_in, live
 
     summary = page.locator(".iris-run-summary")
     expect(summary).to_contain_text("truths changed after each user's cursor")
-    expect(summary.locator("dd").nth(2)).to_contain_text("none -> ")
+    expect(summary.locator("dd").nth(2)).to_contain_text("none → ")
     expect(summary).to_contain_text("answered from the verdict cache")
     expect(summary.locator(".iris-inventory")).to_contain_text("before")
     expect(summary.locator(".iris-changes li")).to_have_count(2)
     expect(summary).to_contain_text("cost none (no tokens used)")
-    # Changes first; the kept cluster last, folded.
-    cards = page.locator("#reviews ~ article, #reviews ~ details")
-    expect(cards.first).to_have_class("iris-card iris-outcome-applied")
+    # Changes first, open; the kept clusters last, their group folded with its count.
+    groups = page.locator("#reviews ~ details.iris-outcome-group")
+    expect(groups.first).to_have_class("iris-outcome-group iris-group-applied")
+    expect(groups.first.locator("article").first).to_be_visible()
+    expect(groups.last.locator("summary.iris-group-head")).to_have_text("Kept (no action) (1)")
     expect(page.locator("details.iris-kept-card")).to_have_count(1)
     expect(page.locator("details.iris-kept-card article")).not_to_be_visible()
     page.screenshot(path=str(artifacts / "console-run-page.png"), full_page=True)

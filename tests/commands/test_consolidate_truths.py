@@ -242,12 +242,13 @@ def test_dry_run_prints_what_it_would_do_and_changes_nothing(duplicates):
 
     lines = output.splitlines()
     assert lines[0] == Command.DRY_RUN_BANNER
-    assert "      -> would merge ['t1', 't2']: Works as a nurse" in lines
-    assert "      t2: works as a nurse." in lines
-    assert any(line.startswith("      reasoning: t1+t2: Same statement") for line in lines)
+    a, b, _ = duplicates
+    assert f"      -> would merge #{a.pk} + #{b.pk}: Works as a nurse" in lines
+    assert f"      #{b.pk}: works as a nurse." in lines
+    assert any(line.startswith(f"      reasoning: #{a.pk}+#{b.pk}: Same statement") for line in lines)
     summary = parse_summary(output)
-    assert (summary["would_merge"], summary["retired"]) == ("1", "2")
-    assert "merged" not in summary
+    assert (summary["would_merge"], summary["would_supersede"], summary["would_retire"]) == ("1", "0", "2")
+    assert not {"merged", "superseded", "retired"} & set(summary)
     assert truth_state() == before
     run = ConsolidationRun.objects.get()
     assert (run.mode, run.status) == ("dry_run", "done")

@@ -14,6 +14,7 @@ from rich.progress import Progress
 from ... import inventory_display, run_settings, selectors, tasks
 from ...embeddings import get_embedder
 from ...exceptions import EmbeddingError, InvalidInput
+from ...lineage_display import truth_names, with_truth_numbers
 from ...llm import get_judge_client
 from ...models import ConsolidationRun
 from ...services.pipeline import consolidation, forecast
@@ -124,7 +125,8 @@ class Command(BaseCommand):
             # with its jobs, instead of leaving it "running" forever; the error propagates.
             if not connection.in_atomic_block:
                 connection.close()  # it may be mid-query; the run is closed on a fresh one
-            lifecycle.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=f"{type(exc).__name__}: {exc}"))
+            error = f"{type(exc).__name__}: {exc}"
+            lifecycle.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=error))
             raise
         finally:
             progress.close()
@@ -135,6 +137,8 @@ class Command(BaseCommand):
         if mined.get("sessions"):
             # Before the summary, which stays the last line at verbosity 0.
             self.stdout.write(inventory_display.mining_line(mined))
+        for line in inventory_display.nothing_merged_lines(run):
+            self.stdout.write(line)
         self.stdout.write(_summary(run, seconds))
         if run.is_dry_run:
             self.stdout.write(inventory_display.forecast_line(forecast.Forecast.from_dict(run.forecast)))
@@ -146,11 +150,12 @@ class Command(BaseCommand):
 
 
 def _summary(run: ConsolidationRun, seconds: float) -> str:
-    verb = "would merge" if run.is_dry_run else "merged"
+    would = "would_" if run.is_dry_run else ""
     return (
         f"Summary: users={run.users} truths={run.truths} embedded={run.embedded} "
-        f"clusters={run.clusters_found} {verb.replace(' ', '_')}={run.merged} superseded={run.superseded} "
-        f"retired={run.retired} kept={run.kept} rejected={run.rejected} stale={run.stale} failed={run.failed} "
+        f"clusters={run.clusters_found} {would}merge{'' if would else 'd'}={run.merged} "
+        f"{would}supersede{'' if would else 'd'}={run.superseded} {would}retire{'' if would else 'd'}={run.retired} "
+        f"kept={run.kept} rejected={run.rejected} stale={run.stale} failed={run.failed} "
         f"{inventory_display.spend_fields(run)} tokens={run.tokens} embed_seconds={run.embed_seconds:.1f} "
         f"cluster_seconds={run.cluster_seconds:.1f} seconds={seconds:.1f} run={run.pk}"
     )
@@ -186,17 +191,19 @@ class _Progress:
             review = payload
             if self.bar is None:
                 write(f"  [{i}/{n}] {review.get_outcome_display()}")
+            names = truth_names(review.snapshot)
             if self.verbosity >= 2 or (self.dry_run and review.applied_actions):
                 for row in review.snapshot:
-                    write(f"      {row['alias']}: {row['content']}")
+                    write(f"      #{row['id']}: {row['content']}")
                 for action in review.applied_actions:
                     label = "would " + action["action"] if self.dry_run else action["action"]
-                    target = action.get("content") or action.get("new")
-                    write(f"      -> {label} {action.get('ids') or action.get('old')}: {target}")
-                for rejection in review.rejections:
-                    write(f"      rejected: {rejection['reason']}")
+                    target = action.get("content") or names.get(str(action.get("new")), action.get("new"))
+                    ids = " + ".join(names.get(a, a) for a in action.get("ids") or action.get("old") or ())
+                    write(f"      -> {label} {ids}: {target}")
+                for reason in dict.fromkeys(with_truth_numbers(r["reason"], names) for r in review.rejections):
+                    write(f"      refused: {reason}")
             if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
-                write(f"      reasoning: {review.reasoning}")
+                write(f"      reasoning: {with_truth_numbers(review.reasoning, names)}")
 
     def close(self) -> None:
         if self.bar is not None:

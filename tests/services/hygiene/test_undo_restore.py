@@ -73,7 +73,7 @@ def test_a_noise_retirement_shows_why_in_the_admin_and_restores_from_the_truth_p
     lineage = admin_client.get(reverse("admin:iris_consolidation_truth_lineage", args=[t.pk])).content.decode()
     assert "retired: noise: should never have been stored" in lineage
     history = admin_client.get(reverse("admin:iris_consolidation_truth_history", args=[t.pk])).content.decode()
-    assert "noise: version" in history and "hygiene:noise" in history and str(run.pk) in history
+    assert "noise: version" in history and "the noise stage" in history and str(run.pk) in history
 
     response = admin_client.post(reverse("admin:iris_consolidation_truth_undo", args=[t.pk]), {"reason": "still true"},
                                  follow=True)

@@ -8,7 +8,6 @@ from iris_consolidation.embeddings import LOCAL_MODEL_NAME, LocalEmbedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Truth
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import execution
 from tests import llm_stub
 from tests.conftest import vector_at

@@ -9,7 +9,7 @@ from django.db import connection
 
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
-from iris_consolidation.services.pipeline import consolidation, inventory
+from iris_consolidation.services.pipeline import inventory
 from iris_consolidation.services.queue import execution
 from tests.conftest import vector_at
 from tests.incremental_support import make_pairs, run_pass

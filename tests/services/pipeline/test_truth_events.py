@@ -18,9 +18,9 @@ from iris_consolidation.exceptions import UndoRefused
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import Truth, TruthChange
 from iris_consolidation.services.operations import transfer, undo
-from iris_consolidation.services.pipeline import consolidation, truth_events
-from iris_consolidation.signals import truth_changed
+from iris_consolidation.services.pipeline import truth_events
 from iris_consolidation.services.queue import execution
+from iris_consolidation.signals import truth_changed
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
