@@ -48,6 +48,10 @@ class DecisionRow:
     reason: str
     result_id: int | None
     status: str
+    #: What the validator's signals noticed (truths by number) and the second look's
+    #: reason for confirming, if the action went to one.
+    concerns: tuple[str, ...] = ()
+    second_look: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +128,7 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
     rejected_by_key = {
         _action_key(r["action"]): with_truth_numbers(str(r["reason"]), names) for r in review.rejections or []
     }
+    noted = {_action_key(r["action"]): r["action"] for r in review.rejections or []} | applied_by_key
     decisions = []
     for action in review.actions or []:
         key = _action_key(action)
@@ -141,6 +146,11 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
                 reason=with_truth_numbers(str(action.get("reason", "")), names),
                 result_id=int(done["result_id"]) if done and "result_id" in done else None,
                 status=status,
+                concerns=tuple(
+                    with_truth_numbers(str(sig.get("concern", "")), names)
+                    for sig in (noted.get(key) or {}).get("signals", ())
+                ),
+                second_look=with_truth_numbers(str((noted.get(key) or {}).get("second_look", "")), names),
             )
         )
     why_not: list[str] = []

@@ -250,3 +250,16 @@ def test_the_rule_judge_still_refuses_on_signals(settings, run_factory, truth_fa
 
     (judgement,) = judging.decide_batch(requests=[request], client=Proposes(), risk_policy="accept")
     assert judgement.accepted == () and [r.code for r in judgement.rejections] == [Code.POLARITY]
+
+
+def test_the_run_page_shows_the_signals_and_the_second_looks_reason(llm_server, run_factory, contradiction, admin_client):
+    from django.urls import reverse
+
+    llm_server.second_looks = "confirm"
+    review = _run(llm_server, run_factory, contradiction, [JOINED])
+
+    html = admin_client.get(reverse("admin:iris_consolidation_consolidationrun_change", args=[review.run_id])).content
+    text = html.decode()
+    first = contradiction[0].pk
+    assert "Second look: confirmed" in text and "scripted confirm" in text
+    assert f"#{first} and #{contradiction[1].pk} differ in negation" in text
