@@ -18,6 +18,7 @@ from .. import selectors
 from ..conf import app_settings
 from ..exceptions import InvalidThreshold
 from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
+from ..lineage_display import actor_words
 from ..run_settings import get_effective_settings, validate_threshold
 from ..selectors import named_users, user_search_fields
 from .base import FramedDenialMixin, ReadOnlyAdmin, can_view_truths, change_url
@@ -44,7 +45,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
         "truth_display",
         "user",
         "short_reason",
-        "actor",
+        "actor_display",
         "review_link",
         "run_link",
     ]
@@ -74,6 +75,11 @@ class TruthChangeAdmin(ReadOnlyAdmin):
         if can_view_truths(request):
             return fields
         return ["truth_number" if f == "truth" else f for f in fields if f not in TRUTH_TEXT - {"truth"}]
+
+    @admin.display(description="by", ordering="actor")
+    def actor_display(self, obj: TruthChange) -> str:
+        """Who made the change, in words ("the model openai/x (judge)", "the noise stage")."""
+        return actor_words(obj.actor)
 
     @admin.display(description="reason")
     def short_reason(self, obj: TruthChange) -> str:
@@ -201,6 +207,11 @@ class LiveSettingsForm(forms.ModelForm):
             else:
                 field.widget.attrs["placeholder"] = f"default: {default}"
                 field.help_text = f"{plain} Empty: {USE_DEFAULT.format(value=default).lower()}."
+        risk = self.fields.get("risk_policy")
+        if risk is not None:
+            default = str(app_settings.RISK_POLICY)
+            risk.choices = [("", USE_DEFAULT.format(value=default)), *[c for c in risk.choices if c[0]]]
+            risk.help_text = risk.help_text.split(" Empty:")[0]
         for name, field in self.fields.items():
             if name.endswith("_mode") and hasattr(field, "choices"):
                 # The stage's mode in force when the field is empty, not the setting's name.

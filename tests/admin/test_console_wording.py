@@ -9,7 +9,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 from django.utils.html import escape
 
-from iris_consolidation.admin import incremental, truths
+from iris_consolidation.admin import records, truths
 from iris_consolidation.conf import app_settings
 from iris_consolidation.models import ConsolidationJob, ConsolidationRun, LiveSettings, Truth
 from iris_consolidation.services.pipeline import consolidation
@@ -26,8 +26,9 @@ def test_live_settings_stage_menus_show_the_mode_in_force(admin_client):
 
     assert f">Use the default (currently {app_settings.MINE})</option>" in html
     assert f">Use the default (currently {app_settings.NOISE})</option>" in html
+    assert f">Use the default (currently {app_settings.RISK_POLICY})</option>" in html
     assert "---------" not in html and "Empty: IRIS_CONSOLIDATION_" not in html
-    assert incremental.NO_RECORD_TITLE in html and "<h1>Add live settings</h1>" not in html
+    assert records.NO_RECORD_TITLE in html and "<h1>Add live settings</h1>" not in html
 
 
 def test_a_negative_budget_is_a_form_error_in_words(admin_client):
@@ -36,7 +37,7 @@ def test_a_negative_budget_is_a_form_error_in_words(admin_client):
 
     html = response.content.decode()
     assert response.status_code == 200 and not LiveSettings.objects.exists()
-    assert incremental.COST_RANGE in html and "is violated" not in html
+    assert records.COST_RANGE in html and "is violated" not in html
 
 
 def test_a_partial_username_finds_its_users_and_says_so(admin_client, user_factory):
@@ -127,3 +128,16 @@ def test_the_review_list_says_what_each_cluster_was_about(admin_client, two_step
     html = admin_client.get(reverse("admin:iris_consolidation_clusterreview_changelist")).content.decode()
 
     assert "column-about" in html and f"<q>{escape(two_step_lineage['a'].content)}</q>" in html and "(+1)" in html
+
+
+def test_the_audit_list_names_who_made_each_change_in_words(admin_client, user_factory):
+    from iris_consolidation.models import TruthChange
+
+    user = user_factory("dana")
+    truth = Truth.objects.create(user=user, content="Likes tea")
+    TruthChange.objects.create(truth=truth, user=user, action="retired", reason="noise", actor="hygiene:noise")
+    TruthChange.objects.create(truth=truth, user=user, action="created", reason="merged", actor="llm:openai/gpt-x")
+
+    html = admin_client.get(reverse("admin:iris_consolidation_truthchange_changelist")).content.decode()
+
+    assert ">the noise stage<" in html and ">the model openai/gpt-x (judge)<" in html
