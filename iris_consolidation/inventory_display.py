@@ -8,6 +8,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
 from .models import ConsolidationRun
 from .services.pipeline.forecast import Forecast
 
@@ -41,9 +44,6 @@ def human_when(value: datetime | str | None) -> str:
     microseconds (the command line keeps ISO 8601, ``_when``)."""
     if value is None:
         return "none"
-    from django.utils import timezone
-    from django.utils.dateparse import parse_datetime
-
     moment = parse_datetime(value) if isinstance(value, str) else value
     if moment is None:
         return str(value)

@@ -35,6 +35,7 @@ from .base import (
     url_name,
 )
 from .lineage import LineageViewMixin
+from .runs import warn_if_no_worker
 from .undo import TruthUndoMixin
 
 PINNED = "Pinned {count} truth(s); retired truths are left as they were."
@@ -423,6 +424,4 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
         )
         message = format_html(QUEUED, what=WHAT[mode], users=len(runs), links=links)
         self.message_user(request, message, messages.SUCCESS)
-        from .runs import warn_if_no_worker
-
         warn_if_no_worker(self, request)

@@ -30,7 +30,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ..conf import app_settings
 from ..exceptions import InvalidInput
+from ..llm.litellm_client import LiteLLMJudge
+from ..services.pipeline.validation import Code
+from . import scoring
 
 BAD_RECORDING = "{path}:{line}: {problem}. Give a recording file (one JSON object a line)."
 NO_RECORDING = "{path}: no such recording file."
@@ -333,8 +337,6 @@ def count_reviews(reviews: Iterable[Any]) -> ReviewCounts:
     """Counts over ``ClusterReview`` rows: actions applied (by the model, by the pre-pass),
     refusals by code, second looks confirmed, clusters acted on and refused (a cluster
     with at least one refused action; stale members and the run's cap do not count)."""
-    from ..services.pipeline.validation import Code
-
     refusals: Counter[str] = Counter()
     applied = prepass = confirmed = acted = refused = 0
     for review in reviews:
@@ -395,11 +397,8 @@ def data_for(path: Path, set_name: str, data: Path | None = None) -> Path:
     return data
 
 
-def replay_client(url: str) -> Any:
+def replay_client(url: str) -> LiteLLMJudge:
     """The LLM judge pointed at a replay server (no provider key: the server is ours)."""
-    from ..conf import app_settings
-    from ..llm.litellm_client import LiteLLMJudge
-
     return LiteLLMJudge(
         model=REPLAY_MODEL,
         api_base=url,
@@ -416,8 +415,6 @@ def evaluate(path: Path, *, embedder: Any, second_looks: str = "confirm", data: 
     second looks that have no recording. Raises ``InvalidInput`` for a bad or missing
     file. Writes nothing that outlives the call.
     """
-    from . import scoring
-
     recordings = load_recordings([path])
     set_name = recordings.sets[0] if recordings.sets else ""
     data_path = data_for(path, set_name, data)
@@ -453,8 +450,6 @@ def evaluate(path: Path, *, embedder: Any, second_looks: str = "confirm", data: 
 
 
 def _default_threshold() -> float:
-    from ..conf import app_settings
-
     return float(app_settings.SIMILARITY_THRESHOLD)
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from ... import numberwords, textfacts, wordorder
+from ...choices import MergeProtection
 from ...llm.base import Action, JudgeRequest, MemberView, Signal
 
 NO_REASON = "The action gives no reason."
@@ -386,16 +387,17 @@ def _merge_invariant(
     members = [request.member(alias) for alias in action.ids]
     if len(members) < 2:
         return Code.TOO_FEW, TOO_FEW
-    protected = [m for m in members if m.protected]
-    if len(protected) > 1:
-        return Code.TWO_PROTECTED, TWO_PROTECTED.format(aliases=", ".join(m.alias for m in protected))
+    protection = MergeProtection.of_members(members)
+    if not protection.allowed:
+        return Code.TWO_PROTECTED, TWO_PROTECTED.format(aliases=", ".join(protection.protected))
     content = action.content.strip()
     if not content:
         return Code.EMPTY_CONTENT, EMPTY_CONTENT
     if len(content) > max_length:
         return Code.TOO_LONG, TOO_LONG.format(length=len(content), limit=max_length)
-    if protected and content != protected[0].content.strip():
-        return Code.PROTECTED, PROTECTED_RETIRED.format(alias=protected[0].alias)
+    keeper = protection.keeper
+    if keeper is not None and content != request.member(keeper).content.strip():
+        return Code.PROTECTED, PROTECTED_RETIRED.format(alias=keeper)
     return _content_invariant(content, members, reason=action.reason, known=known | textfacts.known_names([content]))
 
 
