@@ -129,7 +129,7 @@ class ScoreFilter(admin.SimpleListFilter):
 class TruthAdmin(LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     """Truths of every user; live ones by default. Embeddings are shown as presence only."""
 
-    # Fits 1360 px beside the filters (issue 15): origin and "pinned" ride along with
+    # Fits 1360 px beside the filters: origin and "pinned" ride along with
     # the text, so generation, score, live and lineage stay on screen.
     list_display = [
         "id",
