@@ -7,7 +7,7 @@ Both ways run in the same process on the same texts (the LoCoMo truths from
 onnxruntime on all cores (2 here):
 
 - ``previous``: batches of 64 in id order, each padded to its longest text (what
-  ``embed_missing`` did before issue 10);
+  ``embed_missing`` did before length-sorted batches);
 - ``product``: ``embed_missing``'s order (shortest first) through ``LocalEmbedder.embed``,
   which pads each batch of ``ENCODE_BATCH`` to its own longest text.
 
@@ -41,7 +41,7 @@ def _texts(n: int) -> tuple[list[str], str]:
 
 
 def previous_way(embedder, texts: list[str], batch: int = 64) -> None:
-    """Unsorted batches padded to their longest text (the encode path before issue 10)."""
+    """Unsorted batches padded to their longest text (the encode path before length-sorted batches)."""
     import numpy as np
 
     tokenizer = embedder._tokenizer

@@ -1,4 +1,4 @@
-"""Judge calls per cluster with one cluster per call (as before issue 12) and with
+"""Judge calls per cluster with one cluster per call (as before batching) and with
 CLUSTERS_PER_CALL clusters per call, side by side on the same data in the same run;
 the forecast line (``consolidate_truths --estimate``) for a priced model.
 

@@ -7,7 +7,7 @@
 
 They feed the quality score and decay (``services/hygiene/``): a truth in use keeps
 its relevance, an unused one decays and, below the floor, is pruned (soft, undoable).
-See README.md ("Hygiene") for a signal receiver example.
+See docs/pipeline.md ("Quality and use") for a signal receiver example.
 """
 
 from __future__ import annotations

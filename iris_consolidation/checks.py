@@ -5,7 +5,7 @@ A host project that misses something the app needs learns it in one line from
 ``django.contrib.postgres`` not in ``INSTALLED_APPS``, E007 no ``Q_CLUSTER``, W002 a
 ``Q_CLUSTER`` naming no broker, E008/E009 its timeout or retry below what the app's
 tasks need, E010 the local embedder selected but not installed, W001 no ``vector``
-extension on the database server. README "Use it in your own project" lists the fixes.
+extension on the database server. README.md, "Use it in your own project", lists the fixes.
 """
 
 from __future__ import annotations

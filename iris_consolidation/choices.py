@@ -50,7 +50,7 @@ class RiskPolicy(models.TextChoices):
 
 
 def is_protected(*, pinned: bool, origin: str, generation: int, max_generation: int) -> bool:
-    """Whether consolidation must never retire or reword a truth (DESIGN.md, Protection):
+    """Whether consolidation must never retire or reword a truth:
     pinned, of an origin other than promoted/consolidated, or at ``max_generation``.
 
     The one rule: ``Truth.is_protected``, ``TruthQuerySet.protected`` (as ``protected_q``),

@@ -28,7 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "MIN_CLUSTER_SIZE": 2,
     # After the greedy clusters, offer each truth the greedy pass left out (its neighbours
     # all taken by earlier seeds) with its nearest neighbour at or above the threshold
-    # (services/pipeline/clustering.py; issue 16: oracle recall of the PersonaChat pairs
+    # (services/pipeline/clustering.py; oracle recall of the PersonaChat pairs
     # at 0.40 0.568 -> 0.633, for 1.6 more clusters per 100 truths on LoCoMo, 7.4 on MSC).
     "NEAREST_PAIRS": True,
     # django-q2 timeouts in seconds: per-user phase 1 task, per-cluster phase 2 task.
@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     # Cluster (judge) tasks started per minute across all workers and machines (the
     # count lives in the database); 0 for no limit. Phase 1 is not limited.
     "JOBS_PER_MINUTE": 10,
-    # Truths at this generation are never consolidated again (hard limit from DESIGN.md).
+    # Truths at this generation are never consolidated again (a hard limit).
     "MAX_GENERATION": 5,
     # Seconds during which a rate-limited cluster task keeps being re-queued.
     "RETRY_WINDOW": 7200,
@@ -97,7 +97,7 @@ DEFAULTS: dict[str, Any] = {
     # recomputation); the user's vectors come on top (1,536 bytes per truth).
     "PHASE1_MEMORY_MB": 256,
     # Seeds from which phase 1 finds pairs with a faiss IVF index instead of exact
-    # blocked products (measured switch point: README, "Phase 1 at scale").
+    # blocked products (measured switch point: docs/benchmarks.md).
     "PHASE1_APPROXIMATE_FROM": 50000,
     # Most members one truth is compared with as a seed: its most similar ones at or
     # above the threshold. Greedy clustering needs MAX_CLUSTER_SIZE - 1 free ones, so 64
@@ -106,7 +106,7 @@ DEFAULTS: dict[str, Any] = {
     # templated truths at 0.40 gathered over 20 million pairs, 2 GB, without it).
     "PHASE1_NEIGHBOURS": 64,
     # pgvector hnsw.ef_search for neighbour queries; 100 found 98.5% of true pairs
-    # >= 0.8 cosine at 100k x 384 against 95.5% for the default 40 (shared/NOTES.md).
+    # >= 0.8 cosine at 100k x 384 against 95.5% for the default 40 (measured here).
     "HNSW_EF_SEARCH": 100,
     # --- incremental passes and live settings (the live settings record overrides these) ---
     # Days a "--since last" window reaches back when no run has written a checkpoint yet.
@@ -120,7 +120,7 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULED_DRY_RUN_ONLY": False,
     # Usernames or ids of the only users consolidated; empty: everyone.
     "USER_ALLOWLIST": [],
-    # --- hygiene stages (issue 13; services/hygiene/) ---
+    # --- hygiene stages (services/hygiene/) ---
     # Days over which an unused truth's relevance halves at decay weight 1 (loopctl's
     # half-life); also the half-life of the quality score's recency term.
     "HALF_LIFE_DAYS": 14.0,
@@ -133,16 +133,16 @@ DEFAULTS: dict[str, Any] = {
     # Relevance or quality below which the prune stage retires a truth.
     "PRUNE_FLOOR": 0.05,
     # Modes of the stages of a pass: "off", "report" (listed, nothing changed) or "apply".
-    # Stages that retire truths default to report (DESIGN.md, "Stages of a pass"). Decay
+    # Stages that retire truths default to report. Decay
     # too: it rewrites every truth's relevance on every pass, with no audit row and no undo
     # (the previous value is not kept), and prune recomputes the post-decay relevance at
-    # the pass time whether decay wrote it or not (README "Hygiene: stages of a pass").
+    # the pass time whether decay wrote it or not (docs/pipeline.md, "Stages of a pass").
     "NOISE": "report",
     "DECAY": "report",
     "LEXICAL": "apply",
     "SEMANTIC": "apply",
     "PRUNE": "report",
-    # --- hygiene part 2 (issue 14; services/hygiene/mining.py, relocation.py, promotion.py) ---
+    # --- mining, relocation, promotion (services/hygiene/mining.py, relocation.py, promotion.py) ---
     # Mining adds truths and retires none, so it applies by default; relocation retires
     # (a pointer truth replaces it), so it reports; promotion writes append-only rules
     # that are injected every turn, so it reports until an operator switches it on.
@@ -157,7 +157,7 @@ DEFAULTS: dict[str, Any] = {
     # Cosine similarity to an existing live truth at or above which a mined truth is a
     # near-duplicate and skipped; below it, a close one is added and the semantic arm of
     # the same pass clusters it with the existing truth for the judge. all-MiniLM-L6-v2
-    # puts real restatements at 0.4-0.75 and near-verbatim ones above 0.9 (issue 16).
+    # puts real restatements at 0.4-0.75 and near-verbatim ones above 0.9.
     "MINING_DUPLICATE_SIMILARITY": 0.9,
     # Existing truths shown to the mining model with each session, nearest first.
     "MINING_KNOWN_TRUTHS": 10,
@@ -169,15 +169,15 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-#: Default SIMILARITY_THRESHOLD per EMBEDDING_MODEL, chosen by measurement (issue 16).
+#: Default SIMILARITY_THRESHOLD per EMBEDDING_MODEL, chosen by measurement.
 #: "local" (all-MiniLM-L6-v2): with a judge that answers exactly like the human labels
-#: of shared/data/personachat_revised.pairs.jsonl (``calibrate_threshold``), recall of
+#: of the PersonaChat same/different pairs (``calibrate_threshold``), recall of
 #: the "same" pairs is 0.040 at 0.75 (17 clusters for 648 truths): real restatements
 #: sit at 0.4-0.75 with this model, far below the 0.81-0.91 of close paraphrases; 0.633
 #: at 0.40 (0.775 of the pairs in one cluster, with NEAREST_PAIRS) with precision 1.000.
 #: Judge calls per 100 truths: 2.6 at 0.75, 37.7 at 0.40, or 2.2 and 10.0 batched by 8
 #: clusters of a user; a truth joins one greedy cluster at most (and one pair if left
-#: out), so the cost flattens below 0.50. See README "Choosing the threshold" for the
+#: out), so the cost flattens below 0.50. See docs/configuration.md, "Choosing the threshold", for the
 #: curve and the LoCoMo and MSC cluster counts.
 THRESHOLD_BY_EMBEDDING_MODEL: dict[str, float] = {"local": 0.40}
 #: Iris's threshold, kept for any other (remote, litellm) embedding model: its scale of

@@ -515,7 +515,7 @@ def rows_for(graph: LineageGraph, *, open_depth: int = OPEN_DEPTH) -> LineageDis
     )
 
 
-# --- a truth's history page (issue 15) ---------------------------------------------
+# --- a truth's history page ---------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)

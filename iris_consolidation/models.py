@@ -81,7 +81,7 @@ class Truth(models.Model):
         help_text="The truth that replaced this one when it was retired.",
     )
     retired_reason = models.CharField(max_length=16, choices=RetiredReason.choices, blank=True)
-    # --- hygiene (issue 13, loopctl's memory entry): services/hygiene/ ---
+    # --- hygiene fields: services/hygiene/ ---
     relevance = models.FloatField(
         default=1.0, help_text="0..1; lowered by decay, raised by merges (+0.1 per retired duplicate)."
     )
@@ -90,7 +90,7 @@ class Truth(models.Model):
     last_decayed = models.DateTimeField(null=True, blank=True, help_text="Pass time of the last decay.")
     validated = models.BooleanField(default=False, help_text="Confirmed by the host (mark_validated).")
     tags = models.JSONField(default=list, blank=True, help_text="List of strings; a merge keeps the union.")
-    # --- hygiene part 2 (issue 14): a mined truth's evidence ---
+    # --- mining: a mined truth's evidence ---
     evidence = models.JSONField(
         default=list, blank=True,
         help_text="Ids of the session messages a mined truth came from (source session:<id>).",
@@ -191,7 +191,7 @@ class ConsolidationRun(models.Model):
     retired = models.PositiveIntegerField(default=0, help_text="Truths retired.")
     # Each reviewed cluster counts once among kept, rejected, stale and deferred (or has
     # applied actions, counted by merged and superseded); failed counts clusters whose
-    # judge failed, which a bisection may leave partly applied (issue 15).
+    # judge failed, which a bisection may leave partly applied.
     kept = models.PositiveIntegerField(default=0, help_text="Clusters the judge left as they were.")
     rejected = models.PositiveIntegerField(
         default=0, help_text="Clusters whose every proposal the validator refused (not for the cap)."
@@ -208,7 +208,7 @@ class ConsolidationRun(models.Model):
     llm_calls = models.PositiveIntegerField(default=0)
     tokens = models.PositiveIntegerField(default=0)
     cost = models.FloatField(default=0.0, help_text="USD, from litellm's price list.")
-    # --- judge economics (issue 12): batched calls, prompt caching, budget ---
+    # --- judge economics: batched calls, prompt caching, budget ---
     model_clusters = models.PositiveIntegerField(
         default=0, help_text="Clusters sent to the model (clusters per call = this / LLM calls)."
     )
@@ -240,7 +240,7 @@ class ConsolidationRun(models.Model):
         related_name="applications",
         help_text="The dry run whose verdicts this run applies (re-validated and re-checked for freshness).",
     )
-    # --- incremental passes (issue 6): window, checkpoint, report, effective settings ---
+    # --- incremental passes: window, checkpoint, report, effective settings ---
     window_mode = models.CharField(
         max_length=16, blank=True, help_text="How seeds were chosen: cursor, full, last, fallback, duration, iso."
     )
@@ -399,7 +399,7 @@ class LineageEvent(models.Model):
         return f"{self.get_action_display()}: #{self.source_id} -> #{self.result_id}"
 
 
-# --- Incremental passes (issue 6): cursor, per-user pass, verdict cache, audit, live settings ---
+# --- Incremental passes: cursor, per-user pass, verdict cache, audit, live settings ---
 
 
 class ConsolidationCursor(models.Model):
@@ -568,7 +568,7 @@ class LiveSettings(models.Model):
         help_text="USD one run may spend on judge calls; the clusters left wait for the next run. "
         "Empty: IRIS_CONSOLIDATION_MAX_COST_PER_RUN (empty: no cap).",
     )
-    # Stages of a pass (issue 13): off, report (listed, nothing changed) or apply; empty: the setting.
+    # Stages of a pass: off, report (listed, nothing changed) or apply; empty: the setting.
     noise_mode = models.CharField(
         max_length=8, blank=True, choices=StageMode.choices, help_text="Noise stage. Empty: IRIS_CONSOLIDATION_NOISE."
     )
@@ -586,7 +586,7 @@ class LiveSettings(models.Model):
     prune_mode = models.CharField(
         max_length=8, blank=True, choices=StageMode.choices, help_text="Prune stage. Empty: IRIS_CONSOLIDATION_PRUNE."
     )
-    # Stages of part 2 (issue 14).
+    # Mining, relocation and promotion.
     mine_mode = models.CharField(
         max_length=8, blank=True, choices=StageMode.choices,
         help_text="Mining of sessions for new truths. Empty: IRIS_CONSOLIDATION_MINE.",
@@ -786,7 +786,7 @@ class StageResult(models.Model):
         return f"{self.stage} ({self.mode}) of user {self.user_id}: {self.affected}"
 
 
-# --- Hygiene part 2 (issue 14): sessions, notes, learned rules ---
+# --- Sessions, notes, learned rules ---
 
 
 class ChatSession(models.Model):

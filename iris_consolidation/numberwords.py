@@ -2,7 +2,7 @@
 
 ``values(text)`` gives each number of ``text`` as a canonical string, so that "3",
 "three" and "Tem três gatos" all give "3", "a dozen" and "twelve" both give "12", and
-the validator compares quantities, not spellings (issue 16: about one in five of its
+the validator compares quantities, not spellings (about one in five of its
 "different numbers" refusals on the PersonaChat pairs were one number written two ways).
 
 Canonical forms:

@@ -292,10 +292,10 @@ def run_progress(run: ConsolidationRun) -> RunProgress:
     )
 
 
-# --- the run list and the run page's summary (issue 15) -----------------------------
+# --- the run list and the run page's summary -----------------------------
 
 #: The run's outcome counts in the order the run list and the run page show them, each
-#: once (issue 15): merge and supersede actions applied (or previewed), then clusters
+#: once: merge and supersede actions applied (or previewed), then clusters
 #: kept, rejected, stale, failed and deferred (to a later run: the retirement cap).
 #: Each is (attribute of ConsolidationRun, label); a count of zero is left out of the
 #: list's compact column but kept in the run page's table. Truths retired is not an
@@ -528,7 +528,7 @@ def run_summary(run: ConsolidationRun) -> RunSummary:
     )
 
 
-# --- the queue: workers and jobs (issue 15) ---------------------------------------------
+# --- the queue: workers and jobs ---------------------------------------------
 
 NO_WORKER = "No worker seen: queued runs wait until one runs (manage.py qcluster)."
 WAITING_FOR_WORKER = (

@@ -262,8 +262,8 @@ def has_consolidation_history(*, truth: Truth) -> bool:
 # --- runs and reviews --------------------------------------------------------------
 
 
-#: The run page lists changes first, then what stopped them, and the kept clusters last
-#: (issue 15): an operator deciding whether to trust a pass reads what it did.
+#: The run page lists changes first, then what stopped them, and the kept clusters last:
+#: an operator deciding whether to trust a pass reads what it did.
 REVIEW_ORDER = (
     ClusterReview.Outcome.APPLIED,
     ClusterReview.Outcome.PREVIEW,
@@ -319,7 +319,7 @@ def count_outdated_previews(*, run: ConsolidationRun) -> int:
 
     Applying such a preview finds it stale (``merging.record_review`` re-checks under
     row locks and writes nothing for it), typically because a later real run already
-    made the same merges. The admin says so before offering to apply (issue 15).
+    made the same merges. The admin says so before offering to apply.
     """
     changed = Truth.all_objects.filter(reviews=OuterRef("pk")).filter(
         Q(retired_at__isnull=False) | Q(updated_at__gt=OuterRef("created_at"))
@@ -356,7 +356,7 @@ class ConsolidationStatus:
     lock_run_id: Any = None
     lock_expires_at: datetime | None = None
     #: The workers and jobs (``get_queue_overview``), and the runs in flight that wait
-    #: for a worker (``is_waiting_for_worker``): issue 15.
+    #: for a worker (``is_waiting_for_worker``).
     queue: Any = None
     waiting_for_worker: frozenset[Any] = frozenset()
 
@@ -395,7 +395,7 @@ def get_consolidation_status() -> ConsolidationStatus:
     )
 
 
-# --- the truth admin's history, dates and user picker (issue 15) -----------------------
+# --- the truth admin's history, dates and user picker -----------------------
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -496,7 +496,7 @@ def get_users_by_username(*, names: list[str]) -> tuple[list[Model], list[str]]:
     return [found[n] for n in names if n in found], [n for n in names if n not in found]
 
 
-# --- workers and jobs: the console's queue view (issue 15) ------------------------------
+# --- workers and jobs: the console's queue view ------------------------------
 
 #: Seconds without a job taken or finished after which no worker counts as seen.
 WORKER_SILENCE_SECONDS = 120
@@ -591,7 +591,7 @@ def is_waiting_for_worker(*, run: ConsolidationRun, overview: QueueOverview, now
     ``WORKER_GRACE_SECONDS`` while no worker has been seen (one query).
 
     A run in progress with no ``qcluster`` alive used to show "Running" for ever; this
-    is what the run page and ``consolidation_status`` say instead (issue 15).
+    is what the run page and ``consolidation_status`` say instead.
     """
     if run.status not in (ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING) or overview.worker_seen:
         return False

@@ -92,7 +92,7 @@ NO_SPACE_NEGATIONS = ("不", "没", "沒", "别", "別", "未", "无", "無", "�
 #: Dislikes in those scripts: each counts as one negation, as ``NEGATIVE_VERBS``.
 NO_SPACE_NEGATIVE_VERBS = ("讨厌", "討厭", "嫌い", "เกลียด")
 #: Verbs that state a dislike: each counts as one negation, so "Hates jazz" and "Does not
-#: like jazz" agree while "Likes jazz" stays their opposite (issue 16).
+#: like jazz" agree while "Likes jazz" stays their opposite.
 NEGATIVE_VERBS = frozenset(
     """hate hates hated hating dislike dislikes disliked detest detests detested loathe loathes
     loathed despise despises despised avoid avoids avoided abhor abhors abhorred
@@ -100,8 +100,8 @@ NEGATIVE_VERBS = frozenset(
 )
 #: Phrases that state a dislike with a "not" inside: one negation in all.
 NEGATIVE_PHRASES = ("can not stand", "could not stand", "can not bear", "could not bear")
-#: Idioms whose negation word states a liking or eagerness, not its opposite (issue 16:
-#: "Cannot wait to move out" restates "Is excited to leave home", "Nothing beats a hot
+#: Idioms whose negation word states a liking or eagerness, not its opposite
+#: ("Cannot wait to move out" restates "Is excited to leave home", "Nothing beats a hot
 #: cup of java" restates "Is a huge coffee lover"). Matched on the normalised text and
 #: read as the plain words on the right by ``polarity`` and ``contrast``, so "Can't wait
 #: to retire" / "Can wait to retire" still differ (eager / wait: a contrast) and "Does
@@ -196,7 +196,7 @@ REPORTED_CHANGE_MARKERS = (
     "used to",
     "got rid",
     "rescheduled",
-    # Moves by another name (issue 16: "Immigrated within the past few years" restates
+    # Moves by another name ("Immigrated within the past few years" restates
     # "Recently moved to this country"; each still never merges with "Lives here").
     "immigrated",
     "emigrated",
@@ -281,7 +281,7 @@ SYNONYM_GROUPS = (
 )
 #: Stems that name one frame for the contrast check only (``contrast``): "Work as a
 #: nurse" and "My job is nursing" are one frame with nothing swapped, while "Works as a
-#: nurse" / "My job is teaching" still swap nurse for teaching (issue 16). Not used by
+#: nurse" / "My job is teaching" still swap nurse for teaching. Not used by
 #: ``lost_words``: a merge that drops "job" for "work" must still say so in its reason.
 CONTRAST_FRAMES = (
     frozenset({"job", "work", "employ", "profess", "occup", "career"}),
@@ -289,8 +289,8 @@ CONTRAST_FRAMES = (
     frozenset({"eager", "excit"}),
 )
 
-#: Everyday rewordings of one fact about a person that carry no detail of their own
-#: (issue 11): a member's phrase on one side is kept by a merged text that keeps the
+#: Everyday rewordings of one fact about a person that carry no detail of their own:
+#: a member's phrase on one side is kept by a merged text that keeps the
 #: phrase on the other side ("Is the father of a boy called Tomas" by "Has a son named
 #: Tomas", "Jogs each Saturday before noon" by "Runs every Saturday morning"). Matched
 #: as whole phrases of stems in the member, so that "Tomas is the user's father" never
@@ -704,7 +704,7 @@ def _equivalent_in(member: str, content: str) -> list[str]:
 
 
 def lost_words(member: str, content: str, *, reason: str = "", known: frozenset[str] = frozenset()) -> list[str]:
-    """Content words of ``member`` that ``content`` drops, sorted (issue 11).
+    """Content words of ``member`` that ``content`` drops, sorted.
 
     A word is kept when ``content`` has a word of its family (``same_stem``), another
     word of its ``SYNONYM_GROUPS`` group, the other side of a ``PHRASE_EQUIVALENCES``
@@ -750,7 +750,7 @@ def shares_only_details(a: str, b: str, *, reason: str = "", known: frozenset[st
     states). Empty otherwise.
 
     Two facts about one named thing ("Works as an accountant at Birch & Co" / "Organises
-    the Birch & Co office softball team", issue 11): the shared name pulls them into one
+    the Birch & Co office softball team"): the shared name pulls them into one
     cluster, and nothing else says they are one fact.
     """
     # A capitalised first word of both texts is a name too ("Birch & Coで会計士...").
@@ -831,7 +831,7 @@ def _frame_words(text: str) -> list[str]:
 def parallel(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[set[str], set[str]] | None:
     """The words of each side if ``a`` and ``b`` are one frame filled twice, else None.
 
-    Issue 11: shared syntax makes two different statements look alike ("Chose a
+    Shared syntax makes two different statements look alike ("Chose a
     standing desk over a treadmill desk for the home office" / "Chose an e-reader over
     paper books for travelling": both "chose _ over _ for _"). Aligned word by word
     (``difflib``, articles left out), the two start with the same words and keep the

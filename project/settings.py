@@ -42,7 +42,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # Static files (the admin's CSS and JS) with DJANGO_DEBUG false as well (issue 15).
+    # Static files (the admin's CSS and JS) with DJANGO_DEBUG false as well.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

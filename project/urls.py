@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.urls import path
 
-# The operator's console is read on laptop screens (issue 15): the menu sidebar would
+# The operator's console is read on laptop screens: the menu sidebar would
 # take a quarter of a 1360 px screen from the lists; the home page and the
 # breadcrumbs lead everywhere it does.
 admin.site.enable_nav_sidebar = False

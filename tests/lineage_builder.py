@@ -33,7 +33,7 @@ PARAPHRASES = (
 
 
 #: The reason of a careful judge merging the first two paraphrases into the first: it
-#: states the words it says otherwise (issue 11).
+#: states the words it says otherwise.
 SAME_SON = "Same son: 'father of a boy' = 'son'."
 
 
@@ -89,7 +89,7 @@ def merge(truths: Sequence[Truth], *, content: str, run: ConsolidationRun, reaso
     """Merge ``truths`` into a new truth with ``content``; returns it (raises if refused)."""
     ordered = sorted(truths, key=lambda t: (t.created_at, t.pk))
     aliases = tuple(f"t{i}" for i in range(1, len(ordered) + 1))
-    # Like a careful judge, state each word the content says otherwise (issue 11).
+    # Like a careful judge, state each word the content says otherwise.
     reworded = sorted({w for t in ordered for w in textfacts.lost_words(t.content, content)})
     synonyms = "".join(f" {w} = '{content}'." for w in reworded)
     action = Action(action="merge", ids=aliases, content=content, reason="All members state the same fact." + synonyms)

@@ -3,7 +3,7 @@
 It answers ``POST /v1/chat/completions`` and ``POST /v1/embeddings``. Each test puts
 replies in the script (a queue; the last reply repeats when the queue runs dry) or
 sets ``handler`` to a function of the parsed request. Every request is recorded in
-``requests``. Requests and replies follow DESIGN.md's wire contract v2 (one or more
+``requests``. Requests and replies follow the wire contract v2 of docs/llm.md (one or more
 clusters per call). Replies:
 - ``verdict(actions, reasoning)``: a normal answer for every cluster of the request:
   each action goes to the cluster holding the truths it names (one naming no truth
@@ -353,7 +353,7 @@ def hostile(mode: str, *, hang_seconds: float = 10.0) -> Callable[[dict[str, Any
     return handler
 
 
-# --- noise classification calls (issue 13): ``{"candidates": [...]}`` -> ``{"results": [...]}`` ---
+# --- noise classification calls: ``{"candidates": [...]}`` -> ``{"results": [...]}`` ---
 
 
 def is_noise_call(payload: dict[str, Any]) -> bool:

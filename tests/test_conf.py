@@ -1,4 +1,4 @@
-"""The similarity threshold's default follows the embedding model (issue 16)."""
+"""The similarity threshold's default follows the embedding model."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_a_set_threshold_wins_whatever_the_model(settings):
 
 
 def test_the_local_default_is_lower_than_iris_threshold():
-    # The measured curve (README "Choosing the threshold"): restatements sit below 0.75
+    # The measured curve (docs/configuration.md, "Choosing the threshold"): restatements sit below 0.75
     # with all-MiniLM-L6-v2, so its default must be lower than the remote one.
     assert conf.default_threshold("local") < conf.default_threshold("any/remote-model") == 0.75
 

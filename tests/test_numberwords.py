@@ -1,4 +1,4 @@
-"""``numberwords``: numbers by value, whatever their spelling (issue 16)."""
+"""``numberwords``: numbers by value, whatever their spelling."""
 
 from __future__ import annotations
 

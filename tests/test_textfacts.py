@@ -181,7 +181,7 @@ def test_every_detail_of_a_text_is_contained_in_that_text():
     assert all(textfacts.contains_detail(text, d) for d in textfacts.details(text))
 
 
-# --- issue 11: languages without spaces, content words kept, reported changes --------------------
+# --- languages without spaces, content words kept, reported changes --------------------
 
 
 def test_thai_and_devanagari_marks_stay_in_their_word():

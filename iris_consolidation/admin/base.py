@@ -48,10 +48,10 @@ def missing_object(model_admin: admin.ModelAdmin[Any], request: HttpRequest, obj
     """A 404 page in the admin's own look for an id that matches no object (or none
     this admin may show).
 
-    Issue 4 asks for a 404 on our custom pages (lineage, undo, apply, history) rather
+    A 404 on our custom pages (lineage, undo, apply, history) rather
     than the change page's redirect with a message: a stale or guessed link says
     plainly that there is nothing there, and never hints whether a truth of another
-    user exists. Issue 15: the page keeps the admin's header and navigation instead of
+    user exists. The page keeps the admin's header and navigation instead of
     the bare "Not Found" that ``Http404`` gives with ``DEBUG`` off.
     """
     opts = model_admin.opts

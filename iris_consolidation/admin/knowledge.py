@@ -1,4 +1,4 @@
-"""Admin of hygiene part 2's records (issue 14): chat sessions with their messages,
+"""Admin of the mining, relocation and promotion records: chat sessions with their messages,
 notes with their wikilinks rendered, learned rules with the truths they came from.
 
 Sessions, notes and auto-managed rules are read-only here and need the view

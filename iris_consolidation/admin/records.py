@@ -37,7 +37,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     console; what quotes a truth stays behind the truths' view permission.
     """
 
-    # Short columns so user, reason, actor, review and run fit 1360 px (issue 15).
+    # Short columns so user, reason, actor, review and run fit 1360 px.
     list_display = [
         "id",
         "created_at",
@@ -114,7 +114,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
 
 class InternalAdmin(ReadOnlyAdmin):
     """Bookkeeping tables of the passes (cursors, user passes, cached verdicts): left out
-    of the admin's menu, which keeps to what operators act on (issue 15), and linked
+    of the admin's menu, which keeps to what operators act on, and linked
     from the run list's "Internal records" instead."""
 
     def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
@@ -170,7 +170,7 @@ class _DefaultOrYesNo(forms.NullBooleanSelect):
 
 class LiveSettingsForm(forms.ModelForm):
     """The live settings in plain words: each empty field says which default it falls
-    back to, errors say what to enter, users are named by username (issue 15)."""
+    back to, errors say what to enter, users are named by username."""
 
     allowed_usernames = forms.CharField(
         label="Allowed users",

@@ -119,7 +119,7 @@ def _run_link(run_id: Any) -> str:
 class ConsolidationRunAdmin(ReadOnlyAdmin):
     """Runs, newest first; a run's page holds its reviews."""
 
-    # Compact enough for a 1360 px screen with the filter column (issue 15): the
+    # Compact enough for a 1360 px screen with the filter column: the
     # outcome counts share one column, the users and clusters another.
     list_display = [
         "short_id",

@@ -155,7 +155,7 @@ class ScoreFilter(admin.SimpleListFilter):
 class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMixin, admin.ModelAdmin):
     """Truths of every user; live ones by default. Embeddings are shown as presence only."""
 
-    # Fits 1360 px beside the filters (issue 15): origin and "pinned" ride along with
+    # Fits 1360 px beside the filters: origin and "pinned" ride along with
     # the text, so generation, score, live and lineage stay on screen.
     # Score and quality are left out of the list: without a host's reports (uses,
     # validations) they are the same on every row (0.0 and 0.45) and say nothing there;

@@ -25,7 +25,7 @@ from ..services.operations import transfer
 from ..services.pipeline import clustering
 from . import scoring
 
-#: 0.40, 0.45, ..., 0.90: the range issue 16 asks for.
+#: 0.40, 0.45, ..., 0.90: the measured range.
 DEFAULT_THRESHOLDS: tuple[float, ...] = tuple(round(0.40 + 0.05 * i, 2) for i in range(11))
 
 

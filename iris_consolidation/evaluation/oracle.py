@@ -79,7 +79,7 @@ class OracleJudge:
 
     def judge_batch(self, requests: Sequence[JudgeRequest]) -> BatchReply:
         """Each request answered from the labels, counted as ONE call for the batch (as a
-        model judging them in one call would be; issue 12)."""
+        model judging them in one call would be)."""
         call = Spend(calls=1)
         return BatchReply(
             verdicts=tuple(self.judge(r) for r in requests),

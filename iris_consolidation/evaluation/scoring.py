@@ -5,7 +5,7 @@ Both scorings go through the real path of a run, ``consolidation.consolidate_clu
 ``iris-eval-``, inside one transaction that is rolled back at the end: nothing stays
 in the database. The pairs scoring also embeds and clusters (``plan_user``).
 
-Golden set scoring follows ``shared/eval/README.md``:
+Golden set scoring:
 - **correct**: the applied actions equal the expected ones (optional ones may be
   present or absent; a required survivor is the merge's result), and every
   ``must_keep`` string survives in the live text;
@@ -15,7 +15,7 @@ Golden set scoring follows ``shared/eval/README.md``:
   or says something none of them stated.
 A rejected or failed verdict changes nothing, so it counts as KEEP_SEPARATE.
 
-Pairs scoring (``shared/data/README.md``): a pair is predicted "same" when both truths
+Pairs scoring: a pair is predicted "same" when both truths
 end up in one merged truth (merge or supersede, followed through the run's lineage);
 precision, recall and F1 are over the labelled pairs. The same figures for "in one
 cluster" show what the clustering alone offers the judge. With ``oracle=True`` the
@@ -57,7 +57,7 @@ NO_FILE = "{path}: no such file."
 NO_TRUTHS_FILE = "{path} needs its truths file beside it: {truths} is missing."
 RATE_LIMITED = "rate limited: {error}"
 SCRATCH_PREFIX = "iris-eval-"
-#: Clusters of one user judged in one call once judge calls are batched (issue 12).
+#: Clusters of one user judged in one call once judge calls are batched.
 CLUSTERS_PER_BATCHED_CALL = 8
 
 _CASE_FIELDS = ("id", "cluster", "expected", "actions", "must_keep")
@@ -463,8 +463,8 @@ def _group_pairs(
 
 
 def batched_calls(clusters_per_user: Iterable[int], *, per_call: int = CLUSTERS_PER_BATCHED_CALL) -> int:
-    """Judge calls if each call judged up to ``per_call`` clusters of one user (issue 12's
-    batching): the sum of ``ceil(clusters / per_call)`` over users. ``[9, 3, 0]`` -> 3."""
+    """Judge calls if each call judged up to ``per_call`` clusters of one user (batched
+    calls): the sum of ``ceil(clusters / per_call)`` over users. ``[9, 3, 0]`` -> 3."""
     return sum(math.ceil(n / per_call) for n in clusters_per_user)
 
 

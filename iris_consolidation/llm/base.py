@@ -1,7 +1,7 @@
 """The judge protocol and its value types.
 
 A judge takes a ``JudgeRequest`` (the cluster's members under short aliases) and
-returns a ``Verdict`` in the shape of DESIGN.md's wire contract: merge and supersede
+returns a ``Verdict`` in the shape of the wire contract (docs/llm.md): merge and supersede
 actions over aliases; members named in no action are kept.
 """
 
@@ -31,7 +31,7 @@ class MemberView:
     score: float = 0.0
 
     def as_wire(self) -> dict[str, object]:
-        """The member as DESIGN.md's wire contract puts it in the request."""
+        """The member as the wire contract (docs/llm.md) puts it in the request."""
         return {
             "id": self.alias,
             "content": self.content,
@@ -245,7 +245,7 @@ class JudgeClient(Protocol):
         ...
 
 
-# --- noise classification (issue 13: rho's "30-day test" for the detector's candidates) ---
+# --- noise classification (the "30-day test" for the detector's candidates) ---
 
 
 @dataclass(frozen=True, kw_only=True)

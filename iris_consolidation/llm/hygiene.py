@@ -1,7 +1,7 @@
-"""Prompts and strict parsers of the part-2 stages' model calls (issue 14): mining,
+"""Prompts and strict parsers of the stages' model calls: mining,
 relocation and promotion. Pure functions; the call itself is ``LiteLLMJudge.ask_json``.
 
-Wire contracts (DESIGN.md, "Other model calls"); user text always travels as JSON
+Wire contracts (docs/llm.md); user text always travels as JSON
 data between tags, never as instructions, "<" and ">" escaped so that it cannot close
 the tags (as ``prompts.payload`` does for the judge):
 

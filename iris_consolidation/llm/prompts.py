@@ -1,7 +1,7 @@
 """Prompt builder of the LLM judge and its version.
 
-The clusters travel as one JSON object in the last user message (DESIGN.md's wire
-contract v2: ``{"clusters": [{"id": "c1", "truths": [...]}, ...]}``), introduced as
+The clusters travel as one JSON object in the last user message (wire
+contract v2, docs/llm.md: ``{"clusters": [{"id": "c1", "truths": [...]}, ...]}``), introduced as
 quoted data: nothing inside it is an instruction. Bump
 ``PROMPT_VERSION`` whenever the wording changes; every review stores it.
 """
@@ -117,7 +117,7 @@ def build_messages(requests: Sequence[JudgeRequest], *, cacheable: bool = False)
     return [system, {"role": "user", "content": f"{note}<truths>\n{payload(requests)}\n</truths>"}]
 
 
-# --- noise classification (issue 13; rho's memory-consolidate SOP, "30-day test") ---
+# --- noise classification (the "30-day test") ---
 
 NOISE_PROMPT_VERSION = "noise-2026-12-01.2"
 

@@ -61,9 +61,9 @@ def equivalent_groups(members: tuple[MemberView, ...]) -> list[tuple[list[Member
 
 
 def best_written(group: list[MemberView]) -> MemberView:
-    """The member whose text a merge keeps, the best written (issue 15): the most proper
+    """The member whose text a merge keeps, the best written: the most proper
     names capitalised (so "I met Taylor Swift" wins over "I met taylor swift."), then a
-    capital first letter, then the higher quality (``MemberView.quality``, issue 13), then
+    capital first letter, then the higher quality (``MemberView.quality``), then
     the higher distillation score, then the oldest (members come oldest first).
     """
     known = textfacts.known_names(m.content for m in group)
@@ -71,7 +71,7 @@ def best_written(group: list[MemberView]) -> MemberView:
         (
             len(textfacts.proper_names(m.content, known=known)),
             m.content.lstrip()[:1].isupper(),
-            # Quality to two decimals, so that minutes of recency do not decide (issue 13).
+            # Quality to two decimals, so that minutes of recency do not decide.
             round(m.quality, 2),
             m.score,
             -index,

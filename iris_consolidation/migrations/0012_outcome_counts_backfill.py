@@ -1,4 +1,4 @@
-"""Recount the outcome counters of existing runs from their reviews (issue 15).
+"""Recount the outcome counters of existing runs from their reviews.
 
 ``kept`` used to count every cluster with nothing applied (rejected and stale ones too)
 and ``rejected`` the refused actions; now each cluster counts once among kept,

@@ -1,4 +1,4 @@
-"""The operator's console (issue 15), without a browser: what each page says and
+"""The operator's console, without a browser: what each page says and
 counts. The browser checks (layout at 1360 px, static files) are in tests/browser."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Admin of sessions, notes and learned rules (issue 14): staff with the truths' view
+"""Admin of sessions, notes and learned rules: staff with the truths' view
 permission only, wikilinks rendered, rules with the truths they came from, hand-authored
 rules added here and auto-managed ones read-only."""
 

@@ -1,4 +1,4 @@
-"""The operator's console on a laptop screen (issue 15), in Chromium at 1360 px: the
+"""The operator's console on a laptop screen, in Chromium at 1360 px: the
 key columns of each list stay on screen, the run page opens with its summary, the
 live settings speak plainly, and the console is styled with DJANGO_DEBUG false."""
 

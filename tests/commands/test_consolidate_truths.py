@@ -220,7 +220,7 @@ def test_sync_with_nothing_to_consolidate_says_so(truth_factory):
 
 def test_a_user_with_a_single_truth_still_gets_the_per_truth_stages(truth_factory, settings):
     """Noise, decay and prune work truth by truth: a user with one consolidatable truth is
-    taken when one of them is on (issue 13), though no cluster can form."""
+    taken when one of them is on, though no cluster can form."""
     settings.IRIS_CONSOLIDATION_NOISE = "apply"
     noise = truth_factory("Upgraded numpy to 2.1.3", embedding=vector_at(1.0))
 

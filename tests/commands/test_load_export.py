@@ -50,7 +50,7 @@ LINES = [
 ]
 
 
-#: What export writes for the hygiene fields (issue 13) of a truth loaded without them.
+#: What export writes for the hygiene fields of a truth loaded without them.
 HYGIENE_DEFAULTS = {
     "retired_reason": "", "relevance": 1.0, "access_count": 0, "last_accessed": None, "last_decayed": None,
     "validated": False, "tags": [],
@@ -385,7 +385,7 @@ def test_export_to_an_unwritable_path_is_a_one_line_error(tmp_path):
     assert str(info.value) == Export.CANNOT_WRITE.format(path=target, error="No such file or directory")
 
 
-# --- hygiene fields (issue 13) ------------------------------------------------------------
+# --- hygiene fields ------------------------------------------------------------
 
 HYGIENE_LINE = {
     "user": "carol", "content": "Plays the cello", "origin": "promoted", "created_at": "2023-05-08T13:56:00Z",

@@ -1,4 +1,4 @@
-"""The oracle judge (labels, no model), eval_judge --oracle and calibrate_threshold (issue 16)."""
+"""The oracle judge (labels, no model), eval_judge --oracle and calibrate_threshold."""
 
 from __future__ import annotations
 

@@ -99,14 +99,14 @@ def test_shortest_member_attack_keeps_the_golden_true_merges(shared_dir, llm_ser
     # G05 (Portuguese "no" reads as a negation), G06/G35 (the shortest text drops names)
     # and G08 (negation on one side only) are refused, never applied wrongly.
     assert merged == {"G01", "G02", "G03", "G04", "G07", "G09", "G10", "G37", "G40"}
-    assert report.correct == 30  # as many as before the issue 11 validator (main at 83b08a2)
+    assert report.correct == 30  # as many as before the word checks of the validator
     assert report.harmful == 0
 
 
 @pytest.mark.parametrize("mode", ["merge_all", "shortest", "oldest"])
 def test_public_cases_are_never_harmful_under_a_careless_model(shared_dir, llm_server, mode):
     """B07 (two facts about Birch & Co) and B15 (one frame, two choices) joined or
-    swallowed: refused (issue 11)."""
+    swallowed: refused."""
     llm_server.handler = llm_stub.hostile(mode)
     cases = scoring.load_cases(shared_dir / "eval" / "public_cases.jsonl")
 

@@ -21,7 +21,7 @@ from tests.helpers import parse_summary, truth_state
 
 pytestmark = pytest.mark.django_db
 
-# The merged text words "father of a boy" as "son": the reason states it (issue 11).
+# The merged text words "father of a boy" as "son": the reason states it.
 SAME_SON = "same son: 'father of a boy' = 'son'"
 MERGE = {"action": "merge", "ids": ["t1", "t2"], "content": "Has a son named Tomas", "reason": SAME_SON}
 

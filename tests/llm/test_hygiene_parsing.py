@@ -1,4 +1,4 @@
-"""Strict parsers and quoting of the part-2 model calls (issue 14): pure functions."""
+"""Strict parsers and quoting of the stages' model calls: pure functions."""
 
 from __future__ import annotations
 

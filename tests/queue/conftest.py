@@ -145,7 +145,7 @@ def make_pairs(user_factory: Any, truth_factory: Any) -> Callable[..., dict[str,
     """``make_pairs(users=U, per_user=P)``: U users with P clusters of two paraphrases each.
 
     Pair ``i`` is "likes tea variety <word>" and "enjoys drinking the tea variety <word>":
-    paraphrases, not equal texts, which the deterministic pre-pass (issue 3) would merge
+    paraphrases, not equal texts, which the deterministic pre-pass would merge
     without asking the model these tests script. Vectors put each pair on its own axes
     (cosine 0.95 inside a pair, 0 across pairs). Returns the truths keyed by the pair's word.
     """
@@ -176,7 +176,7 @@ def make_pairs(user_factory: Any, truth_factory: Any) -> Callable[..., dict[str,
 
 def merge_all(payload: dict[str, Any]) -> Any:
     """A stub reply merging every member of each cluster of the request, their texts joined
-    (so that the validator finds every member's words kept, issue 11)."""
+    (so that the validator finds every member's words kept)."""
     from iris_consolidation.evaluation.oracle import joined_content
     from tests import llm_stub
 

@@ -96,7 +96,7 @@ def test_429_waits_for_retry_after_within_the_window_and_fails_past_it(qclusters
 
 
 def test_server_errors_fail_the_cluster_and_retry_consolidation_requeues_it(qclusters, llm_server, make_pairs):
-    # Two users: a server error stops the model for the rest of its user's run (issue 3),
+    # Two users: a server error stops the model for the rest of its user's run,
     # so a second cluster of the same user would fail too if judged after it.
     pairs = make_pairs(users=2, per_user=1)
     broken = {"ab"}

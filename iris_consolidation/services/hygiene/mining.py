@@ -9,7 +9,7 @@ Per user and pass:
    snapshot time. Sessions with at least one of the user's own messages in it are
    analysed; others' messages are context only.
 2. **Extraction**: with a model (the run's judge is the LLM judge), one call per session
-   through the judge's litellm client (mining contract in DESIGN.md: the messages and the
+   through the judge's litellm client (mining contract in docs/llm.md: the messages and the
    user's nearest known truths in, as quoted data); offline, the conservative rule
    extractor (``extraction.py``: explicit first-person statements and corrections, high
    confidence). A model's truth whose evidence names another's message is refused.
@@ -205,7 +205,7 @@ def _known(user_id: int, vector: np.ndarray, limit: int) -> list[Truth]:
 def mining_request(
     session: ChatSession, messages: Sequence[SessionMessage], known: Sequence[Truth]
 ) -> tuple[dict[str, Any], dict[str, SessionMessage]]:
-    """The mining call's data (DESIGN.md's contract) and its message aliases (m1, m2, ...)."""
+    """The mining call's data (docs/llm.md's contract) and its message aliases (m1, m2, ...)."""
     aliases = {f"m{i}": m for i, m in enumerate(messages, start=1)}
     data = {
         "session": {

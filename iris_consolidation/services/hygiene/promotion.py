@@ -3,7 +3,7 @@
 Truths of a user that are live, not pointers, backed by at least
 ``IRIS_CONSOLIDATION_PROMOTE_THRESHOLD`` (3) corroborations and not yet the source of a
 learned rule are offered to the model in one call (``{"candidates": [{"id", "content"}]}``
--> ``{"rules": [{"id", "rule", "reason"}]}``, DESIGN.md). The entries it names are
+-> ``{"rules": [{"id", "rule", "reason"}]}``, docs/llm.md). The entries it names are
 appended to the user's auto-managed ``LearnedRule`` list as one line each:
 
 - only ids it was offered count (any other is refused and recorded);

@@ -1,5 +1,5 @@
 """The stages of a pass around the judge: mine, noise, decay, lexical, semantic, relocate,
-promote, prune (issues 13 and 14).
+promote, prune.
 
 Order (loopctl's consolidate_entries, rho's SOP), per user: ``noise`` (retire what
 should never have been stored), ``decay`` (relevance), then the two candidate arms
@@ -9,11 +9,11 @@ cluster of the run is judged, ``prune`` (below the floor). Each stage has a mode
 counted, not judged) or ``apply``. A dry run turns every ``apply`` into ``report``
 (the arms' clusters are still judged and recorded as previews, as always).
 
-Part 2 (issue 14): ``mine`` (``mining.py``), ``relocate`` (``relocation.py``) and
+``mine`` (``mining.py``), ``relocate`` (``relocation.py``) and
 ``promote`` (``promotion.py``) run in phase 1 too, for each user, outside its
 transaction (they may call a model): mine first (so that new truths are cleaned,
 decayed and clustered in the same pass), relocate and promote once the clusters are
-built. DESIGN.md puts them after the merges, but the end of a run (``close_run``) holds
+built, not after the merges: the end of a run (``close_run``) holds
 the run's lock, where no model call may run; a truth relocated here leaves its cluster
 stale for phase 2, which re-reads every member under a lock. Their model calls use the run's LLM judge's client (``ask_json``); with the
 rule judge, mining uses the offline extractor, relocation the rule alone, and

@@ -1,7 +1,7 @@
 """Operators' direct edits of truths that are not consolidation: pinning.
 
 A pinned truth is protected: consolidation may show it to the judge but never retires
-or rewords it (DESIGN.md, Protection).
+or rewords it (``choices.is_protected``).
 """
 
 from __future__ import annotations

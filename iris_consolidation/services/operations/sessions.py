@@ -1,6 +1,6 @@
 """Import chat sessions from JSONL files (``manage.py load_sessions``).
 
-File format (one JSON object per line, as ``shared/data/locomo_sessions.jsonl``):
+File format (one JSON object per line, as the LoCoMo sessions are shipped):
 ``session`` (the session's id, unique per user), ``user`` (the user's natural key,
 their ``USERNAME_FIELD``; created if missing), ``started_at`` (ISO 8601 with a time
 zone), ``messages`` (a non-empty list of objects: ``role`` ``"user"`` or ``"other"``,

@@ -1,6 +1,6 @@
 """Import truths from JSONL files and export them back.
 
-File format (one JSON object per line), as in ``shared/data/*.truths.jsonl``:
+File format (one JSON object per line):
 ``user`` (the user's natural key, their ``USERNAME_FIELD``: a username, or an email
 for a user model keyed by email; created if missing), ``content``, ``origin``, ``created_at``
 (ISO 8601), ``source``; optional ``pinned``, ``generation``, ``score``, ``kind``,
@@ -113,7 +113,7 @@ def _parse_time(data: dict[str, Any], name: str) -> datetime | None:
 
 
 def _parse_hygiene(data: dict[str, Any]) -> dict[str, Any]:
-    """The optional hygiene fields (issue 13): relevance, access_count, last_accessed,
+    """The optional hygiene fields: relevance, access_count, last_accessed,
     last_decayed, validated, tags; absent ones take the model's defaults."""
     relevance = data.get("relevance", 1.0)
     if not isinstance(relevance, (int, float)) or isinstance(relevance, bool) or not 0.0 <= relevance <= 1.0:

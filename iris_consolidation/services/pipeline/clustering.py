@@ -1,7 +1,7 @@
 """Phase 1 of consolidation for one user: embed what lacks an embedding, then
 build clusters of candidate duplicates by greedy clustering.
 
-Greedy clustering (DESIGN.md, flow step 2): consolidatable truths are taken in a
+Greedy clustering: consolidatable truths are taken in a
 stable order (created_at, id). For each one not yet in a cluster (the seed), its
 live truths of the same user with cosine similarity to the seed >= threshold are
 gathered, nearest first (equal similarities: older first, then lower id), skipping
@@ -11,19 +11,19 @@ never with the last member added, so A~B and B~C never pull A and C together (no
 chaining). Protected truths may join a cluster as members (the judge sees them, the
 validator keeps them) but never seed one. Writes: embeddings only.
 
-Nearest-neighbour pairs (issue 16, ``IRIS_CONSOLIDATION_NEAREST_PAIRS``): the greedy
+Nearest-neighbour pairs (``IRIS_CONSOLIDATION_NEAREST_PAIRS``): the greedy
 pass gives each seed its nearest free truths, so a truth whose neighbours were all
 taken by earlier seeds' clusters is left out, however close its own match. After the
 greedy clusters, each truth that may seed, is in no cluster and has a neighbour at or
 above the threshold is offered with its nearest neighbour as a two-member cluster.
 That neighbour is then in two clusters: whichever merges it first retires it, and the
 other finds it stale when phase 2 re-reads its members, so nothing is merged twice.
-Measured with the oracle judge at 0.40 (README, "Choosing the threshold"): "same"
+Measured with the oracle judge at 0.40 (docs/configuration.md, "Choosing the threshold"): "same"
 pairs of the PersonaChat pairs in one cluster 0.698 -> 0.775, recall 0.568 -> 0.633,
 for 1.6 more clusters per 100 truths on LoCoMo and 7.4 on MSC (pairing every truth
 whose nearest sits in another cluster too: 0.639 for 51.5 and 16.2 more).
 
-The neighbour search runs in memory (DESIGN.md, phase 1): one query fetches the
+The neighbour search runs in memory: one query fetches the
 user's live vectors, then every (seed, truth) pair at or above the threshold is found
 with blocked float32 matrix products (``exact_pairs``), or, from
 ``PHASE1_APPROXIMATE_FROM`` seeds on, with a faiss IVF index searched by range
@@ -33,7 +33,7 @@ float64 before the threshold is applied, so both paths and any block size agree 
 the edges. A seed keeps at most its ``PHASE1_NEIGHBOURS`` (64) most similar pairs: the
 same clusters unless 60 of a seed's 64 nearest are already taken, and bounded work and
 memory for a dense user whose every truth is near thousands. pgvector is not used here: one nearest-neighbour query per seed measured
-40x slower than the in-memory pass (issue 10).
+40x slower than the in-memory pass.
 """
 
 from __future__ import annotations
@@ -480,7 +480,7 @@ def _nearest_pairs(pairs: Pairs) -> Pairs:
     return Pairs(seeds=pairs.seeds[kept], members=pairs.members[kept], similarities=pairs.similarities[kept])
 
 
-#: IVF layout, measured on planted unit vectors (README, "Phase 1 at scale";
+#: IVF layout, measured on planted unit vectors (docs/benchmarks.md;
 #: benchmarks/phase1.py; 1 December 2026): 4 * sqrt(n) cells, k-means over every vector
 #: for 2 iterations, 12 cells probed per query: 99.5% of the exact pairs at 100,000
 #: truths in 3.3 s (two data seeds), 99.8% at 50,000. Training on every vector, not 40

@@ -101,7 +101,7 @@ def _retire(truth: Truth, *, into: Truth, reason: str, now: Any) -> None:
 
 
 def _merged_truth(action: Action, sources: Sequence[Truth], embedding: Any, embedding_model: str) -> Truth:
-    """The new consolidated truth of a merge (DESIGN.md, "Apply a merge")."""
+    """The new consolidated truth of a merge (docs/pipeline.md, phase 2, "Apply")."""
     provenance: list[str] = []
     for s in sorted(sources, key=lambda t: (t.created_at, t.pk)):
         for line in s.source.splitlines():
@@ -133,7 +133,7 @@ def outcome_counter(outcome: str, rejections: Sequence[Rejection]) -> str | None
     only because the run reached its retirement cap),
     or None (applied or previewed clusters count their actions; failed ones ``failed``).
 
-    Each cluster counts once (issue 15): "kept" used to include rejected and stale ones.
+    Each cluster counts once: "kept" used to include rejected and stale ones.
     """
     if outcome == ClusterReview.Outcome.KEPT:
         return "kept"

@@ -43,7 +43,7 @@ def group_name(run_id: Any) -> str:
 #: 10,000 of the user's truths, at most BROKER_RETRY_MARGIN below the broker's
 #: ``retry`` (a longer task is handed out twice; 150 s with project/settings.py).
 #: Measured under a load of 15 on 2 cores: clustering 20,000 truths took 40.6 s in one
-#: delivery and ran past 60 s in two others (README "Phase 1 at scale").
+#: delivery and ran past 60 s in two others (docs/benchmarks.md).
 TRUTHS_PER_USER_TIMEOUT = 10_000
 BROKER_RETRY_MARGIN = 30
 

@@ -1,4 +1,4 @@
-"""The mine stage (issue 14): window and checkpoint, user messages only, confidence
+"""The mine stage: window and checkpoint, user messages only, confidence
 policy, cap, dedupe, sources and evidence, quoting, dry runs; offline and against the
 scripted stub server."""
 

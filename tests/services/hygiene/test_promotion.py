@@ -1,4 +1,4 @@
-"""The promote stage (issue 14): offline skip, only offered ids, hand-authored rules
+"""The promote stage: offline skip, only offered ids, hand-authored rules
 never touched, fingerprint dedupe, append-only, dry runs; against the scripted stub."""
 
 from __future__ import annotations

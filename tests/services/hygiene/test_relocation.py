@@ -1,4 +1,4 @@
-"""The relocate stage (issue 14): the rule, notes with connections, pointer truths, one
+"""The relocate stage: the rule, notes with connections, pointer truths, one
 transaction that rolls back whole, undo, report mode and dry runs, the model's
 classification against the scripted stub."""
 

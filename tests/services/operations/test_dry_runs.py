@@ -208,7 +208,7 @@ def test_a_failed_application_job_is_retried_like_any_run(previewed, settings):
 
 
 def test_applying_a_dry_run_a_later_run_already_made_counts_its_clusters_stale_once(previewed, run_factory):
-    """Issue 15: such an application used to show "kept 1, rejected 1" and no stale count."""
+    """Such an application used to show "kept 1, rejected 1" and no stale count."""
     real = execution.run_sync(
         run=run_factory(mode="queued", user_id=previewed["user"].pk), client=RuleJudge(), embedder=get_embedder()
     )

@@ -96,7 +96,7 @@ def test_member_near_another_member_but_far_from_the_seed_stays_out(truth_factor
     assert clusters[1].similarities == pytest.approx((1.0, math.cos(math.radians(15))), abs=1e-5)
 
 
-# --- nearest-neighbour pairs (issue 16) ------------------------------------------------
+# --- nearest-neighbour pairs ------------------------------------------------
 
 
 def test_a_truth_whose_match_an_earlier_seed_took_is_offered_with_it(truth_factory):

@@ -410,7 +410,7 @@ def test_pinned_duplicate_absorbs_the_other_unchanged(llm_server, truth_factory,
     assert Truth.objects.get(pk=a.pk).pinned is True
 
 
-# --- issue 11: careless models that merge into one member's text, in several languages ----------
+# --- careless models that merge into one member's text, in several languages ----------
 
 
 @pytest.mark.parametrize("mode", ["shortest", "oldest"])
@@ -461,7 +461,7 @@ def test_a_merge_into_the_oldest_text_that_keeps_every_detail_is_applied(
     assert Truth.objects.get(user_id=truths[0].user_id).origin == "consolidated"
 
 
-# --- issue 11 (second pass): a merge states one fact; everyday rewordings merge ------------------
+# --- a merge states one fact; everyday rewordings merge ------------------
 
 
 @pytest.mark.parametrize(

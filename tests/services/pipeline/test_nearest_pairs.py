@@ -1,4 +1,4 @@
-"""Nearest-neighbour pairs through phase 2 (issue 16): a truth in two clusters is merged
+"""Nearest-neighbour pairs through phase 2: a truth in two clusters is merged
 once. The oracle judge (labels, no model) merges every cluster whose members the labels
 call one statement; the freshness check of the write refuses the second merge.
 """

@@ -1,4 +1,4 @@
-"""Each reviewed cluster counts once in its run's counters (issue 15): merged and
+"""Each reviewed cluster counts once in its run's counters: merged and
 superseded count applied actions; kept, rejected, stale, failed and deferred count
 clusters, and a cluster of one outcome never shows up in another's counter."""
 

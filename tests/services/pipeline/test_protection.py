@@ -33,9 +33,9 @@ PROTECTIONS = {
     "max-generation": {"generation": 5, "origin": Origin.CONSOLIDATED},
 }
 #: Protected truths that may survive a merge as they are. A truth at the generation
-#: limit takes part in no action at all (issue 3; golden case G33).
+#: limit takes part in no action at all (golden case G33).
 ABSORBERS = [kind for kind in PROTECTIONS if kind != "max-generation"]
-# A supersede's newer statement must say that the state changed (issue 3's validator),
+# A supersede's newer statement must say that the state changed (a validator rule),
 # so these pairs would be superseded if nothing protected the old one.
 OLD_HOME, NEW_HOME = "Lives in Lisbon", "Moved to Berlin"
 

@@ -1,4 +1,4 @@
-"""False refusals the oracle run of issue 16 found on the PersonaChat pairs, kind by kind.
+"""False refusals the oracle run found on the PersonaChat pairs, kind by kind.
 
 Each kind merges in several wordings (the members joined, as the oracle judge merges,
 so only the pair checks can refuse), and its opposite-meaning twins are still refused
@@ -11,7 +11,7 @@ with the code that refused them before. Pure: no database, no model.
   few years" (was state_changed: "moved" reported a change, "immigrated" did not).
 
 Two wordings that share only a name and no word ("I can't wait for Christmas." / "I'm
-excited about Christmas.") are still refused by issue 11's details_only rule unless the
+excited about Christmas.") are still refused by the details_only rule unless the
 judge states the synonym; the wordings below share a word besides the frame.
 """
 

@@ -1,4 +1,4 @@
-"""The validator's second pass on issue 11: a merge states one fact, and true rewordings merge.
+"""The validator's second pass: a merge states one fact, and true rewordings merge.
 
 Three kinds, each against the careless models of ``test_validation_kinds`` (every member
 merged into the shortest text, into the oldest text, or all texts joined), in English,

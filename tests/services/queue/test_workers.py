@@ -50,7 +50,7 @@ def claimed(run_factory, truth_factory):
 @pytest.fixture
 def model_job(run_factory, truth_factory):
     """A claimed job whose cluster reaches the model: paraphrases, not equal texts, which
-    the deterministic pre-pass (issue 3) would merge without asking it."""
+    the deterministic pre-pass would merge without asking it."""
     return _claim(run_factory, truth_factory, ("Is a nurse", "Has a job as a nurse"))
 
 
