@@ -61,7 +61,7 @@ def is_protected(*, pinned: bool, origin: str, generation: int, max_generation: 
 
 @dataclass(frozen=True)
 class MergeProtection:
-    """What protection means for one merge (DESIGN.md, Protection), given its members'
+    """What protection means for one merge, given its members'
     aliases and which of them are protected: the one statement of these consequences.
 
     - ``keeper``: a protected member survives the merge as its result, never reworded
