@@ -187,11 +187,14 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    truths = list(
+    rows = list(
         Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
-        .exclude(kind="preference").only("id", "content", "kind").order_by("created_at", "id")
+        .exclude(kind="preference").order_by("created_at", "id").values_list("id", "content", "kind")
     )
-    found = noise.find_noise(truths)
+    # Truths are built only for the texts the detector flags (few): the same findings as
+    # ``find_noise`` over every truth, without a model instance per clean text.
+    flagged = [Truth(id=pk, content=content, kind=kind) for pk, content, kind in rows if noise.detect(content)]
+    found = noise.find_noise(flagged)
     classify = noise_classifier(run) if found else None
     confirmation = None
     if classify is not None:
@@ -217,7 +220,7 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
         findings.append(finding)
     # The model's confirmed ones first: they are what the stage retires.
     findings.sort(key=lambda f: f.get("model", noise.MODEL_NOISE) != noise.MODEL_NOISE)
-    return _record(run, user_id, "noise", mode, examined=len(truths), affected=len(retiring), applied=len(applied),
+    return _record(run, user_id, "noise", mode, examined=len(rows), affected=len(retiring), applied=len(applied),
                    seconds=time.monotonic() - started, findings=findings)
 
 
