@@ -118,7 +118,7 @@ def decay_user(*, user_id: int, now: datetime, write: bool) -> DecayResult:
         if write:
             qs = qs.select_for_update()
         rows = list(qs.values_list(*_FIELDS))
-        result = _decay_rows(rows, now=now, weights=weights, half_life=half_life)
+        result = decay_rows(rows, now=now, weights=weights, half_life=half_life)
         if write and result.relevance:
             _write(result.relevance, now=now)
     return result
@@ -135,11 +135,14 @@ def _write(relevance: Mapping[int, float], *, now: datetime) -> None:
         )
 
 
-def _decay_rows(
-    rows: Iterable[tuple[Any, ...]], *, now: datetime, weights: Mapping[str, float], half_life: float
+def decay_rows(
+    rows: Iterable[tuple[Any, ...]], *, now: datetime, weights: Mapping[str, float] | None = None,
+    half_life: float | None = None,
 ) -> DecayResult:
     """Decay over ``(id, content, kind, relevance, created_at, last_decayed, last_accessed)``
     rows (``_FIELDS``), ``baseline`` and ``decayed_relevance`` per row: no model instance per truth."""
+    weights = parse_weights(app_settings.DECAY_WEIGHTS) if weights is None else weights
+    half_life = float(app_settings.HALF_LIFE_DAYS) if half_life is None else half_life
     relevance: dict[int, float] = {}
     findings: list[dict[str, Any]] = []
     changed = 0
