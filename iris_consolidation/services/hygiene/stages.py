@@ -476,7 +476,11 @@ def candidate_clusters(
     lexical_clusters: list[clustering.CandidateCluster] = []
     if modes["semantic"] != StageMode.OFF:
         started = time.monotonic()
-        semantic = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
+        shared = current_pass(run, user_id)
+        small = shared is not None and len(shared.rows) <= clustering.FETCH_ROWS
+        semantic = clustering.find_clusters(
+            user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small
+        )
         _record(run, user_id, "semantic", modes["semantic"], examined=0, affected=len(semantic), applied=0,
                 seconds=time.monotonic() - started, findings=[])
     if modes["lexical"] != StageMode.OFF:
