@@ -647,8 +647,9 @@ def main() -> None:
         ratio = f"{before / r['all_stages_seconds']:.1f}x" if before and r["all_stages_seconds"] else "-"
         stage_cells = " | ".join(str(r["stages"].get(s, "-")) for s in STAGE_COLUMNS)
         print(
-            f"| {r['mode']} | {r['n']:,} | {r['all_stages_seconds']} | {before if before is not None else '-'} | {ratio} "
-            f"| {r['whole_per_user_ms']} | {r['whole_queries_per_user']} | {stage_cells} | {r['stages'].get('bookkeeping')} |"
+            f"| {r['mode']} | {r['n']:,} | {r['all_stages_seconds']} | {'-' if before is None else before} "
+            f"| {ratio} | {r['whole_per_user_ms']} | {r['whole_queries_per_user']} | {stage_cells} "
+            f"| {r['stages'].get('bookkeeping')} |"
         )
     embedded = [r for r in results if r["mode"] == "included" and r["embed_seconds"]]
     for r in embedded:

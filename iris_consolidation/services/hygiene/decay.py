@@ -160,6 +160,8 @@ def decay_rows(
         if new != before:
             changed += 1
             if len(findings) < StageResult.MAX_FINDINGS:
-                findings.append({"truth_id": pk, "content": content, "before": round(before, 6), "after": round(new, 6)})
+                findings.append(
+                    {"truth_id": pk, "content": content, "before": round(before, 6), "after": round(new, 6)}
+                )
     return DecayResult(examined=examined, changed=changed, relevance=relevance, findings=findings)
 

@@ -224,7 +224,8 @@ def jaccard_pairs(
         aa, bb = a[lo : lo + PAIR_CHUNK // 8], b[lo : lo + PAIR_CHUNK // 8]
         pair_len = lengths[aa]
         pair_of = np.repeat(np.arange(aa.shape[0]), pair_len)
-        token_at = offsets[aa][pair_of] + (np.arange(pair_of.shape[0]) - np.repeat(np.cumsum(pair_len) - pair_len, pair_len))
+        within = np.arange(pair_of.shape[0]) - np.repeat(np.cumsum(pair_len) - pair_len, pair_len)
+        token_at = offsets[aa][pair_of] + within
         probe_key = bb[pair_of] * vocabulary + flat[token_at]
         at = np.minimum(np.searchsorted(row_keys, probe_key), row_keys.shape[0] - 1)
         shared[lo : lo + aa.shape[0]] = np.bincount(pair_of[row_keys[at] == probe_key], minlength=aa.shape[0])

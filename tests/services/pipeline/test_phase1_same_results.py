@@ -240,7 +240,8 @@ def test_apply_mode_writes_the_reference_decay_and_retires_the_reference_noise(u
     flagged = {f["truth_id"] for f in _reference_noise(user.pk)}
     updated = dict(Truth.all_objects.filter(user=user).values_list("id", "updated_at"))
     stages.run_noise(run, user.pk)
-    assert set(Truth.all_objects.filter(user=user, retired_reason=RetiredReason.NOISE).values_list("id", flat=True)) == flagged
+    retired = Truth.all_objects.filter(user=user, retired_reason=RetiredReason.NOISE).values_list("id", flat=True)
+    assert set(retired) == flagged
     assert len(flagged) >= 5
     expected = _reference_decay(user.pk, stages.pass_time(run))
     stages.run_decay(run, user.pk)
