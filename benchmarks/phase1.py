@@ -58,6 +58,9 @@ TEMPLATE_DB = "iris_bench_template"
 BENCH_DB = "iris_bench"
 BENCH_USER = "bench-user"
 DIMS = 384
+#: The team's MSC truths (about 21 per user), read where the shared folder is beside the clone.
+MSC_TRUTHS = Path(os.environ.get("IRIS_SHARED_DIR") or ROOT.parent / "shared") / "data" / "msc_sessions.truths.jsonl"
+STAGE_COLUMNS = ("mine", "noise", "decay", "semantic", "lexical", "relocate", "promote")
 
 
 def _setup_django(database: str | None = None) -> None:
@@ -266,6 +269,14 @@ def child_setup(args: argparse.Namespace) -> dict[str, Any]:
 
     started = time.monotonic()
     users, per_user = (args.users, args.per_user) if args.mode == "users" else (1, args.n)
+    msc: list[list[str]] = []
+    if args.mode == "msc":
+        by_user: dict[str, list[str]] = {}
+        for line in MSC_TRUTHS.read_text().splitlines():
+            row = json.loads(line)
+            by_user.setdefault(row["user"], []).append(row["content"])
+        msc = list(by_user.values())
+        users = len(msc)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef ILIKE %s",
@@ -277,7 +288,10 @@ def child_setup(args: argparse.Namespace) -> dict[str, Any]:
     groups = 0
     for u in range(users):
         user = get_user_model().objects.create(username=f"{BENCH_USER}-{u}")
-        if args.mode == "included":
+        if args.mode == "msc":
+            vectors, planted, texts = None, 0, msc[u]
+            per_user = len(texts)
+        elif args.mode == "included":
             vectors = None
             texts, planted = synthetic_texts(per_user, grouped=args.grouped, seed=args.seed + u)
         else:
@@ -298,7 +312,8 @@ def child_setup(args: argparse.Namespace) -> dict[str, Any]:
             Truth.all_objects.bulk_create(rows)
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Truth._meta.db_table}")
-    return {"planted_groups": groups, "insert_seconds": round(time.monotonic() - started, 2)}
+    return {"planted_groups": groups, "insert_seconds": round(time.monotonic() - started, 2),
+            "truths": Truth.all_objects.count()}
 
 
 REFERENCE_BLOCK = 4096
@@ -412,14 +427,22 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
     seconds = time.monotonic() - started
     rss_product = _rss_mb()
     stages_seconds = None
+    breakdown: dict[str, float] = {}
+    whole_queries = 0
     if seed_filter is None:
+        queries_before = queries
         started = time.monotonic()
-        for user in users:
-            consolidation.plan_user(run_id=all_stages.pk, user_id=user.pk, embedder=embedder)
-        stages_seconds = round(time.monotonic() - started, 2)
+        with connection.execute_wrapper(count):
+            for user in users:
+                consolidation.plan_user(run_id=all_stages.pk, user_id=user.pk, embedder=embedder)
+        stages_seconds = round(time.monotonic() - started, 3)
+        whole_queries = queries - queries_before
+        queries = queries_before
+        breakdown = _stage_seconds(all_stages.pk)
+        breakdown["bookkeeping"] = round(stages_seconds - sum(breakdown.values()), 3)
 
     # The reference on the same vectors (now all embedded), and the product's recall.
-    if args.mode == "users":
+    if args.mode in ("users", "msc"):
         started = time.monotonic()
         for user in users:
             x = _fetch(user.pk)
@@ -447,6 +470,10 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "seconds": round(seconds, 2),
         "all_stages_seconds": stages_seconds,
+        "whole_per_user_ms": round(1000 * stages_seconds / len(users), 2) if stages_seconds is not None else None,
+        "whole_queries_per_user": round(whole_queries / len(users), 1),
+        "stages": breakdown,
+        "users": len(users),
         "per_user_ms": round(1000 * seconds / len(users), 1),
         "reference_seconds": round(reference_seconds, 2),
         "reference_per_user_ms": round(1000 * reference_seconds / len(users), 1),
@@ -464,17 +491,31 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _stage_seconds(run_id: Any) -> dict[str, float]:
+    """Seconds per stage of a run, summed over its users (its ``StageResult`` rows)."""
+    from django.db.models import Sum
+
+    from iris_consolidation.models import StageResult
+
+    rows = StageResult.objects.filter(run_id=run_id).values("stage").annotate(s=Sum("seconds")).order_by()
+    return {r["stage"]: round(float(r["s"]), 3) for r in rows}
+
+
 def _run_figure(run_id: Any, field: str) -> float:
     from iris_consolidation.models import ConsolidationRun
 
     return float(getattr(ConsolidationRun.objects.get(pk=run_id), field) or 0.0)
 
 
-def _child(kind: str, mode: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", kind, "--mode", mode, "--n", str(n)]
+def _child(kind: str, mode: str, n: int, args: argparse.Namespace, *, checkout: Path | None = None) -> dict[str, Any]:
+    """Run a child of this script, or with ``checkout`` the same child of another checkout's
+    script (the previous version's code, on this checkout's database server)."""
+    script = Path(__file__) if checkout is None else checkout / "benchmarks" / "phase1.py"
+    cmd = [sys.executable, str(script), "--child", kind, "--mode", mode, "--n", str(n)]
     cmd += ["--grouped", str(args.grouped), "--seed", str(args.seed), "--users", str(args.users)]
     cmd += ["--per-user", str(args.per_user), "--new", str(args.new)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    env = {**os.environ, "IRIS_EMBEDDED_PGDATA": os.environ.get("IRIS_EMBEDDED_PGDATA", str(ROOT / ".pgdata"))}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(script.parent.parent))
     if done.returncode != 0:
         sys.stderr.write(done.stdout + done.stderr)
         raise SystemExit(f"benchmark child {kind} {mode} {n} failed (exit {done.returncode})")
@@ -510,6 +551,8 @@ def _cases(args: argparse.Namespace) -> list[tuple[str, int]]:
     cases = [("excluded", n) for n in args.sizes] + [("included", n) for n in args.included]
     if args.users:
         cases.append(("users", args.users * args.per_user))
+    if args.msc and MSC_TRUTHS.is_file():
+        cases.append(("msc", 0))
     if args.incremental and args.sizes:
         cases.append(("incremental", max(args.sizes)))
     return cases
@@ -522,6 +565,11 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=2000, help="Many small users (0: skip).")
     parser.add_argument("--per-user", type=int, default=100)
     parser.add_argument("--incremental", type=int, default=1000, help="New truths among the largest size (0: skip).")
+    parser.add_argument("--msc", action=argparse.BooleanOptionalAction, default=True,
+                        help="The shared MSC users (about 21 truths each), if the shared folder is there.")
+    parser.add_argument("--previous", type=Path,
+                        help="A checkout of the previous version (e.g. `git worktree add /tmp/prev a0af944`): its "
+                        "whole phase 1 is timed on the same data in the same run.")
     parser.add_argument("--grouped", type=float, default=0.3, help="Share of truths in planted groups.")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="Keep the bench databases.")
@@ -556,6 +604,17 @@ def main() -> None:
             setup = _child("setup", "excluded" if mode == "incremental" else mode, n, args)
             measured = _child("phase1", mode, n, args)
             row = {"n": n, "mode": mode, **setup, **measured}
+            if args.previous is not None and mode not in ("incremental", "msc"):
+                # The previous version on the same truths, after this one (vectors embedded).
+                before = _child("phase1", mode, n, args, checkout=args.previous)
+                row["previous_all_stages_seconds"] = before.get("all_stages_seconds")
+                row["previous_seconds"] = before.get("seconds")
+            elif args.previous is not None and mode == "msc":
+                before = _child("phase1", "users", n, args, checkout=args.previous)
+                row["previous_all_stages_seconds"] = before.get("all_stages_seconds")
+                row["previous_seconds"] = before.get("seconds")
+            if mode == "msc":
+                row["n"] = setup["truths"]
             results.append(row)
             print(f"   {json.dumps(row)}", flush=True)
     finally:
@@ -576,6 +635,25 @@ def main() -> None:
             f"{ratio:.2f}x | {r['per_user_ms']} / {r['reference_per_user_ms']} | {r['path']} | {r['recall']:.4f} | "
             f"{r['embed_seconds']} | {r['queries']:,} | {r['clusters']:,} | {r['peak_rss_mb']} | {r['all_stages_seconds'] or '-'} | {r['load']} |"
         )
+    print(
+        "\n| case | truths | whole phase 1 s | previous s | ratio | per user ms | queries a user | "
+        + " | ".join(STAGE_COLUMNS) + " | bookkeeping |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(STAGE_COLUMNS) + 1))
+    for r in results:
+        if r.get("all_stages_seconds") is None:
+            continue
+        before = r.get("previous_all_stages_seconds")
+        ratio = f"{before / r['all_stages_seconds']:.1f}x" if before and r["all_stages_seconds"] else "-"
+        stage_cells = " | ".join(str(r["stages"].get(s, "-")) for s in STAGE_COLUMNS)
+        print(
+            f"| {r['mode']} | {r['n']:,} | {r['all_stages_seconds']} | {'-' if before is None else before} "
+            f"| {ratio} | {r['whole_per_user_ms']} | {r['whole_queries_per_user']} | {stage_cells} "
+            f"| {r['stages'].get('bookkeeping')} |"
+        )
+    embedded = [r for r in results if r["mode"] == "included" and r["embed_seconds"]]
+    for r in embedded:
+        print(f"\nembedding: {r['n']:,} truths in {r['embed_seconds']} s = {r['n'] / r['embed_seconds']:.0f} truths/s")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 

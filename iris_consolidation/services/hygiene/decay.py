@@ -14,7 +14,7 @@ restoring what had decayed before it. Weights come from ``IRIS_CONSOLIDATION_DEC
 (kinds not listed: 1). Protected truths (pinned, of origin user or agent, or at the
 max generation) never decay: they are not selected.
 
-Writes ``relevance`` and ``last_decayed`` only, with ``bulk_update``, so ``updated_at``
+Writes ``relevance`` and ``last_decayed`` only, in one statement, so ``updated_at``
 is untouched (the incremental cursor and the judge's freshness check ignore decay).
 """
 
@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
+from django.db import connection, transaction
 
 from ...conf import app_settings
 from ...models import StageResult, Truth
@@ -98,12 +98,18 @@ class DecayResult:
     findings: list[dict[str, Any]]
 
 
+#: The columns ``decay_user`` reads, in the order of its rows.
+_FIELDS = ("id", "content", "kind", "relevance", "created_at", "last_decayed", "last_accessed")
+
+
 def decay_user(*, user_id: int, now: datetime, write: bool) -> DecayResult:
     """Decay ``user_id``'s consolidatable truths to ``now`` (see the module docstring).
 
     ``write=False`` computes only (report mode, dry runs). Transaction: one, around the
-    read and the ``bulk_update``, with the rows locked so that a concurrent
-    ``record_access`` is not lost. Raises ``ImproperlyConfigured`` for bad weights.
+    read and the write, with the rows locked so that a concurrent ``record_access`` is
+    not lost. Queries: one read, and with ``write`` one ``UPDATE ... FROM unnest(...)``
+    of every examined row (``relevance`` and ``last_decayed`` only, as ``bulk_update``
+    would, so ``updated_at`` is untouched). Raises ``ImproperlyConfigured`` for bad weights.
     """
     weights = parse_weights(app_settings.DECAY_WEIGHTS)
     half_life = float(app_settings.HALF_LIFE_DAYS)
@@ -111,33 +117,51 @@ def decay_user(*, user_id: int, now: datetime, write: bool) -> DecayResult:
         qs = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
         if write:
             qs = qs.select_for_update()
-        truths = list(qs.only("id", "content", "kind", "relevance", "created_at", "last_decayed", "last_accessed"))
-        result = _decay(truths, now=now, weights=weights, half_life=half_life)
-        if write:
-            rows = [t for t in truths if t.pk in result.relevance]
-            for t in rows:
-                t.relevance = result.relevance[t.pk]
-                t.last_decayed = now
-            Truth.all_objects.bulk_update(rows, ["relevance", "last_decayed"], batch_size=1000)
+        rows = list(qs.values_list(*_FIELDS))
+        result = decay_rows(rows, now=now, weights=weights, half_life=half_life)
+        if write and result.relevance:
+            _write(result.relevance, now=now)
     return result
 
 
-def _decay(truths: Iterable[Truth], *, now: datetime, weights: Mapping[str, float], half_life: float) -> DecayResult:
+def _write(relevance: Mapping[int, float], *, now: datetime) -> None:
+    """Set ``relevance`` (truth id -> value) and ``last_decayed = now`` in one statement."""
+    table = connection.ops.quote_name(Truth._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS t SET relevance = v.relevance, last_decayed = %s "
+            "FROM unnest(%s::bigint[], %s::double precision[]) AS v(id, relevance) WHERE t.id = v.id",
+            [now, list(relevance), list(relevance.values())],
+        )
+
+
+def decay_rows(
+    rows: Iterable[tuple[Any, ...]], *, now: datetime, weights: Mapping[str, float] | None = None,
+    half_life: float | None = None,
+) -> DecayResult:
+    """Decay over ``(id, content, kind, relevance, created_at, last_decayed, last_accessed)``
+    rows (``_FIELDS``), ``baseline`` and ``decayed_relevance`` per row: no model instance per truth."""
+    weights = parse_weights(app_settings.DECAY_WEIGHTS) if weights is None else weights
+    half_life = float(app_settings.HALF_LIFE_DAYS) if half_life is None else half_life
     relevance: dict[int, float] = {}
     findings: list[dict[str, Any]] = []
     changed = 0
     examined = 0
-    for t in truths:
+    for pk, content, kind, before, created_at, last_decayed, last_accessed in rows:
         examined += 1
+        if last_decayed is not None and last_accessed is not None:
+            since = max(last_decayed, last_accessed)
+        else:
+            since = last_decayed or last_accessed or created_at
         new = decayed_relevance(
-            relevance=t.relevance, since=baseline(t), now=now, weight=weight_of(t.kind, weights),
-            half_life_days=half_life,
+            relevance=before, since=since, now=now, weight=float(weights.get(kind, 1.0)), half_life_days=half_life
         )
-        relevance[t.pk] = new
-        if new != t.relevance:
+        relevance[pk] = new
+        if new != before:
             changed += 1
             if len(findings) < StageResult.MAX_FINDINGS:
                 findings.append(
-                    {"truth_id": t.pk, "content": t.content, "before": round(t.relevance, 6), "after": round(new, 6)}
+                    {"truth_id": pk, "content": content, "before": round(before, 6), "after": round(new, 6)}
                 )
     return DecayResult(examined=examined, changed=changed, relevance=relevance, findings=findings)
+

@@ -21,10 +21,10 @@ Reads only.
 
 from __future__ import annotations
 
-import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
 from django.db.models import Q
 
 from ... import textfacts
@@ -63,8 +63,6 @@ def find_lexical_clusters(
     never splits a group the embedding found. Two queries.
     """
     threshold = float(app_settings.JACCARD_THRESHOLD if threshold is None else threshold)
-    max_size = max_size or app_settings.MAX_CLUSTER_SIZE
-    min_size = min_size or app_settings.MIN_CLUSTER_SIZE
     seed_ids = set(
         Truth.objects.for_user(user_id)
         .consolidatable(max_generation=app_settings.MAX_GENERATION)
@@ -72,70 +70,169 @@ def find_lexical_clusters(
         .values_list("id", flat=True)
     )
     rows = list(Truth.objects.for_user(user_id).order_by("created_at", "id").values_list("id", "kind", "content"))
-    tokens = {pk: token_set(content) for pk, _, content in rows}
-    index = _prefix_index(rows, tokens, threshold)
-    assigned: set[int] = set()
+    return lexical_clusters(
+        rows, user_id=user_id, seed_ids=seed_ids, threshold=threshold, max_size=max_size, min_size=min_size,
+        taken=taken,
+    )
+
+
+def lexical_clusters(
+    rows: Sequence[tuple[int, str, str]],
+    *,
+    user_id: int,
+    seed_ids: set[int] | frozenset[int],
+    threshold: float,
+    max_size: int | None = None,
+    min_size: int | None = None,
+    taken: set[int] | frozenset[int] = frozenset(),
+) -> list[CandidateCluster]:
+    """``find_lexical_clusters`` over ``rows`` (``(id, kind, content)`` of the user's live
+    truths in (created_at, id) order), ``seed_ids`` the truths that may seed. Reads nothing.
+
+    The pairs at or above ``threshold`` are found at once (``jaccard_pairs``, exact), then
+    the greedy pass takes each seed in row order with its free partners, most similar
+    first (equal scores: lower id first), up to ``max_size`` members.
+    """
+    max_size = max_size or app_settings.MAX_CLUSTER_SIZE
+    min_size = min_size or app_settings.MIN_CLUSTER_SIZE
+    ids = [pk for pk, _, _ in rows]
+    token_sets = [token_set(content) for _, _, content in rows]
+    seeds, members, scores = jaccard_pairs(token_sets, [kind for _, kind, _ in rows], threshold)
+    # Per seed row: partners most similar first, equal scores by lower truth id.
+    id_array = np.asarray(ids, dtype=np.int64)
+    order = np.lexsort((id_array[members] if members.size else members, -scores, seeds))
+    seeds, members, scores = seeds[order], members[order].tolist(), scores[order].tolist()
+    starts = np.searchsorted(seeds, np.arange(len(rows)), side="left").tolist()
+    ends = np.searchsorted(seeds, np.arange(len(rows)), side="right").tolist()
+    assigned = bytearray(len(rows))
+    blocked = bytearray(len(rows))  # assigned, or taken by the other arm: never a member
+    for row, pk in enumerate(ids):
+        if pk in taken:
+            blocked[row] = 1
     clusters: list[CandidateCluster] = []
-    for seed_id, kind, _ in rows:
-        if seed_id not in seed_ids or seed_id in assigned or not tokens[seed_id]:
+    for row, pk in enumerate(ids):
+        if pk not in seed_ids or assigned[row] or not token_sets[row]:
             continue
-        seed_tokens = tokens[seed_id]
-        candidates = {pk for token in _prefix(seed_tokens, index.rank, threshold) for pk in index.lists[(kind, token)]}
-        # Length filter: |B| >= threshold * |A| and |A| >= threshold * |B| for any pair reaching it.
-        shortest, longest = threshold * len(seed_tokens) - 1e-9, len(seed_tokens) / threshold + 1e-9
-        scored = []
-        for pk in candidates:
-            if pk == seed_id or pk in assigned or pk in taken:
-                continue
-            other = tokens[pk]
-            if not shortest <= len(other) <= longest:
-                continue
-            shared = len(seed_tokens & other)
-            score = shared / (len(seed_tokens) + len(other) - shared)
-            if score >= threshold:
-                scored.append((-score, pk))
-        scored.sort()
-        members = scored[: max_size - 1]
-        if len(members) + 1 < min_size:
+        chosen = [k for k in range(starts[row], ends[row]) if not blocked[members[k]]][: max_size - 1]
+        if len(chosen) + 1 < min_size:
             continue
-        ids = (seed_id, *(pk for _, pk in members))
-        assigned.update(ids)
-        sims = (1.0, *(round(-s, 6) for s, _ in members))
-        clusters.append(CandidateCluster(user_id=user_id, member_ids=ids, similarities=sims))
+        assigned[row] = blocked[row] = 1
+        for k in chosen:
+            assigned[members[k]] = blocked[members[k]] = 1
+        clusters.append(
+            CandidateCluster(
+                user_id=user_id,
+                member_ids=(pk, *(ids[members[k]] for k in chosen)),
+                similarities=(1.0, *(round(scores[k], 6) for k in chosen)),
+            )
+        )
     return clusters
 
 
-class _PrefixIndex:
-    """Inverted lists of each truth's prefix tokens, keyed by (kind, token); ``rank`` orders
-    tokens from rarest to most common (ties by the token)."""
-
-    def __init__(self, rank: dict[str, tuple[int, str]], lists: dict[tuple[str, str], list[int]]) -> None:
-        self.rank = rank
-        self.lists = lists
+#: Candidate entries generated at a time (bounds the working memory of ``jaccard_pairs``
+#: to a few hundred MB whatever the user's size).
+PAIR_CHUNK = 2_000_000
 
 
-def _prefix(token_set_: frozenset[str], rank: dict[str, tuple[int, str]], threshold: float) -> list[str]:
-    """The prefix filter of All-Pairs (Bayardo, Ma and Srikant, "Scaling up all pairs
-    similarity search", WWW 2007): with tokens ordered rarest first, two sets of Jaccard
-    similarity >= ``threshold`` share a token among each one's first
-    ``|x| - ceil(threshold * |x|) + 1`` tokens, since they share at least
-    ``ceil(threshold * |x|)`` tokens. Indexing and probing only prefixes keeps every pair
-    at or above the threshold and skips the long lists of common words."""
-    ordered = sorted(token_set_, key=rank.__getitem__)
-    keep = len(ordered) - math.ceil(threshold * len(ordered) - 1e-9) + 1
-    return ordered[: max(keep, 0)]
+def jaccard_pairs(
+    token_sets: Sequence[frozenset[str]], kinds: Sequence[str], threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every ordered pair of positions ``(a, b)``, ``a != b``, of the same kind with
+    Jaccard similarity >= ``threshold``, and that similarity: three arrays (int64,
+    int64, float64), each pair listed both ways. Exact.
 
-
-def _prefix_index(
-    rows: Sequence[tuple[int, str, str]], tokens: dict[int, frozenset[str]], threshold: float
-) -> _PrefixIndex:
-    frequency: Counter[str] = Counter(token for pk, _, _ in rows for token in tokens[pk])
-    rank = {token: (count, token) for token, count in frequency.items()}
-    lists: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for pk, kind, _ in rows:
-        for token in _prefix(tokens[pk], rank, threshold):
-            lists[(kind, token)].append(pk)
-    return _PrefixIndex(rank, lists)
+    Candidates come from prefix filtering (All-Pairs: Bayardo, Ma and Srikant, WWW 2007;
+    PPJoin: Xiao, Wang, Lin and Yu, WWW 2008), tokens ordered rarest first (ties by the
+    token), sets in order of size (then position). Two sets ``y`` before ``x`` with
+    Jaccard >= t share at least ``ceil(t |x|)`` tokens and at least ``2t / (1 + t) |y|``,
+    so their first common token lies among x's first ``|x| - ceil(t |x|) + 1`` tokens
+    (the probing prefix) and among y's first ``|y| - ceil(2t / (1 + t) |y|) + 1`` (the
+    indexing prefix): every such pair shares a token of the same kind there. Candidates
+    then pass the length filter and the positional one (PPJoin: sharing the tokens at
+    positions i and j bounds the overlap by ``1 + min(|x| - i - 1, |y| - j - 1)``, the
+    largest bound at their first common token), both with slack, so they only drop pairs
+    that cannot reach ``t``. The survivors' intersections are counted exactly (a sorted
+    lookup of each token) and scored ``|a ∩ b| / (|a| + |b| - |a ∩ b|)`` in float64, the
+    same division as ``jaccard``.
+    """
+    n = len(token_sets)
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    if n < 2:
+        return empty
+    frequency: Counter[str] = Counter(token for tokens in token_sets for token in tokens)
+    rank = {token: r for r, token in enumerate(sorted(frequency, key=lambda t: (frequency[t], t)))}
+    vocabulary = max(len(rank), 1)
+    kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
+    lengths = np.fromiter((len(t) for t in token_sets), dtype=np.int64, count=n)
+    # Each set's token ranks, ascending (rarest first), concatenated row after row.
+    flat = np.fromiter((rank[t] for tokens in token_sets for t in tokens), dtype=np.int64, count=int(lengths.sum()))
+    row_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    flat = flat[np.lexsort((flat, row_of))]
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    position = np.arange(flat.shape[0], dtype=np.int64) - offsets[row_of]
+    probe_len = np.clip(lengths - np.ceil(threshold * lengths - 1e-9).astype(np.int64) + 1, 0, lengths)
+    mid = 2.0 * threshold / (1.0 + threshold)
+    index_len = np.clip(lengths - np.ceil(mid * lengths - 1e-9).astype(np.int64) + 1, 0, probe_len)
+    codes = np.fromiter((kind_code[k] for k in kinds), dtype=np.int64, count=n)
+    # Processing order of a set: by size, then by position.
+    order_of = lengths * n + np.arange(n, dtype=np.int64)
+    span = int(order_of.max()) + 1
+    group = codes[row_of] * vocabulary + flat
+    probing = position < probe_len[row_of]
+    indexing = position < index_len[row_of]
+    # The index: (group, order) keys of the indexing entries, sorted.
+    i_key = group[indexing] * span + order_of[row_of[indexing]]
+    i_sort = np.argsort(i_key, kind="stable")
+    i_key, i_rows, i_pos = i_key[i_sort], row_of[indexing][i_sort], position[indexing][i_sort]
+    # Each probing entry meets the indexing entries of its group ordered before its set.
+    p_rows, p_pos, p_group = row_of[probing], position[probing], group[probing]
+    first = np.searchsorted(i_key, p_group * span, side="left")
+    last = np.searchsorted(i_key, p_group * span + order_of[p_rows], side="left")
+    counts = last - first
+    found_a: list[np.ndarray] = []
+    found_b: list[np.ndarray] = []
+    cumulative = np.cumsum(counts)
+    start = 0
+    while start < counts.shape[0]:
+        base = cumulative[start - 1] if start else 0
+        stop = max(int(np.searchsorted(cumulative, base + PAIR_CHUNK, side="right")), start + 1)
+        c = counts[start:stop]
+        total = int(c.sum())
+        if total:
+            probe = np.repeat(np.arange(start, stop), c)
+            step = np.arange(total) - np.repeat(np.cumsum(c) - c, c)
+            entry = first[probe] + step
+            x, y = p_rows[probe], i_rows[entry]
+            lx, ly = lengths[x], lengths[y]
+            need = threshold / (1.0 + threshold) * (lx + ly) - 1e-9
+            bound = 1 + np.minimum(lx - p_pos[probe] - 1, ly - i_pos[entry] - 1)
+            keep = (bound >= need) & (ly >= threshold * lx - 1e-9)
+            found_a.append(x[keep])
+            found_b.append(y[keep])
+        start = stop
+    if not found_a:
+        return empty
+    a, b = np.concatenate(found_a), np.concatenate(found_b)
+    key = np.unique(np.minimum(a, b) * n + np.maximum(a, b))
+    a, b = key // n, key % n
+    if a.shape[0] == 0:
+        return empty
+    # |a ∩ b|: each token of a looked up among b's (keys row * V + rank, sorted).
+    row_keys = row_of * vocabulary + flat
+    shared = np.zeros(a.shape[0], dtype=np.int64)
+    for lo in range(0, a.shape[0], max(1, PAIR_CHUNK // 8)):
+        aa, bb = a[lo : lo + PAIR_CHUNK // 8], b[lo : lo + PAIR_CHUNK // 8]
+        pair_len = lengths[aa]
+        pair_of = np.repeat(np.arange(aa.shape[0]), pair_len)
+        within = np.arange(pair_of.shape[0]) - np.repeat(np.cumsum(pair_len) - pair_len, pair_len)
+        token_at = offsets[aa][pair_of] + within
+        probe_key = bb[pair_of] * vocabulary + flat[token_at]
+        at = np.minimum(np.searchsorted(row_keys, probe_key), row_keys.shape[0] - 1)
+        shared[lo : lo + aa.shape[0]] = np.bincount(pair_of[row_keys[at] == probe_key], minlength=aa.shape[0])
+    score = shared / (lengths[a] + lengths[b] - shared)
+    good = score >= threshold
+    a, b, score = a[good], b[good], score[good]
+    return np.concatenate((a, b)), np.concatenate((b, a)), np.concatenate((score, score))
 
 
 def interleave(

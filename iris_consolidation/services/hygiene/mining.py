@@ -282,7 +282,9 @@ def _decide(
     allowed = ("high",) if policy == "high" else ("high", "medium")
     ordered = sorted(candidates, key=lambda c: (CONFIDENCE_RANK.get(c.confidence, 3), c.order))
     existing: dict[str, Truth] = {}
-    for truth in Truth.all_objects.for_user(user_id).only("id", "content", "retired_at", "retired_reason"):
+    # Nothing mined (no session in the window, the usual case): no need to read the user's truths.
+    known = Truth.all_objects.for_user(user_id).only("id", "content", "retired_at", "retired_reason")
+    for truth in known if ordered else ():
         existing.setdefault(normalise(truth.content), truth)
     seen: set[str] = set()
     keep: list[Candidate] = []

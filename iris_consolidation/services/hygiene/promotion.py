@@ -98,6 +98,8 @@ def append(
     """Append the new rules (``write``) or list them; returns how many were (or would be)
     added. Existing rules are read, never changed. One transaction."""
     added = 0
+    if not rules:  # nothing proposed (the rule judge's pass): no rule to read
+        return added
     with transaction.atomic():
         known = {r.fingerprint: r for r in LearnedRule.objects.filter(user_id=user_id)}
         for truth, text, reason in rules:

@@ -90,11 +90,29 @@ def rule_move(truth: Truth, why: str) -> Move:
                 reason=f"reference-heavy by the rule ({why})")
 
 
+#: The fields a candidate is read with (a move, the model's prompt and the report use these only;
+#: the embedding, the largest column by far, is never read here).
+CANDIDATE_FIELDS = ("id", "user_id", "content", "kind", "tags", "created_at")
+
+
+def _candidate_rows(user_id: int, rows: Sequence[tuple[int, str, Any]] | None = None) -> list[tuple[int, str]]:
+    """``(id, content)`` of ``candidates(user_id)``, in the same order, without building
+    truths; from ``rows`` (``(id, content, tags)`` of the consolidatable truths in order)
+    when the caller read them already."""
+    if rows is None:
+        rows = (
+            Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+            .order_by("created_at", "id").values_list("id", "content", "tags")
+        )
+    return [(pk, content) for pk, content, tags in rows if POINTER_TAG not in (tags or [])]
+
+
 def candidates(user_id: int) -> list[Truth]:
-    """The user's live, unprotected truths that are not pointers, oldest first."""
+    """The user's live, unprotected truths that are not pointers, oldest first (read with
+    ``CANDIDATE_FIELDS`` only)."""
     return [
         t for t in Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
-        .order_by("created_at", "id")
+        .order_by("created_at", "id").only(*CANDIDATE_FIELDS)
         if POINTER_TAG not in (t.tags or [])
     ]
 
@@ -110,14 +128,22 @@ class Plan:
     refused: list[dict[str, Any]]
 
 
-def plan(*, run: ConsolidationRun, user_id: int, client: Any | None) -> Plan:
+def plan(
+    *, run: ConsolidationRun, user_id: int, client: Any | None, rows: Sequence[tuple[int, str, Any]] | None = None
+) -> Plan:
     """Which truths to relocate (see the module docstring); writes nothing but the run's
-    model-spend counters. A failed model call leaves the rule's decision."""
+    model-spend counters. A failed model call leaves the rule's decision. ``rows``:
+    ``(id, content, tags)`` of the user's consolidatable truths in (created_at, id) order,
+    if the caller read them (the rule alone then reads no truth but the moves)."""
+    if client is None:
+        # The rule alone: the texts are enough; truths are built for the moves only.
+        candidates_ = _candidate_rows(user_id, rows)
+        ruled = {pk: why for pk, content in candidates_ if (why := is_reference_heavy(content))}
+        moving = Truth.all_objects.filter(pk__in=list(ruled)).only(*CANDIDATE_FIELDS).in_bulk() if ruled else {}
+        return Plan(moves=[rule_move(moving[pk], why) for pk, why in ruled.items()], examined=len(candidates_),
+                    errors=[], refused=[])
     truths = candidates(user_id)
     by_rule = {t.pk: why for t in truths if (why := is_reference_heavy(t.content))}
-    if client is None:
-        return Plan(moves=[rule_move(t, by_rule[t.pk]) for t in truths if t.pk in by_rule], examined=len(truths),
-                    errors=[], refused=[])
     half = int(app_settings.RELOCATE_MIN_CHARS) // 2
     offered = [t for t in truths if t.pk in by_rule or len(t.content) >= half]
     if not offered:

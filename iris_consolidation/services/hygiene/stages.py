@@ -29,16 +29,20 @@ row and does nothing again.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
-from django.db.models import Q, Sum
+from django.db.models import BooleanField, ExpressionWrapper, Q, Sum
 
+from ...choices import protected_q
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import JudgeMisconfigured
@@ -59,10 +63,100 @@ def pass_time(run: ConsolidationRun) -> datetime:
     return run.started_at or run.created_at
 
 
+#: The columns of a ``UserPass`` row, in order (``UserPass.rows``).
+PASS_FIELDS = ("id", "kind", "content", "tags", "relevance", "created_at", "last_decayed", "last_accessed",
+               "updated_at", "consolidatable")
+
+
+@dataclass(kw_only=True)
+class UserPass:
+    """One user's phase 1 in progress (``user_pass``): what its stages share so that a
+    small user's pass costs a handful of queries.
+
+    ``results``: the stage results already recorded for (run, user), read once (a second
+    delivery finds them). ``pending``: results recorded during the pass, written in one
+    insert by ``flush`` (only when ``buffered``: the pass runs in one transaction).
+    ``rows``: the user's live truths (``PASS_FIELDS``) in (created_at, id) order, read
+    once on first use; a truth a stage retires is dropped from them (``forget``).
+    """
+
+    run_id: Any
+    user_id: int
+    buffered: bool
+    results: dict[str, StageResult]
+    pending: list[StageResult] = field(default_factory=list)
+    _rows: list[tuple[Any, ...]] | None = None
+
+    @property
+    def rows(self) -> list[tuple[Any, ...]]:
+        if self._rows is None:
+            self._rows = list(
+                Truth.objects.for_user(self.user_id)
+                .annotate(consolidatable=ExpressionWrapper(
+                    ~protected_q(max_generation=app_settings.MAX_GENERATION), output_field=BooleanField()))
+                .order_by("created_at", "id").values_list(*PASS_FIELDS)
+            )
+        return self._rows
+
+    def consolidatable(self) -> list[tuple[Any, ...]]:
+        """The rows of the user's consolidatable truths, in order."""
+        return [row for row in self.rows if row[9]]
+
+    def forget(self, truth_ids: Iterable[int]) -> None:
+        """Drop retired truths from ``rows`` (if read)."""
+        gone = set(truth_ids)
+        if self._rows is not None and gone:
+            self._rows = [row for row in self._rows if row[0] not in gone]
+
+    def flush(self) -> None:
+        """Write the pending results in one insert (a row already there is kept)."""
+        if self.pending:
+            StageResult.objects.bulk_create(self.pending, ignore_conflicts=True)
+            self.pending = []
+
+
+_PASS: contextvars.ContextVar[UserPass | None] = contextvars.ContextVar("iris_user_pass", default=None)
+
+
+@contextlib.contextmanager
+def user_pass(run: ConsolidationRun, user_id: int, *, buffered: bool) -> Iterator[UserPass]:
+    """Run stages of ``user_id`` for ``run`` inside: they share one read of the user's
+    stage results and live truths (``UserPass``) and, with ``buffered`` (the caller holds
+    one transaction around the pass), record their results in one insert at the end.
+    Outside it, every stage reads and writes on its own, as before. Queries: one on entry."""
+    shared = UserPass(
+        run_id=run.pk, user_id=user_id, buffered=buffered,
+        results={r.stage: r for r in StageResult.objects.filter(run=run, user_id=user_id)},
+    )
+    token = _PASS.set(shared)
+    try:
+        yield shared
+        shared.flush()
+    finally:
+        _PASS.reset(token)
+
+
+def current_pass(run: ConsolidationRun, user_id: int) -> UserPass | None:
+    """The ``UserPass`` of (run, user) if one is in progress here, else None."""
+    shared = _PASS.get()
+    return shared if shared is not None and shared.run_id == run.pk and shared.user_id == user_id else None
+
+
 def _record(
     run: ConsolidationRun, user_id: int, stage: str, mode: str, *, examined: int, affected: int, applied: int,
-    seconds: float, findings: list[dict[str, Any]],
+    seconds: float, findings: list[dict[str, Any]], immediate: bool = False,
 ) -> StageResult:
+    """Record a stage's result: at once (``immediate``, or no buffered ``UserPass``), or
+    with the pass's other results (``UserPass.flush``)."""
+    shared = current_pass(run, user_id)
+    if shared is not None and shared.buffered and not immediate:
+        result = StageResult(
+            run=run, user_id=user_id, stage=stage, mode=mode, examined=examined, affected=affected,
+            applied=applied, seconds=round(seconds, 6), findings=findings[: StageResult.MAX_FINDINGS],
+        )
+        shared.pending.append(result)
+        shared.results[stage] = result
+        return result
     try:
         with transaction.atomic():
             return StageResult.objects.create(
@@ -78,6 +172,9 @@ def _start(run: ConsolidationRun, user_id: int, stage: str) -> tuple[str, StageR
     mode = run_modes(run)[stage]
     if mode == StageMode.OFF:
         return mode, None
+    shared = current_pass(run, user_id)
+    if shared is not None:
+        return mode, shared.results.get(stage)
     return mode, StageResult.objects.filter(run=run, user_id=user_id, stage=stage).first()
 
 
@@ -110,11 +207,18 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    truths = list(
-        Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
-        .exclude(kind="preference").only("id", "content", "kind").order_by("created_at", "id")
-    )
-    found = noise.find_noise(truths)
+    shared = current_pass(run, user_id)
+    if shared is not None:
+        rows = [(row[0], row[2], row[1]) for row in shared.consolidatable() if row[1] != "preference"]
+    else:
+        rows = list(
+            Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+            .exclude(kind="preference").order_by("created_at", "id").values_list("id", "content", "kind")
+        )
+    # Truths are built only for the texts the detector flags (few): the same findings as
+    # ``find_noise`` over every truth, without a model instance per clean text.
+    flagged = [Truth(id=pk, content=content, kind=kind) for pk, content, kind in rows if noise.detect(content)]
+    found = noise.find_noise(flagged)
     classify = noise_classifier(run) if found else None
     confirmation = None
     if classify is not None:
@@ -131,6 +235,8 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
             truth_ids=[t.pk for t, _ in retiring], reason=RetiredReason.NOISE,
             note=note, run=run, actor=ACTOR.format(stage="noise"),
         )
+        if shared is not None:
+            shared.forget(applied)
     findings = []
     for t, m in found:
         finding = {"truth_id": t.pk, "content": t.content, "category": m.category, "tier": m.tier,
@@ -141,7 +247,7 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
         findings.append(finding)
     # What the stage retires first, then the sure tier's (a model kept them), then suspects.
     findings.sort(key=lambda f: (not f["retires"], f["tier"] != noise.TIER_SURE))
-    return _record(run, user_id, "noise", mode, examined=len(truths), affected=len(retiring), applied=len(applied),
+    return _record(run, user_id, "noise", mode, examined=len(rows), affected=len(retiring), applied=len(applied),
                    seconds=time.monotonic() - started, findings=findings)
 
 
@@ -151,7 +257,13 @@ def run_decay(run: ConsolidationRun, user_id: int) -> StageResult | None:
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    result = decay.decay_user(user_id=user_id, now=pass_time(run), write=mode == StageMode.APPLY)
+    shared = current_pass(run, user_id)
+    if shared is not None and mode != StageMode.APPLY:
+        # Report mode reads the pass's rows (no lock needed: nothing is written).
+        rows = [(r[0], r[2], r[1], r[4], r[5], r[6], r[7]) for r in shared.consolidatable()]
+        result = decay.decay_rows(rows, now=pass_time(run))
+    else:
+        result = decay.decay_user(user_id=user_id, now=pass_time(run), write=mode == StageMode.APPLY)
     return _record(run, user_id, "decay", mode, examined=result.examined, affected=result.changed,
                    applied=result.changed if mode == StageMode.APPLY else 0,
                    seconds=time.monotonic() - started, findings=result.findings)
@@ -194,9 +306,10 @@ def run_mine(
         if write:
             mining.write(run=run, user_id=user_id, result=result, embedder=embedder)
         examined = len(result.added) + len(result.skipped)
+        # New truths and their result commit together; a pass that added none may wait.
         return _record(run, user_id, "mine", mode, examined=examined, affected=len(result.added),
                        applied=len(result.added) if write else 0, seconds=time.monotonic() - started,
-                       findings=result.findings(written=write))
+                       findings=result.findings(written=write), immediate=write)
 
 
 def run_relocate(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) -> StageResult | None:
@@ -207,7 +320,9 @@ def run_relocate(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN)
         return existing
     started = time.monotonic()
     client = model_client(run) if client is FROM_RUN else client
-    decided = relocation.plan(run=run, user_id=user_id, client=client)
+    shared = current_pass(run, user_id)
+    rows = [(r[0], r[2], r[3]) for r in shared.consolidatable()] if shared is not None else None
+    decided = relocation.plan(run=run, user_id=user_id, client=client, rows=rows)
     findings: list[dict[str, Any]] = [{"errors": decided.errors, "refused": decided.refused,
                                        "extractor": "llm" if client is not None else "rules"}]
     applied = 0
@@ -255,6 +370,14 @@ def before_clustering(run: ConsolidationRun, user_id: int) -> None:
     run_decay(run, user_id)
 
 
+def calls_model_after_clustering(run: ConsolidationRun) -> bool:
+    """Whether relocate or promote may call a model for ``run`` (an LLM judge's run, a
+    stage on): they must then run outside any transaction."""
+    modes = run_modes(run)
+    on = modes["relocate"] != StageMode.OFF or modes["promote"] != StageMode.OFF
+    return on and (run.judge or "").startswith("llm:")
+
+
 def after_clustering(run: ConsolidationRun, user_id: int) -> None:
     """The stages that run once phase 1 built ``user_id``'s clusters: relocate, then
     promote (outside any transaction: they may call a model)."""
@@ -275,14 +398,26 @@ def candidate_clusters(
     lexical_clusters: list[clustering.CandidateCluster] = []
     if modes["semantic"] != StageMode.OFF:
         started = time.monotonic()
-        semantic = clustering.find_clusters(user_id=user_id, threshold=run.threshold, seed_filter=seed_filter)
+        shared = current_pass(run, user_id)
+        small = shared is not None and len(shared.rows) <= clustering.FETCH_ROWS
+        semantic = clustering.find_clusters(
+            user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small
+        )
         _record(run, user_id, "semantic", modes["semantic"], examined=0, affected=len(semantic), applied=0,
                 seconds=time.monotonic() - started, findings=[])
     if modes["lexical"] != StageMode.OFF:
         started = time.monotonic()
         judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
         taken = {pk for c in judged_semantic for pk in c.member_ids}
-        lexical_clusters = lexical.find_lexical_clusters(user_id=user_id, seed_filter=seed_filter, taken=taken)
+        shared = current_pass(run, user_id)
+        if shared is not None and seed_filter is None:
+            lexical_clusters = lexical.lexical_clusters(
+                [(r[0], r[1], r[2]) for r in shared.rows], user_id=user_id,
+                seed_ids={r[0] for r in shared.rows if r[9]},
+                threshold=float(app_settings.JACCARD_THRESHOLD), taken=taken,
+            )
+        else:
+            lexical_clusters = lexical.find_lexical_clusters(user_id=user_id, seed_filter=seed_filter, taken=taken)
         _, added = lexical.interleave(judged_semantic, lexical_clusters)
         _record(run, user_id, "lexical", modes["lexical"], examined=len(lexical_clusters), affected=added,
                 applied=0, seconds=time.monotonic() - started,

@@ -174,8 +174,12 @@ def missing_embeddings(*, user_id: int, embedder: Embedder) -> int:
     return Truth.objects.for_user(user_id).missing_embedding(model_name=embedder.model_name).count()
 
 
-def load_user_vectors(*, user_id: int, max_generation: int, seed_filter: Q | None = None) -> UserVectors:
-    """Fetch one user's live embedded truths in one query, streamed into numpy arrays.
+def load_user_vectors(
+    *, user_id: int, max_generation: int, seed_filter: Q | None = None, small: bool = False
+) -> UserVectors:
+    """Fetch one user's live embedded truths in one query, streamed into numpy arrays
+    (``small``: the caller knows the user has at most ``FETCH_ROWS`` live truths, read in
+    one round trip instead of a server-side cursor's three).
 
     Memory: 1,536 bytes per truth for the vectors (on top of ``PHASE1_MEMORY_MB``).
     """
@@ -198,7 +202,7 @@ def load_user_vectors(*, user_id: int, max_generation: int, seed_filter: Q | Non
     seeds: list[bool] = []
     chunks: list[np.ndarray] = []
     width = EMBEDDING_DIMENSIONS + 1  # the 4-byte header read as one float4, dropped
-    for batch in _stream_rows(rows, FETCH_ROWS):
+    for batch in _stream_rows(rows, FETCH_ROWS, small=small):
         ids.extend(row[0] for row in batch)
         seeds.extend(bool(row[1]) for row in batch)
         block = np.frombuffer(b"".join(bytes(row[2]) for row in batch), dtype=">f4").reshape(len(batch), width)
@@ -214,7 +218,7 @@ def load_user_vectors(*, user_id: int, max_generation: int, seed_filter: Q | Non
 FETCH_ROWS = 5000
 
 
-def _stream_rows(queryset: Any, size: int) -> Any:
+def _stream_rows(queryset: Any, size: int, *, small: bool = False) -> Any:
     """The rows of a ``values_list`` queryset, in lists of at most ``size``, read with a
     server-side cursor wrapped by Django (query logging and execute wrappers apply).
     With psycopg 3 the rows come in PostgreSQL's binary format: a ``bytea`` is then read
@@ -233,7 +237,12 @@ def _stream_rows(queryset: Any, size: int) -> Any:
     if psycopg is not None and isinstance(connection.connection, psycopg.Connection):
         # Django's own named cursor binds parameters on the client, which rules out
         # binary results; this one binds them on the server.
-        raw = psycopg.ServerCursor(connection.connection, name=f"iris_rows_{id(queryset)}")
+        # A small result needs no server-side cursor (DECLARE, FETCH, CLOSE): a plain
+        # cursor binding on the server reads it in one round trip, binary all the same.
+        if small:
+            raw = psycopg.Cursor(connection.connection)
+        else:
+            raw = psycopg.ServerCursor(connection.connection, name=f"iris_rows_{id(queryset)}")
         raw.format = Format.BINARY
         wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
         cursor = wrap(raw)
@@ -709,9 +718,10 @@ def find_clusters(
     seed_filter: Q | None = None,
     approximate: bool | None = None,
     nearest_pairs: bool | None = None,
+    small: bool = False,
 ) -> list[CandidateCluster]:
     """Greedy clusters of one user's truths, then its nearest-neighbour pairs (see the
-    module docstring). Writes nothing.
+    module docstring). Writes nothing. ``small``: see ``load_user_vectors``.
 
     ``threshold`` is a cosine similarity in (0, 1]; the rest default to the settings.
     ``seed_filter`` restricts which truths may seed a cluster (incremental passes:
@@ -729,7 +739,7 @@ def find_clusters(
     nearest_pairs = app_settings.NEAREST_PAIRS if nearest_pairs is None else nearest_pairs
     memory_bytes = int(app_settings.PHASE1_MEMORY_MB * 1024 * 1024)
 
-    users = load_user_vectors(user_id=user_id, max_generation=max_generation, seed_filter=seed_filter)
+    users = load_user_vectors(user_id=user_id, max_generation=max_generation, seed_filter=seed_filter, small=small)
     seeds = int(users.can_seed.sum())
     if seeds == 0:
         return []

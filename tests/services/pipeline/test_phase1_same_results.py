@@ -1,0 +1,253 @@
+"""Phase 1's stages give the results of their plain per-truth definitions: the same
+clusters, findings, retirements and decayed relevance, on the benchmark's data and on the
+team's shared MSC and LoCoMo truths.
+
+Each reference here is the stage's rule written the slow, obvious way (every truth read as
+a model instance, every pair compared), independent of the stage's batched code: noise is
+``noise.find_noise`` over every consolidatable truth, decay ``decay.baseline`` and
+``decayed_relevance`` truth by truth, the lexical arm a brute-force greedy Jaccard pass,
+relocation ``is_reference_heavy`` over ``relocation.candidates``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from iris_consolidation.conf import app_settings
+from iris_consolidation.embeddings import LOCAL_MODEL_NAME
+from iris_consolidation.models import RetiredReason, StageResult, Truth
+from iris_consolidation.services.hygiene import decay, lexical, noise, relocation, stages
+from iris_consolidation.services.pipeline import clustering, consolidation
+
+pytestmark = pytest.mark.django_db
+
+BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
+KINDS = ("fact", "preference", "working", "insight", "fact")
+NOISY = ("Upgraded numpy to 2.1.3", "Heartbeat OK at 09:00", "The CI build is currently failing",
+         "Fixed a typo in utils.py", "Set the header padding to 12px on the page")
+
+
+def _phase1_module() -> Any:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import phase1
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return phase1
+
+
+class _NoEmbedder:
+    model_name = LOCAL_MODEL_NAME
+
+    def embed(self, texts):  # every truth has its vector already
+        raise AssertionError(f"nothing should be embedded here ({len(texts)} texts)")
+
+
+def _add_user_truths(user: Any, texts: list[str], *, vectors: Any = None, seed: int = 1) -> list[Truth]:
+    """``texts`` as one user's truths with varied kinds, ages, relevance and use marks (the
+    inputs of decay), a few pinned (protected: they may join, never seed or decay)."""
+    rng = random.Random(seed)
+    now = timezone.now()
+    rows = []
+    for i, text in enumerate(texts):
+        created = now - timedelta(days=rng.uniform(1, 400), seconds=i)
+        fields: dict[str, Any] = {}
+        if vectors is not None:
+            fields = {"embedding": vectors[i], "embedding_model": LOCAL_MODEL_NAME}
+        roll = rng.random()
+        rows.append(Truth(
+            user=user, content=text, kind=rng.choice(KINDS), created_at=created, source=f"t:{i}",
+            relevance=round(rng.uniform(0.05, 1.0), 4), pinned=rng.random() < 0.03,
+            last_decayed=created + timedelta(days=rng.uniform(0, 30)) if roll < 0.4 else None,
+            last_accessed=created + timedelta(days=rng.uniform(0, 60)) if 0.2 < roll < 0.6 else None,
+            **fields,
+        ))
+    return Truth.all_objects.bulk_create(rows)
+
+
+def _brute_lexical(user_id: int, *, taken: set[int]) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+    """The lexical arm's rule, every pair compared (module docstring of ``lexical``)."""
+    threshold = float(app_settings.JACCARD_THRESHOLD)
+    max_size, min_size = app_settings.MAX_CLUSTER_SIZE, app_settings.MIN_CLUSTER_SIZE
+    seeds = set(Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+                .values_list("id", flat=True))
+    rows = list(Truth.objects.for_user(user_id).order_by("created_at", "id"))
+    tokens = {t.pk: lexical.token_set(t.content) for t in rows}
+    assigned: set[int] = set()
+    found = []
+    for seed in rows:
+        if seed.pk not in seeds or seed.pk in assigned or not tokens[seed.pk]:
+            continue
+        scored = sorted(
+            (-score, t.pk) for t in rows
+            if t.pk != seed.pk and t.pk not in assigned and t.pk not in taken and t.kind == seed.kind
+            and (score := lexical.jaccard(tokens[seed.pk], tokens[t.pk])) >= threshold
+        )[: max_size - 1]
+        if len(scored) + 1 < min_size:
+            continue
+        ids = (seed.pk, *(pk for _, pk in scored))
+        assigned.update(ids)
+        found.append((ids, (1.0, *(round(-s, 6) for s, _ in scored))))
+    return found
+
+
+def _reference_noise(user_id: int) -> list[dict[str, Any]]:
+    truths = list(Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+                  .exclude(kind="preference").order_by("created_at", "id"))
+    return [{"truth_id": t.pk, "content": t.content, "category": m.category, "matched": m.matched}
+            for t, m in noise.find_noise(truths)]
+
+
+def _reference_decay(user_id: int, now: Any) -> dict[int, float]:
+    weights = decay.parse_weights(app_settings.DECAY_WEIGHTS)
+    return {
+        t.pk: decay.decayed_relevance(relevance=t.relevance, since=decay.baseline(t), now=now,
+                                      weight=decay.weight_of(t.kind, weights),
+                                      half_life_days=float(app_settings.HALF_LIFE_DAYS))
+        for t in Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+    }
+
+
+def _reference_relocation(user_id: int) -> list[int]:
+    return [t.pk for t in relocation.candidates(user_id) if relocation.is_reference_heavy(t.content)]
+
+
+def _check_user(run: Any, user_id: int, clusters: list[Any], *, semantic: bool, decay_before: dict[int, float]) -> None:
+    results = {r.stage: r for r in StageResult.objects.filter(run=run, user_id=user_id)}
+    expected_noise = _reference_noise(user_id)
+    got = [{k: f[k] for k in ("truth_id", "content", "category", "matched")} for f in results["noise"].findings]
+    assert got == expected_noise[: StageResult.MAX_FINDINGS]
+    assert (results["noise"].examined, results["noise"].affected) == (
+        Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+        .exclude(kind="preference").count(), len(expected_noise))
+    decay_row = results["decay"]
+    moved = sorted(pk for pk, value in decay_before.items() if value != _original_relevance[pk])
+    assert (decay_row.examined, decay_row.affected) == (len(decay_before), len(moved))
+    if len(moved) <= StageResult.MAX_FINDINGS:  # the findings' order is the table's: compared as a set
+        assert sorted((f["truth_id"], f["before"], f["after"]) for f in decay_row.findings) == [
+            (pk, round(_original_relevance[pk], 6), round(decay_before[pk], 6)) for pk in moved]
+    else:
+        assert len(decay_row.findings) == StageResult.MAX_FINDINGS
+        assert all(f["after"] == round(decay_before[f["truth_id"]], 6) for f in decay_row.findings)
+    semantic_clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold) if semantic else []
+    taken = {pk for c in semantic_clusters for pk in c.member_ids}
+    lexical_expected = _brute_lexical(user_id, taken=taken)
+    assert [(tuple(f["truth_ids"]), tuple(f["jaccard"])) for f in results["lexical"].findings] == [
+        (ids, sims) for ids, sims in lexical_expected
+    ][: StageResult.MAX_FINDINGS]
+    assert results["lexical"].examined == len(lexical_expected)
+    lexical_clusters = [clustering.CandidateCluster(user_id=user_id, member_ids=ids, similarities=sims)
+                        for ids, sims in lexical_expected]
+    merged, _ = lexical.interleave(semantic_clusters, lexical_clusters)
+    assert [(c.member_ids, c.similarities) for c in clusters] == [(c.member_ids, c.similarities) for c in merged]
+    relocate = results["relocate"]
+    assert [f["truth_id"] for f in relocate.findings[1:]] == _reference_relocation(user_id)
+
+
+_original_relevance: dict[int, float] = {}
+
+
+def _remember(user_ids: list[int]) -> None:
+    _original_relevance.clear()
+    _original_relevance.update(Truth.all_objects.filter(user_id__in=user_ids).values_list("id", "relevance"))
+
+
+def _dry_run_and_check(user_ids: list[int], *, semantic: bool = True, embedder: Any = None) -> None:
+    only = None if semantic else "noise,decay,lexical,relocate"
+    run = consolidation.create_run(trigger="command", mode="dry_run", judge="rules", only=only)
+    run.started_at = timezone.now()
+    run.save(update_fields=["started_at"])
+    _remember(user_ids)
+    assert any(v > 0 for v in _original_relevance.values())
+    for user_id in user_ids:
+        expected_decay = _reference_decay(user_id, stages.pass_time(run))
+        clusters = consolidation.plan_user(run_id=run.pk, user_id=user_id, embedder=embedder or _NoEmbedder())
+        _check_user(run, user_id, clusters, semantic=semantic, decay_before=expected_decay)
+        # A dry run writes no truth: relevance is where it was.
+        assert dict(Truth.all_objects.filter(user_id=user_id).values_list("id", "relevance")) == {
+            pk: _original_relevance[pk] for pk in Truth.all_objects.filter(user_id=user_id).values_list("id", flat=True)
+        }
+
+
+def test_benchmark_user_gets_the_reference_clusters_and_reports(user_factory):
+    """The benchmark's planted vectors and Zipf texts, with restated copies (lexical pairs),
+    noise and reference-heavy texts mixed in: every stage as its reference."""
+    phase1 = _phase1_module()
+    n = 1200
+    vectors, groups = phase1.synthetic_vectors(n, grouped=0.3, seed=11)
+    texts = phase1.random_sentences(n, seed=11)
+    rng = random.Random(5)
+    for i in range(0, n, 9):  # restatements: the lexical arm's pairs
+        texts[i] = texts[max(0, i - rng.randint(1, 40))] + rng.choice(["", " w1", " w77"])
+    for i in range(3, n, 97):
+        texts[i] = rng.choice(NOISY)
+    for i in range(5, n, 131):
+        texts[i] = "- one\n- two\n- three\n" + texts[i]
+    user = user_factory()
+    _add_user_truths(user, texts, vectors=vectors, seed=3)
+    assert groups > 50
+    _dry_run_and_check([user.pk])
+
+
+def _shared_users(path: Path, user_factory: Any, *, limit: int) -> list[int]:
+    by_user: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        by_user.setdefault(row["user"], []).append(row["content"])
+    ids = []
+    for i, (_, texts) in enumerate(list(by_user.items())[:limit]):
+        user = user_factory()
+        _add_user_truths(user, texts, seed=i)
+        ids.append(user.pk)
+    return ids
+
+
+@pytest.mark.parametrize("name", ["msc_sessions.truths.jsonl", "locomo_observations.truths.jsonl"])
+def test_shared_truths_get_the_reference_reports(shared_dir, user_factory, name):
+    """The team's MSC users (about 21 truths each) and LoCoMo's, embedded by the local
+    model in the pass: every stage as its reference."""
+    from iris_consolidation.embeddings import LocalEmbedder
+
+    path = shared_dir / "data" / name
+    if not path.is_file():
+        pytest.skip(f"{path} is not in the shared folder")
+    user_ids = _shared_users(path, user_factory, limit=30 if name.startswith("msc") else 4)
+    _dry_run_and_check(user_ids, embedder=LocalEmbedder())
+
+
+def test_apply_mode_writes_the_reference_decay_and_retires_the_reference_noise(user_factory, settings):
+    """Apply mode: decay writes each truth's reference relevance (``updated_at`` kept) and
+    noise retires exactly what ``find_noise`` flags."""
+    settings.IRIS_CONSOLIDATION_NOISE = "apply"
+    settings.IRIS_CONSOLIDATION_DECAY = "apply"
+    phase1 = _phase1_module()
+    texts = phase1.random_sentences(300, seed=2)
+    for i in range(0, 300, 23):
+        texts[i] = NOISY[i % len(NOISY)]
+    user = user_factory()
+    _add_user_truths(user, texts, seed=9)
+    run = consolidation.create_run(trigger="command", mode="sync", judge="rules", only="noise,decay")
+    run.started_at = timezone.now()
+    run.save(update_fields=["started_at"])
+    flagged = {f["truth_id"] for f in _reference_noise(user.pk)}
+    updated = dict(Truth.all_objects.filter(user=user).values_list("id", "updated_at"))
+    stages.run_noise(run, user.pk)
+    retired = Truth.all_objects.filter(user=user, retired_reason=RetiredReason.NOISE).values_list("id", flat=True)
+    assert set(retired) == flagged
+    assert len(flagged) >= 5
+    expected = _reference_decay(user.pk, stages.pass_time(run))
+    stages.run_decay(run, user.pk)
+    got = dict(Truth.objects.filter(user=user, pk__in=list(expected)).values_list("id", "relevance"))
+    assert got == expected
+    assert set(Truth.objects.filter(pk__in=list(expected)).values_list("last_decayed", flat=True)) == {
+        stages.pass_time(run)}
+    assert dict(Truth.objects.filter(pk__in=list(expected)).values_list("id", "updated_at")) == {
+        pk: updated[pk] for pk in expected}
