@@ -45,7 +45,10 @@ def main() -> int:
         "--timeout", type=float, default=1.0, help="Judge timeout in seconds (the timeout mode waits 2x)."
     )
     parser.add_argument(
-        "--second-looks", choices=["confirm", "withdraw", "both"], default="confirm", help="How second looks are answered."
+        "--second-looks",
+        choices=["confirm", "withdraw", "both"],
+        default="confirm",
+        help="How second looks are answered.",
     )
     parser.add_argument("--risk-policy", choices=["verify", "refuse", "accept"], default="verify")
     parser.add_argument("--pairs", help="A pairs file to score per mode, e.g. personachat_revised.pairs.jsonl.")
@@ -98,9 +101,7 @@ def main() -> int:
                             print(f"    {result.case.id}: {harm}")
                 for threshold in args.threshold if args.pairs else []:
                     started = time.monotonic()
-                    pairs = scoring.score_pairs(
-                        Path(args.pairs), threshold=threshold, client=client, embedder=embedder
-                    )
+                    pairs = scoring.score_pairs(Path(args.pairs), threshold=threshold, client=client, embedder=embedder)
                     figures = " ".join(
                         f"{name}={'n/a' if value is None else f'{value:.3f}'}"
                         for name, value in (("precision", pairs.precision), ("recall", pairs.recall), ("f1", pairs.f1))
