@@ -93,8 +93,8 @@ def main() -> int:
                     report = scoring.score_golden(file_cases, client=client, embedder=embedder)
                     worst = max(worst, report.harmful)
                     print(
-                        f"{mode:<17} {answer:<12} {path.name:<20} {report.correct:>4}/{report.total:<3} {report.harmful:>8} "
-                        f"{report.llm_calls:>6} {time.monotonic() - started:>8.1f}"
+                        f"{mode:<17} {answer:<12} {path.name:<20} {report.correct:>4}/{report.total:<3} "
+                        f"{report.harmful:>8} {report.llm_calls:>6} {time.monotonic() - started:>8.1f}"
                     )
                     for result in report.results:
                         for harm in result.harms:
@@ -107,7 +107,8 @@ def main() -> int:
                         for name, value in (("precision", pairs.precision), ("recall", pairs.recall), ("f1", pairs.f1))
                     )
                     print(
-                        f"{mode:<17} {answer:<12} pairs@{threshold:<14} tp={pairs.tp} fp={pairs.fp} fn={pairs.fn} {figures} "
+                        f"{mode:<17} {answer:<12} pairs@{threshold:<14} tp={pairs.tp} fp={pairs.fp} fn={pairs.fn} "
+                        f"{figures} "
                         f"rejected={pairs.rejected} calls={pairs.llm_calls} {time.monotonic() - started:.1f}s"
                     )
     finally:

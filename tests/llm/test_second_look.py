@@ -252,7 +252,9 @@ def test_the_rule_judge_still_refuses_on_signals(settings, run_factory, truth_fa
     assert judgement.accepted == () and [r.code for r in judgement.rejections] == [Code.POLARITY]
 
 
-def test_the_run_page_shows_the_signals_and_the_second_looks_reason(llm_server, run_factory, contradiction, admin_client):
+def test_the_run_page_shows_the_signals_and_the_second_looks_reason(
+    llm_server, run_factory, contradiction, admin_client
+):
     from django.urls import reverse
 
     llm_server.second_looks = "confirm"
