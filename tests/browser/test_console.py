@@ -94,7 +94,7 @@ def test_truth_and_audit_lists_keep_their_key_columns_on_screen(logged_in, live_
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/truthchange/")
     page.screenshot(path=str(artifacts / "console-audit-list.png"), full_page=True)
-    for column in ("user", "short_reason", "actor", "review_link", "run_link"):
+    for column in ("user", "short_reason", "actor_display", "review_link", "run_link"):
         assert _on_screen(page, f"#result_list th.column-{column}"), column
 
 
