@@ -133,21 +133,21 @@ def load_recordings(paths: Iterable[Path]) -> Recordings:
     for path in paths:
         if not path.is_file():
             raise InvalidInput(NO_RECORDING.format(path=path))
-        with path.open(encoding="utf-8") as handle:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    row = json.loads(raw)
-                    if not isinstance(row, dict) or "messages" not in row or "reply" not in row:
-                        raise ValueError("a line needs 'messages' and 'reply'")
-                    recordings.add(row)
-                except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                    raise InvalidInput(BAD_RECORDING.format(path=path, line=number, problem=exc)) from None
-                if row.get("set") and row["set"] not in sets:
-                    sets.append(str(row["set"]))
+        for row in scoring.parse_lines(path, lambda raw: _add_line(recordings, raw), bad=BAD_RECORDING):
+            if row.get("set") and row["set"] not in sets:
+                sets.append(str(row["set"]))
     recordings.sets = tuple(sets)
     return recordings
+
+
+def _add_line(recordings: Recordings, raw: str) -> dict[str, Any]:
+    """Index one line of a recording file (a JSON object with ``messages`` and ``reply``)
+    in ``recordings``; returns the row. Raises what a bad line raises (``parse_lines``)."""
+    row = json.loads(raw)
+    if not isinstance(row, dict) or "messages" not in row or "reply" not in row:
+        raise ValueError("a line needs 'messages' and 'reply'")
+    recordings.add(row)
+    return row
 
 
 @dataclass

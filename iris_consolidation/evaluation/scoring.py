@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -59,6 +59,8 @@ RATE_LIMITED = "rate limited: {error}"
 SCRATCH_PREFIX = "iris-eval-"
 #: Clusters of one user judged in one call once judge calls are batched.
 CLUSTERS_PER_BATCHED_CALL = 8
+
+T = TypeVar("T")
 
 _CASE_FIELDS = ("id", "cluster", "expected", "actions", "must_keep")
 _MEMBER_FIELDS = ("id", "content", "origin", "pinned", "generation", "created_at")
@@ -103,20 +105,30 @@ def _parse_case(raw: str) -> Case:
     )
 
 
-def load_cases(path: Path) -> list[Case]:
-    """Parse a golden-set file; raises ``InvalidInput`` naming the first bad line, or for
-    a file with no case (blank lines only)."""
-    if not path.is_file():
-        raise InvalidInput(NO_FILE.format(path=path))
-    cases = []
+def parse_lines(path: Path, parse: Callable[[str], T], *, bad: str = BAD_FILE) -> list[T]:
+    """``parse`` applied to each non-blank line of the JSONL file ``path``, in order.
+
+    A line ``parse`` refuses (``ValueError``, ``TypeError``, ``KeyError``, ``AttributeError``)
+    raises ``InvalidInput`` with ``bad`` (placeholders ``path``, ``line``, ``problem``)
+    naming it; nothing after it is read."""
+    results = []
     with path.open(encoding="utf-8") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
             try:
-                cases.append(_parse_case(raw))
-            except (ValueError, TypeError, KeyError) as exc:
-                raise InvalidInput(BAD_FILE.format(path=path, line=number, problem=exc)) from None
+                results.append(parse(raw))
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise InvalidInput(bad.format(path=path, line=number, problem=exc)) from None
+    return results
+
+
+def load_cases(path: Path) -> list[Case]:
+    """Parse a golden-set file; raises ``InvalidInput`` naming the first bad line, or for
+    a file with no case (blank lines only)."""
+    if not path.is_file():
+        raise InvalidInput(NO_FILE.format(path=path))
+    cases = parse_lines(path, _parse_case)
     if not cases:
         raise InvalidInput(NO_CASES.format(path=path))
     return cases
@@ -412,20 +424,15 @@ def truths_file_for(pairs_path: Path) -> Path:
     return pairs_path.with_name(stem + ".truths.jsonl")
 
 
+def _parse_pair(raw: str) -> dict[str, str]:
+    row = json.loads(raw)
+    if row.get("label") not in ("same", "different"):
+        raise ValueError("'label' must be 'same' or 'different'")
+    return {k: str(row[k]) for k in ("user", "a", "b", "label")}
+
+
 def _load_pairs(path: Path) -> list[dict[str, str]]:
-    pairs = []
-    with path.open(encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-                if row.get("label") not in ("same", "different"):
-                    raise ValueError("'label' must be 'same' or 'different'")
-                pairs.append({k: str(row[k]) for k in ("user", "a", "b", "label")})
-            except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                raise InvalidInput(BAD_FILE.format(path=path, line=number, problem=exc)) from None
-    return pairs
+    return parse_lines(path, _parse_pair)
 
 
 def score_pairs(
