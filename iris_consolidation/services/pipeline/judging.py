@@ -418,14 +418,15 @@ def _second_look(
         logger.warning("second look not asked for %d action(s): %s", len(checks), error)
     weights = {i: owners.count(i) for i in dict.fromkeys(owners)}
     shares = dict(zip(weights, spend.share(list(weights.values())), strict=True))
-    by_alias = {c.alias: c for c in checks}
+    # Each check by the action it asks about (the very object in ``accepted``).
+    check_of = {id(c.action): c for c in checks}
     updated = dict(judgements)
     for i in weights:
         judgement = judgements[i]
         accepted: list[Action] = []
         rejections = list(judgement.rejections)
         for action in judgement.accepted:
-            check = next((c for c in by_alias.values() if c.action is action), None)
+            check = check_of.get(id(action))
             answer = answers.get(check.alias) if check is not None else None
             if check is None:
                 accepted.append(action)
