@@ -1,5 +1,5 @@
 """One ``manage.py qcluster`` process group and one polling helper, for every test that
-runs real workers (``tests/conftest.py``'s ``qcluster``, ``tests/queue/conftest.py``'s
+runs real workers (``tests/conftest.py``'s ``qcluster``, ``tests/services/queue/faults/conftest.py``'s
 ``qclusters``)."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from iris_consolidation.models import ClusterReview, ConsolidationJob, Consolida
 from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import workers
 from tests import llm_stub
-from tests.queue.conftest import merge_all, wait_until, word_of
+from tests.services.queue.faults.conftest import merge_all, wait_until, word_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
