@@ -18,9 +18,9 @@ from iris_consolidation.exceptions import CancelRefused
 from iris_consolidation.llm.base import Action
 from iris_consolidation.models import ConsolidationJob, ConsolidationRun, Truth
 from iris_consolidation.services.operations import undo
-from iris_consolidation.services.queue import cancel
 from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline.forecast import Forecast
+from iris_consolidation.services.queue import cancel
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
 from tests.helpers import rules_run

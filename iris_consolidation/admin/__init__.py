@@ -12,8 +12,10 @@ Seeing anything needs the view permission on truths (runs and reviews show truth
 text); pinning, running, applying and undoing need the change permission on truths.
 """
 
-from . import knowledge  # noqa: F401  (sessions, notes, learned rules)
-from . import records  # noqa: F401  (audit, cursors, passes, verdict cache, live settings)
+from . import (
+    knowledge,  # noqa: F401  (sessions, notes, learned rules)
+    records,  # noqa: F401  (audit, cursors, passes, verdict cache, live settings)
+)
 from .runs import ClusterReviewAdmin, ConsolidationRunAdmin, LineageEventAdmin
 from .truths import TruthAdmin
 

@@ -19,9 +19,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from ..models import ChatSession, LearnedRule, Note, SessionMessage, Truth
+from ..run_settings import get_effective_settings
 from ..selectors import user_search_fields
 from ..services.hygiene import promotion
-from ..run_settings import get_effective_settings
 from .base import FramedDenialMixin, ReadOnlyAdmin, UserLinkMixin, can_change_truths, can_view_truths, change_url
 
 WIKILINK = re.compile(r"\[\[([a-z0-9-]+)\]\]")

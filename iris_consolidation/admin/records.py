@@ -17,8 +17,8 @@ from django.utils.html import format_html
 from .. import selectors
 from ..conf import app_settings
 from ..exceptions import InvalidThreshold
-from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
 from ..lineage_display import actor_words
+from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
 from ..run_settings import get_effective_settings, validate_threshold
 from ..selectors import named_users, user_search_fields
 from .base import FramedDenialMixin, ReadOnlyAdmin, can_view_truths, change_url

@@ -27,9 +27,8 @@ from ..exceptions import ApplyRefused, CancelRefused
 from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 from ..services.hygiene import stages
 from ..services.operations import dry_runs
-from ..services.queue import cancel
 from ..services.pipeline.forecast import Forecast
-from ..services.queue import lifecycle, recovery
+from ..services.queue import cancel, lifecycle, recovery
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
 from .undo import ReviewUndoMixin
 

@@ -43,16 +43,16 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from django.db import transaction
 from django.db.models import BinaryField, BooleanField, ExpressionWrapper, F, Func, Q
 
+from ...choices import protected_q
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ...choices import protected_q
 from ...models import EMBEDDING_DIMENSIONS, Truth
 
 logger = logging.getLogger(__name__)

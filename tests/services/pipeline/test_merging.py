@@ -20,8 +20,8 @@ from iris_consolidation.llm.rules import REASON_SAME_TEXT, RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
 from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
-from iris_consolidation.signals import truth_changed
 from iris_consolidation.services.queue import execution
+from iris_consolidation.signals import truth_changed
 from tests.conftest import vector_at
 from tests.helpers import history_counts, truth_state
 
