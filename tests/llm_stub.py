@@ -35,8 +35,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from iris_consolidation.evaluation.chat_server import ChatServer, Response, completion
 
 
 @dataclass
@@ -92,10 +93,11 @@ def hang(seconds: float, then: Reply | None = None) -> Reply:
     return reply
 
 
-class StubLLMServer:
+class StubLLMServer(ChatServer):
     """The server; ``url`` is its ``/v1`` base for litellm's ``api_base``."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.script: list[Reply] = []
         self.handler: Callable[[dict[str, Any]], Reply] | None = None
         self.requests: list[dict[str, Any]] = []
@@ -103,77 +105,34 @@ class StubLLMServer:
         #: How second looks are answered (see the module docstring).
         self.second_looks: str | Callable[[list[dict[str, Any]]], dict[str, tuple[str, str]]] | None = "withdraw"
         self._lock = threading.Lock()
-        stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
+    def respond(self, path: str, payload: dict[str, Any], headers: dict[str, str]) -> Response:
+        with self._lock:
+            self.requests.append({"path": path, "json": payload, "headers": headers})
+        if path.endswith("/embeddings"):
+            return Response(self._embeddings(payload))
+        reply = self._next(payload)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.status != 200:
+            return Response(reply.body or {}, reply.status, reply.headers)
+        usage = reply.usage or {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}
+        content = reply.render(payload)
+        body = completion(content, model=payload.get("model", "stub"), usage=usage, finish_reason=reply.finish_reason)
+        return Response(body, 200, reply.headers)
 
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("content-length") or 0)
-                payload = json.loads(self.rfile.read(length) or b"{}")
-                with stub._lock:
-                    stub.requests.append({"path": self.path, "json": payload, "headers": dict(self.headers)})
-                if self.path.endswith("/embeddings"):
-                    return self._embeddings(payload)
-                reply = stub._next(payload)
-                if reply.delay:
-                    time.sleep(reply.delay)
-                if reply.status != 200:
-                    return self._send(reply.status, reply.body or {}, reply.headers)
-                body = {
-                    "id": "chatcmpl-stub",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": payload.get("model", "stub"),
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": reply.render(payload)},
-                            "finish_reason": reply.finish_reason,
-                        }
-                    ],
-                    "usage": reply.usage or {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
-                }
-                self._send(200, body, reply.headers)
-
-            def _embeddings(self, payload: dict[str, Any]) -> None:
-                inputs = payload.get("input") or []
-                if isinstance(inputs, str):
-                    inputs = [inputs]
-                dims = stub.embedding_dimensions
-                data = []
-                for i, item in enumerate(inputs):
-                    vector = [0.0] * dims
-                    vector[hash(item) % dims] = 1.0
-                    data.append({"object": "embedding", "index": i, "embedding": vector})
-                self._send(
-                    200,
-                    {
-                        "object": "list",
-                        "data": data,
-                        "model": payload.get("model"),
-                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
-                    },
-                    {},
-                )
-
-            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
-                raw = json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(raw)))
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(raw)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+    def _embeddings(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """One-hot vectors (the input's hash picks the dimension), in the OpenAI shape."""
+        inputs = payload.get("input") or []
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        data = []
+        for i, item in enumerate(inputs):
+            vector = [0.0] * self.embedding_dimensions
+            vector[hash(item) % self.embedding_dimensions] = 1.0
+            data.append({"object": "embedding", "index": i, "embedding": vector})
+        usage = {"prompt_tokens": 1, "total_tokens": 1}
+        return {"object": "list", "data": data, "model": payload.get("model"), "usage": usage}
 
     def _next(self, payload: dict[str, Any]) -> Reply:
         if is_second_look_call(payload) and self.second_looks is not None:
@@ -189,11 +148,6 @@ class StubLLMServer:
             if not self.script:
                 return verdict()
             return self.script.pop(0) if len(self.script) > 1 else self.script[0]
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
 
     def chat_requests(self) -> list[dict[str, Any]]:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
@@ -217,14 +171,6 @@ class StubLLMServer:
     def truths_of(request: dict[str, Any]) -> list[dict[str, Any]]:
         """Every truth of a recorded chat request, cluster after cluster."""
         return [t for c in StubLLMServer.clusters_of(request) for t in c["truths"]]
-
-    def start(self) -> StubLLMServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 # --- a hostile model ---------------------------------------------------------------

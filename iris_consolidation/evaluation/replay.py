@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from ..exceptions import InvalidInput
 from ..llm.litellm_client import LiteLLMJudge
 from ..services.pipeline.validation import Code
 from . import scoring
+from .chat_server import ChatServer, Response, completion
 
 BAD_RECORDING = "{path}:{line}: {problem}. Give a recording file (one JSON object a line)."
 NO_RECORDING = "{path}: no such recording file."
@@ -186,7 +185,7 @@ def _map_action(action: dict[str, Any], alias_of: dict[str, str]) -> dict[str, A
     return mapped
 
 
-class ReplayServer:
+class ReplayServer(ChatServer):
     """The replaying server; ``url`` is its ``/v1`` base for litellm's ``api_base``.
 
     ``second_looks`` answers a second look that has no recording: "confirm" or "withdraw".
@@ -195,60 +194,18 @@ class ReplayServer:
     def __init__(self, recordings: Recordings, *, second_looks: str = "confirm") -> None:
         if second_looks not in SECOND_LOOK_ANSWERS:
             raise ValueError(f"second_looks must be one of {', '.join(SECOND_LOOK_ANSWERS)}")
+        super().__init__()
         self.recordings = recordings
         self.second_look_answer = second_looks
         self.stats = ReplayStats()
         self._lock = threading.Lock()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("content-length") or 0)
-                payload = json.loads(self.rfile.read(length) or b"{}")
-                with server._lock:
-                    content = server.answer(payload.get("messages", []))
-                body = {
-                    "id": "chatcmpl-replay",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": payload.get("model", "replay"),
-                    "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-                    ],
-                    "usage": _usage(payload.get("messages", []), content),
-                }
-                raw = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def start(self) -> ReplayServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> ReplayServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def respond(self, path: str, payload: dict[str, Any], headers: dict[str, str]) -> Response:
+        """A chat completion whose content is ``answer``'s reply to the call's messages."""
+        messages = payload.get("messages", [])
+        with self._lock:
+            content = self.answer(messages)
+        return Response(completion(content, model=payload.get("model", "replay"), usage=_usage(messages, content)))
 
     def answer(self, messages: list[dict[str, Any]]) -> str:
         """The reply text for a call's ``messages`` (see the module docstring)."""
