@@ -108,7 +108,8 @@ def _fresh_prune(examples: int) -> dict[str, Any]:
         examined += n
         found += len(candidates)
         for c in candidates[: max(0, examples - len(shown))]:
-            shown.append({"truth_id": c.truth.pk, "content": c.truth.content, "created_at": c.truth.created_at.isoformat(),
+            shown.append({"truth_id": c.truth.pk, "content": c.truth.content,
+                          "created_at": c.truth.created_at.isoformat(),
                           "relevance": round(c.relevance, 4), "quality": round(c.quality, 4)})
     return {"examined": examined, "would_prune": found, "examples": shown}
 
@@ -177,7 +178,8 @@ def main() -> None:
         print(f"  pass, every stage:        {r['full_seconds']:.2f} s, {r['full_merged']} merges previewed "
               f"({r['lexical_merged']} from lexical clusters); ratio {r['full_seconds'] / r['reference_seconds']:.2f}")
         for name, s in r["stages"].items():
-            print(f"  {name:8} {s['mode']:6} examined {s['examined']:>5}  found {s['affected']:>5}  {s['seconds']:.2f} s")
+            print(f"  {name:8} {s['mode']:6} examined {s['examined']:>5}  found {s['affected']:>5}"
+                  f"  {s['seconds']:.2f} s")
             for e in s["examples"]:
                 if name == "decay":
                     continue

@@ -222,7 +222,9 @@ def check_phase1(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     errors: list[Any] = []
     memory = app_settings.PHASE1_MEMORY_MB
     if isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory <= 0:
-        errors.append(f"IRIS_CONSOLIDATION_PHASE1_MEMORY_MB is {memory!r}; it must be a number of MB > 0 (256 by default).")
+        errors.append(
+            f"IRIS_CONSOLIDATION_PHASE1_MEMORY_MB is {memory!r}; it must be a number of MB > 0 (256 by default)."
+        )
     switch = app_settings.PHASE1_APPROXIMATE_FROM
     if isinstance(switch, bool) or not isinstance(switch, int) or switch < 1:
         errors.append(

@@ -144,7 +144,8 @@ class TruthUndoMixin(_UndoPage):
 
     def _title(self, obj: Truth) -> str:
         if retire.is_hygiene_retirement(obj):  # no consolidation made it: a stage retired it
-            return TITLE_RESTORE.format(pk=obj.pk, stage="prune" if obj.retired_reason == RetiredReason.PRUNED else "noise")
+            stage = "prune" if obj.retired_reason == RetiredReason.PRUNED else "noise"
+            return TITLE_RESTORE.format(pk=obj.pk, stage=stage)
         return TITLE_TRUTH.format(pk=obj.pk)
 
 

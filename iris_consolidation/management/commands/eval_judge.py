@@ -175,7 +175,8 @@ class Command(BaseCommand):
             write(f"correct={r.golden.correct}/{r.golden.total} harmful={r.golden.harmful}")
             for result in r.golden.results:
                 if not result.correct or result.harmful:
-                    write(f"  {result.case.id} {result.case.expected}: applied {'; '.join(result.applied) or 'nothing'}")
+                    applied = "; ".join(result.applied) or "nothing"
+                    write(f"  {result.case.id} {result.case.expected}: applied {applied}")
                     for harm in result.harms:
                         write(f"     harm: {harm}")
                     for reason in result.rejections[:2]:

@@ -85,7 +85,11 @@ PATTERNS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(rf"^i(?: have|'ve got) (?P<o>{COUNT} (?:[\w-]+ )?{FAMILY_OR_PET}\b.*)$", re.I), "Has {o}", "fact"),
     (re.compile(r"^i (?P<v>love|like|enjoy|prefer|hate|adore|dislike) (?P<o>.+)$", re.I), "{V}s {o}", "preference"),
     (re.compile(r"^i play (?P<o>(?:the )?[\w-]+(?: [\w-]+)?)$", re.I), "Plays {o}", "preference"),
-    (re.compile(r"^i (?:don't|do not|never) (?P<v>eat|drink|smoke) (?P<o>.+)$", re.I), "Does not {v} {o}", "preference"),
+    (
+        re.compile(r"^i (?:don't|do not|never) (?P<v>eat|drink|smoke) (?P<o>.+)$", re.I),
+        "Does not {v} {o}",
+        "preference",
+    ),
 )
 
 

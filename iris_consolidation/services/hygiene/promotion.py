@@ -64,7 +64,9 @@ class PromotionResult:
     skipped: str = ""
 
 
-def plan(*, run: ConsolidationRun, user_id: int, client: Any | None) -> tuple[PromotionResult, list[tuple[Truth, str, str]]]:
+def plan(
+    *, run: ConsolidationRun, user_id: int, client: Any | None
+) -> tuple[PromotionResult, list[tuple[Truth, str, str]]]:
     """Ask the model about the user's candidates; returns the result and the rules to add
     as ``(truth, rule, reason)``. Writes nothing but the run's model-spend counters."""
     result = PromotionResult()
