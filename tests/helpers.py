@@ -2,11 +2,19 @@
 
 ``truth_state()`` photographs every truth row (live and retired, every column) so a
 test can assert that a failed or dry write left the table exactly as it was.
+The builders (``judge_request``, ``merge_action``/``merge_dict``, ``consolidate``) make
+the requests, actions and one-cluster runs the tests judge; model imports stay inside
+the functions, so ``tests/llm_stub.py`` can import this module before Django is set up.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
+from iris_consolidation.services.pipeline import validation
 
 
 def _plain(value: Any) -> Any:
@@ -65,3 +73,129 @@ def rules_run(user: Any, *, mode: str = "sync") -> Any:
     execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
     run.refresh_from_db()
     return run
+
+
+# --- builders: judge requests, actions, one-cluster runs ----------------------------------
+
+#: When member t1 of a ``judge_request`` was created; t2 a day later, and so on.
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def judge_request(
+    *contents: str, first: int = 1, every: Mapping[str, Any] | None = None, **members: Mapping[str, Any]
+) -> JudgeRequest:
+    """A request over ``contents`` as members t1, t2, ... (from ``t{first}``), created a
+    day apart from ``T0``, oldest first.
+
+    Fields of one member go by its alias, ``t2={"protected": True}``; fields of every
+    member in ``every``, ``every={"generation": 2}`` (``MemberView`` raises TypeError
+    on an unknown field). A keyword that names no member raises ValueError.
+    """
+    aliases = [f"t{i}" for i in range(first, first + len(contents))]
+    if unknown := set(members) - set(aliases):
+        raise ValueError(f"no member {sorted(unknown)} among {aliases}")
+    return JudgeRequest(
+        members=tuple(
+            MemberView(
+                alias=alias,
+                content=content,
+                created_at=T0 + timedelta(days=day),
+                **{**(every or {}), **members.get(alias, {})},
+            )
+            for day, (alias, content) in enumerate(zip(aliases, contents, strict=True))
+        )
+    )
+
+
+def merge_action(ids: Sequence[str], content: str, reason: str = "same fact") -> Action:
+    """A judge's merge of the aliases ``ids`` into ``content``."""
+    return Action(action="merge", ids=tuple(ids), content=content, reason=reason)
+
+
+def supersede_action(old: Sequence[str], new: str, reason: str = "changed") -> Action:
+    """A judge's supersede of the aliases ``old`` by the alias ``new``."""
+    return Action(action="supersede", old=tuple(old), new=new, reason=reason)
+
+
+def merge_dict(ids: Sequence[str], content: str, reason: str = "same fact") -> dict[str, Any]:
+    """``merge_action`` as a model writes it in a reply (the wire form, ids a list)."""
+    return {"action": "merge", "ids": list(ids), "content": content, "reason": reason}
+
+
+def supersede_dict(old: Sequence[str], new: str, reason: str = "changed") -> dict[str, Any]:
+    """``supersede_action`` as a model writes it in a reply (the wire form, old a list)."""
+    return {"action": "supersede", "old": list(old), "new": new, "reason": reason}
+
+
+def refusal_codes(
+    request: JudgeRequest, *actions: Action, max_length: int = 1000, refuse_signals: bool = True
+) -> list[str]:
+    """The codes of the validator's refusals of ``actions`` over ``request`` (generation
+    limit 5). Signals refuse, as for the rule judge; ``refuse_signals=False``: the
+    invariants alone, as for a model's actions."""
+    result = validation.validate(
+        request, actions, max_length=max_length, max_generation=5, refuse_signals=refuse_signals
+    )
+    return [r.code for r in result.rejections]
+
+
+#: The reason a careless model gives for every merge.
+CARELESS = "They are the same fact."
+
+
+def merge_all_codes(
+    contents: Sequence[str], content: str, reason: str = CARELESS, *, refuse_signals: bool = True
+) -> list[str]:
+    """``refusal_codes`` of one merge of every member of ``judge_request(*contents)`` into ``content``."""
+    request = judge_request(*contents)
+    return refusal_codes(
+        request, merge_action([m.alias for m in request.members], content, reason), refuse_signals=refuse_signals
+    )
+
+
+# Careless models: every member merged into the shortest text, the oldest text, or all texts joined.
+def shortest_codes(contents: Sequence[str]) -> list[str]:
+    return merge_all_codes(contents, min(contents, key=len))
+
+
+def oldest_codes(contents: Sequence[str]) -> list[str]:
+    return merge_all_codes(contents, contents[0])
+
+
+def joined_codes(contents: Sequence[str]) -> list[str]:
+    return merge_all_codes(contents, "; ".join(contents))
+
+
+def cluster_of(*truths: Any, similarities: Sequence[float] | None = None) -> Any:
+    """The candidate cluster of ``truths`` (the first is the seed), every similarity 1.0
+    unless given (one per truth)."""
+    from iris_consolidation.services.pipeline.clustering import CandidateCluster
+
+    return CandidateCluster(
+        user_id=truths[0].user_id,
+        member_ids=tuple(t.pk for t in truths),
+        similarities=tuple(similarities) if similarities is not None else (1.0,) * len(truths),
+    )
+
+
+def consolidate(
+    *truths: Any,
+    embedder: Any,
+    client: Any = None,
+    run: Any = None,
+    similarities: Sequence[float] | None = None,
+) -> Any:
+    """Judge and apply the cluster of ``truths`` (``cluster_of``) in ``run`` (a new sync
+    run if None) with ``client`` (the rule judge if None): the ``ClusterReview``. Raises
+    whatever ``consolidation.consolidate_cluster`` raises."""
+    from iris_consolidation.llm.rules import RuleJudge
+    from iris_consolidation.services.pipeline import consolidation
+
+    if run is None:
+        run = consolidation.create_run(trigger="command", mode="sync", threshold=0.75, user_id=None)
+    return consolidation.consolidate_cluster(
+        run_id=run.pk,
+        cluster=cluster_of(*truths, similarities=similarities),
+        client=client if client is not None else RuleJudge(),
+        embedder=embedder,
+    )

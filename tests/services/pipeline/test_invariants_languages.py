@@ -4,26 +4,16 @@ would say (``refuse_signals=False``: the invariants alone), the one that keeps i
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
-from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
 from iris_consolidation.services.pipeline import validation as v
+from tests.helpers import merge_all_codes
 
-T0 = datetime(2026, 3, 1, tzinfo=UTC)
 REASON = "One statement."
 
 
 def _codes(contents: tuple[str, ...], content: str, reason: str = REASON) -> list[str]:
-    request = JudgeRequest(
-        members=tuple(
-            MemberView(alias=f"t{i}", content=c, created_at=T0 + timedelta(hours=i)) for i, c in enumerate(contents, 1)
-        )
-    )
-    action = Action(action="merge", ids=tuple(m.alias for m in request.members), content=content, reason=reason)
-    result = v.validate(request, (action,), max_length=1000, max_generation=5, refuse_signals=False)
-    return [r.code for r in result.rejections]
+    return merge_all_codes(contents, content, reason, refuse_signals=False)
 
 
 # (sources, a text that loses something, its twin that keeps it, the code of the loss)

@@ -4,39 +4,11 @@ action otherwise; true merges and supersedes go through. Pure: no database, no m
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
-from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
+from iris_consolidation.llm.base import Action, JudgeRequest
 from iris_consolidation.services.pipeline import validation as v
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _request(*contents: str, **flags: dict[str, object]) -> JudgeRequest:
-    """Members t1, t2, ... one day apart; ``t2={"protected": True}`` sets fields."""
-    members = []
-    for i, content in enumerate(contents, start=1):
-        alias = f"t{i}"
-        members.append(
-            MemberView(alias=alias, content=content, created_at=T0 + timedelta(days=i), **flags.get(alias, {}))
-        )
-    return JudgeRequest(members=tuple(members))
-
-
-def _merge(ids: tuple[str, ...], content: str, reason: str = "same fact") -> Action:
-    return Action(action="merge", ids=ids, content=content, reason=reason)
-
-
-def _supersede(old: tuple[str, ...], new: str, reason: str = "changed") -> Action:
-    return Action(action="supersede", old=old, new=new, reason=reason)
-
-
-def _reasons(request: JudgeRequest, *actions: Action, max_length: int = 1000) -> list[str]:
-    """The codes of the rejections, signals refusing (the rule judge's validation)."""
-    result = v.validate(request, actions, max_length=max_length, max_generation=5)
-    return [r.code for r in result.rejections]
+from tests.helpers import judge_request, merge_action, refusal_codes, supersede_action
 
 
 def _signals(request: JudgeRequest, action: Action) -> list[str]:
@@ -47,70 +19,72 @@ def _signals(request: JudgeRequest, action: Action) -> list[str]:
 
 
 def test_paraphrases_merge_with_any_members_text_that_keeps_the_details():
-    request = _request("Has a son named Tomas", "Is the father of a boy called Tomas", "Tomas is the user's son")
+    request = judge_request("Has a son named Tomas", "Is the father of a boy called Tomas", "Tomas is the user's son")
     stated = "Same son; 'father of a boy' = 'son'"
-    assert _reasons(request, _merge(("t1", "t2", "t3"), "Has a son named Tomas", reason=stated)) == []
+    assert refusal_codes(request, merge_action(("t1", "t2", "t3"), "Has a son named Tomas", reason=stated)) == []
     # "father of a boy" / "son" is an everyday rewording (textfacts.PHRASE_EQUIVALENCES).
-    assert _reasons(request, _merge(("t1", "t2", "t3"), "Has a son named Tomas")) == []
-    twin = _request("Has a son named Tomas", "Is the father of a boy called Tomas", "Tomas is the user's father")
+    assert refusal_codes(request, merge_action(("t1", "t2", "t3"), "Has a son named Tomas")) == []
+    twin = judge_request("Has a son named Tomas", "Is the father of a boy called Tomas", "Tomas is the user's father")
     # The text drops t3's "father": nothing lost is an invariant, checked before any signal.
-    assert _reasons(twin, _merge(("t1", "t2", "t3"), "Has a son named Tomas")) == [v.Code.LOST_WORDS]
+    assert refusal_codes(twin, merge_action(("t1", "t2", "t3"), "Has a son named Tomas")) == [v.Code.LOST_WORDS]
 
 
 def test_state_change_supersedes_the_older_statement():
-    request = _request("Lives in Lisbon", "Moved to Berlin in May")
-    assert _reasons(request, _supersede(("t1",), "t2")) == []
+    request = judge_request("Lives in Lisbon", "Moved to Berlin in May")
+    assert refusal_codes(request, supersede_action(("t1",), "t2")) == []
 
 
 @pytest.mark.parametrize(
     ("action", "reason"),
     [
-        (_merge(("t1", "t9"), "Likes tea"), v.Code.UNKNOWN_ID),
-        (_merge(("t1", "t1"), "Likes tea"), v.Code.REPEATED_ID),
-        (_merge(("t1", "t2"), "Likes tea", reason="  "), v.Code.NO_REASON),
-        (_merge(("t1",), "Likes tea"), v.Code.TOO_FEW),
-        (_merge(("t1", "t2"), "   "), v.Code.EMPTY_CONTENT),
+        (merge_action(("t1", "t9"), "Likes tea"), v.Code.UNKNOWN_ID),
+        (merge_action(("t1", "t1"), "Likes tea"), v.Code.REPEATED_ID),
+        (merge_action(("t1", "t2"), "Likes tea", reason="  "), v.Code.NO_REASON),
+        (merge_action(("t1",), "Likes tea"), v.Code.TOO_FEW),
+        (merge_action(("t1", "t2"), "   "), v.Code.EMPTY_CONTENT),
     ],
 )
 def test_structural_faults_are_rejected_with_their_reason(action, reason):
-    assert _reasons(_request("Likes tea", "Enjoys tea"), action) == [reason]
+    assert refusal_codes(judge_request("Likes tea", "Enjoys tea"), action) == [reason]
 
 
 def test_a_member_takes_part_in_one_action_only():
-    request = _request("Likes tea", "Enjoys tea", "Moved to a tea farm and now grows tea")
-    first = _merge(("t1", "t2"), "Likes tea")
-    duplicate = _merge(("t2", "t1"), "Likes tea")
-    chain = _supersede(("t2",), "t3")
+    request = judge_request("Likes tea", "Enjoys tea", "Moved to a tea farm and now grows tea")
+    first = merge_action(("t1", "t2"), "Likes tea")
+    duplicate = merge_action(("t2", "t1"), "Likes tea")
+    chain = supersede_action(("t2",), "t3")
 
-    assert _reasons(request, first, duplicate, chain) == [
+    assert refusal_codes(request, first, duplicate, chain) == [
         v.Code.ALREADY_USED,
         v.Code.ALREADY_USED,
     ]
 
 
 def test_merged_content_is_bounded_in_length():
-    request = _request("Likes tea", "Enjoys tea")
-    assert _reasons(request, _merge(("t1", "t2"), "Likes tea"), max_length=5) == [v.Code.TOO_LONG]
+    request = judge_request("Likes tea", "Enjoys tea")
+    assert refusal_codes(request, merge_action(("t1", "t2"), "Likes tea"), max_length=5) == [v.Code.TOO_LONG]
 
 
 def test_protected_member_survives_only_with_its_own_text():
-    request = _request("Prefers to be called Sasha", "Likes to be called Sasha", t1={"protected": True})
+    request = judge_request("Prefers to be called Sasha", "Likes to be called Sasha", t1={"protected": True})
 
-    assert _reasons(request, _merge(("t1", "t2"), "Prefers to be called Sasha")) == []
-    assert _reasons(request, _merge(("t1", "t2"), "Likes to be called Sasha")) == [
+    assert refusal_codes(request, merge_action(("t1", "t2"), "Prefers to be called Sasha")) == []
+    assert refusal_codes(request, merge_action(("t1", "t2"), "Likes to be called Sasha")) == [
         v.Code.PROTECTED
     ]
-    assert _reasons(request, _supersede(("t1",), "t2")) == [v.Code.PROTECTED]
+    assert refusal_codes(request, supersede_action(("t1",), "t2")) == [v.Code.PROTECTED]
 
 
 def test_two_protected_members_never_merge():
-    request = _request("Likes tea", "Likes tea", t1={"protected": True}, t2={"protected": True})
-    assert _reasons(request, _merge(("t1", "t2"), "Likes tea")) == [v.Code.TWO_PROTECTED]
+    request = judge_request("Likes tea", "Likes tea", t1={"protected": True}, t2={"protected": True})
+    assert refusal_codes(request, merge_action(("t1", "t2"), "Likes tea")) == [v.Code.TWO_PROTECTED]
 
 
 def test_member_at_the_generation_limit_takes_part_in_nothing():
-    request = _request("Is allergic to penicillin", "Has a penicillin allergy", t1={"generation": 5, "protected": True})
-    assert _reasons(request, _merge(("t1", "t2"), "Is allergic to penicillin")) == [
+    request = judge_request(
+        "Is allergic to penicillin", "Has a penicillin allergy", t1={"generation": 5, "protected": True}
+    )
+    assert refusal_codes(request, merge_action(("t1", "t2"), "Is allergic to penicillin")) == [
         v.Code.GENERATION_LIMIT
     ]
 
@@ -150,7 +124,7 @@ def test_member_at_the_generation_limit_takes_part_in_nothing():
     ],
 )
 def test_merged_content_keeps_every_detail_and_adds_none(contents, content, reason):
-    assert _reasons(_request(*contents), _merge(("t1", "t2"), content)) == [reason]
+    assert refusal_codes(judge_request(*contents), merge_action(("t1", "t2"), content)) == [reason]
 
 
 @pytest.mark.parametrize(
@@ -182,32 +156,32 @@ def test_merged_content_keeps_every_detail_and_adds_none(contents, content, reas
     ],
 )
 def test_members_that_say_different_things_raise_a_signal_even_when_nothing_is_lost(contents, reason):
-    action = _merge(("t1", "t2"), "; ".join(contents))
-    assert _reasons(_request(*contents), action) == [reason]
-    assert _signals(_request(*contents), action)[0] == reason
+    action = merge_action(("t1", "t2"), "; ".join(contents))
+    assert refusal_codes(judge_request(*contents), action) == [reason]
+    assert _signals(judge_request(*contents), action)[0] == reason
 
 
 def test_three_members_that_only_chain_never_merge():
-    request = _request(
+    request = judge_request(
         "Takes the 7:40 train to work", "Reads on the train during the commute", "Reads mystery novels before bed"
     )
     content = "Takes the 7:40 train to work; Reads on the train during the commute; Reads mystery novels before bed"
-    assert _reasons(request, _merge(("t1", "t2", "t3"), content)) == [v.Code.CHAINED]
+    assert refusal_codes(request, merge_action(("t1", "t2", "t3"), content)) == [v.Code.CHAINED]
 
 
 def test_newer_statement_never_retires_in_favour_of_an_older_one():
-    request = _request("Lives in Lisbon", "Moved to Berlin in May")
-    assert _reasons(request, _supersede(("t2",), "t1")) == [v.Code.SUPERSEDE_BACKWARDS]
+    request = judge_request("Lives in Lisbon", "Moved to Berlin in May")
+    assert refusal_codes(request, supersede_action(("t2",), "t1")) == [v.Code.SUPERSEDE_BACKWARDS]
 
 
 def test_supersede_needs_the_newer_statement_to_say_the_state_changed():
-    request = _request("Is allergic to peanuts", "Is allergic to shellfish")
-    assert _reasons(request, _supersede(("t1",), "t2")) == [v.Code.SUPERSEDE_NO_CHANGE]
+    request = judge_request("Is allergic to peanuts", "Is allergic to shellfish")
+    assert refusal_codes(request, supersede_action(("t1",), "t2")) == [v.Code.SUPERSEDE_NO_CHANGE]
 
 
 def test_supersede_needs_an_old_member_and_never_retires_its_new_one():
-    request = _request("Lives in Lisbon", "Moved to Berlin")
-    assert _reasons(request, _supersede((), "t2"), _supersede(("t2",), "t2")) == [
+    request = judge_request("Lives in Lisbon", "Moved to Berlin")
+    assert refusal_codes(request, supersede_action((), "t2"), supersede_action(("t2",), "t2")) == [
         v.Code.SUPERSEDE_EMPTY,
         v.Code.REPEATED_ID,
     ]

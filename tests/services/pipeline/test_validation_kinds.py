@@ -13,48 +13,20 @@ database, no model.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
-from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
 from iris_consolidation.services.pipeline import validation as v
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-CARELESS = "They are the same fact."
-
-
-def _request(*contents: str) -> JudgeRequest:
-    return JudgeRequest(
-        members=tuple(
-            MemberView(alias=f"t{i}", content=c, created_at=T0 + timedelta(days=i))
-            for i, c in enumerate(contents, start=1)
-        )
-    )
-
-
-def _codes(
-    contents: tuple[str, ...], content: str, reason: str = CARELESS, *, refuse_signals: bool = True
-) -> list[str]:
-    """Codes of the refusals of one merge of every member into ``content`` (signals refuse
-    by default, as for the rule judge; ``refuse_signals=False``: the invariants alone)."""
-    request = _request(*contents)
-    action = Action(action="merge", ids=tuple(m.alias for m in request.members), content=content, reason=reason)
-    result = v.validate(request, (action,), max_length=1000, max_generation=5, refuse_signals=refuse_signals)
-    return [r.code for r in result.rejections]
-
-
-def _shortest(contents: tuple[str, ...]) -> list[str]:
-    return _codes(contents, min(contents, key=len))
-
-
-def _oldest(contents: tuple[str, ...]) -> list[str]:
-    return _codes(contents, contents[0])
-
-
-def _joined(contents: tuple[str, ...]) -> list[str]:
-    return _codes(contents, "; ".join(contents))
-
+from tests.helpers import (
+    CARELESS,
+    joined_codes,
+    judge_request,
+    merge_action,
+    merge_all_codes,
+    oldest_codes,
+    refusal_codes,
+    shortest_codes,
+    supersede_action,
+)
 
 # --- issue 11: a reported change is superseded or kept, never merged away ----------------------
 
@@ -78,21 +50,19 @@ STATE_CHANGES = [
 
 
 @pytest.mark.parametrize(("contents", "code"), STATE_CHANGES)
-@pytest.mark.parametrize("careless", [_shortest, _oldest, _joined])
+@pytest.mark.parametrize("careless", [shortest_codes, oldest_codes, joined_codes])
 def test_a_member_that_reports_a_change_is_never_merged_away(contents, code, careless):
     """A careless text drops the change's words ("left", "switched"): an invariant refuses
     it whatever the second look says; where it keeps them, the signal (STATE_CHANGED, or
     TIME_SPAN where the change says the state ended) refuses for the rule judge."""
     assert careless(contents) in ([v.Code.LOST_WORDS], [code])
     joined = "; ".join(contents)
-    assert _codes(contents, joined) == [code] and _codes(contents, joined, refuse_signals=False) == []
+    assert merge_all_codes(contents, joined) == [code] and merge_all_codes(contents, joined, refuse_signals=False) == []
 
 
 @pytest.mark.parametrize(("contents", "code"), STATE_CHANGES)
 def test_the_change_may_supersede_the_older_statement(contents, code):
-    request = _request(*contents)
-    action = Action(action="supersede", old=("t1",), new="t2", reason="the state changed")
-    assert v.validate(request, (action,), max_length=1000, max_generation=5).rejections == ()
+    assert refusal_codes(judge_request(*contents), supersede_action(("t1",), "t2", "the state changed")) == []
 
 
 @pytest.mark.parametrize(
@@ -105,7 +75,7 @@ def test_the_change_may_supersede_the_older_statement(contents, code):
 )
 def test_merged_text_that_drops_the_change_itself_is_refused(contents, content):
     reason = "mudou-se = vive; moved = lives; 搬到 = 住在"
-    assert _codes(contents, content, reason=reason) in ([v.Code.STATE_CHANGED], [v.Code.LOST_WORDS])
+    assert merge_all_codes(contents, content, reason=reason) in ([v.Code.STATE_CHANGED], [v.Code.LOST_WORDS])
 
 
 @pytest.mark.parametrize(
@@ -119,7 +89,7 @@ def test_merged_text_that_drops_the_change_itself_is_refused(contents, content):
 def test_a_word_that_only_names_an_event_does_not_block_a_merge(contents):
     """"new", "married", "started" let a supersede through but report no change against
     another statement (issue 16: they refused 15 of the human-labelled "same" pairs)."""
-    assert _joined(contents) == []
+    assert joined_codes(contents) == []
 
 
 # --- issue 11: content words are kept in every script -------------------------------------------
@@ -140,28 +110,28 @@ LOST_DETAIL = [
 
 @pytest.mark.parametrize("contents", LOST_DETAIL)
 def test_merging_into_the_shorter_text_loses_a_detail_and_is_refused(contents):
-    assert _shortest(contents) == [v.Code.LOST_WORDS] or _shortest(contents) == [v.Code.LOST_DETAIL]
-    assert _oldest(contents) in ([v.Code.LOST_WORDS], [v.Code.LOST_DETAIL])
+    assert shortest_codes(contents) == [v.Code.LOST_WORDS] or shortest_codes(contents) == [v.Code.LOST_DETAIL]
+    assert oldest_codes(contents) in ([v.Code.LOST_WORDS], [v.Code.LOST_DETAIL])
 
 
 @pytest.mark.parametrize("contents", LOST_DETAIL)
 def test_merging_into_the_text_that_keeps_every_detail_is_accepted(contents):
     longer_first = (contents[1], contents[0])
-    assert _oldest(longer_first) == []
-    assert _codes(contents, contents[1]) == []
+    assert oldest_codes(longer_first) == []
+    assert merge_all_codes(contents, contents[1]) == []
 
 
 def test_the_lost_words_are_named_in_the_refusal():
-    request = _request("周末遛狗", "周末在河边的公园遛狗")
-    action = Action(action="merge", ids=("t1", "t2"), content="周末遛狗", reason=CARELESS)
+    request = judge_request("周末遛狗", "周末在河边的公园遛狗")
+    action = merge_action(("t1", "t2"), "周末遛狗", CARELESS)
     (rejection,) = v.validate(request, (action,), max_length=1000, max_generation=5).rejections
     assert rejection.reason == v.LOST_WORDS.format(words="'在河边的公园'", alias="t2")
 
 
 def test_a_careless_text_loses_the_hospice_even_without_its_change_marker():
     contents = ("Works as a nurse at St Mary's", "Works night shifts at a hospice and at St Mary's")
-    request = _request(*contents)
-    action = Action(action="merge", ids=("t1", "t2"), content=contents[0], reason=CARELESS)
+    request = judge_request(*contents)
+    action = merge_action(("t1", "t2"), contents[0], CARELESS)
     (rejection,) = v.validate(request, (action,), max_length=1000, max_generation=5).rejections
     assert rejection.reason == v.LOST_WORDS.format(words="'hospice', 'night', 'shifts'", alias="t2")
 
@@ -180,7 +150,7 @@ PARAPHRASES = [
 
 
 @pytest.mark.parametrize("contents", PARAPHRASES)
-@pytest.mark.parametrize("careless", [_shortest, _oldest, _joined])
+@pytest.mark.parametrize("careless", [shortest_codes, oldest_codes, joined_codes])
 def test_true_paraphrases_still_merge_under_a_careless_model(contents, careless):
     assert careless(contents) == []
 
@@ -210,13 +180,13 @@ def test_true_paraphrases_still_merge_under_a_careless_model(contents, careless)
 def test_a_synonym_the_judge_states_keeps_the_word(contents, content, reason):
     """Without the stated synonym the words are lost, or (members that share only a name)
     nothing says the two are one fact."""
-    assert _codes(contents, content, reason=reason) == []
-    assert _codes(contents, content) in ([v.Code.LOST_WORDS], [v.Code.DETAILS_ONLY])
+    assert merge_all_codes(contents, content, reason=reason) == []
+    assert merge_all_codes(contents, content) in ([v.Code.LOST_WORDS], [v.Code.DETAILS_ONLY])
 
 
 def test_a_stated_synonym_must_stand_in_the_content():
     contents = ("Is allergic to cats", "Es alérgica a los gatos")
-    assert _codes(contents, contents[0], reason="gatos = dogs; alérgica = allergic") == [v.Code.LOST_WORDS]
+    assert merge_all_codes(contents, contents[0], reason="gatos = dogs; alérgica = allergic") == [v.Code.LOST_WORDS]
 
 
 # --- issue 16: one number written two ways ------------------------------------------------------
@@ -235,7 +205,7 @@ SAME_NUMBER = [
 
 
 @pytest.mark.parametrize("contents", SAME_NUMBER)
-@pytest.mark.parametrize("careless", [_shortest, _oldest, _joined])
+@pytest.mark.parametrize("careless", [shortest_codes, oldest_codes, joined_codes])
 def test_one_number_in_two_spellings_merges(contents, careless):
     assert careless(contents) == []
 
@@ -254,7 +224,7 @@ def test_one_number_in_two_spellings_merges(contents, careless):
     ],
 )
 def test_different_numbers_in_any_spelling_stay_apart(contents):
-    assert _joined(contents) == [v.Code.NUMBERS_DIFFER]
+    assert joined_codes(contents) == [v.Code.NUMBERS_DIFFER]
 
 
 @pytest.mark.parametrize(
@@ -268,7 +238,7 @@ def test_different_numbers_in_any_spelling_stay_apart(contents):
 def test_one_number_in_two_spellings_is_not_lost(contents, content, reason):
     """By value, as the number parser reads them: "a couple" = "two" = "2", "a decade" = "ten"
     (nothing is lost: the invariants let it through)."""
-    assert _codes(contents, content, reason=reason, refuse_signals=False) == []
+    assert merge_all_codes(contents, content, reason=reason, refuse_signals=False) == []
 
 
 # --- issue 16: two negative statements of one dislike agree -------------------------------------
@@ -287,11 +257,11 @@ SAME_DISLIKE = [
 
 @pytest.mark.parametrize("contents", SAME_DISLIKE)
 def test_two_negative_statements_of_one_dislike_merge(contents):
-    assert _joined(contents) == []
+    assert joined_codes(contents) == []
 
 
 @pytest.mark.parametrize("contents", SAME_DISLIKE[:4] + SAME_DISLIKE[5:7])
-@pytest.mark.parametrize("careless", [_shortest, _oldest])
+@pytest.mark.parametrize("careless", [shortest_codes, oldest_codes])
 def test_one_dislike_may_keep_either_wording(contents, careless):
     assert careless(contents) == []
 
@@ -314,8 +284,8 @@ def test_one_dislike_may_keep_either_wording(contents, careless):
 def test_a_statement_and_its_opposite_never_merge(contents):
     """Joined without loss: a signal (refused for the rule judge, a second look for a
     model). In the oldest member's text the other's negation is lost: an invariant."""
-    assert _joined(contents) == [v.Code.POLARITY]
-    assert _codes(contents, contents[0], refuse_signals=False) == [v.Code.LOST_NEGATION]
+    assert joined_codes(contents) == [v.Code.POLARITY]
+    assert merge_all_codes(contents, contents[0], refuse_signals=False) == [v.Code.LOST_NEGATION]
 
 
 # --- issue 16: two wordings of one ended state agree --------------------------------------------
@@ -331,7 +301,7 @@ SAME_ENDED = [
 
 @pytest.mark.parametrize("contents", SAME_ENDED)
 def test_two_wordings_of_one_ended_state_merge(contents):
-    assert _joined(contents) == []
+    assert joined_codes(contents) == []
 
 
 @pytest.mark.parametrize(
@@ -344,21 +314,20 @@ def test_two_wordings_of_one_ended_state_merge(contents):
     ],
 )
 def test_an_ended_state_never_merges_with_a_current_one(contents):
-    assert _joined(contents) == [v.Code.TIME_SPAN]
+    assert joined_codes(contents) == [v.Code.TIME_SPAN]
 
 
 @pytest.mark.parametrize("contents", [("No longer smokes", "Never smoked"), ("Doesn't smoke anymore", "Doesn't smoke")])
 def test_an_ended_state_never_merges_with_a_lasting_negation(contents):
     """ "No longer" is no negation of its own: the statement it ends was positive."""
-    assert _joined(contents) == [v.Code.POLARITY]
+    assert joined_codes(contents) == [v.Code.POLARITY]
 
 
 # --- one change supersedes one statement ---------------------------------------------------------
 
 
 def _supersede_codes(contents: tuple[str, ...], old: tuple[str, ...], new: str) -> list[str]:
-    action = Action(action="supersede", old=old, new=new, reason="the latest wins")
-    return [r.code for r in v.validate(_request(*contents), (action,), max_length=1000, max_generation=5).rejections]
+    return refusal_codes(judge_request(*contents), supersede_action(old, new, "the latest wins"))
 
 
 @pytest.mark.parametrize(

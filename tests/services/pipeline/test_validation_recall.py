@@ -17,30 +17,18 @@ judge states the synonym; the wordings below share a word besides the frame.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from iris_consolidation import textfacts
 from iris_consolidation.evaluation.oracle import joined_content
-from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
 from iris_consolidation.services.pipeline import validation as v
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+from tests.helpers import merge_all_codes
 
 
 def _codes(a: str, b: str, *, content: str | None = None, reason: str = "One statement.") -> list[str]:
     """Codes of the refusals of a merge of ``a`` and ``b`` (oldest first) into
     ``content`` (default: both texts joined, every word kept)."""
-    request = JudgeRequest(
-        members=(
-            MemberView(alias="t1", content=a, created_at=T0),
-            MemberView(alias="t2", content=b, created_at=T0 + timedelta(days=1)),
-        )
-    )
-    merged = joined_content([a, b]) if content is None else content
-    action = Action(action="merge", ids=("t1", "t2"), content=merged, reason=reason)
-    return [r.code for r in v.validate(request, (action,), max_length=1000, max_generation=5).rejections]
+    return merge_all_codes((a, b), joined_content([a, b]) if content is None else content, reason)
 
 
 # --- one job frame (contrast) -------------------------------------------------------------

@@ -19,51 +19,21 @@ Pure: no database, no model.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from iris_consolidation import textfacts
-from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
 from iris_consolidation.services.pipeline import validation as v
+from tests.helpers import (
+    CARELESS,
+    joined_codes,
+    judge_request,
+    merge_action,
+    merge_all_codes,
+    oldest_codes,
+    shortest_codes,
+)
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-CARELESS = "They are the same fact."
-
-
-def _request(*contents: str) -> JudgeRequest:
-    return JudgeRequest(
-        members=tuple(
-            MemberView(alias=f"t{i}", content=c, created_at=T0 + timedelta(days=i))
-            for i, c in enumerate(contents, start=1)
-        )
-    )
-
-
-def _codes(
-    contents: tuple[str, ...], content: str, reason: str = CARELESS, *, refuse_signals: bool = True
-) -> list[str]:
-    """Codes of the refusals of one merge of every member into ``content`` (signals refuse
-    by default, as for the rule judge; ``refuse_signals=False``: the invariants alone)."""
-    request = _request(*contents)
-    action = Action(action="merge", ids=tuple(m.alias for m in request.members), content=content, reason=reason)
-    result = v.validate(request, (action,), max_length=1000, max_generation=5, refuse_signals=refuse_signals)
-    return [r.code for r in result.rejections]
-
-
-def _shortest(contents: tuple[str, ...]) -> list[str]:
-    return _codes(contents, min(contents, key=len))
-
-
-def _oldest(contents: tuple[str, ...]) -> list[str]:
-    return _codes(contents, contents[0])
-
-
-def _joined(contents: tuple[str, ...]) -> list[str]:
-    return _codes(contents, "; ".join(contents))
-
-
-CARELESS_MODELS = [_shortest, _oldest, _joined]
+CARELESS_MODELS = [shortest_codes, oldest_codes, joined_codes]
 
 
 # --- two facts about one name --------------------------------------------------------------------
@@ -83,11 +53,11 @@ ONE_NAME_TWO_FACTS = [
 @pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
 def test_two_facts_about_one_name_never_merge_even_joined(contents):
     """The joined text keeps every word, yet joins two facts (public case B07's kind)."""
-    assert _joined(contents) == [v.Code.DETAILS_ONLY]
+    assert joined_codes(contents) == [v.Code.DETAILS_ONLY]
 
 
 @pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
-@pytest.mark.parametrize("careless", [_shortest, _oldest])
+@pytest.mark.parametrize("careless", [shortest_codes, oldest_codes])
 def test_two_facts_about_one_name_never_merge_into_one_text(contents, careless):
     """A careless text keeps one fact and loses the other's words: an invariant refuses it,
     whatever the second look would say."""
@@ -96,12 +66,12 @@ def test_two_facts_about_one_name_never_merge_into_one_text(contents, careless):
 
 @pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
 def test_two_facts_about_one_name_joined_losslessly_raise_a_signal(contents):
-    assert _joined(contents) == [v.Code.DETAILS_ONLY]
+    assert joined_codes(contents) == [v.Code.DETAILS_ONLY]
 
 
 def test_the_refusal_names_the_shared_name():
-    request = _request(*ONE_NAME_TWO_FACTS[0])
-    action = Action(action="merge", ids=("t1", "t2"), content="; ".join(ONE_NAME_TWO_FACTS[0]), reason=CARELESS)
+    request = judge_request(*ONE_NAME_TWO_FACTS[0])
+    action = merge_action(("t1", "t2"), "; ".join(ONE_NAME_TWO_FACTS[0]), CARELESS)
     (rejection,) = v.validate(request, (action,), max_length=1000, max_generation=5).rejections
     assert rejection.reason == v.DETAILS_ONLY.format(a="t1", b="t2", details="'birch', 'co'")
 
@@ -129,8 +99,8 @@ def test_restatements_that_share_a_name_and_a_word_still_merge(contents, careles
     ],
 )
 def test_a_judge_that_states_the_synonyms_may_merge_two_texts_about_one_name(contents, reason):
-    assert _joined(contents) == [v.Code.DETAILS_ONLY]
-    assert _codes(contents, "; ".join(contents), reason=reason) == []
+    assert joined_codes(contents) == [v.Code.DETAILS_ONLY]
+    assert merge_all_codes(contents, "; ".join(contents), reason=reason) == []
 
 
 # --- one frame filled twice ----------------------------------------------------------------------
@@ -157,7 +127,7 @@ ONE_FRAME_TWO_FACTS = [
 def test_one_frame_filled_twice_never_merges(contents, careless):
     """Shared syntax, different choices (public case B15's kind): a careless text loses
     the other choice (an invariant); joined without loss, the frame is a signal."""
-    expected = [v.Code.CONTRAST] if careless is _joined else [v.Code.LOST_WORDS]
+    expected = [v.Code.CONTRAST] if careless is joined_codes else [v.Code.LOST_WORDS]
     assert careless(contents) == expected
 
 
@@ -178,7 +148,7 @@ def test_one_frame_filled_twice_never_merges(contents, careless):
 )
 def test_a_rewording_of_one_choice_is_no_parallel_frame(contents):
     assert textfacts.parallel(*contents) is None
-    assert _joined(contents) == []
+    assert joined_codes(contents) == []
 
 
 # --- everyday rewordings: kept without a stated synonym --------------------------------------------
@@ -205,7 +175,7 @@ REWORDINGS = [
 def test_everyday_rewordings_merge_without_a_stated_synonym(contents, careless):
     """Golden cases G01, G07 and G10's kind: a careless model's merge into either text is kept."""
     assert careless(contents) == []
-    assert _codes(contents, contents[1]) == []
+    assert merge_all_codes(contents, contents[1]) == []
 
 
 REWORDING_TWINS = [
@@ -225,8 +195,8 @@ REWORDING_TWINS = [
 
 @pytest.mark.parametrize("contents", REWORDING_TWINS)
 def test_opposite_meaning_twins_of_the_rewordings_are_still_refused(contents):
-    assert _codes(contents, contents[0]) != []
-    assert _codes(contents, contents[0], reason="The same fact, reworded.") != []
+    assert merge_all_codes(contents, contents[0]) != []
+    assert merge_all_codes(contents, contents[0], reason="The same fact, reworded.") != []
 
 
 @pytest.mark.parametrize(
