@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iris_consolidation.evaluation.chat_server import ChatServer, Response, completion
+from tests.helpers import CARELESS, merge_dict
 
 
 @dataclass
@@ -212,15 +213,11 @@ def _tidy(text: str) -> str:
     return re.sub(r"\s+([,.;)])", r"\1", re.sub(r"\s{2,}", " ", text)).strip()
 
 
-def _merge(ids: list[str], content: str, reason: str = "They are the same fact.") -> dict[str, Any]:
-    return {"action": "merge", "ids": ids, "content": content, "reason": reason}
-
-
 def _merge_stripped(truths: list[dict[str, Any]], pattern: re.Pattern[str]) -> Reply:
     if not any(pattern.search(t["content"]) for t in truths):
         return verdict([], "nothing to drop here")
     content = "; ".join(_tidy(pattern.sub("", t["content"])) for t in truths)
-    return verdict([_merge([t["id"] for t in truths], content)])
+    return verdict([merge_dict([t["id"] for t in truths], content, CARELESS)])
 
 
 def _swap_names(truths: list[dict[str, Any]]) -> Reply:
@@ -230,7 +227,7 @@ def _swap_names(truths: list[dict[str, Any]]) -> Reply:
             a, b = names[0], next(n for n in names if n != names[0])
             swap = {a: b, b: a}
             swapped = re.sub(rf"\b({a}|{b})\b", lambda m, swap=swap: swap[m.group(0)], t["content"])
-            return verdict([_merge([x["id"] for x in truths], swapped)])
+            return verdict([merge_dict([x["id"] for x in truths], swapped, CARELESS)])
     return verdict([], "no two names to swap")
 
 
@@ -257,13 +254,13 @@ def hostile(mode: str, *, hang_seconds: float = 10.0) -> Callable[[dict[str, Any
         newest = max(truths, key=lambda t: (t["created_at"], t["id"]))
         oldest = min(truths, key=lambda t: (t["created_at"], t["id"]))
         if mode == "merge_all":
-            return verdict([_merge(ids, "; ".join(texts))])
+            return verdict([merge_dict(ids, "; ".join(texts), CARELESS)])
         if mode == "shortest":
-            return verdict([_merge(ids, min(texts, key=len))])
+            return verdict([merge_dict(ids, min(texts, key=len), CARELESS)])
         if mode == "oldest":
-            return verdict([_merge(ids, oldest["content"])])
+            return verdict([merge_dict(ids, oldest["content"], CARELESS)])
         if mode == "outside_ids":
-            return verdict([_merge([*ids, "t99", "t0"], "; ".join(texts))])
+            return verdict([merge_dict([*ids, "t99", "t0"], "; ".join(texts), CARELESS)])
         if mode == "retire_protected":
             protected = [t["id"] for t in truths if t["protected"]]
             others = [t for t in truths if not t["protected"]]
@@ -287,11 +284,11 @@ def hostile(mode: str, *, hang_seconds: float = 10.0) -> Callable[[dict[str, Any
         if mode == "role_swap":
             return _swap_names(truths)
         if mode == "no_reason":
-            return verdict([_merge(ids, "; ".join(texts), reason="")])
+            return verdict([merge_dict(ids, "; ".join(texts), reason="")])
         if mode == "non_json":
             return text(f"Sure! {ids[0]} and {ids[1]} say the same thing, so I would merge them.")
         if mode in ("cut_json", "cut_json_stop"):
-            entry = {"id": "c1", "actions": [_merge(ids, "; ".join(texts))], "reasoning": "same"}
+            entry = {"id": "c1", "actions": [merge_dict(ids, "; ".join(texts), CARELESS)], "reasoning": "same"}
             full = json.dumps({"clusters": [entry]})
             return text(full[: len(full) // 2], finish_reason="length" if mode == "cut_json" else "stop")
         return hang(hang_seconds)

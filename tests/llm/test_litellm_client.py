@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from iris_consolidation.exceptions import JudgeMisconfigured, JudgeRateLimited, JudgeResponseInvalid
 from iris_consolidation.llm import get_judge_client
-from iris_consolidation.llm.base import JudgeRequest, MemberView
 from tests import llm_stub
+from tests.helpers import judge_request
 
-
-def _request() -> JudgeRequest:
-    t = datetime(2026, 1, 1, tzinfo=UTC)
-    return JudgeRequest(
-        members=(
-            MemberView(alias="t1", content="Works as a nurse", created_at=t),
-            MemberView(alias="t2", content="Is a nurse", created_at=t.replace(day=2)),
-        )
-    )
+#: Two wordings of one job (the request is frozen, so tests share it).
+NURSES = judge_request("Works as a nurse", "Is a nurse")
 
 
 def test_verdict_travels_through_litellm(llm_server):
     merge = {"action": "merge", "ids": ["t1", "t2"], "content": "Works as a nurse", "reason": "same"}
     llm_server.script = [llm_stub.verdict([merge])]
 
-    verdict = get_judge_client().judge(_request())
+    verdict = get_judge_client().judge(NURSES)
 
     assert [a.ids for a in verdict.actions] == [("t1", "t2")]
     assert verdict.tokens == 70 and verdict.llm_calls == 1
@@ -39,7 +30,7 @@ def test_rate_limit_reports_the_providers_wait(llm_server):
     llm_server.script = [llm_stub.error(429, headers={"retry-after": "17"})]
 
     with pytest.raises(JudgeRateLimited) as info:
-        get_judge_client().judge(_request())
+        get_judge_client().judge(NURSES)
 
     assert info.value.retry_after == 17.0
     assert len(llm_server.chat_requests()) == 1  # litellm's own retries are off
@@ -49,7 +40,7 @@ def test_truncated_reply_is_retried_then_invalid(llm_server):
     llm_server.script = [llm_stub.text('{"actions": [{"action": "mer', finish_reason="length")]
 
     with pytest.raises(JudgeResponseInvalid):
-        get_judge_client().judge(_request())
+        get_judge_client().judge(NURSES)
 
     assert len(llm_server.chat_requests()) == 2
 

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
-from iris_consolidation.llm.base import JudgeRequest, MemberView
+from iris_consolidation.llm.base import JudgeRequest
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.services.pipeline import validation
-
-
-def _request(*contents: str) -> JudgeRequest:
-    t = datetime(2026, 1, 1, tzinfo=UTC)
-    return JudgeRequest(
-        members=tuple(
-            MemberView(alias=f"t{i}", content=c, created_at=t.replace(day=i)) for i, c in enumerate(contents, start=1)
-        )
-    )
+from tests.helpers import judge_request
 
 
 @pytest.mark.parametrize(
@@ -28,7 +18,7 @@ def _request(*contents: str) -> JudgeRequest:
     ],
 )
 def test_same_statement_is_merged_and_the_validator_accepts_it(a, b):
-    request = _request(a, b)
+    request = judge_request(a, b)
 
     verdict = RuleJudge().judge(request)
     result = validation.validate(request, verdict.actions, max_length=1000, max_generation=5)
@@ -46,23 +36,18 @@ def test_same_statement_is_merged_and_the_validator_accepts_it(a, b):
     ],
 )
 def test_same_words_in_another_order_are_left_to_the_judge(a, b):
-    verdict = RuleJudge().judge(_request(a, b))
+    verdict = RuleJudge().judge(judge_request(a, b))
 
     assert verdict.actions == ()
 
 
 def _scored(*members: tuple[str, float]) -> JudgeRequest:
-    t = datetime(2026, 1, 1, tzinfo=UTC)
-    return JudgeRequest(
-        members=tuple(
-            MemberView(alias=f"t{i}", content=c, created_at=t.replace(day=i), score=score)
-            for i, (c, score) in enumerate(members, start=1)
-        )
-    )
+    """Members with their distillation scores."""
+    return judge_request(*(c for c, _ in members), **{f"t{i}": {"score": s} for i, (_, s) in enumerate(members, 1)})
 
 
 def test_merge_keeps_the_member_with_its_proper_names_capitalised():
-    verdict = RuleJudge().judge(_request("I met taylor swift.", "I met Taylor Swift"))
+    verdict = RuleJudge().judge(judge_request("I met taylor swift.", "I met Taylor Swift"))
 
     assert [a.content for a in verdict.actions] == ["I met Taylor Swift"]
 
@@ -90,7 +75,7 @@ def test_merge_keeps_the_oldest_when_names_and_scores_tie():
 
 
 def test_the_kept_text_passes_the_validator():
-    request = _request("I met taylor swift.", "I met Taylor Swift")
+    request = judge_request("I met taylor swift.", "I met Taylor Swift")
 
     verdict = RuleJudge().judge(request)
     result = validation.validate(request, verdict.actions, max_length=1000, max_generation=5)

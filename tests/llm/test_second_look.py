@@ -13,32 +13,22 @@ from iris_consolidation.embeddings import LocalEmbedder
 from iris_consolidation.llm import get_judge_client, second_look
 from iris_consolidation.models import ClusterReview, LiveSettings, Truth
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.pipeline.clustering import CandidateCluster
 from iris_consolidation.services.pipeline.validation import Code
 from tests import llm_stub
-from tests.helpers import truth_state
+from tests.helpers import cluster_of, consolidate, judge_request, merge_action, merge_dict, supersede_dict, truth_state
 
 pytestmark = pytest.mark.django_db
 
 EMBEDDER = LocalEmbedder()
 #: Joined without loss, a statement and its opposite: the invariants pass, the polarity signal fires.
 CONTRADICTION = ("Enjoys horror films", "Does not enjoy horror films")
-JOINED = {
-    "action": "merge",
-    "ids": ["t1", "t2"],
-    "content": "Enjoys horror films; does not enjoy horror films",
-    "reason": "both about horror films",
-}
+JOINED = merge_dict(["t1", "t2"], "Enjoys horror films; does not enjoy horror films", "both about horror films")
 
 
-def _run(llm_server: Any, run_factory: Any, truths: list[Truth], actions: list[dict[str, Any]]) -> ClusterReview:
+def _run(llm_server: Any, truths: list[Truth], actions: list[dict[str, Any]]) -> ClusterReview:
+    """One cluster of ``truths`` consolidated by the LLM judge answering ``actions``."""
     llm_server.script = [llm_stub.verdict(actions)]
-    cluster = CandidateCluster(
-        user_id=truths[0].user_id, member_ids=tuple(t.pk for t in truths), similarities=(1.0,) * len(truths)
-    )
-    return consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=cluster, client=get_judge_client(), embedder=EMBEDDER
-    )
+    return consolidate(*truths, client=get_judge_client(), embedder=EMBEDDER)
 
 
 @pytest.fixture
@@ -47,10 +37,10 @@ def contradiction(truth_factory: Any) -> list[Truth]:
     return [first, truth_factory(CONTRADICTION[1], user=first.user)]
 
 
-def test_a_flagged_merge_goes_to_one_second_look_with_a_neutral_question(llm_server, run_factory, contradiction):
+def test_a_flagged_merge_goes_to_one_second_look_with_a_neutral_question(llm_server, contradiction):
     llm_server.second_looks = "confirm"
 
-    review = _run(llm_server, run_factory, contradiction, [JOINED])
+    review = _run(llm_server, contradiction, [JOINED])
 
     judge_call, look = llm_server.chat_requests()
     assert "<truths>" in judge_call["json"]["messages"][-1]["content"]
@@ -78,7 +68,7 @@ def test_a_flagged_merge_goes_to_one_second_look_with_a_neutral_question(llm_ser
         (None, Code.SECOND_LOOK_MISSING),  # the entry is left out
     ],
 )
-def test_only_a_confirmation_with_a_reason_applies(llm_server, run_factory, contradiction, answer, code):
+def test_only_a_confirmation_with_a_reason_applies(llm_server, contradiction, answer, code):
     llm_server.second_looks = None
     entries = [{"id": "v1", **answer}] if answer else []
     llm_server.handler = lambda payload: (
@@ -88,7 +78,7 @@ def test_only_a_confirmation_with_a_reason_applies(llm_server, run_factory, cont
     )
     before = truth_state()
 
-    review = _run(llm_server, run_factory, contradiction, [JOINED])
+    review = _run(llm_server, contradiction, [JOINED])
 
     assert truth_state() == before
     assert review.outcome == ClusterReview.Outcome.REJECTED
@@ -108,14 +98,14 @@ def test_only_a_confirmation_with_a_reason_applies(llm_server, run_factory, cont
     ids=["garbage", "truncated", "server-error", "rate-limited", "timeout"],
 )
 def test_a_second_look_that_fails_keeps_the_truths_and_is_asked_again_later(
-    llm_server, run_factory, contradiction, reply, settings
+    llm_server, contradiction, reply, settings
 ):
     settings.IRIS_CONSOLIDATION_LLM_TIMEOUT = 2.0
     llm_server.second_looks = None
     llm_server.handler = lambda payload: reply if llm_stub.is_second_look_call(payload) else llm_stub.verdict([JOINED])
     before = truth_state()
 
-    review = _run(llm_server, run_factory, contradiction, [JOINED])
+    review = _run(llm_server, contradiction, [JOINED])
 
     assert truth_state() == before
     assert [r["code"] for r in review.rejections] == [Code.SECOND_LOOK_FAILED]
@@ -123,21 +113,16 @@ def test_a_second_look_that_fails_keeps_the_truths_and_is_asked_again_later(
     # Not cached as a "keep": the next run asks the judge again.
     llm_server.handler = None
     llm_server.second_looks = "confirm"
-    again = _run(llm_server, run_factory, contradiction, [JOINED])
+    again = _run(llm_server, contradiction, [JOINED])
     assert again.outcome == ClusterReview.Outcome.APPLIED
 
 
-def test_actions_without_a_signal_apply_without_a_second_look(llm_server, run_factory, truth_factory):
+def test_actions_without_a_signal_apply_without_a_second_look(llm_server, truth_factory):
     first = truth_factory("Has a son named Tomas")
     second = truth_factory("Is the father of a boy called Tomas", user=first.user)
-    merge = {
-        "action": "merge",
-        "ids": ["t1", "t2"],
-        "content": "Has a son named Tomas",
-        "reason": "'father of a boy' = 'son'",
-    }
+    merge = merge_dict(["t1", "t2"], "Has a son named Tomas", "'father of a boy' = 'son'")
 
-    review = _run(llm_server, run_factory, [first, second], [merge])
+    review = _run(llm_server, [first, second], [merge])
 
     assert review.outcome == ClusterReview.Outcome.APPLIED
     assert len(llm_server.chat_requests()) == 1
@@ -149,11 +134,9 @@ def test_one_second_look_per_batch_covers_every_flagged_action(llm_server, run_f
     user = first.user
     pairs = [[first, truth_factory(CONTRADICTION[1], user=user)]]
     pairs.append([truth_factory("Lives in Porto", user=user), truth_factory("Moved to Lisbon", user=user)])
-    clusters = [
-        CandidateCluster(user_id=user.pk, member_ids=tuple(t.pk for t in p), similarities=(1.0, 1.0)) for p in pairs
-    ]
+    clusters = [cluster_of(*p) for p in pairs]
     # Aliases run across the call: t1, t2 for the first cluster, t3, t4 for the second.
-    supersede = {"action": "supersede", "old": ["t3"], "new": "t4", "reason": "moved"}
+    supersede = supersede_dict(["t3"], "t4", "moved")
     llm_server.script = [llm_stub.verdict([JOINED, supersede])]
     llm_server.second_looks = "confirm"
 
@@ -176,12 +159,12 @@ def test_one_second_look_per_batch_covers_every_flagged_action(llm_server, run_f
     ],
 )
 def test_the_risk_policy_decides_what_a_flagged_action_gets(
-    llm_server, run_factory, contradiction, settings, policy, outcome, calls, code
+    llm_server, contradiction, settings, policy, outcome, calls, code
 ):
     settings.IRIS_CONSOLIDATION_RISK_POLICY = policy
     llm_server.second_looks = "confirm"
 
-    review = _run(llm_server, run_factory, contradiction, [JOINED])
+    review = _run(llm_server, contradiction, [JOINED])
 
     assert review.outcome == outcome and len(llm_server.chat_requests()) == calls
     assert [r["code"] for r in review.rejections] == ([code] if code else [])
@@ -189,34 +172,34 @@ def test_the_risk_policy_decides_what_a_flagged_action_gets(
         assert review.applied_actions[0]["signals"][0]["code"] == Code.POLARITY
 
 
-def test_the_live_settings_override_the_risk_policy(llm_server, run_factory, contradiction, settings):
+def test_the_live_settings_override_the_risk_policy(llm_server, contradiction, settings):
     settings.IRIS_CONSOLIDATION_RISK_POLICY = "accept"
     LiveSettings.objects.update_or_create(pk=LiveSettings.SINGLETON_ID, defaults={"risk_policy": "refuse"})
 
-    review = _run(llm_server, run_factory, contradiction, [JOINED])
+    review = _run(llm_server, contradiction, [JOINED])
 
     assert [r["code"] for r in review.rejections] == [Code.POLARITY]
     assert review.run.effective_settings["risk_policy"] == "refuse"
 
 
-def test_the_second_look_uses_the_verify_model_when_one_is_set(llm_server, run_factory, contradiction, settings):
+def test_the_second_look_uses_the_verify_model_when_one_is_set(llm_server, contradiction, settings):
     settings.IRIS_CONSOLIDATION_VERIFY_MODEL = "openai/stub-verifier"
     llm_server.second_looks = "confirm"
 
-    _run(llm_server, run_factory, contradiction, [JOINED])
+    _run(llm_server, contradiction, [JOINED])
 
     assert [r["json"]["model"] for r in llm_server.chat_requests()] == ["stub-judge", "stub-verifier"]
 
 
-def test_a_contradiction_stated_later_supersedes_the_earlier_statement(llm_server, run_factory, truth_factory):
+def test_a_contradiction_stated_later_supersedes_the_earlier_statement(llm_server, truth_factory):
     """ "Loves sushi" then "Hates sushi": the statement made last wins; with no change word
     the supersede is a signal, so it is applied on the second look's confirmation."""
     old = truth_factory("Is a big fan of the band Keane")
     new = truth_factory("Cannot stand the band Keane", user=old.user)
     llm_server.second_looks = "confirm"
-    supersede = {"action": "supersede", "old": ["t1"], "new": "t2", "reason": "the later statement contradicts it"}
+    supersede = supersede_dict(["t1"], "t2", "the later statement contradicts it")
 
-    review = _run(llm_server, run_factory, [old, new], [supersede])
+    review = _run(llm_server, [old, new], [supersede])
 
     assert review.outcome == ClusterReview.Outcome.APPLIED
     assert [s["code"] for s in review.applied_actions[0]["signals"]] == [Code.SUPERSEDE_NO_CHANGE]
@@ -224,21 +207,13 @@ def test_a_contradiction_stated_later_supersedes_the_earlier_statement(llm_serve
     assert list(Truth.objects.filter(user=old.user).values_list("content", flat=True)) == [new.content]
 
 
-def test_the_rule_judge_still_refuses_on_signals(settings, run_factory, truth_factory):
+def test_the_rule_judge_still_refuses_on_signals(settings, truth_factory):
     """Offline stays conservative: no second look, the signal refuses (here, the rule
     judge's own validation of a lossless join it would never propose)."""
-    from datetime import UTC, datetime, timedelta
-
-    from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
+    from iris_consolidation.llm.base import JudgeRequest
     from iris_consolidation.services.pipeline import judging
 
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    request = JudgeRequest(
-        members=tuple(
-            MemberView(alias=f"t{i}", content=c, created_at=t0 + timedelta(days=i))
-            for i, c in enumerate(CONTRADICTION, 1)
-        )
-    )
+    request = judge_request(*CONTRADICTION)
 
     class Proposes:
         name, calls_model = "proposes", False
@@ -246,19 +221,19 @@ def test_the_rule_judge_still_refuses_on_signals(settings, run_factory, truth_fa
         def judge(self, req: JudgeRequest) -> Any:
             from iris_consolidation.llm.base import Verdict
 
-            return Verdict(actions=(Action(action="merge", ids=("t1", "t2"), content=JOINED["content"], reason="x"),))
+            return Verdict(actions=(merge_action(("t1", "t2"), JOINED["content"], reason="x"),))
 
     (judgement,) = judging.decide_batch(requests=[request], client=Proposes(), risk_policy="accept")
     assert judgement.accepted == () and [r.code for r in judgement.rejections] == [Code.POLARITY]
 
 
 def test_the_run_page_shows_the_signals_and_the_second_looks_reason(
-    llm_server, run_factory, contradiction, admin_client
+    llm_server, contradiction, admin_client
 ):
     from django.urls import reverse
 
     llm_server.second_looks = "confirm"
-    review = _run(llm_server, run_factory, contradiction, [JOINED])
+    review = _run(llm_server, contradiction, [JOINED])
 
     html = admin_client.get(reverse("admin:iris_consolidation_consolidationrun_change", args=[review.run_id])).content
     text = html.decode()

@@ -3,27 +3,18 @@ through litellm against the stub (no retries of their own: the queue retries).""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import numpy as np
 import pytest
 
 from iris_consolidation.embeddings import WRONG_DIMENSIONS
 from iris_consolidation.exceptions import EmbeddingDimensionMismatch, JudgeUnavailable
 from iris_consolidation.llm import get_judge_client
-from iris_consolidation.llm.base import JudgeRequest, MemberView
 from iris_consolidation.llm.litellm_client import LiteLLMEmbedder
 from tests import llm_stub
+from tests.helpers import judge_request
 
-
-def _request() -> JudgeRequest:
-    t = datetime(2026, 1, 1, tzinfo=UTC)
-    return JudgeRequest(
-        members=(
-            MemberView(alias="t1", content="Works as a nurse", created_at=t),
-            MemberView(alias="t2", content="Is a nurse", created_at=t.replace(day=2)),
-        )
-    )
+#: Two wordings of one job (the request is frozen, so tests share it).
+NURSES = judge_request("Works as a nurse", "Is a nurse")
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 500, 502, 503])
@@ -31,7 +22,7 @@ def test_http_error_is_reported_as_judge_unavailable(llm_server, status):
     llm_server.script = [llm_stub.error(status)]
 
     with pytest.raises(JudgeUnavailable) as info:
-        get_judge_client().judge(_request())
+        get_judge_client().judge(NURSES)
 
     assert str(info.value).startswith("openai/stub-judge ")
     assert "test-key-not-secret" not in str(info.value)
@@ -43,13 +34,13 @@ def test_a_server_that_does_not_answer_in_time_is_unavailable(llm_server, settin
     llm_server.script = [llm_stub.hang(2.0)]
 
     with pytest.raises(JudgeUnavailable, match="did not answer"):
-        get_judge_client().judge(_request())
+        get_judge_client().judge(NURSES)
 
 
 def test_malformed_reply_then_good_reply_counts_two_calls(llm_server):
     llm_server.script = [llm_stub.text("Sure! Here is my answer: merge them."), llm_stub.verdict([])]
 
-    verdict = get_judge_client().judge(_request())
+    verdict = get_judge_client().judge(NURSES)
 
     assert (verdict.actions, verdict.attempts, verdict.llm_calls, verdict.tokens) == ((), 2, 2, 140)
 

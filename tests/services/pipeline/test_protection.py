@@ -16,13 +16,10 @@ from iris_consolidation.embeddings import LocalEmbedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm.base import JudgeClient, JudgeRequest, Verdict
 from iris_consolidation.models import ClusterReview, Origin, RetiredReason, Truth
-from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.pipeline.clustering import CandidateCluster
-from iris_consolidation.services.pipeline.merging import STALE_MEMBER
-from iris_consolidation.services.pipeline.validation import AT_GENERATION_LIMIT, PROTECTED_RETIRED, TWO_PROTECTED
+from iris_consolidation.services.pipeline.validation import AT_GENERATION_LIMIT, PROTECTED_RETIRED, Code
 from tests import llm_stub
 from tests.conftest import vector_at
-from tests.helpers import truth_state
+from tests.helpers import consolidate, merge_dict, supersede_dict, truth_state
 
 pytestmark = pytest.mark.django_db
 
@@ -40,11 +37,11 @@ ABSORBERS = [kind for kind in PROTECTIONS if kind != "max-generation"]
 OLD_HOME, NEW_HOME = "Lives in Lisbon", "Moved to Berlin"
 
 
-def _refusal(kind: str, alias: str) -> str:
-    """The validator's reason for refusing to retire or reword a protected ``alias``."""
+def _refusal(kind: str, alias: str) -> tuple[Code, str]:
+    """The validator's code and reason for refusing to retire or reword a protected ``alias``."""
     if kind == "max-generation":
-        return AT_GENERATION_LIMIT.format(alias=alias, limit=5)
-    return PROTECTED_RETIRED.format(alias=alias)
+        return Code.GENERATION_LIMIT, AT_GENERATION_LIMIT.format(alias=alias, limit=5)
+    return Code.PROTECTED, PROTECTED_RETIRED.format(alias=alias)
 
 
 @pytest.fixture(scope="module")
@@ -52,82 +49,62 @@ def embedder() -> LocalEmbedder:
     return LocalEmbedder()
 
 
-def _cluster(*truths: Truth) -> CandidateCluster:
-    return CandidateCluster(
-        user_id=truths[0].user_id, member_ids=tuple(t.pk for t in truths), similarities=(1.0,) * len(truths)
-    )
-
-
-def _merge(ids: list[str], content: str) -> dict:
-    return {"action": "merge", "ids": ids, "content": content, "reason": "same fact"}
-
-
-def _supersede(old: list[str], new: str) -> dict:
-    return {"action": "supersede", "old": old, "new": new, "reason": "moved"}
-
-
 @pytest.mark.parametrize("kind", PROTECTIONS)
-def test_judge_cannot_supersede_a_protected_truth(llm_server, truth_factory, run_factory, embedder, kind):
+def test_judge_cannot_supersede_a_protected_truth(llm_server, truth_factory, embedder, kind):
     old = truth_factory(OLD_HOME, embedding=vector_at(1.0), **PROTECTIONS[kind])
     new = truth_factory(NEW_HOME, user=old.user, embedding=vector_at(0.9))
-    llm_server.script = [llm_stub.verdict([_supersede(["t1"], "t2")])]
+    llm_server.script = [llm_stub.verdict([supersede_dict(["t1"], "t2", reason="moved")])]
     before = truth_state()
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(new, old), client=get_judge_client(), embedder=embedder
-    )
+    review = consolidate(new, old, client=get_judge_client(), embedder=embedder)
 
     assert truth_state() == before
     assert review.outcome == ClusterReview.Outcome.REJECTED and review.applied is False
-    code = "generation_limit" if kind == "max-generation" else "protected"
-    assert review.rejections == [{"action": _supersede(["t1"], "t2"), "code": code, "reason": _refusal(kind, "t1")}]
+    code, reason = _refusal(kind, "t1")
+    # The whole stored refusal once, its text included (the run page shows it).
+    moved = supersede_dict(["t1"], "t2", reason="moved")
+    assert review.rejections == [{"action": moved, "code": code, "reason": reason}]
     assert llm_server.truths_of(llm_server.chat_requests()[0])[0]["protected"] is True
 
 
 @pytest.mark.parametrize("kind", PROTECTIONS)
-def test_judge_cannot_reword_a_protected_truth_in_a_merge(llm_server, truth_factory, run_factory, embedder, kind):
+def test_judge_cannot_reword_a_protected_truth_in_a_merge(llm_server, truth_factory, embedder, kind):
     protected = truth_factory("Works as a nurse", embedding=vector_at(1.0), **PROTECTIONS[kind])
     other = truth_factory("Is a nurse", user=protected.user, embedding=vector_at(0.9))
-    llm_server.script = [llm_stub.verdict([_merge(["t1", "t2"], "Is a nurse by profession")])]
+    llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t2"], "Is a nurse by profession")])]
     before = truth_state()
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(protected, other), client=get_judge_client(), embedder=embedder
-    )
+    review = consolidate(protected, other, client=get_judge_client(), embedder=embedder)
 
     assert truth_state() == before
-    assert review.rejections[0]["reason"] == _refusal(kind, "t1")
+    assert review.rejections[0]["code"] == _refusal(kind, "t1")[0]
 
 
-def test_merge_of_two_protected_truths_is_refused(llm_server, truth_factory, run_factory, embedder):
+def test_merge_of_two_protected_truths_is_refused(llm_server, truth_factory, embedder):
     # Paraphrases, not equal texts: the deterministic pre-pass would merge an equal
     # text into a protected one before the model is asked.
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0), pinned=True)
     b = truth_factory("Is a nurse", user=a.user, embedding=vector_at(1.0), origin=Origin.USER)
     c = truth_factory("Has a job as a nurse", user=a.user, embedding=vector_at(0.99))
-    llm_server.script = [llm_stub.verdict([_merge(["t1", "t2", "t3"], "Works as a nurse")])]
+    llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t2", "t3"], "Works as a nurse")])]
     before = truth_state()
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(c, a, b), client=get_judge_client(), embedder=embedder
-    )
+    review = consolidate(c, a, b, client=get_judge_client(), embedder=embedder)
 
     assert truth_state() == before
-    assert review.rejections[0]["reason"] == TWO_PROTECTED.format(aliases="t1, t2")
+    assert review.rejections[0]["code"] == Code.TWO_PROTECTED
 
 
 @pytest.mark.parametrize("kind", ABSORBERS)
 def test_protected_truth_may_absorb_a_duplicate_with_its_exact_text(
-    llm_server, truth_factory, run_factory, embedder, kind
+    llm_server, truth_factory, embedder, kind
 ):
     protected = truth_factory("Works as a nurse", embedding=vector_at(1.0), **PROTECTIONS[kind])
     dup = truth_factory("Is a nurse", user=protected.user, embedding=vector_at(0.9))
-    llm_server.script = [llm_stub.verdict([_merge(["t1", "t2"], "Works as a nurse")])]
+    llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t2"], "Works as a nurse")])]
     kept = truth_state()[protected.pk]
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(protected, dup), client=get_judge_client(), embedder=embedder
-    )
+    review = consolidate(protected, dup, client=get_judge_client(), embedder=embedder)
 
     assert review.outcome == ClusterReview.Outcome.APPLIED
     assert truth_state()[protected.pk] == kept
@@ -135,19 +112,17 @@ def test_protected_truth_may_absorb_a_duplicate_with_its_exact_text(
     assert Truth.all_objects.count() == 2
 
 
-def test_truth_at_the_generation_limit_absorbs_nothing(llm_server, truth_factory, run_factory, embedder):
+def test_truth_at_the_generation_limit_absorbs_nothing(llm_server, truth_factory, embedder):
     limit = truth_factory("Works as a nurse", embedding=vector_at(1.0), **PROTECTIONS["max-generation"])
     dup = truth_factory("Is a nurse", user=limit.user, embedding=vector_at(0.9))
-    llm_server.script = [llm_stub.verdict([_merge(["t1", "t2"], "Works as a nurse")])]
+    llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t2"], "Works as a nurse")])]
     before = truth_state()
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(limit, dup), client=get_judge_client(), embedder=embedder
-    )
+    review = consolidate(limit, dup, client=get_judge_client(), embedder=embedder)
 
     assert truth_state() == before
     assert review.outcome == ClusterReview.Outcome.REJECTED
-    assert review.rejections[0]["reason"] == AT_GENERATION_LIMIT.format(alias="t1", limit=5)
+    assert review.rejections[0]["code"] == Code.GENERATION_LIMIT
 
 
 # --- re-checked under the lock ----------------------------------------------------------
@@ -173,102 +148,87 @@ class ChangesAfterJudging:
     [{"pinned": True}, {"origin": Origin.USER}, {"origin": Origin.AGENT}, {"generation": 5}],
     ids=["pinned", "user", "agent", "max-generation"],
 )
-def test_truth_protected_after_judging_is_not_retired(llm_server, truth_factory, run_factory, embedder, change):
+def test_truth_protected_after_judging_is_not_retired(llm_server, truth_factory, embedder, change):
     old = truth_factory(OLD_HOME, embedding=vector_at(1.0))
     new = truth_factory(NEW_HOME, user=old.user, embedding=vector_at(0.9))
-    llm_server.script = [llm_stub.verdict([_supersede(["t1"], "t2")])]
+    llm_server.script = [llm_stub.verdict([supersede_dict(["t1"], "t2", reason="moved")])]
     # .update() leaves updated_at alone: only the protection re-check can catch this.
     judge = ChangesAfterJudging(get_judge_client(), lambda: Truth.objects.filter(pk=old.pk).update(**change))
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(old, new), client=judge, embedder=embedder
-    )
+    review = consolidate(old, new, client=judge, embedder=embedder)
 
     old.refresh_from_db()
     assert old.is_live and old.superseded_by_id is None
     assert Truth.objects.filter(pk=new.pk).exists()
     assert review.outcome == ClusterReview.Outcome.STALE
-    assert review.rejections[0]["reason"] == STALE_MEMBER.format(alias="t1")
-    assert review.rejections[0]["code"] == "stale_member"
+    assert review.rejections[0]["code"] == Code.STALE_MEMBER
 
 
-def test_truth_pinned_after_judging_is_not_merged_away(llm_server, truth_factory, run_factory, embedder):
+def test_truth_pinned_after_judging_is_not_merged_away(llm_server, truth_factory, embedder):
     # A paraphrase: equal texts would be merged by the pre-pass before the judge answers.
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
     b = truth_factory("Is a nurse", user=a.user, embedding=vector_at(0.99))
-    llm_server.script = [llm_stub.verdict([_merge(["t1", "t2"], "Works as a nurse")])]
+    llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t2"], "Works as a nurse")])]
     judge = ChangesAfterJudging(get_judge_client(), lambda: Truth.objects.filter(pk=b.pk).update(pinned=True))
     before_count = Truth.all_objects.count()
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(a, b), client=judge, embedder=embedder
-    )
+    review = consolidate(a, b, client=judge, embedder=embedder)
 
     assert Truth.all_objects.count() == before_count
     assert Truth.objects.filter(pk__in=[a.pk, b.pk]).count() == 2
-    assert review.rejections[0]["reason"] == STALE_MEMBER.format(alias="t2")
+    assert review.rejections[0]["code"] == Code.STALE_MEMBER
 
 
-def test_truth_edited_after_judging_is_not_retired(llm_server, truth_factory, run_factory, embedder):
+def test_truth_edited_after_judging_is_not_retired(llm_server, truth_factory, embedder):
     old = truth_factory(OLD_HOME, embedding=vector_at(1.0))
     new = truth_factory(NEW_HOME, user=old.user, embedding=vector_at(0.9))
-    llm_server.script = [llm_stub.verdict([_supersede(["t1"], "t2")])]
+    llm_server.script = [llm_stub.verdict([supersede_dict(["t1"], "t2", reason="moved")])]
 
     def edit() -> None:
         truth = Truth.objects.get(pk=old.pk)
         truth.content = "Lives in Lisbon and Porto"
         truth.save()
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk,
-        cluster=_cluster(old, new),
-        client=ChangesAfterJudging(get_judge_client(), edit),
-        embedder=embedder,
-    )
+    review = consolidate(old, new, client=ChangesAfterJudging(get_judge_client(), edit), embedder=embedder)
 
     old.refresh_from_db()
     assert (old.content, old.is_live) == ("Lives in Lisbon and Porto", True)
     assert review.outcome == ClusterReview.Outcome.STALE
 
 
-def test_truth_retired_elsewhere_after_judging_is_left_alone(llm_server, truth_factory, run_factory, embedder):
+def test_truth_retired_elsewhere_after_judging_is_left_alone(llm_server, truth_factory, embedder):
     old = truth_factory(OLD_HOME, embedding=vector_at(1.0))
     new = truth_factory(NEW_HOME, user=old.user, embedding=vector_at(0.9))
     elsewhere = truth_factory("Moved to Berlin, Germany", user=old.user, embedding=vector_at(0.5))
-    llm_server.script = [llm_stub.verdict([_supersede(["t1"], "t2")])]
+    llm_server.script = [llm_stub.verdict([supersede_dict(["t1"], "t2", reason="moved")])]
 
     def retire_elsewhere() -> None:
         Truth.objects.filter(pk=old.pk).update(
             retired_at=timezone.now(), superseded_by=elsewhere, retired_reason=RetiredReason.SUPERSEDED
         )
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk,
-        cluster=_cluster(old, new),
-        client=ChangesAfterJudging(get_judge_client(), retire_elsewhere),
-        embedder=embedder,
-    )
+    review = consolidate(old, new, client=ChangesAfterJudging(get_judge_client(), retire_elsewhere), embedder=embedder)
 
     assert Truth.all_objects.get(pk=old.pk).superseded_by_id == elsewhere.pk
     assert review.outcome == ClusterReview.Outcome.STALE
     assert review.applied_actions == []
 
 
-def test_unchanged_members_of_the_same_verdict_are_still_applied(llm_server, truth_factory, run_factory, embedder):
+def test_unchanged_members_of_the_same_verdict_are_still_applied(llm_server, truth_factory, embedder):
     """Only the action naming the changed truth is dropped; the others apply."""
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
     b = truth_factory("Is a nurse", user=a.user, embedding=vector_at(0.99))
     c = truth_factory(OLD_HOME, user=a.user, embedding=vector_at(0.98))
     d = truth_factory(NEW_HOME, user=a.user, embedding=vector_at(0.97))
-    llm_server.script = [llm_stub.verdict([_merge(["t1", "t2"], "Works as a nurse"), _supersede(["t3"], "t4")])]
+    llm_server.script = [
+        llm_stub.verdict([merge_dict(["t1", "t2"], "Works as a nurse"), supersede_dict(["t3"], "t4", reason="moved")])
+    ]
     judge = ChangesAfterJudging(get_judge_client(), lambda: Truth.objects.filter(pk=c.pk).update(pinned=True))
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(a, b, c, d), client=judge, embedder=embedder
-    )
+    review = consolidate(a, b, c, d, client=judge, embedder=embedder)
 
     assert review.outcome == ClusterReview.Outcome.APPLIED
     assert [x["action"] for x in review.applied_actions] == ["merge"]
-    assert review.rejections[0]["reason"] == STALE_MEMBER.format(alias="t3")
+    assert [(r["code"], r["action"]["action"]) for r in review.rejections] == [(Code.STALE_MEMBER, "supersede")]
     assert Truth.objects.filter(pk=c.pk).exists()
     assert not Truth.objects.filter(pk__in=[a.pk, b.pk]).exists()

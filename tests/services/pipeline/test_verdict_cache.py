@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from iris_consolidation.llm import litellm_client
-from iris_consolidation.llm.base import JudgeRequest, MemberView, Verdict
+from iris_consolidation.llm.base import JudgeRequest, Verdict
 from iris_consolidation.models import VerdictCacheEntry
 from iris_consolidation.services.pipeline import verdict_cache
 from tests import llm_stub
+from tests.helpers import judge_request
 from tests.incremental_support import make_pairs, run_pass
 
 pytestmark = pytest.mark.django_db
 
 
 def _request(*contents: str, protected: bool = False) -> JudgeRequest:
-    t = datetime(2026, 1, 1, tzinfo=UTC)
-    return JudgeRequest(
-        members=tuple(
-            MemberView(alias=f"t{i}", content=c, created_at=t.replace(day=i), protected=protected and i == 1)
-            for i, c in enumerate(contents, start=1)
-        )
-    )
+    """Members t1, t2, ...; ``protected``: t1 is."""
+    return judge_request(*contents, t1={"protected": protected})
 
 
 class _Judge:
