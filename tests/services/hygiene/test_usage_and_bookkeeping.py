@@ -10,11 +10,9 @@ from django.utils import timezone
 from iris_consolidation.api import mark_validated, record_access
 from iris_consolidation.embeddings import LocalEmbedder
 from iris_consolidation.exceptions import InvalidInput
-from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import Origin, RetiredReason, Truth
-from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.pipeline.clustering import CandidateCluster
 from tests.conftest import vector_at
+from tests.helpers import consolidate
 
 pytestmark = pytest.mark.django_db
 
@@ -46,22 +44,14 @@ def test_record_access_and_mark_validated_leave_retired_truths(truth_factory):
     assert Truth.all_objects.get(pk=gone.pk).validated is False
 
 
-def _merge(run_factory, embedder, *truths):
-    run = run_factory()
-    cluster = CandidateCluster(
-        user_id=truths[0].user_id, member_ids=tuple(t.pk for t in truths), similarities=(1.0,) * len(truths)
-    )
-    return consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=RuleJudge(), embedder=embedder)
-
-
-def test_a_real_merge_combines_the_hygiene_fields(truth_factory, run_factory, embedder):
+def test_a_real_merge_combines_the_hygiene_fields(truth_factory, embedder):
     used = timezone.now() - timedelta(days=2)
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0), tags=["job", "health"], access_count=3,
                       relevance=0.5, last_accessed=used - timedelta(days=5))
     b = truth_factory("works as a nurse.", user=a.user, embedding=vector_at(0.99), tags=["health", "work"],
                       access_count=4, relevance=0.7, validated=True, last_accessed=used)
     c = truth_factory("Works as a nurse!", user=a.user, embedding=vector_at(0.98), relevance=0.2)
-    review = _merge(run_factory, embedder, a, b, c)
+    review = consolidate(a, b, c, embedder=embedder)
     assert review.applied
     merged = Truth.objects.get(origin=Origin.CONSOLIDATED)
     assert merged.tags == ["job", "health", "work"]
@@ -71,13 +61,13 @@ def test_a_real_merge_combines_the_hygiene_fields(truth_factory, run_factory, em
     assert merged.last_accessed == used
 
 
-def test_merge_relevance_is_capped_at_one_and_a_protected_keeper_absorbs(truth_factory, run_factory, embedder):
+def test_merge_relevance_is_capped_at_one_and_a_protected_keeper_absorbs(truth_factory, embedder):
     keeper = truth_factory("Works as a nurse", embedding=vector_at(1.0), origin=Origin.USER, tags=["a"],
                            relevance=0.95)
     other = truth_factory("works as a nurse.", user=keeper.user, embedding=vector_at(0.99), tags=["b"],
                           access_count=2, validated=True)
     before = Truth.all_objects.get(pk=keeper.pk)
-    review = _merge(run_factory, embedder, keeper, other)
+    review = consolidate(keeper, other, embedder=embedder)
     assert review.applied
     row = Truth.all_objects.get(pk=keeper.pk)
     assert row.is_live and row.content == "Works as a nurse"
@@ -86,8 +76,8 @@ def test_merge_relevance_is_capped_at_one_and_a_protected_keeper_absorbs(truth_f
     assert Truth.all_objects.get(pk=other.pk).superseded_by_id == keeper.pk
 
 
-def test_rule_judge_keeps_the_text_of_the_best_quality_member(truth_factory, run_factory, embedder):
+def test_rule_judge_keeps_the_text_of_the_best_quality_member(truth_factory, embedder):
     a = truth_factory("works as a nurse", embedding=vector_at(1.0), relevance=0.1)
     b = truth_factory("Works as a nurse.", user=a.user, embedding=vector_at(0.99), relevance=1.0, access_count=9)
-    _merge(run_factory, embedder, a, b)
+    consolidate(a, b, embedder=embedder)
     assert Truth.objects.get(origin=Origin.CONSOLIDATED).content == "Works as a nurse."

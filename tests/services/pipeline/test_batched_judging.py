@@ -11,13 +11,10 @@ from iris_consolidation.models import ClusterReview, Origin, Truth
 from iris_consolidation.services.pipeline import judging
 from tests import llm_stub
 from tests.conftest import vector_at
+from tests.helpers import merge_dict
 from tests.incremental_support import make_pairs, run_pass
 
 pytestmark = pytest.mark.django_db
-
-
-def _merge(ids: list[str], content: str) -> dict:
-    return {"action": "merge", "ids": ids, "content": content, "reason": "same fact"}
 
 
 def _live(user) -> set[str]:
@@ -52,7 +49,7 @@ def test_one_call_judges_each_cluster_on_its_own_verdict(llm_server, truth_facto
     llm_server.script = [
         llm_stub.clusters_reply(
             [
-                {"id": "c1", "actions": [_merge(["t1", "t2"], "fact 0 a and b")], "reasoning": "one fact"},
+                {"id": "c1", "actions": [merge_dict(["t1", "t2"], "fact 0 a and b")], "reasoning": "one fact"},
                 {"id": "c2", "actions": [], "reasoning": "two facts"},
             ]
         )
@@ -75,11 +72,13 @@ def test_a_cluster_missing_from_the_reply_is_asked_again_alone_and_never_taken_a
     llm_server.script = [
         llm_stub.clusters_reply(
             [
-                {"id": "c1", "actions": [_merge(["t1", "t2"], "fact 0 a and b")], "reasoning": "one"},
+                {"id": "c1", "actions": [merge_dict(["t1", "t2"], "fact 0 a and b")], "reasoning": "one"},
                 {"id": "c3", "actions": [], "reasoning": "distinct"},
             ]
         ),
-        llm_stub.clusters_reply([{"id": "c1", "actions": [_merge(["t3", "t4"], "fact 1 a and b")], "reasoning": "x"}]),
+        llm_stub.clusters_reply(
+            [{"id": "c1", "actions": [merge_dict(["t3", "t4"], "fact 1 a and b")], "reasoning": "x"}]
+        ),
     ]
 
     run = run_pass()
@@ -100,7 +99,11 @@ def test_a_cluster_missing_every_time_fails_alone_with_nothing_written(llm_serve
     def handler(payload):
         clusters = llm_server.clusters_of({"json": payload})
         entries = [
-            {"id": c["id"], "actions": [_merge([t["id"] for t in c["truths"]], "fact 0 a and b")], "reasoning": "ok"}
+            {
+                "id": c["id"],
+                "actions": [merge_dict([t["id"] for t in c["truths"]], "fact 0 a and b")],
+                "reasoning": "ok",
+            }
             for c in clusters
             if c["truths"][0]["content"].startswith("fact 0")
         ]
@@ -114,7 +117,7 @@ def test_a_cluster_missing_every_time_fails_alone_with_nothing_written(llm_serve
     failed = run.reviews.get(outcome=ClusterReview.Outcome.FAILED)
     assert {row["content"] for row in failed.snapshot} == {"fact 1 a", "fact 1 b"}
     assert failed.failed_members == ["t3", "t4"]
-    assert "missing from the reply" in failed.error
+    assert failed.failure == ClusterReview.Failure.INVALID_REPLY
     assert (run.merged, run.failed) == (1, 1)
 
 
@@ -124,8 +127,8 @@ def test_an_action_naming_a_sibling_clusters_truth_is_a_foreign_id(llm_server, t
     llm_server.script = [
         llm_stub.clusters_reply(
             [
-                {"id": "c1", "actions": [_merge(["t1", "t3"], "fact 0 a; fact 1 a")], "reasoning": "across"},
-                {"id": "c2", "actions": [_merge(["t3", "t4"], "fact 1 a and b")], "reasoning": "same"},
+                {"id": "c1", "actions": [merge_dict(["t1", "t3"], "fact 0 a; fact 1 a")], "reasoning": "across"},
+                {"id": "c2", "actions": [merge_dict(["t3", "t4"], "fact 1 a and b")], "reasoning": "same"},
             ]
         )
     ]

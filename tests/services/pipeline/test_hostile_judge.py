@@ -18,24 +18,17 @@ from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Truth
 from iris_consolidation.services.pipeline import consolidation, judging, merging
 from iris_consolidation.services.pipeline import validation as v
-from iris_consolidation.services.pipeline.clustering import CandidateCluster
 from tests import llm_stub
+from tests.helpers import consolidate, merge_dict
 
 pytestmark = pytest.mark.django_db
 
 EMBEDDER = LocalEmbedder()
 
 
-def _cluster(*truths: Truth) -> CandidateCluster:
-    return CandidateCluster(
-        user_id=truths[0].user_id, member_ids=tuple(t.pk for t in truths), similarities=(1.0,) * len(truths)
-    )
-
-
-def _consolidate(run: ConsolidationRun, *truths: Truth) -> ClusterReview:
-    return consolidation.consolidate_cluster(
-        run_id=run.pk, cluster=_cluster(*truths), client=get_judge_client(), embedder=EMBEDDER
-    )
+def _consolidate(*truths: Truth, run: ConsolidationRun | None = None) -> ClusterReview:
+    """``consolidate`` with the LLM judge (the hostile model behind the stub)."""
+    return consolidate(*truths, client=get_judge_client(), embedder=EMBEDDER, run=run)
 
 
 def _state(user_id: int) -> list[tuple[str, bool, str | None]]:
@@ -60,14 +53,14 @@ def _hostile(llm_server: Any, mode: str, *, second_looks: str = "confirm") -> No
     llm_server.second_looks = second_looks
 
 
-def test_merging_everything_of_a_contradiction_goes_to_the_second_look(llm_server, truth_factory, run_factory):
+def test_merging_everything_of_a_contradiction_goes_to_the_second_look(llm_server, truth_factory):
     """Joined without loss, a statement and its opposite pass the invariants; the signal
     sends the merge to a second look, whose withdrawal keeps both truths."""
     a = truth_factory("Likes jazz")
     b = truth_factory("Does not like jazz")
     _hostile(llm_server, "merge_all", second_looks="withdraw")
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert _state(a.user_id) == _untouched("Likes jazz", "Does not like jazz")
     assert review.outcome == ClusterReview.Outcome.REJECTED
@@ -77,7 +70,7 @@ def test_merging_everything_of_a_contradiction_goes_to_the_second_look(llm_serve
     assert len(llm_server.chat_requests()) == 2
 
 
-def test_a_confirmed_lossless_join_of_a_contradiction_is_what_undo_is_for(llm_server, truth_factory, run_factory):
+def test_a_confirmed_lossless_join_of_a_contradiction_is_what_undo_is_for(llm_server, truth_factory):
     """The one harm a careless model can still do once its second look agrees: fold two
     statements into one truth that keeps every word of both (nothing is lost; undo
     brings the sources back). With the ``refuse`` policy the signal refuses it."""
@@ -85,7 +78,7 @@ def test_a_confirmed_lossless_join_of_a_contradiction_is_what_undo_is_for(llm_se
     b = truth_factory("Does not like jazz")
     _hostile(llm_server, "merge_all")
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert review.outcome == ClusterReview.Outcome.APPLIED
     (entry,) = review.applied_actions
@@ -93,36 +86,36 @@ def test_a_confirmed_lossless_join_of_a_contradiction_is_what_undo_is_for(llm_se
     assert [s["code"] for s in entry["signals"]] == [v.Code.POLARITY]
 
 
-def test_the_refuse_policy_refuses_on_signals(llm_server, truth_factory, run_factory, settings):
+def test_the_refuse_policy_refuses_on_signals(llm_server, truth_factory, settings):
     settings.IRIS_CONSOLIDATION_RISK_POLICY = "refuse"
     a = truth_factory("Likes jazz")
     b = truth_factory("Does not like jazz")
     _hostile(llm_server, "merge_all")
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert _state(a.user_id) == _untouched("Likes jazz", "Does not like jazz")
     assert _rejections(review) == [v.Code.POLARITY]
     assert len(llm_server.chat_requests()) == 1
 
 
-def test_shortest_member_text_cannot_swallow_a_distinct_fact(llm_server, truth_factory, run_factory):
+def test_shortest_member_text_cannot_swallow_a_distinct_fact(llm_server, truth_factory):
     a = truth_factory("Is allergic to peanuts")
     b = truth_factory("Is allergic to shellfish")
     _hostile(llm_server, "shortest")
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert _state(a.user_id) == _untouched("Is allergic to peanuts", "Is allergic to shellfish")
     assert _rejections(review) == [v.Code.LOST_WORDS]
 
 
-def test_shortest_member_text_merges_true_paraphrases(llm_server, truth_factory, run_factory):
+def test_shortest_member_text_merges_true_paraphrases(llm_server, truth_factory):
     a = truth_factory("Is allergic to peanuts")
     b = truth_factory("Has a peanut allergy")
     _hostile(llm_server, "shortest")
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert _state(a.user_id) == sorted(
         [
@@ -137,36 +130,36 @@ def test_shortest_member_text_merges_true_paraphrases(llm_server, truth_factory,
     assert LineageEvent.objects.filter(result=merged).count() == 2
 
 
-def test_ids_outside_the_cluster_are_refused(llm_server, truth_factory, run_factory):
+def test_ids_outside_the_cluster_are_refused(llm_server, truth_factory):
     a = truth_factory("Likes tea")
     b = truth_factory("Enjoys tea")
     _hostile(llm_server, "outside_ids")
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
     assert _rejections(review) == [v.Code.UNKNOWN_ID]
 
 
 @pytest.mark.parametrize("fields", [{"pinned": True}, {"origin": "user"}, {"origin": "agent"}])
-def test_protected_truths_are_never_retired(llm_server, truth_factory, run_factory, fields):
+def test_protected_truths_are_never_retired(llm_server, truth_factory, fields):
     a = truth_factory("Lives in Lisbon", **fields)
     b = truth_factory("Moved to Berlin in May")
     _hostile(llm_server, "retire_protected")
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert _state(a.user_id) == _untouched("Lives in Lisbon", "Moved to Berlin in May")
     assert _rejections(review) == [v.Code.PROTECTED]
     assert llm_server.truths_of(llm_server.chat_requests()[0])[0]["protected"] is True
 
 
-def test_newest_statement_never_retires_in_favour_of_the_oldest(llm_server, truth_factory, run_factory):
+def test_newest_statement_never_retires_in_favour_of_the_oldest(llm_server, truth_factory):
     a = truth_factory("Lives in Lisbon")
     b = truth_factory("Moved to Berlin in May")
     _hostile(llm_server, "wrong_supersede")
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert _state(a.user_id) == _untouched("Lives in Lisbon", "Moved to Berlin in May")
     assert _rejections(review) == [v.Code.SUPERSEDE_BACKWARDS]
@@ -204,12 +197,12 @@ def test_newest_statement_never_retires_in_favour_of_the_oldest(llm_server, trut
     ],
 )
 def test_merged_text_that_loses_or_twists_a_detail_is_refused(
-    llm_server, truth_factory, run_factory, mode, contents, reason
+    llm_server, truth_factory, mode, contents, reason
 ):
     truths = [truth_factory(c) for c in contents]
     _hostile(llm_server, mode)
 
-    review = _consolidate(run_factory(), *truths)
+    review = _consolidate(*truths)
 
     assert _state(truths[0].user_id) == _untouched(*contents)
     assert _rejections(review) == [reason]
@@ -223,18 +216,18 @@ def test_unparseable_reply_is_retried_then_fails_without_a_decision(llm_server, 
     _hostile(llm_server, mode)
     run = run_factory()
 
-    review = _consolidate(run, a, b)
+    review = _consolidate(a, b, run=run)
 
     assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
     assert review.outcome == ClusterReview.Outcome.FAILED
     assert review.failed_members == ["t1", "t2"]
-    assert review.error.startswith(judging.JUDGE_INVALID.split("{")[0])
+    assert review.failure == ClusterReview.Failure.INVALID_REPLY
     assert len(llm_server.chat_requests()) == 2  # one retry, then no halves left to judge
     run.refresh_from_db()
     assert (run.failed, run.llm_calls) == (1, 2)
 
 
-def test_failing_cluster_is_bisected_and_the_judgeable_half_applied(llm_server, truth_factory, run_factory):
+def test_failing_cluster_is_bisected_and_the_judgeable_half_applied(llm_server, truth_factory):
     contents = ["Likes tea", "Enjoys tea", "Owns a dog", "Has a dog"]
     truths = [truth_factory(c) for c in contents]
 
@@ -242,11 +235,11 @@ def test_failing_cluster_is_bisected_and_the_judgeable_half_applied(llm_server, 
         ids = [t["id"] for t in llm_stub.StubLLMServer.truths_of({"json": payload})]
         if len(ids) > 2 or ids == ["t3", "t4"]:
             return llm_stub.text('{"actions": [', finish_reason="length")
-        return llm_stub.verdict([{"action": "merge", "ids": ids, "content": "Likes tea", "reason": "same"}])
+        return llm_stub.verdict([merge_dict(ids, "Likes tea", "same")])
 
     llm_server.handler = handler
 
-    review = _consolidate(run_factory(), *truths)
+    review = _consolidate(*truths)
 
     assert _state(truths[0].user_id) == sorted(
         [
@@ -274,13 +267,13 @@ def test_timeout_stops_the_model_for_that_user_but_not_the_pre_pass(llm_server, 
     _hostile(llm_server, "timeout")
     run = run_factory()
 
-    failed = _consolidate(run, *first)
-    later = _consolidate(run, *second)
+    failed = _consolidate(*first, run=run)
+    later = _consolidate(*second, run=run)
 
-    assert failed.outcome == ClusterReview.Outcome.FAILED and failed.error.startswith("LLM judge unavailable")
+    assert (failed.outcome, failed.failure) == (ClusterReview.Outcome.FAILED, ClusterReview.Failure.UNAVAILABLE)
     assert len(llm_server.chat_requests()) == 1  # the second cluster never reached the model
     assert [a["stage"] for a in later.applied_actions] == ["prepass"]
-    assert later.error == consolidation.LLM_TIER_STOPPED
+    assert later.failure == ClusterReview.Failure.LLM_STOPPED
     assert _state(first[0].user_id) == sorted(
         [
             ("Likes tea", True, None),
@@ -297,47 +290,36 @@ def test_timeout_stops_the_model_for_that_user_but_not_the_pre_pass(llm_server, 
 
 
 @pytest.mark.parametrize("status", [401, 500])
-def test_auth_and_server_errors_fail_the_cluster_and_change_nothing(llm_server, truth_factory, run_factory, status):
+def test_auth_and_server_errors_fail_the_cluster_and_change_nothing(llm_server, truth_factory, status):
     a = truth_factory("Likes tea")
     b = truth_factory("Enjoys tea")
     llm_server.script = [llm_stub.error(status)]
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
     assert review.outcome == ClusterReview.Outcome.FAILED
     assert review.failed_members == ["t1", "t2"]
 
 
-def test_exact_duplicates_merge_without_a_model_call(llm_server, truth_factory, run_factory):
+def test_exact_duplicates_merge_without_a_model_call(llm_server, truth_factory):
     a = truth_factory("Is learning to play the ukulele")
     b = truth_factory("Is learning to play the ukulele")
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert llm_server.chat_requests() == []
     assert [(x["action"], x["stage"]) for x in review.applied_actions] == [("merge", "prepass")]
     assert Truth.objects.filter(user_id=a.user_id).count() == 1
 
 
-def test_model_sees_the_pre_pass_result_and_can_merge_it_further(llm_server, truth_factory, run_factory):
+def test_model_sees_the_pre_pass_result_and_can_merge_it_further(llm_server, truth_factory):
     a = truth_factory("Volunteers with the HVRA")
     b = truth_factory("volunteers with the HVRA.")
     c = truth_factory("Volunteers with the HVRA on weekends")
-    llm_server.script = [
-        llm_stub.verdict(
-            [
-                {
-                    "action": "merge",
-                    "ids": ["t1", "t3"],
-                    "content": "Volunteers with the HVRA on weekends",
-                    "reason": "same",
-                }
-            ]
-        )
-    ]
+    llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t3"], "Volunteers with the HVRA on weekends", "same")])]
 
-    review = _consolidate(run_factory(), a, b, c)
+    review = _consolidate(a, b, c)
 
     sent = llm_server.truths_of(llm_server.chat_requests()[0])
     assert [(t["id"], t["content"], t["generation"]) for t in sent] == [
@@ -356,9 +338,7 @@ def test_model_sees_the_pre_pass_result_and_can_merge_it_further(llm_server, tru
 def test_member_changed_after_judging_drops_the_action(llm_server, truth_factory, run_factory):
     a = truth_factory("Likes tea")
     b = truth_factory("Enjoys tea")
-    llm_server.script = [
-        llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Likes tea", "reason": "same"}])
-    ]
+    llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t2"], "Likes tea", "same")])]
     run = run_factory()
     request, by_alias = judging.build_request([a, b])
     judgement = judging.decide_cluster(request=request, client=get_judge_client())
@@ -383,26 +363,24 @@ def test_member_changed_after_judging_drops_the_action(llm_server, truth_factory
     assert review.outcome == ClusterReview.Outcome.STALE
 
 
-def test_retirements_beyond_the_run_cap_wait_for_the_next_run(llm_server, truth_factory, run_factory, settings):
+def test_retirements_beyond_the_run_cap_wait_for_the_next_run(llm_server, truth_factory, settings):
     settings.IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN = 1
     a = truth_factory("Likes tea")
     b = truth_factory("Enjoys tea")
-    llm_server.script = [
-        llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Likes tea", "reason": "same"}])
-    ]
+    llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t2"], "Likes tea", "same")])]
 
-    review = _consolidate(run_factory(), a, b)
+    review = _consolidate(a, b)
 
     assert _state(a.user_id) == _untouched("Likes tea", "Enjoys tea")
     assert _rejections(review) == [v.Code.CAP_REACHED]
 
 
-def test_pinned_duplicate_absorbs_the_other_unchanged(llm_server, truth_factory, run_factory):
+def test_pinned_duplicate_absorbs_the_other_unchanged(llm_server, truth_factory):
     a = truth_factory("Has a peanut allergy", pinned=True)
     b = truth_factory("Is allergic to peanuts")
     _hostile(llm_server, "shortest")
 
-    _consolidate(run_factory(), a, b)
+    _consolidate(a, b)
 
     assert _state(a.user_id) == sorted(
         [("Has a peanut allergy", True, None), ("Is allergic to peanuts", False, "Has a peanut allergy")]
@@ -428,12 +406,12 @@ def test_pinned_duplicate_absorbs_the_other_unchanged(llm_server, truth_factory,
     ],
 )
 def test_a_careless_merge_into_one_members_text_loses_nothing(
-    llm_server, truth_factory, run_factory, mode, contents, code
+    llm_server, truth_factory, mode, contents, code
 ):
     truths = [truth_factory(c) for c in contents]
     _hostile(llm_server, mode)
 
-    review = _consolidate(run_factory(), *truths)
+    review = _consolidate(*truths)
 
     assert _state(truths[0].user_id) == _untouched(*contents)
     assert [r["code"] for r in review.rejections] == [code]
@@ -449,12 +427,12 @@ def test_a_careless_merge_into_one_members_text_loses_nothing(
     ],
 )
 def test_a_merge_into_the_oldest_text_that_keeps_every_detail_is_applied(
-    llm_server, truth_factory, run_factory, contents
+    llm_server, truth_factory, contents
 ):
     truths = [truth_factory(c) for c in contents]
     _hostile(llm_server, "oldest")
 
-    review = _consolidate(run_factory(), *truths)
+    review = _consolidate(*truths)
 
     assert review.outcome == ClusterReview.Outcome.APPLIED
     assert [t.content for t in Truth.objects.filter(user_id=truths[0].user_id)] == [contents[0]]
@@ -493,7 +471,7 @@ def test_a_merge_into_the_oldest_text_that_keeps_every_detail_is_applied(
     ],
 )
 def test_a_careless_merge_of_two_distinct_facts_is_refused_even_joined(
-    llm_server, truth_factory, run_factory, mode, second_looks, contents, code
+    llm_server, truth_factory, mode, second_looks, contents, code
 ):
     """Into one member's text: the other fact's words are lost (an invariant, whatever
     the second look says). Joined: the signal asks a second look, and its withdrawal
@@ -501,7 +479,7 @@ def test_a_careless_merge_of_two_distinct_facts_is_refused_even_joined(
     truths = [truth_factory(c) for c in contents]
     _hostile(llm_server, mode, second_looks=second_looks)
 
-    review = _consolidate(run_factory(), *truths)
+    review = _consolidate(*truths)
 
     assert _state(truths[0].user_id) == _untouched(*contents)
     if mode == "merge_all":
@@ -522,11 +500,11 @@ def test_a_careless_merge_of_two_distinct_facts_is_refused_even_joined(
         ("周六上午跑步", "周六中午前慢跑"),
     ],
 )
-def test_a_careless_merge_of_an_everyday_rewording_is_applied(llm_server, truth_factory, run_factory, mode, contents):
+def test_a_careless_merge_of_an_everyday_rewording_is_applied(llm_server, truth_factory, mode, contents):
     truths = [truth_factory(c) for c in contents]
     _hostile(llm_server, mode)
 
-    review = _consolidate(run_factory(), *truths)
+    review = _consolidate(*truths)
 
     assert review.outcome == ClusterReview.Outcome.APPLIED
     (merged,) = Truth.objects.filter(user_id=truths[0].user_id)

@@ -19,11 +19,10 @@ from iris_consolidation.embeddings import LOCAL_MODEL_NAME, LocalEmbedder
 from iris_consolidation.llm.rules import REASON_SAME_TEXT, RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.pipeline.clustering import CandidateCluster
 from iris_consolidation.services.queue import execution
 from iris_consolidation.signals import truth_changed
 from tests.conftest import vector_at
-from tests.helpers import history_counts, truth_state
+from tests.helpers import consolidate, history_counts, truth_state
 
 pytestmark = pytest.mark.django_db
 
@@ -37,12 +36,9 @@ def embedder() -> LocalEmbedder:
     return LocalEmbedder()
 
 
-def _cluster(*truths: Truth) -> CandidateCluster:
-    return CandidateCluster(
-        user_id=truths[0].user_id,
-        member_ids=tuple(t.pk for t in truths),
-        similarities=(1.0, *([0.95] * (len(truths) - 1))),
-    )
+def _consolidate(*truths: Truth, embedder: LocalEmbedder, run: ConsolidationRun | None = None) -> ClusterReview:
+    """``consolidate`` with the rule judge, every member 0.95 from the seed."""
+    return consolidate(*truths, embedder=embedder, run=run, similarities=(1.0, *([0.95] * (len(truths) - 1))))
 
 
 def _sql(statement: str) -> None:
@@ -89,9 +85,7 @@ def test_merge_creates_the_consolidated_truth_and_retires_its_sources(nurse, run
     a, b = nurse
     run = run_factory()
 
-    review = consolidation.consolidate_cluster(
-        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
-    )
+    review = _consolidate(a, b, embedder=embedder, run=run)
 
     merged = Truth.objects.get(origin=Origin.CONSOLIDATED, generation=2)
     assert merged.content == "Works as a nurse"
@@ -114,9 +108,7 @@ def test_merge_records_one_lineage_event_per_source_with_the_reason(nurse, run_f
     a, b = nurse
     run = run_factory()
 
-    review = consolidation.consolidate_cluster(
-        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
-    )
+    review = _consolidate(a, b, embedder=embedder, run=run)
 
     merged = Truth.objects.get(origin=Origin.CONSOLIDATED, generation=2)
     events = list(
@@ -132,14 +124,12 @@ def test_merge_records_one_lineage_event_per_source_with_the_reason(nurse, run_f
     assert (run.merged, run.retired, run.clusters_done, run.kept, run.failed) == (1, 2, 1, 0, 0)
 
 
-def test_merge_into_a_protected_member_keeps_it_unchanged(truth_factory, run_factory, embedder):
+def test_merge_into_a_protected_member_keeps_it_unchanged(truth_factory, embedder):
     pinned = truth_factory("Works as a nurse", embedding=vector_at(1.0), pinned=True)
     dup = truth_factory("works as a nurse.", user=pinned.user, embedding=vector_at(0.99))
     before = truth_state()[pinned.pk]
 
-    review = consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(dup, pinned), client=RuleJudge(), embedder=embedder
-    )
+    review = _consolidate(dup, pinned, embedder=embedder)
 
     assert truth_state()[pinned.pk] == before
     assert Truth.all_objects.get(pk=dup.pk).superseded_by_id == pinned.pk
@@ -148,7 +138,7 @@ def test_merge_into_a_protected_member_keeps_it_unchanged(truth_factory, run_fac
 
 
 def test_truth_changed_is_sent_after_commit_for_each_changed_truth(
-    nurse, run_factory, embedder, django_capture_on_commit_callbacks
+    nurse, embedder, django_capture_on_commit_callbacks
 ):
     a, b = nurse
     received = []
@@ -159,9 +149,7 @@ def test_truth_changed_is_sent_after_commit_for_each_changed_truth(
     truth_changed.connect(listener)
     try:
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            review = consolidation.consolidate_cluster(
-                run_id=run_factory().pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
-            )
+            review = _consolidate(a, b, embedder=embedder)
         assert received == []  # nothing before the commit
         for callback in callbacks:
             callback()
@@ -181,14 +169,10 @@ def test_truth_changed_is_sent_after_commit_for_each_changed_truth(
 def test_cluster_delivered_twice_is_applied_and_counted_once(nurse, run_factory, embedder):
     a, b = nurse
     run = run_factory()
-    first = consolidation.consolidate_cluster(
-        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
-    )
+    first = _consolidate(a, b, embedder=embedder, run=run)
     state = truth_state()
 
-    again = consolidation.consolidate_cluster(
-        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
-    )
+    again = _consolidate(a, b, embedder=embedder, run=run)
 
     assert again.pk == first.pk
     assert truth_state() == state
@@ -208,7 +192,7 @@ def test_a_constraint_violation_on_the_review_rolls_back_the_merge(nurse, run_fa
     _sql(f"ALTER TABLE {REVIEW_TABLE} ADD CONSTRAINT test_refuse_applied CHECK (outcome <> 'applied')")
 
     with pytest.raises(IntegrityError, match="test_refuse_applied"):
-        consolidation.consolidate_cluster(run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
+        _consolidate(a, b, embedder=embedder, run=run)
 
     assert truth_state() == before
     assert history_counts() == counts
@@ -221,12 +205,10 @@ def test_after_a_failed_write_the_same_cluster_applies_cleanly(nurse, run_factor
     run = run_factory()
     _sql(f"ALTER TABLE {REVIEW_TABLE} ADD CONSTRAINT test_refuse_applied CHECK (outcome <> 'applied')")
     with pytest.raises(IntegrityError):
-        consolidation.consolidate_cluster(run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
+        _consolidate(a, b, embedder=embedder, run=run)
     _sql(f"ALTER TABLE {REVIEW_TABLE} DROP CONSTRAINT test_refuse_applied")
 
-    review = consolidation.consolidate_cluster(
-        run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
-    )
+    review = _consolidate(a, b, embedder=embedder, run=run)
 
     assert review.outcome == ClusterReview.Outcome.APPLIED
     assert Truth.all_objects.count() == 3
@@ -251,7 +233,7 @@ def test_a_trigger_failing_on_lineage_after_retirements_rolls_everything_back(nu
     )
 
     with pytest.raises(DatabaseError, match="lineage refused after 2 retirements and 1 new truths"):
-        consolidation.consolidate_cluster(run_id=run.pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder)
+        _consolidate(a, b, embedder=embedder, run=run)
 
     assert truth_state() == before
     assert history_counts() == counts
@@ -283,9 +265,7 @@ def test_a_receiver_failing_in_the_second_merge_undoes_the_first(
             django_capture_on_commit_callbacks(execute=True) as callbacks,
             pytest.raises(RuntimeError, match="disk full"),
         ):
-            consolidation.consolidate_cluster(
-                run_id=run.pk, cluster=_cluster(a, b, c, d), client=RuleJudge(), embedder=embedder
-            )
+            _consolidate(a, b, c, d, embedder=embedder, run=run)
     finally:
         post_save.disconnect(dispatch_uid="test-explode", sender=Truth)
         truth_changed.disconnect(dispatch_uid="test-changed")
@@ -313,14 +293,12 @@ def test_a_failed_merge_leaves_a_rerun_of_the_whole_run_able_to_finish(two_pairs
     assert sorted(Truth.objects.values_list("content", flat=True)) == ["Likes tea", "Works as a nurse"]
 
 
-def test_merged_truth_takes_the_time_of_its_newest_source(truth_factory, run_factory, embedder):
+def test_merged_truth_takes_the_time_of_its_newest_source(truth_factory, embedder):
     t0 = timezone.now() - timedelta(days=10)
     a = truth_factory("Likes tea", embedding=vector_at(1.0), created_at=t0)
     b = truth_factory("likes tea", user=a.user, embedding=vector_at(0.99), created_at=t0 + timedelta(days=3))
 
-    consolidation.consolidate_cluster(
-        run_id=run_factory().pk, cluster=_cluster(a, b), client=RuleJudge(), embedder=embedder
-    )
+    _consolidate(a, b, embedder=embedder)
 
     assert Truth.objects.get().created_at == t0 + timedelta(days=3)
 
