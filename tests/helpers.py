@@ -199,3 +199,19 @@ def consolidate(
         client=client if client is not None else RuleJudge(),
         embedder=embedder,
     )
+
+
+def waiting_run(user: Any, *, minutes: float = 10) -> Any:
+    """A queued admin run over ``user``, running for ``minutes`` with one user job queued
+    as long ago and claimed by no worker (the console says it waits for a worker)."""
+    from django.utils import timezone
+
+    from iris_consolidation.models import ConsolidationJob, ConsolidationRun
+    from iris_consolidation.services.pipeline import consolidation
+
+    since = timezone.now() - timedelta(minutes=minutes)
+    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
+    ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=since, users=1)
+    ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=since)
+    run.refresh_from_db()
+    return run

@@ -23,7 +23,7 @@ from iris_consolidation.services.pipeline.forecast import Forecast
 from iris_consolidation.services.queue import cancel
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
-from tests.helpers import rules_run
+from tests.helpers import rules_run, waiting_run
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,10 +134,7 @@ def test_one_undo_of_three_truths_is_one_sentence(user_factory):
 
 
 def test_a_waiting_run_is_cancelled_with_its_jobs(user_factory):
-    user = user_factory("alice")
-    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
-    ConsolidationRun.objects.filter(pk=run.pk).update(status="running", users=1)
-    ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user)
+    run = waiting_run(user_factory("alice"))
 
     count = cancel.cancel_waiting_run(run_id=run.pk, actor="operator")
 
@@ -148,11 +145,8 @@ def test_a_waiting_run_is_cancelled_with_its_jobs(user_factory):
 
 
 def test_a_run_a_worker_has_started_is_not_cancelled(user_factory):
-    user = user_factory("alice")
-    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
-    ConsolidationRun.objects.filter(pk=run.pk).update(status="running", users=1)
-    ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, status="running",
-                                    deliveries=1, started_at=timezone.now())
+    run = waiting_run(user_factory("alice"))
+    ConsolidationJob.objects.filter(run=run).update(status="running", deliveries=1, started_at=timezone.now())
 
     with pytest.raises(CancelRefused, match="has started"):
         cancel.cancel_waiting_run(run_id=run.pk, actor="operator")

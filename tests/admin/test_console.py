@@ -14,10 +14,9 @@ from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.llm.base import Action
 from iris_consolidation.models import ConsolidationRun, LineageEvent, LiveSettings, Truth
-from iris_consolidation.services.pipeline import consolidation
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
-from tests.helpers import rules_run
+from tests.helpers import rules_run, waiting_run
 
 pytestmark = pytest.mark.django_db
 
@@ -270,25 +269,8 @@ def test_live_settings_offer_the_default_and_no_add_another(admin_client):
 # --- workers and the queue ------------------------------------------------------------------
 
 
-def _queued_run_without_worker(user, *, minutes=5):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from iris_consolidation.models import ConsolidationJob
-
-    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
-    run.status, run.started_at = "running", timezone.now() - timedelta(minutes=minutes)
-    run.users = 1
-    run.save()
-    ConsolidationJob.objects.create(
-        run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=timezone.now() - timedelta(minutes=minutes)
-    )
-    return run
-
-
 def test_queued_run_with_no_worker_says_it_is_waiting_for_one(admin_client, user_factory):
-    run = _queued_run_without_worker(user_factory("alice"))
+    run = waiting_run(user_factory("alice"), minutes=5)
 
     html = admin_client.get(run_url(run)).content.decode()
 
@@ -303,7 +285,7 @@ def test_queued_run_is_not_waiting_when_a_worker_took_a_job_recently(admin_clien
     from iris_consolidation.models import ConsolidationJob
 
     user = user_factory("alice")
-    run = _queued_run_without_worker(user)
+    run = waiting_run(user, minutes=5)
     other = lb.new_run(mode="queued", user_id=user.pk)
     ConsolidationJob.objects.create(
         run=other, kind="user", key="user:x", user=user, status="done", started_at=timezone.now()
@@ -323,7 +305,7 @@ def test_a_sync_runs_jobs_do_not_count_as_a_worker_seen(admin_client, user_facto
     from iris_consolidation.models import ConsolidationJob
 
     user = user_factory("alice")
-    run = _queued_run_without_worker(user)
+    run = waiting_run(user, minutes=5)
     in_process = lb.new_run(user_id=user.pk)
     in_process.execution = "in_process"
     in_process.save(update_fields=["execution"])
@@ -339,7 +321,7 @@ def test_a_sync_runs_jobs_do_not_count_as_a_worker_seen(admin_client, user_facto
 
 
 def test_a_run_just_queued_is_not_yet_waiting_for_a_worker(user_factory):
-    run = _queued_run_without_worker(user_factory("alice"), minutes=0)
+    run = waiting_run(user_factory("alice"), minutes=0)
 
     assert not selectors.is_waiting_for_worker(run=run, overview=selectors.get_queue_overview())
 
@@ -350,7 +332,7 @@ def test_run_list_shows_workers_jobs_and_throughput(admin_client, user_factory):
     from iris_consolidation.models import ConsolidationJob
 
     user = user_factory("alice")
-    _queued_run_without_worker(user)
+    waiting_run(user, minutes=5)
     done = lb.new_run(mode="queued", user_id=user.pk)
     for i in range(3):
         ConsolidationJob.objects.create(

@@ -11,9 +11,9 @@ from django.utils.html import escape
 
 from iris_consolidation.admin import records, truths
 from iris_consolidation.conf import app_settings
-from iris_consolidation.models import ConsolidationJob, ConsolidationRun, LiveSettings, Truth
-from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.models import ConsolidationRun, LiveSettings, Truth
 from tests import lineage_builder as lb
+from tests.helpers import waiting_run
 
 pytestmark = pytest.mark.django_db
 
@@ -75,15 +75,7 @@ def test_a_consolidated_truths_text_is_read_only_with_the_reason(admin_client, t
 
 
 def test_a_waiting_run_page_says_so_in_its_title_and_cancels(admin_client, user_factory):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    user = user_factory("alice")
-    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
-    long_ago = timezone.now() - timedelta(minutes=10)
-    ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=long_ago, users=1)
-    ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=long_ago)
+    run = waiting_run(user_factory("alice"))
     page_url = reverse("admin:iris_consolidation_consolidationrun_change", args=[run.pk])
 
     page = admin_client.get(page_url).content.decode()

@@ -16,10 +16,9 @@ import pytest
 from playwright.sync_api import expect
 
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
-from iris_consolidation.models import ConsolidationRun, Truth
-from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.models import Truth
 from tests.conftest import vector_at
-from tests.helpers import rules_run
+from tests.helpers import rules_run, waiting_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -231,18 +230,8 @@ def test_dry_run_page_warns_when_a_later_run_made_its_merges(logged_in, live_ser
 
 
 def test_a_queued_run_with_no_worker_says_so(logged_in, live_server, user_factory, artifacts):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from iris_consolidation.models import ConsolidationJob
-
     page = logged_in
-    user = user_factory("alice")
-    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
-    long_ago = timezone.now() - timedelta(minutes=10)
-    ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=long_ago, users=1)
-    ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=long_ago)
+    run = waiting_run(user_factory("alice"))
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{run.pk}/change/")
     expect(page.locator(".iris-no-worker")).to_contain_text("Waiting for a worker.")

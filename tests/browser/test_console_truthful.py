@@ -5,8 +5,6 @@ live settings show the value in force, retired truths say why."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
@@ -15,12 +13,11 @@ from playwright.sync_api import expect
 from iris_consolidation.admin import base
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.llm.base import Action
-from iris_consolidation.models import ConsolidationJob, ConsolidationRun, Truth
-from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.models import ConsolidationJob, Truth
 from tests import lineage_builder as lb
 from tests.browser.conftest import PASSWORD
 from tests.conftest import vector_at
-from tests.helpers import rules_run
+from tests.helpers import rules_run, waiting_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -142,11 +139,7 @@ def test_a_view_only_reader_opens_the_console_and_meets_the_frame_on_a_write(pag
 
 def test_a_waiting_run_is_cancelled_from_its_page(logged_in, live_server, user_factory, artifacts):
     page = logged_in
-    user = user_factory("alice")
-    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
-    long_ago = timezone.now() - timedelta(minutes=10)
-    ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=long_ago, users=1)
-    ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=long_ago)
+    run = waiting_run(user_factory("alice"))
 
     page.goto(f"{live_server.url}{ADMIN}/consolidationrun/{run.pk}/change/")
     assert "waiting for a worker" in page.title() and "Running" not in page.title()
