@@ -14,6 +14,7 @@ from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, LiveSettings, Truth
 from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.pipeline.validation import Code
 from iris_consolidation.services.queue import execution, lifecycle, scheduling
 from tests.conftest import vector_at
 from tests.incremental_support import make_pairs
@@ -88,7 +89,7 @@ def test_live_retirement_cap_defers_the_rest_and_keeps_the_cursor_before_it(trut
     )
 
     assert (first.retired, first.merged) == (2, 1)
-    assert any("cap of 2" in r["reason"] for r in first.reviews.get(outcome="rejected").rejections)
+    assert any(r["code"] == Code.CAP_REACHED for r in first.reviews.get(outcome="rejected").rejections)
     cursor = ConsolidationCursor.objects.get(user=user)
     deferred = Truth.objects.get(content="Owns car number 1")
     assert (cursor.updated_at, cursor.truth_id) < (deferred.updated_at, deferred.pk)

@@ -14,7 +14,7 @@ from iris_consolidation.llm.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_
 from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
 from iris_consolidation.services.pipeline.judging import JUDGE_UNAVAILABLE
-from iris_consolidation.services.pipeline.validation import LOST_DETAIL, UNKNOWN_ID, Code
+from iris_consolidation.services.pipeline.validation import LOST_DETAIL, Code
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import parse_summary, truth_state
@@ -141,7 +141,7 @@ def test_a_verdict_naming_unknown_ids_is_rejected_and_recorded(llm_server, famil
     assert truth_state() == before
     review = ClusterReview.objects.get()
     assert review.outcome == "rejected"
-    assert review.rejections[0]["reason"] == UNKNOWN_ID.format(alias="t9")
+    assert [r["code"] for r in review.rejections] == [Code.UNKNOWN_ID]
 
 
 def test_truth_text_reaches_the_model_as_quoted_data(llm_server, truth_factory):

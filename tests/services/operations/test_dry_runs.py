@@ -21,7 +21,7 @@ from iris_consolidation.models import (
     Truth,
 )
 from iris_consolidation.services.operations import curation, dry_runs
-from iris_consolidation.services.pipeline import merging, validation
+from iris_consolidation.services.pipeline import validation
 from iris_consolidation.services.queue import delivery, execution, lifecycle, recovery
 from tests.conftest import vector_at
 
@@ -86,7 +86,7 @@ def test_a_member_changed_since_the_dry_run_makes_its_cluster_stale(previewed):
 
     review = run.reviews.get()
     assert review.outcome == ClusterReview.Outcome.STALE and not review.applied
-    assert merging.STALE_MEMBER.format(alias="t2") in review.skip_reason
+    assert [r["code"] for r in review.rejections] == [validation.Code.STALE_MEMBER]
     assert Truth.objects.filter(user=previewed["user"]).count() == 2  # nothing retired, nothing made
 
 
@@ -110,7 +110,7 @@ def test_the_verdict_is_validated_again_before_it_is_applied(previewed):
 
     review = run.reviews.get()
     assert review.outcome == ClusterReview.Outcome.REJECTED and not review.applied
-    assert review.rejections[0]["reason"] == validation.INVENTED_DETAIL.format(detail="lisbon")
+    assert [r["code"] for r in review.rejections] == [validation.Code.INVENTED_DETAIL]
     assert Truth.objects.filter(user=previewed["user"]).count() == 2
 
 

@@ -133,6 +133,8 @@ def test_a_careless_text_loses_the_hospice_even_without_its_change_marker():
     request = judge_request(*contents)
     action = merge_action(("t1", "t2"), contents[0], CARELESS)
     (rejection,) = v.validate(request, (action,), max_length=1000, max_generation=5).rejections
+    # Refused as lost words, not as a change; the refusal names what the text drops.
+    assert rejection.code == v.Code.LOST_WORDS
     assert rejection.reason == v.LOST_WORDS.format(words="'hospice', 'night', 'shifts'", alias="t2")
 
 

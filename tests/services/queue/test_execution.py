@@ -100,7 +100,7 @@ def test_sync_rate_limit_timeout_holds_the_cursor_like_a_queued_run(lone_then_pa
 
     job = ConsolidationJob.objects.get(run=run, kind="cluster")
     review = job.review
-    assert review.outcome == ClusterReview.Outcome.FAILED and "retry window" in review.error
+    assert (review.outcome, review.failure) == (ClusterReview.Outcome.FAILED, ClusterReview.Failure.RATE_LIMITED)
     assert review.key == job.review_key()
     first, second = lone_then_pair["pair"]
     assert sorted(row["id"] for row in review.snapshot) == sorted([first.pk, second.pk])

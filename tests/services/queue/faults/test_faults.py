@@ -20,7 +20,6 @@ from django.db.models import Count
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent, Origin, Truth
 from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import workers
 from tests import llm_stub
 from tests.services.queue.faults.conftest import merge_all, wait_until, word_of
 
@@ -87,7 +86,7 @@ def test_429_waits_for_retry_after_within_the_window_and_fails_past_it(qclusters
 
     exhausted = ConsolidationJob.objects.get(run=run, member_ids=[t.pk for t in pairs["ab"]])
     assert exhausted.status == "failed" and exhausted.faults == 0 and exhausted.rate_limited >= 1
-    assert exhausted.review.error.startswith(workers.RATE_LIMIT_EXHAUSTED.split("{")[0])
+    assert exhausted.review.failure == ClusterReview.Failure.RATE_LIMITED
     assert Truth.objects.filter(pk__in=[t.pk for t in pairs["ab"]]).count() == 2  # untouched
     assert len(recorder.times("ab")) == exhausted.rate_limited + 1
 
@@ -110,7 +109,7 @@ def test_server_errors_fail_the_cluster_and_retry_consolidation_requeues_it(qclu
 
     assert (run.status, run.merged, run.failed) == ("partial", 1, 1)
     failed = run.reviews.get(outcome=ClusterReview.Outcome.FAILED)
-    assert "InternalServerError" in failed.error
+    assert failed.failure == ClusterReview.Failure.UNAVAILABLE
     assert Truth.objects.filter(pk__in=[t.pk for t in pairs["ab"]]).count() == 2
 
     broken.clear()
