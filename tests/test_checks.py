@@ -158,8 +158,13 @@ def test_a_bad_phase1_setting_is_named(name: str, value: Any) -> None:
 def test_phase1_settings_are_read_from_the_environment() -> None:
     # project/settings.py maps each documented IRIS_CONSOLIDATION_* variable; these were
     # in the documented table but not mapped, so the variables were silently ignored.
-    env = {**os.environ, "IRIS_CONSOLIDATION_PHASE1_APPROXIMATE_FROM": "7", "IRIS_CONSOLIDATION_PHASE1_MEMORY_MB": "1.5",
-           "IRIS_CONSOLIDATION_PHASE1_NEIGHBOURS": "9", "DJANGO_SETTINGS_MODULE": "project.settings"}
+    env = {
+        **os.environ,
+        "IRIS_CONSOLIDATION_PHASE1_APPROXIMATE_FROM": "7",
+        "IRIS_CONSOLIDATION_PHASE1_MEMORY_MB": "1.5",
+        "IRIS_CONSOLIDATION_PHASE1_NEIGHBOURS": "9",
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+    }
     code = ("import django; django.setup(); from iris_consolidation.conf import app_settings as a; "
             "print(a.PHASE1_APPROXIMATE_FROM, a.PHASE1_MEMORY_MB, a.PHASE1_NEIGHBOURS)")
     out = subprocess.run(

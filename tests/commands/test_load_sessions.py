@@ -26,7 +26,13 @@ def session(name="s1", user="ana", **extra):
         "user": user,
         "started_at": "2023-05-08T13:56:00Z",
         "messages": [
-            {"role": "user", "speaker": "Ana", "content": "I live in Porto.", "at": "2023-05-08T13:56:00Z", "id": "D1:1"},
+            {
+                "role": "user",
+                "speaker": "Ana",
+                "content": "I live in Porto.",
+                "at": "2023-05-08T13:56:00Z",
+                "id": "D1:1",
+            },
             {"role": "other", "speaker": "Bo", "content": "Nice!", "at": "2023-05-08T13:56:30Z", "id": "D1:2"},
         ],
         "source": "test:file/1",

@@ -65,7 +65,10 @@ def _brute_force_clusters(user_id: int, threshold: float) -> list[tuple[int, ...
         scored = sorted(
             (-lexical.jaccard(tokens[seed], tokens[pk]), pk)
             for pk, k, _ in rows
-            if pk != seed and pk not in assigned and k == kind and lexical.jaccard(tokens[seed], tokens[pk]) >= threshold
+            if pk != seed
+            and pk not in assigned
+            and k == kind
+            and lexical.jaccard(tokens[seed], tokens[pk]) >= threshold
         )[:7]
         if scored:
             ids = (seed, *(pk for _, pk in scored))

@@ -265,8 +265,8 @@ def test_consolidate_truths_mines_sessions_of_users_without_truths(ana):
     out = StringIO()
     call_command("consolidate_truths", "--sync", "--only", "mine", "--since", "7d", verbosity=0, stdout=out)
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("Mining: window ") and "sessions 1, user messages 3; extractor rules; added 2, skipped 0" \
-        in lines[0]
+    assert lines[0].startswith("Mining: window ")
+    assert "sessions 1, user messages 3; extractor rules; added 2, skipped 0" in lines[0]
     assert lines[1].startswith("Summary: users=1 ")
     assert StageResult.objects.get(stage="mine").applied == 2
     # It judged no cluster: the cursors and the checkpoint stay, so the next pass judges every truth.

@@ -148,19 +148,19 @@ def test_dry_run_in_apply_mode_writes_nothing(heavy, run_factory, settings):
 
 def test_model_classification_acts_only_on_offered_ids(llm_server, heavy, truth_factory, run_factory, settings):
     settings.IRIS_CONSOLIDATION_RELOCATE = "apply"
-    medium = truth_factory("Architecture: the queue lives in PostgreSQL because one machine runs everything, "
-                           "and Redis only comes in when there are several workers on several machines", user=heavy["user"])
-    llm_server.script = [llm_stub.text(json.dumps({"notes": [
-        {"id": "r3", "title": "Queue architecture", "summary": "Why the queue lives in PostgreSQL", "reason": "rationale"},
-        {"id": "r9", "title": "Invented", "summary": "not offered", "reason": "x"},
-    ]}))]
+    medium = truth_factory(
+        "Architecture: the queue lives in PostgreSQL because one machine runs everything, "
+        "and Redis only comes in when there are several workers on several machines",
+        user=heavy["user"],
+    )
+    offered = {"id": "r3", "title": "Queue architecture", "summary": "Why the queue lives in PostgreSQL"}
+    invented = {"id": "r9", "title": "Invented", "summary": "not offered", "reason": "x"}
+    llm_server.script = [llm_stub.text(json.dumps({"notes": [{**offered, "reason": "rationale"}, invented]}))]
     result = stages.run_relocate(started(run_factory()), heavy["user"].pk, client=get_judge_client("llm"))
     data = llm_stub.StubLLMServer.data_of(llm_server.chat_requests()[0])
     assert [c["content"] for c in data["candidates"]] == [RUNBOOK, HISTORY, medium.content]  # short "cats" not offered
     assert llm_server.chat_requests()[0]["json"]["messages"][0]["content"] == prompts.RELOCATE_SYSTEM
-    assert result.findings[0]["refused"] == [
-        {"entry": {"id": "r9", "title": "Invented", "summary": "not offered", "reason": "x"}, "why": "id was not offered"}
-    ]
+    assert result.findings[0]["refused"] == [{"entry": invented, "why": "id was not offered"}]
     assert (result.affected, result.applied) == (1, 1)
     assert Truth.all_objects.get(pk=medium.pk).superseded_by.content == (
         "See [[queue-architecture]]: Why the queue lives in PostgreSQL"

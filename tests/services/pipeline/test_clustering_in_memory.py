@@ -358,7 +358,9 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_keep_the_pool():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("search", "memory_bytes"), [(exact_pairs, 64 * MB), (exact_pairs, 4096), (approximate_pairs, 64 * MB)])
+@pytest.mark.parametrize(
+    ("search", "memory_bytes"), [(exact_pairs, 64 * MB), (exact_pairs, 4096), (approximate_pairs, 64 * MB)]
+)
 def test_a_dense_user_keeps_each_seeds_nearest_members_only(search, memory_bytes, settings):
     """400 truths all within cosine 0.8-0.99 of one centre (every pair above 0.5): each
     seed keeps its ``PHASE1_NEIGHBOURS`` most similar members, not all 399, and greedy

@@ -22,7 +22,9 @@ def test_the_llm_tier_stops_on_the_failure_kind_not_the_wording(run_factory, use
     reworded, parsed_before = user_factory("reworded"), user_factory("parsed")
     _failed(run, reworded, "a", error="Model endpoint refused the key", failure=ClusterReview.Failure.UNAVAILABLE)
     # The old filter matched this text; a failure of another kind stops nothing now.
-    _failed(run, parsed_before, "b", error="LLM judge unavailable: rate limited", failure=ClusterReview.Failure.RATE_LIMITED)
+    _failed(
+        run, parsed_before, "b", error="LLM judge unavailable: rate limited", failure=ClusterReview.Failure.RATE_LIMITED
+    )
 
     assert consolidation.llm_tier_stopped(run_id=run.pk, user_id=reworded.pk) is True
     assert consolidation.llm_tier_stopped(run_id=run.pk, user_id=parsed_before.pk) is False
