@@ -132,19 +132,10 @@ class RunTrigger(models.TextChoices):
     ADMIN = "admin", "Admin"
 
 
-class RunMode(models.TextChoices):
-    """Whether the run writes: every mode but ``dry_run`` does. ``queued`` and ``sync``
-    are kept as two values for the rows and callers that use them; how a run is
-    executed is ``execution``."""
-
-    QUEUED = "queued", "Queued"
-    SYNC = "sync", "Sync"
-    DRY_RUN = "dry_run", "Dry run"
-
-
 class RunExecution(models.TextChoices):
     """How the run's jobs are executed: by django-q2 workers, or in the process that
-    started the run (``services/queue/execution.run_sync``), the same jobs either way."""
+    started the run (``services/queue/execution.run_sync``), the same jobs either way.
+    Whether the run writes is apart from this: ``ConsolidationRun.dry_run``."""
 
     QUEUED = "queued", "Queued (workers)"
     IN_PROCESS = "in_process", "In process"

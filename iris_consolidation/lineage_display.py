@@ -184,7 +184,7 @@ class StepBox:
     review_id: int | None
     run_id: Any
     run_label: str
-    run_mode: str
+    run_kind: str
     actor: str
     created_at: datetime
     undone: UndoNote | None
@@ -370,7 +370,7 @@ class _Builder:
             review_id=review.pk if review else None,
             run_id=run.pk if run else None,
             run_label=_short_run(run.pk) if run else "",
-            run_mode=run.get_mode_display() if run else "",
+            run_kind=run.kind_label if run else "",
             actor=first.actor,
             created_at=first.created_at,
             undone=undo_note(undo, other_id=first.source_id),

@@ -28,7 +28,6 @@ from .choices import (
     ReviewOutcome,
     RiskPolicy,
     RunExecution,
-    RunMode,
     RunStatus,
     RunTrigger,
     StageMode,
@@ -157,15 +156,15 @@ class ConsolidationRun(models.Model):
 
     Trigger = RunTrigger
 
-    Mode = RunMode
-
     Execution = RunExecution
 
     Status = RunStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.COMMAND)
-    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.QUEUED)
+    dry_run = models.BooleanField(
+        default=False, help_text="Judged and recorded, but no truth changed (a preview)."
+    )
     execution = models.CharField(
         max_length=16, choices=Execution.choices, default=Execution.QUEUED, help_text="Who runs the jobs."
     )
@@ -275,13 +274,20 @@ class ConsolidationRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        # "Dry run" or "Real run": the mode says whether it writes; how it ran is ``execution``.
-        kind = self.get_mode_display() if self.is_dry_run else "Real run"
+        # Whether it writes; how it ran is ``execution``.
+        kind = "Dry run" if self.dry_run else "Real run"
         return f"Run {str(self.id)[:8]} ({kind}, {self.get_status_display()})"
 
     @property
-    def is_dry_run(self) -> bool:
-        return self.mode == self.Mode.DRY_RUN
+    def kind_label(self) -> str:
+        """"dry run", or how the real run's jobs are executed ("queued (workers)", "in process")."""
+        return "dry run" if self.dry_run else self.get_execution_display().lower()
+
+    @property
+    def on_workers(self) -> bool:
+        """Whether this is a real run whose jobs the workers execute: the only runs with
+        jobs to retry."""
+        return not self.dry_run and self.execution == self.Execution.QUEUED
 
     @property
     def judge_model(self) -> str:
@@ -291,8 +297,8 @@ class ConsolidationRun(models.Model):
 
     @property
     def writes(self) -> bool:
-        """Whether the run changes truths (every mode but a dry run)."""
-        return not self.is_dry_run
+        """Whether the run changes truths (every run but a dry run)."""
+        return not self.dry_run
 
     @property
     def duration_seconds(self) -> float | None:

@@ -54,14 +54,15 @@ def parse_summary(output: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in line.removeprefix("Summary: ").split())
 
 
-def rules_run(user: Any, *, mode: str = "sync") -> Any:
+def rules_run(user: Any, *, dry_run: bool = False) -> Any:
     """A run over ``user``'s truths with the rule judge, executed in this process, refreshed."""
     from iris_consolidation.embeddings import get_embedder
     from iris_consolidation.llm.rules import RuleJudge
     from iris_consolidation.services.pipeline import consolidation
     from iris_consolidation.services.queue import execution
 
-    run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user.pk, judge="rules")
+    run = consolidation.create_run(
+        trigger="command", dry_run=dry_run, execution="in_process", threshold=0.75, user_id=user.pk, judge="rules")
     execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
     run.refresh_from_db()
     return run

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 
 from iris_consolidation.models import EMBEDDING_DIMENSIONS, Truth
 from iris_consolidation.querysets import set_hnsw_search
@@ -86,3 +88,36 @@ def test_nearest_neighbour_query_can_be_served_by_the_hnsw_index(truth_factory):
     assert f"Index Scan using {INDEX}" in plan
     assert "Order By: (embedding <=> " in plan
     assert found == [t.pk for t in truths[:5]]
+
+
+def _migrate(target: str) -> Any:
+    """Migrate the app to ``target`` and return the historical apps at that state."""
+    executor = MigrationExecutor(connection)
+    executor.migrate([("iris_consolidation", target)])
+    executor.loader.build_graph()
+    return executor.loader.project_state([("iris_consolidation", target)]).apps
+
+
+@pytest.fixture
+def latest_after() -> Any:
+    """Migrate back to the newest migration when the test is done."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_mode_becomes_dry_run_beside_execution_and_back(latest_after):
+    apps = _migrate("0016_run_dry_run")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+    for mode in ("queued", "sync", "dry_run"):
+        Run.objects.create(threshold=0.8, mode=mode, notes=mode)
+
+    apps = _migrate("0018_remove_run_mode")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+    after = {r.notes: (r.dry_run, r.execution) for r in Run.objects.all()}
+    assert after == {"queued": (False, "queued"), "sync": (False, "in_process"), "dry_run": (True, "queued")}
+
+    apps = _migrate("0016_run_dry_run")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+    assert {r.notes: r.mode for r in Run.objects.all()} == {"queued": "queued", "sync": "sync", "dry_run": "dry_run"}

@@ -222,7 +222,7 @@ def test_dry_run_page_warns_when_a_later_run_made_its_merges(logged_in, live_ser
     page = logged_in
     user = user_factory("alice")
     _pairs(user, 2)
-    dry = rules_run(user, mode="dry_run")
+    dry = rules_run(user, dry_run=True)
     rules_run(user)
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{dry.pk}/change/")
@@ -239,7 +239,7 @@ def test_a_queued_run_with_no_worker_says_so(logged_in, live_server, user_factor
 
     page = logged_in
     user = user_factory("alice")
-    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
+    run = consolidation.create_run(trigger="admin", threshold=0.75, user_id=user.pk)
     long_ago = timezone.now() - timedelta(minutes=10)
     ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=long_ago, users=1)
     ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=long_ago)

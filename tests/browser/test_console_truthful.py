@@ -55,7 +55,7 @@ def test_a_dry_run_reads_as_a_preview_in_the_list_and_on_its_page(logged_in, liv
     page = logged_in
     user = user_factory("alice")
     _pairs(user, 2)
-    dry = rules_run(user, mode="dry_run")
+    dry = rules_run(user, dry_run=True)
 
     page.goto(f"{live_server.url}{ADMIN}/consolidationrun/")
     cell = page.locator("#result_list tbody tr td.field-outcome_display").first
@@ -143,7 +143,7 @@ def test_a_view_only_reader_opens_the_console_and_meets_the_frame_on_a_write(pag
 def test_a_waiting_run_is_cancelled_from_its_page(logged_in, live_server, user_factory, artifacts):
     page = logged_in
     user = user_factory("alice")
-    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
+    run = consolidation.create_run(trigger="admin", threshold=0.75, user_id=user.pk)
     long_ago = timezone.now() - timedelta(minutes=10)
     ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=long_ago, users=1)
     ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=long_ago)

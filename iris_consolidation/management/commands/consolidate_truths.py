@@ -82,14 +82,16 @@ class Command(BaseCommand):
                 self.stdout.write(inventory_display.forecast_line(estimate))
                 return
             client = get_judge_client()
-            mode = "dry_run" if options["dry_run"] else ("sync" if options["sync"] else "queued")
+            here = options["dry_run"] or options["sync"]
             run = consolidation.create_run(
-                trigger="command", mode=mode, threshold=threshold, user_id=user_id, judge=client.name,
+                trigger="command", dry_run=options["dry_run"],
+                execution=ConsolidationRun.Execution.IN_PROCESS if here else ConsolidationRun.Execution.QUEUED,
+                threshold=threshold, user_id=user_id, judge=client.name,
                 since=options["since"], full=options["full"], only=options["only"],
             )
         except (InvalidInput, ImproperlyConfigured, EmbeddingError) as exc:
             raise CommandError(str(exc)) from exc
-        if mode == "queued":
+        if not here:
             tasks.enqueue_run(run)
             # The id line is the whole output by default: scripts read the batch id from it.
             # The window is stored on the run (and shown in the admin); -v 2 prints it too.
@@ -100,13 +102,13 @@ class Command(BaseCommand):
         self._run_here(run, client, verbosity=options["verbosity"])
 
     def _run_here(self, run: ConsolidationRun, client: Any, *, verbosity: int) -> None:
-        if run.is_dry_run and verbosity >= 1:
+        if run.dry_run and verbosity >= 1:
             self.stdout.write(self.style.WARNING(self.DRY_RUN_BANNER))
         if verbosity >= 1:
             self.stdout.write(inventory_display.window_line(run))
             self.stdout.write(f"Run {run.pk}: judge {client.name}, threshold {run.threshold}")
         started = time.monotonic()
-        progress = _Progress(self, verbosity=verbosity, dry_run=run.is_dry_run)
+        progress = _Progress(self, verbosity=verbosity, dry_run=run.dry_run)
         try:
             run = execution.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
         except EmbeddingError as exc:
@@ -140,7 +142,7 @@ class Command(BaseCommand):
         for line in inventory_display.nothing_merged_lines(run):
             self.stdout.write(line)
         self.stdout.write(_summary(run, seconds))
-        if run.is_dry_run:
+        if run.dry_run:
             self.stdout.write(inventory_display.forecast_line(forecast.Forecast.from_dict(run.forecast)))
         if verbosity >= 1:
             for line in inventory_display.report_lines(run, verbosity=verbosity):
@@ -150,7 +152,7 @@ class Command(BaseCommand):
 
 
 def _summary(run: ConsolidationRun, seconds: float) -> str:
-    would = "would_" if run.is_dry_run else ""
+    would = "would_" if run.dry_run else ""
     return (
         f"Summary: users={run.users} truths={run.truths} embedded={run.embedded} "
         f"clusters={run.clusters_found} {would}merge{'' if would else 'd'}={run.merged} "

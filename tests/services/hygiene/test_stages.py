@@ -93,7 +93,7 @@ def test_prune_defaults_to_report_with_post_decay_figures(aging, run_factory):
 
 def test_prune_in_a_dry_run_uses_decay_computed_not_written(aging, run_factory, settings):
     settings.IRIS_CONSOLIDATION_PRUNE = "apply"
-    run = _started(run_factory(mode="dry_run"))
+    run = _started(run_factory(dry_run=True))
     user_id = aging["old"].user_id
     stages.before_clustering(run, user_id)
     result = stages.run_prune(run, user_id)
@@ -189,13 +189,13 @@ def test_only_prune_finds_what_a_whole_pass_finds_and_decay_off_means_no_decay(a
     from iris_consolidation.services.pipeline import consolidation
 
     user_id = aging["old"].user_id
-    whole = _started(consolidation.create_run(trigger="command", mode="sync"))
-    only = _started(consolidation.create_run(trigger="command", mode="sync", only="prune"))
+    whole = _started(consolidation.create_run(trigger="command", execution="in_process"))
+    only = _started(consolidation.create_run(trigger="command", execution="in_process", only="prune"))
     assert stages.run_modes(only)["decay"] == "off"
     found_whole = [f["truth_id"] for f in stages.run_prune(whole, user_id).findings]
     found_only = [f["truth_id"] for f in stages.run_prune(only, user_id).findings]
     assert found_only == found_whole == [aging["old"].pk]
 
     settings.IRIS_CONSOLIDATION_DECAY = "off"
-    no_decay = _started(consolidation.create_run(trigger="command", mode="sync", only="prune"))
+    no_decay = _started(consolidation.create_run(trigger="command", execution="in_process", only="prune"))
     assert stages.run_prune(no_decay, user_id).findings == []
