@@ -280,7 +280,7 @@ def nothing_merged_lines(run: ConsolidationRun) -> list[str]:
             other=("; " + ", ".join(rest)) if rest else "",
         )
     ]
-    if run.judge == "rules":
+    if run.judge_kind == ConsolidationRun.JudgeKind.RULES:
         lines.append(RULE_JUDGE_WHY)
     lines.append(SEE_MERGES)
     return lines

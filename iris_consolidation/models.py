@@ -20,6 +20,7 @@ from .choices import (
     ChangeAction,
     JobKind,
     JobStatus,
+    JudgeKind,
     LineageAction,
     MessageRole,
     Origin,
@@ -32,7 +33,6 @@ from .choices import (
     RunTrigger,
     StageMode,
     is_protected,
-    judge_model,
 )
 from .quality import quality_of
 from .querysets import ClusterReviewQuerySet, JobQuerySet, LiveTruthManager, RunQuerySet, TruthQuerySet
@@ -158,6 +158,8 @@ class ConsolidationRun(models.Model):
 
     Execution = RunExecution
 
+    JudgeKind = JudgeKind
+
     Status = RunStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -171,6 +173,14 @@ class ConsolidationRun(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     threshold = models.FloatField(help_text="Cosine similarity threshold used.")
     judge = models.CharField(max_length=200, blank=True, help_text="Judge and model used.")
+    judge_kind = models.CharField(
+        max_length=8, choices=JudgeKind.choices, blank=True, default=JudgeKind.OTHER,
+        help_text="Rule judge, LLM judge, or another: whether the run's stages may ask a model.",
+    )
+    judge_model = models.CharField(
+        max_length=200, blank=True, help_text="The litellm model an LLM judge calls (its calls, the stages' and "
+        "the forecast's); empty for other judges.",
+    )
     user_filter = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -288,12 +298,6 @@ class ConsolidationRun(models.Model):
         """Whether this is a real run whose jobs the workers execute: the only runs with
         jobs to retry."""
         return not self.dry_run and self.execution == self.Execution.QUEUED
-
-    @property
-    def judge_model(self) -> str:
-        """The litellm model the run's judge calls ("" for the rule judge): its calls, the
-        part-2 stages' and the forecast's are made with it."""
-        return judge_model(self.judge)
 
     @property
     def writes(self) -> bool:

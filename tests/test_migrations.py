@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
+from iris_consolidation.choices import judge_identity
 from iris_consolidation.models import EMBEDDING_DIMENSIONS, Truth
 from iris_consolidation.querysets import set_hnsw_search
 from tests.conftest import vector_at
@@ -121,3 +122,24 @@ def test_run_mode_becomes_dry_run_beside_execution_and_back(latest_after):
     apps = _migrate("0016_run_dry_run")
     Run = apps.get_model("iris_consolidation", "ConsolidationRun")
     assert {r.notes: r.mode for r in Run.objects.all()} == {"queued": "queued", "sync": "sync", "dry_run": "dry_run"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_judge_kind_and_model_come_from_the_judge_name(latest_after):
+    apps = _migrate("0019_run_judge_kind")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+    for judge in ("rules", "llm:openai/gpt-4o-mini", "bench", ""):
+        Run.objects.create(threshold=0.8, judge=judge)
+
+    apps = _migrate("0020_run_judge_kind_backfill")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+
+    assert {r.judge: (r.judge_kind, r.judge_model) for r in Run.objects.all()} == {
+        "rules": ("rules", ""), "llm:openai/gpt-4o-mini": ("llm", "openai/gpt-4o-mini"), "bench": ("", ""), "": ("", "")
+    }
+
+
+def test_judge_identity_reads_a_judge_name_as_the_backfill_did():
+    assert [judge_identity(n) for n in ("rules", "llm:openai/gpt-4o-mini", "bench", "", None)] == [
+        ("rules", ""), ("llm", "openai/gpt-4o-mini"), ("", ""), ("", ""), ("", "")
+    ]

@@ -131,7 +131,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         "duration_display",
     ]
     list_display_links = ["short_id"]
-    list_filter = [ModeFilter, "status", "trigger"]
+    list_filter = [ModeFilter, "status", "trigger", "judge_kind"]
     list_select_related = ["user_filter"]
     actions = ["apply_dry_runs", "retry_failed_clusters"]
     fieldsets = [

@@ -182,7 +182,7 @@ def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate
     """The model's noise classification for ``run`` (``LiteLLMJudge.classify_noise``), or
     None: the run's judge asks no model (the rule judge), or the judge in the settings is
     not the run's (a run keeps the judge it was made with)."""
-    if run.judge == "rules":
+    if run.judge_kind == ConsolidationRun.JudgeKind.RULES:
         return None
     try:
         client = get_judge_client()
@@ -375,7 +375,7 @@ def calls_model_after_clustering(run: ConsolidationRun) -> bool:
     stage on): they must then run outside any transaction."""
     modes = run_modes(run)
     on = modes["relocate"] != StageMode.OFF or modes["promote"] != StageMode.OFF
-    return on and (run.judge or "").startswith("llm:")
+    return on and run.judge_kind == ConsolidationRun.JudgeKind.LLM
 
 
 def after_clustering(run: ConsolidationRun, user_id: int) -> None:

@@ -24,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ... import run_settings, selectors
-from ...choices import MergeProtection
+from ...choices import MergeProtection, judge_identity
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...llm.base import JudgeClient, Spend
@@ -81,8 +81,10 @@ def create_run(
     stored["stage_modes"] = run_settings.narrow(effective.stage_modes, run_settings.parse_only(only))
     # Before ``--only`` narrowed them: prune reads whether decay is configured at all.
     stored["configured_stage_modes"] = dict(effective.stage_modes)
+    judge_kind, judge_model = judge_identity(judge)
     run = ConsolidationRun(
         trigger=trigger, dry_run=dry_run, execution=execution, threshold=value, user_filter_id=user_id, judge=judge,
+        judge_kind=judge_kind, judge_model=judge_model,
         effective_settings=stored, source_run=source_run, notes=notes,
     )
     incremental.apply_window(run, window)
