@@ -201,7 +201,7 @@ def build_user_plan(
     with stages.user_pass(run, user_id, buffered=small) as shared:
         # The stages that may call a model (mine; relocate and promote below) run outside
         # the transaction that follows: no network call while it holds the run's row.
-        stages.mine_first(run, user_id, embedder=embedder)
+        stages.run_at(stages.When.FIRST, run, user_id, embedder=embedder)
         offline_after = not stages.calls_model_after_clustering(run)
         # A small user's writes from here on (stage results, the pass's cursor bounds) are
         # committed once: a commit costs a flush to disk (about 3 ms here), several times
@@ -212,7 +212,7 @@ def build_user_plan(
                 _commit_without_waiting()
             # Stages before clustering (noise, decay), each timed in its StageResult; after the
             # embedding, so that an embedder that fails leaves every truth as it was.
-            stages.before_clustering(run, user_id)
+            stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
             started = time.monotonic()
             seed_filter, seeds = incremental.begin_user_pass(run=run, user_id=user_id)
             # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
@@ -220,12 +220,12 @@ def build_user_plan(
             cluster_seconds = time.monotonic() - started
             if small and offline_after:
                 # No model call in relocate or promote: they may run in the same transaction.
-                stages.after_clustering(run, user_id)
+                stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
             shared.flush()
         # After the clusters are built (the order of a pass's stages): a truth relocated here leaves its
         # cluster stale for phase 2, which re-reads every member under a lock.
         if not (small and offline_after):
-            stages.after_clustering(run, user_id)
+            stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
     user_forecast = None
     if run.dry_run:
         user_forecast = forecast.forecast_user(
@@ -611,7 +611,9 @@ def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
     if run.status != ConsolidationRun.Status.FAILED:
         # The stage after the merges (prune), for every user whose phase 1 ran.
         planned = run.user_passes.order_by("user_id").values_list("user_id", flat=True)
-        stages.after_merges(run, [pk for pk in planned if pk not in held])
+        for user_id in planned:
+            if user_id not in held:
+                stages.run_at(stages.When.AFTER_MERGES, run, user_id)
     incremental.write_checkpoint(run)
     incremental.advance_cursors(run, held_users=held)
     inventory.complete(run)
