@@ -59,8 +59,8 @@ OUTDATED_PREVIEWS = (
 )
 
 
-class ModeFilter(admin.SimpleListFilter):
-    """Runs by kind, in the words of the "kind" column (a mode is not a status)."""
+class KindFilter(admin.SimpleListFilter):
+    """Runs by kind, in the words of the "kind" column: a dry run, or a real run by its execution."""
 
     title = "kind"
     parameter_name = "kind"
@@ -123,7 +123,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     list_display = [
         "short_id",
         "created_display",
-        "mode_display",
+        "kind_display",
         "status_display",
         "scope_display",
         "outcome_display",
@@ -131,7 +131,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         "duration_display",
     ]
     list_display_links = ["short_id"]
-    list_filter = [ModeFilter, "status", "trigger", "judge_kind"]
+    list_filter = [KindFilter, "status", "trigger", "judge_kind"]
     list_select_related = ["user_filter"]
     actions = ["apply_dry_runs", "retry_failed_clusters"]
     fieldsets = [
@@ -139,7 +139,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             None,
             {
                 "fields": [
-                    ("trigger", "mode_display", "status_display"),
+                    ("trigger", "kind_display", "status_display"),
                     "progress_display",
                     ("threshold", "judge"),
                     "user_filter",
@@ -161,7 +161,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         ),
     ]
     readonly_fields = [
-        "mode_display",
+        "kind_display",
         "status_display",
         "progress_display",
         "duration_display",
@@ -234,7 +234,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         return format_html('<span title="{}">{}</span>', when.isoformat(), when.strftime("%Y-%m-%d %H:%M"))
 
     @admin.display(description="kind", ordering="dry_run")
-    def mode_display(self, obj: ConsolidationRun) -> str:
+    def kind_display(self, obj: ConsolidationRun) -> str:
         trigger = format_html('<br><span class="iris-muted">by {}</span>', obj.get_trigger_display().lower())
         if obj.dry_run:
             return format_html('<span class="iris-badge iris-preview">{}</span>{}', "Dry run (preview)", trigger)
