@@ -396,8 +396,8 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
     users = list(get_user_model().objects.filter(username__startswith=BENCH_USER).order_by("id"))
     # Phase 1 as the benchmark defines it (embedding, then the semantic arm's clusters); the
     # default pass's other stages before judging (noise, decay, lexical) are timed after.
-    run = consolidation.create_run(trigger="command", mode="dry_run", judge="bench", only="semantic")
-    all_stages = consolidation.create_run(trigger="command", mode="dry_run", judge="bench")
+    run = consolidation.create_run(trigger="command", dry_run=True, judge="bench", only="semantic")
+    all_stages = consolidation.create_run(trigger="command", dry_run=True, judge="bench")
     embedder = get_embedder()
     queries = 0
 

@@ -179,7 +179,7 @@ def _prepare(count: int):  # type: ignore[no-untyped-def]
                 embedding=vector / np.linalg.norm(vector),
                 embedding_model="all-MiniLM-L6-v2-onnx-int8",
             )
-    return consolidation.create_run(trigger="command", mode="queued", judge="llm:openai/stub-judge")
+    return consolidation.create_run(trigger="command", judge="llm:openai/stub-judge")
 
 
 if __name__ == "__main__":

@@ -111,8 +111,17 @@ def protected_q(*, max_generation: int) -> Q:
 
 
 #: An LLM judge's name is this prefix and its litellm model, e.g. "llm:openai/gpt-4o-mini";
-#: the rule judge's is "rules". Runs and reviews store the name (``judge``).
+#: the rule judge's is "rules". Runs and reviews store the name (``judge``) for people;
+#: code reads a run's ``judge_kind`` and ``judge_model`` (``judge_identity``).
 LLM_JUDGE_PREFIX = "llm:"
+
+
+class JudgeKind(models.TextChoices):
+    """What kind of judge a run was made with: whether its stages may ask a model."""
+
+    RULES = "rules", "Rule judge"
+    LLM = "llm", "LLM judge"
+    OTHER = "", "Another judge, or none"
 
 
 def llm_judge_name(model: str) -> str:
@@ -120,10 +129,14 @@ def llm_judge_name(model: str) -> str:
     return f"{LLM_JUDGE_PREFIX}{model}"
 
 
-def judge_model(name: str | None) -> str:
-    """The litellm model the judge named ``name`` calls, or "" (the rule judge, or none).
-    The one reading of a judge's name: ``ConsolidationRun.judge_model`` uses it."""
-    return name.removeprefix(LLM_JUDGE_PREFIX) if name and name.startswith(LLM_JUDGE_PREFIX) else ""
+def judge_identity(name: str | None) -> tuple[JudgeKind, str]:
+    """``(kind, model)`` of the judge named ``name``: ``(LLM, its litellm model)``,
+    ``(RULES, "")``, or ``(OTHER, "")`` for any other name or none. The one reading of a
+    judge's name: ``consolidation.create_run`` stores its answer on the run."""
+    name = name or ""
+    if name.startswith(LLM_JUDGE_PREFIX):
+        return JudgeKind.LLM, name.removeprefix(LLM_JUDGE_PREFIX)
+    return (JudgeKind.RULES if name == JudgeKind.RULES else JudgeKind.OTHER), ""
 
 
 class RunTrigger(models.TextChoices):
@@ -132,19 +145,10 @@ class RunTrigger(models.TextChoices):
     ADMIN = "admin", "Admin"
 
 
-class RunMode(models.TextChoices):
-    """Whether the run writes: every mode but ``dry_run`` does. ``queued`` and ``sync``
-    are kept as two values for the rows and callers that use them; how a run is
-    executed is ``execution``."""
-
-    QUEUED = "queued", "Queued"
-    SYNC = "sync", "Sync"
-    DRY_RUN = "dry_run", "Dry run"
-
-
 class RunExecution(models.TextChoices):
     """How the run's jobs are executed: by django-q2 workers, or in the process that
-    started the run (``services/queue/execution.run_sync``), the same jobs either way."""
+    started the run (``services/queue/execution.run_sync``), the same jobs either way.
+    Whether the run writes is apart from this: ``ConsolidationRun.dry_run``."""
 
     QUEUED = "queued", "Queued (workers)"
     IN_PROCESS = "in_process", "In process"

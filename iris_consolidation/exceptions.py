@@ -104,3 +104,27 @@ class ApplyRefused(IrisConsolidationError):
 
 class InvalidWindow(InvalidInput):
     """A ``--since`` value that is not ``last``, an ISO 8601 time or a duration."""
+
+
+class LaunchFailed(IrisConsolidationError):
+    """An operator's run that could not start, or stopped (``services/queue/launch``).
+
+    ``code`` says why: ``not_started`` (bad input or configuration; nothing written),
+    ``embedding`` (phase 1 could not embed; the run is marked failed) or ``interrupted``
+    (Ctrl-C; the run is marked failed). ``exit_code`` is the process status for it.
+    """
+
+    NOT_STARTED = "not_started"
+    EMBEDDING = "embedding"
+    INTERRUPTED = "interrupted"
+
+    #: The exit status of each code; 1 for any other.
+    EXIT_CODES = {INTERRUPTED: 130}
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def exit_code(self) -> int:
+        return self.EXIT_CODES.get(self.code, 1)

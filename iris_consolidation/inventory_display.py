@@ -73,7 +73,7 @@ def checkpoint_line(run: ConsolidationRun, *, when: Any = _when) -> str:
     old = when(run.previous_checkpoint)
     if run.checkpoint is not None:
         return CHECKPOINT_WRITTEN.format(old=old, new=when(run.checkpoint))
-    if run.is_dry_run:
+    if run.dry_run:
         why = "dry run"
     elif run.failed:
         why = f"{run.failed} cluster(s) failed"
@@ -269,7 +269,7 @@ SEE_MERGES = (
 def nothing_merged_lines(run: ConsolidationRun) -> list[str]:
     """Why a run that reviewed clusters changed none, and how to see merges; [] when the
     run merged or superseded something, reviewed nothing, or is a dry run."""
-    if run.is_dry_run or run.merged or run.superseded or not run.clusters_done:
+    if run.dry_run or run.merged or run.superseded or not run.clusters_done:
         return []
     refused = f", the validator refused {run.rejected}" if run.rejected else ""
     rest = [f"{n} {label}" for n, label in ((run.stale, "stale"), (run.failed, "failed"), (run.deferred, "deferred"))
@@ -280,7 +280,7 @@ def nothing_merged_lines(run: ConsolidationRun) -> list[str]:
             other=("; " + ", ".join(rest)) if rest else "",
         )
     ]
-    if run.judge == "rules":
+    if run.judge_kind == ConsolidationRun.JudgeKind.RULES:
         lines.append(RULE_JUDGE_WHY)
     lines.append(SEE_MERGES)
     return lines

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .choices import JudgeKind, judge_identity
 from .models import ConsolidationRun, LineageEvent, RetiredReason, Truth
 from .selectors import LineageGraph
 from .services.pipeline.judging import PREPASS_REASONING
@@ -184,7 +185,7 @@ class StepBox:
     review_id: int | None
     run_id: Any
     run_label: str
-    run_mode: str
+    run_kind: str
     actor: str
     created_at: datetime
     undone: UndoNote | None
@@ -370,7 +371,7 @@ class _Builder:
             review_id=review.pk if review else None,
             run_id=run.pk if run else None,
             run_label=_short_run(run.pk) if run else "",
-            run_mode=run.get_mode_display() if run else "",
+            run_kind=run.kind_label if run else "",
             actor=first.actor,
             created_at=first.created_at,
             undone=undo_note(undo, other_id=first.source_id),
@@ -546,9 +547,10 @@ def actor_words(actor: str) -> str:
     """Who did it, for people: ``llm:openai/x`` -> "the model openai/x (judge)",
     ``rules`` -> "the rule judge", ``hygiene:prune`` -> "the prune stage", ``import``
     -> "an import"; a person's username stays as it is."""
-    if actor.startswith("llm:"):
-        return f"the model {actor.removeprefix('llm:')} (judge)"
-    if actor in ("rules", "rule", "llm:rules"):
+    kind, model = judge_identity(actor)
+    if kind == JudgeKind.LLM:
+        return f"the model {model} (judge)"
+    if kind == JudgeKind.RULES or actor == "rule":
         return "the rule judge"
     if actor.startswith("hygiene:"):
         return f"the {actor.removeprefix('hygiene:')} stage"

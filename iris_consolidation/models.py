@@ -20,6 +20,7 @@ from .choices import (
     ChangeAction,
     JobKind,
     JobStatus,
+    JudgeKind,
     LineageAction,
     MessageRole,
     Origin,
@@ -28,12 +29,10 @@ from .choices import (
     ReviewOutcome,
     RiskPolicy,
     RunExecution,
-    RunMode,
     RunStatus,
     RunTrigger,
     StageMode,
     is_protected,
-    judge_model,
 )
 from .quality import quality_of
 from .querysets import ClusterReviewQuerySet, JobQuerySet, LiveTruthManager, RunQuerySet, TruthQuerySet
@@ -157,21 +156,31 @@ class ConsolidationRun(models.Model):
 
     Trigger = RunTrigger
 
-    Mode = RunMode
-
     Execution = RunExecution
+
+    JudgeKind = JudgeKind
 
     Status = RunStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.COMMAND)
-    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.QUEUED)
+    dry_run = models.BooleanField(
+        default=False, help_text="Judged and recorded, but no truth changed (a preview)."
+    )
     execution = models.CharField(
         max_length=16, choices=Execution.choices, default=Execution.QUEUED, help_text="Who runs the jobs."
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     threshold = models.FloatField(help_text="Cosine similarity threshold used.")
     judge = models.CharField(max_length=200, blank=True, help_text="Judge and model used.")
+    judge_kind = models.CharField(
+        max_length=8, choices=JudgeKind.choices, blank=True, default=JudgeKind.OTHER,
+        help_text="Rule judge, LLM judge, or another: whether the run's stages may ask a model.",
+    )
+    judge_model = models.CharField(
+        max_length=200, blank=True, help_text="The litellm model an LLM judge calls (its calls, the stages' and "
+        "the forecast's); empty for other judges.",
+    )
     user_filter = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -275,24 +284,25 @@ class ConsolidationRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        # "Dry run" or "Real run": the mode says whether it writes; how it ran is ``execution``.
-        kind = self.get_mode_display() if self.is_dry_run else "Real run"
+        # Whether it writes; how it ran is ``execution``.
+        kind = "Dry run" if self.dry_run else "Real run"
         return f"Run {str(self.id)[:8]} ({kind}, {self.get_status_display()})"
 
     @property
-    def is_dry_run(self) -> bool:
-        return self.mode == self.Mode.DRY_RUN
+    def kind_label(self) -> str:
+        """"dry run", or how the real run's jobs are executed ("queued (workers)", "in process")."""
+        return "dry run" if self.dry_run else self.get_execution_display().lower()
 
     @property
-    def judge_model(self) -> str:
-        """The litellm model the run's judge calls ("" for the rule judge): its calls, the
-        part-2 stages' and the forecast's are made with it."""
-        return judge_model(self.judge)
+    def on_workers(self) -> bool:
+        """Whether this is a real run whose jobs the workers execute: the only runs with
+        jobs to retry."""
+        return not self.dry_run and self.execution == self.Execution.QUEUED
 
     @property
     def writes(self) -> bool:
-        """Whether the run changes truths (every mode but a dry run)."""
-        return not self.is_dry_run
+        """Whether the run changes truths (every run but a dry run)."""
+        return not self.dry_run
 
     @property
     def duration_seconds(self) -> float | None:

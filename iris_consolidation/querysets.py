@@ -15,7 +15,7 @@ from django.db.models import Case, Count, F, Func, Q, Value, When
 from django.db.models.functions import Concat
 from pgvector.django import CosineDistance
 
-from .choices import JobKind, JobStatus, RunMode, RunStatus, protected_q
+from .choices import JobKind, JobStatus, RunStatus, protected_q
 
 if TYPE_CHECKING:
     from .llm.base import Spend
@@ -103,7 +103,7 @@ class RunQuerySet(models.QuerySet):
         return self.filter(status__in=[RunStatus.PENDING, RunStatus.RUNNING])
 
     def dry_runs(self) -> RunQuerySet:
-        return self.filter(mode=RunMode.DRY_RUN)
+        return self.filter(dry_run=True)
 
     def add_spend(self, spend: Spend | None) -> int:
         """Add model ``spend`` to these runs' counters in one UPDATE (``spend_counters``);

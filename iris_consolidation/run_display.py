@@ -329,7 +329,7 @@ PREVIEW_LABELS = {"merged": "would merge", "superseded": "would supersede"}
 def outcome_counts(run: ConsolidationRun, *, nonzero_only: bool = False) -> list[Count]:
     """The run's outcome counts (``OUTCOME_FIELDS``), each once; a dry run's merges and
     supersedes read "would merge" / "would supersede"."""
-    labels = PREVIEW_LABELS if run.is_dry_run else {}
+    labels = PREVIEW_LABELS if run.dry_run else {}
     counts = [
         Count(key=name, label=labels.get(name, label), value=int(getattr(run, name, 0) or 0))
         for name, label in OUTCOME_FIELDS
@@ -343,7 +343,7 @@ def retired_text(run: ConsolidationRun) -> str:
     if not n:
         return ""
     truths = f"{n} truth{'s' if n != 1 else ''}"
-    return f"would retire {truths}" if run.is_dry_run else f"{truths} retired"
+    return f"would retire {truths}" if run.dry_run else f"{truths} retired"
 
 
 #: What a stage did, for the run list's outcome column: (applied, previewed) phrasings.
@@ -365,9 +365,9 @@ def stage_phrases(run: ConsolidationRun) -> list[str]:
         item = report.get(stage) or {}
         applied = int(item.get("applied", 0) or 0)
         found = int(item.get("affected", 0) or 0)
-        if applied and not run.is_dry_run:
+        if applied and not run.dry_run:
             phrases.append(done.format(n=applied, s="s" if applied != 1 else ""))
-        elif found and (run.is_dry_run or item.get("mode") != "apply"):
+        elif found and (run.dry_run or item.get("mode") != "apply"):
             phrases.append(would.format(n=found, s="s" if found != 1 else ""))
     return phrases
 

@@ -107,7 +107,7 @@ def run_modes(run: ConsolidationRun) -> dict[str, str]:
     """The modes in force for ``run``: stored on it, dry runs never ``apply``."""
     stored = (run.effective_settings or {}).get("stage_modes") or default_modes()
     modes = {s: stored.get(s, StageMode.OFF) for s in STAGES}
-    if run.is_dry_run:
+    if run.dry_run:
         modes = {s: (StageMode.REPORT if m == StageMode.APPLY and s not in ("lexical", "semantic") else m)
                  for s, m in modes.items()}
     return modes

@@ -125,15 +125,17 @@ def consolidate_batch(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
     )
 
 
-def enqueue_users(user_ids: list[int], *, mode: str, trigger: str, judge: str = "") -> list[ConsolidationRun]:
-    """Create one run per user (``mode`` queued or dry_run) and enqueue each; return the runs.
+def enqueue_users(
+    user_ids: list[int], *, dry_run: bool, trigger: str, judge: str = ""
+) -> list[ConsolidationRun]:
+    """Create one run per user (a dry run if ``dry_run``) and enqueue each; return the runs.
 
     Used by the admin's "consolidate the users of the selected truths" actions: the
     request only creates the runs and queues their phase 1 tasks.
     """
     runs = []
     for user_id in sorted(set(user_ids)):
-        run = consolidation.create_run(trigger=trigger, mode=mode, user_id=user_id, judge=judge)
+        run = consolidation.create_run(trigger=trigger, dry_run=dry_run, user_id=user_id, judge=judge)
         enqueue_run(run)
         runs.append(run)
     return runs
@@ -156,7 +158,7 @@ def scheduled_consolidation(scheduled_for: str | datetime | None = None) -> dict
     if started.run is None:
         logger.info("scheduled consolidation skipped: %s", started.skipped)
         return {"slot": started.slot.isoformat(), "skipped": started.skipped}
-    return {"slot": started.slot.isoformat(), "run_id": str(started.run.pk), "mode": started.run.mode}
+    return {"slot": started.slot.isoformat(), "run_id": str(started.run.pk), "dry_run": started.run.dry_run}
 
 
 def recover_jobs() -> dict[str, int]:

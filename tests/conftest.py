@@ -166,8 +166,12 @@ def truth_factory(user_factory: Any) -> Any:
 def run_factory() -> Any:
     from iris_consolidation.services.pipeline import consolidation
 
-    def make(mode: str = "sync", threshold: float = 0.75, user_id: int | None = None, **kwargs: Any) -> Any:
-        return consolidation.create_run(trigger="command", mode=mode, threshold=threshold, user_id=user_id, **kwargs)
+    def make(
+        execution: str = "in_process", threshold: float = 0.75, user_id: int | None = None, **kwargs: Any
+    ) -> Any:
+        return consolidation.create_run(
+            trigger="command", execution=execution, threshold=threshold, user_id=user_id, **kwargs
+        )
 
     return make
 
@@ -256,7 +260,7 @@ def failed_run(truth_factory, settings, django_capture_on_commit_callbacks):
     truth_factory("Works as a nurse.", embedding=vector_at(0.95))
     settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
     settings.IRIS_CONSOLIDATION_JUDGE = "nonexistent"
-    run = consolidation.create_run(trigger="command", mode="queued")
+    run = consolidation.create_run(trigger="command")
     with pytest.raises(Exception, match="Unknown judge"), django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     run.refresh_from_db()

@@ -62,14 +62,15 @@ def parse_summary(output: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in line.removeprefix("Summary: ").split())
 
 
-def rules_run(user: Any, *, mode: str = "sync") -> Any:
+def rules_run(user: Any, *, dry_run: bool = False) -> Any:
     """A run over ``user``'s truths with the rule judge, executed in this process, refreshed."""
     from iris_consolidation.embeddings import get_embedder
     from iris_consolidation.llm.rules import RuleJudge
     from iris_consolidation.services.pipeline import consolidation
     from iris_consolidation.services.queue import execution
 
-    run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user.pk, judge="rules")
+    run = consolidation.create_run(
+        trigger="command", dry_run=dry_run, execution="in_process", threshold=0.75, user_id=user.pk, judge="rules")
     execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
     run.refresh_from_db()
     return run
@@ -192,7 +193,7 @@ def consolidate(
     from iris_consolidation.services.pipeline import consolidation
 
     if run is None:
-        run = consolidation.create_run(trigger="command", mode="sync", threshold=0.75, user_id=None)
+        run = consolidation.create_run(trigger="command", execution="in_process", threshold=0.75, user_id=None)
     return consolidation.consolidate_cluster(
         run_id=run.pk,
         cluster=cluster_of(*truths, similarities=similarities),
@@ -210,7 +211,7 @@ def waiting_run(user: Any, *, minutes: float = 10) -> Any:
     from iris_consolidation.services.pipeline import consolidation
 
     since = timezone.now() - timedelta(minutes=minutes)
-    run = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
+    run = consolidation.create_run(trigger="admin", execution="queued", threshold=0.75, user_id=user.pk)
     ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=since, users=1)
     ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=since)
     run.refresh_from_db()

@@ -28,10 +28,12 @@ def make_pairs(
     return pairs
 
 
-def run_pass(*, mode: str = "sync", **kwargs: Any) -> ConsolidationRun:
+def run_pass(*, dry_run: bool = False, **kwargs: Any) -> ConsolidationRun:
     """Create and run one pass in this process with the configured judge; returns the run."""
     client = get_judge_client()
-    run = consolidation.create_run(trigger="command", mode=mode, judge=client.name, **kwargs)
+    run = consolidation.create_run(
+        trigger="command", dry_run=dry_run, execution="in_process", judge=client.name, **kwargs
+    )
     return execution.run_sync(run=run, client=client, embedder=get_embedder())
 
 

@@ -37,9 +37,11 @@ PARAPHRASES = (
 SAME_SON = "Same son: 'father of a boy' = 'son'."
 
 
-def new_run(*, mode: str = "sync", user_id: int | None = None) -> ConsolidationRun:
+def new_run(*, dry_run: bool = False, execution: str = "in_process", user_id: int | None = None) -> ConsolidationRun:
     """A finished run to hang reviews on."""
-    run = consolidation.create_run(trigger="command", mode=mode, threshold=0.75, user_id=user_id, judge=JUDGE)
+    run = consolidation.create_run(
+        trigger="command", dry_run=dry_run, execution=execution, threshold=0.75, user_id=user_id, judge=JUDGE
+    )
     run.status = ConsolidationRun.Status.DONE
     run.started_at = timezone.now() - timedelta(seconds=3)
     run.finished_at = timezone.now()
@@ -82,7 +84,7 @@ def judge_and_record(
         spend=Spend(calls=1, prompt_tokens=tokens - tokens // 4, completion_tokens=tokens // 4),
         asked_model=True,
     )
-    return merging.record_review(draft=draft, dry_run=run.is_dry_run)
+    return merging.record_review(draft=draft, dry_run=run.dry_run)
 
 
 def merge(truths: Sequence[Truth], *, content: str, run: ConsolidationRun, reasoning: str | None = None) -> Truth:

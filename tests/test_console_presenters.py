@@ -41,7 +41,7 @@ def test_a_dry_runs_counts_say_would_and_a_real_runs_do_not(user_factory):
     user = user_factory("alice")
     _pairs(user, 2)
 
-    dry = rules_run(user, mode="dry_run")
+    dry = rules_run(user, dry_run=True)
     real = rules_run(user)
 
     assert [(c.label, c.value) for c in run_display.outcome_counts(dry, nonzero_only=True)] == [("would merge", 2)]
@@ -52,7 +52,7 @@ def test_a_dry_runs_counts_say_would_and_a_real_runs_do_not(user_factory):
 
 def test_an_application_still_queued_is_not_said_to_be_applied(user_factory):
     user = user_factory("alice")
-    application = consolidation.create_run(trigger="admin", mode="queued", threshold=0.75, user_id=user.pk)
+    application = consolidation.create_run(trigger="admin", threshold=0.75, user_id=user.pk)
 
     queued = run_display.application_line(application)
     ConsolidationRun.objects.filter(pk=application.pk).update(status="running")

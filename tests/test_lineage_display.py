@@ -98,7 +98,7 @@ def test_review_card_of_a_preview_says_nothing_was_written(user_factory):
     review = lb.judge_and_record(
         [a, b],
         [Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason=lb.SAME_SON)],
-        run=lb.new_run(mode="dry_run"),
+        run=lb.new_run(dry_run=True),
         reasoning="Both describe Tomas.",
     )
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 
+from iris_consolidation.choices import judge_identity
 from iris_consolidation.models import EMBEDDING_DIMENSIONS, Truth
 from iris_consolidation.querysets import set_hnsw_search
 from tests.conftest import vector_at
@@ -86,3 +89,57 @@ def test_nearest_neighbour_query_can_be_served_by_the_hnsw_index(truth_factory):
     assert f"Index Scan using {INDEX}" in plan
     assert "Order By: (embedding <=> " in plan
     assert found == [t.pk for t in truths[:5]]
+
+
+def _migrate(target: str) -> Any:
+    """Migrate the app to ``target`` and return the historical apps at that state."""
+    executor = MigrationExecutor(connection)
+    executor.migrate([("iris_consolidation", target)])
+    executor.loader.build_graph()
+    return executor.loader.project_state([("iris_consolidation", target)]).apps
+
+
+@pytest.fixture
+def latest_after() -> Any:
+    """Migrate back to the newest migration when the test is done."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_mode_becomes_dry_run_beside_execution_and_back(latest_after):
+    apps = _migrate("0016_run_dry_run")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+    for mode in ("queued", "sync", "dry_run"):
+        Run.objects.create(threshold=0.8, mode=mode, notes=mode)
+
+    apps = _migrate("0018_remove_run_mode")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+    after = {r.notes: (r.dry_run, r.execution) for r in Run.objects.all()}
+    assert after == {"queued": (False, "queued"), "sync": (False, "in_process"), "dry_run": (True, "queued")}
+
+    apps = _migrate("0016_run_dry_run")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+    assert {r.notes: r.mode for r in Run.objects.all()} == {"queued": "queued", "sync": "sync", "dry_run": "dry_run"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_judge_kind_and_model_come_from_the_judge_name(latest_after):
+    apps = _migrate("0019_run_judge_kind")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+    for judge in ("rules", "llm:openai/gpt-4o-mini", "bench", ""):
+        Run.objects.create(threshold=0.8, judge=judge)
+
+    apps = _migrate("0020_run_judge_kind_backfill")
+    Run = apps.get_model("iris_consolidation", "ConsolidationRun")
+
+    assert {r.judge: (r.judge_kind, r.judge_model) for r in Run.objects.all()} == {
+        "rules": ("rules", ""), "llm:openai/gpt-4o-mini": ("llm", "openai/gpt-4o-mini"), "bench": ("", ""), "": ("", "")
+    }
+
+
+def test_judge_identity_reads_a_judge_name_as_the_backfill_did():
+    assert [judge_identity(n) for n in ("rules", "llm:openai/gpt-4o-mini", "bench", "", None)] == [
+        ("rules", ""), ("llm", "openai/gpt-4o-mini"), ("", ""), ("", ""), ("", "")
+    ]

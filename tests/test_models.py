@@ -199,17 +199,17 @@ def test_str_of_a_truth_is_short(truth_factory):
 def test_run_duration_and_dry_run_flag(db):
     now = timezone.now()
     run = ConsolidationRun.objects.create(
-        threshold=0.8, mode=ConsolidationRun.Mode.DRY_RUN, started_at=now, finished_at=now + timedelta(seconds=2.5)
+        threshold=0.8, dry_run=True, started_at=now, finished_at=now + timedelta(seconds=2.5)
     )
 
-    assert run.is_dry_run is True
+    assert run.dry_run is True
     assert run.duration_seconds == 2.5
     assert ConsolidationRun(threshold=0.8).duration_seconds is None
     assert str(run).startswith(f"Run {str(run.pk)[:8]} (Dry run, Pending)")
 
 
 def test_a_real_runs_name_says_real_run_not_its_queue_mode():
-    run = ConsolidationRun.objects.create(threshold=0.8, mode=ConsolidationRun.Mode.QUEUED)
+    run = ConsolidationRun.objects.create(threshold=0.8, execution="queued")
 
     assert str(run) == f"Run {str(run.pk)[:8]} (Real run, Pending)"
 

@@ -85,7 +85,7 @@ def test_live_retirement_cap_defers_the_rest_and_keeps_the_cursor_before_it(trut
     client = get_judge_client("rules")
 
     first = execution.run_sync(
-        run=consolidation.create_run(trigger="command", mode="sync"), client=client, embedder=get_embedder()
+        run=consolidation.create_run(trigger="command", execution="in_process"), client=client, embedder=get_embedder()
     )
 
     assert (first.retired, first.merged) == (2, 1)
@@ -95,7 +95,7 @@ def test_live_retirement_cap_defers_the_rest_and_keeps_the_cursor_before_it(trut
     assert (cursor.updated_at, cursor.truth_id) < (deferred.updated_at, deferred.pk)
 
     second = execution.run_sync(
-        run=consolidation.create_run(trigger="command", mode="sync"), client=client, embedder=get_embedder()
+        run=consolidation.create_run(trigger="command", execution="in_process"), client=client, embedder=get_embedder()
     )
 
     assert (second.retired, second.merged) == (2, 1)
@@ -148,8 +148,8 @@ def test_scheduled_run_is_a_dry_run_when_set(truth_factory, django_capture_on_co
         result = tasks.scheduled_consolidation()
 
     run = ConsolidationRun.objects.get(pk=result["run_id"])
-    assert (run.trigger, run.mode, run.status, run.merged) == ("schedule", "dry_run", "done", 1)
-    assert result["mode"] == "dry_run"
+    assert (run.trigger, run.dry_run, run.status, run.merged) == ("schedule", True, "done", 1)
+    assert result["dry_run"] is True
     assert Truth.objects.filter(origin="consolidated").count() == 0
 
 

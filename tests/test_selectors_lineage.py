@@ -35,7 +35,7 @@ def test_lineage_takes_three_queries_whatever_the_depth(user_factory, django_ass
     with django_assert_num_queries(3):
         big = selectors.get_lineage(truth=deep)
         # everything the presenter touches is already loaded
-        [(e.source.content, e.result.content, e.review.run.mode) for e in big.ancestry]
+        [(e.source.content, e.result.content, e.review.run.dry_run) for e in big.ancestry]
 
     assert len(small.ancestry) == 2 and len(big.ancestry) == 62
 

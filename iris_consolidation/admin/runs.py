@@ -59,8 +59,8 @@ OUTDATED_PREVIEWS = (
 )
 
 
-class ModeFilter(admin.SimpleListFilter):
-    """Runs by kind, in the words of the "kind" column (a mode is not a status)."""
+class KindFilter(admin.SimpleListFilter):
+    """Runs by kind, in the words of the "kind" column: a dry run, or a real run by its execution."""
 
     title = "kind"
     parameter_name = "kind"
@@ -69,15 +69,15 @@ class ModeFilter(admin.SimpleListFilter):
         return [
             ("workers", "Real run (workers)"),
             ("in_process", "Real run (in process)"),
-            (ConsolidationRun.Mode.DRY_RUN, "Dry run (preview)"),
+            ("dry_run", "Dry run (preview)"),
         ]
 
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        if self.value() == ConsolidationRun.Mode.DRY_RUN:
-            return queryset.filter(mode=ConsolidationRun.Mode.DRY_RUN)
+        if self.value() == "dry_run":
+            return queryset.filter(dry_run=True)
         if self.value() in ("workers", "in_process"):
             execution = ConsolidationRun.Execution.QUEUED if self.value() == "workers" else self.value()
-            return queryset.exclude(mode=ConsolidationRun.Mode.DRY_RUN).filter(execution=execution)
+            return queryset.filter(dry_run=False, execution=execution)
         return queryset
 
 
@@ -123,7 +123,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     list_display = [
         "short_id",
         "created_display",
-        "mode_display",
+        "kind_display",
         "status_display",
         "scope_display",
         "outcome_display",
@@ -131,7 +131,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         "duration_display",
     ]
     list_display_links = ["short_id"]
-    list_filter = [ModeFilter, "status", "trigger"]
+    list_filter = [KindFilter, "status", "trigger", "judge_kind"]
     list_select_related = ["user_filter"]
     actions = ["apply_dry_runs", "retry_failed_clusters"]
     fieldsets = [
@@ -139,7 +139,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             None,
             {
                 "fields": [
-                    ("trigger", "mode_display", "status_display"),
+                    ("trigger", "kind_display", "status_display"),
                     "progress_display",
                     ("threshold", "judge"),
                     "user_filter",
@@ -161,7 +161,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         ),
     ]
     readonly_fields = [
-        "mode_display",
+        "kind_display",
         "status_display",
         "progress_display",
         "duration_display",
@@ -233,10 +233,10 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
         when = timezone.localtime(obj.created_at)
         return format_html('<span title="{}">{}</span>', when.isoformat(), when.strftime("%Y-%m-%d %H:%M"))
 
-    @admin.display(description="kind", ordering="mode")
-    def mode_display(self, obj: ConsolidationRun) -> str:
+    @admin.display(description="kind", ordering="dry_run")
+    def kind_display(self, obj: ConsolidationRun) -> str:
         trigger = format_html('<br><span class="iris-muted">by {}</span>', obj.get_trigger_display().lower())
-        if obj.is_dry_run:
+        if obj.dry_run:
             return format_html('<span class="iris-badge iris-preview">{}</span>{}', "Dry run (preview)", trigger)
         # "Queued" is how a real run executes, not a status: say what it is.
         return format_html("{}{}", EXECUTION_LABELS.get(obj.execution, obj.get_execution_display()), trigger)
@@ -331,7 +331,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 request.GET.get("page")
             )
             counts = selectors.count_reviews_by_outcome(run=obj)
-            application = selectors.get_application(run=obj) if obj.is_dry_run else None
+            application = selectors.get_application(run=obj) if obj.dry_run else None
             previews = counts.get(ClusterReview.Outcome.PREVIEW, 0)
             refusal = dry_runs.apply_refusal(run=obj, application=application, previews=previews)
             progress = run_display.run_progress(obj)
@@ -341,7 +341,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             obj.waiting_for_worker = waiting  # type: ignore[attr-defined]  # read by status_display
             status = "waiting for a worker" if waiting else ("cancelled" if cancel.is_cancelled(obj) else "")
             if status:
-                kind = "Dry run" if obj.is_dry_run else "Real run"
+                kind = "Dry run" if obj.dry_run else "Real run"
                 context["subtitle"] = f"Run {str(obj.pk)[:8]} ({kind}, {status})"
             context.update(
                 can_cancel=waiting and can_change_truths(request),
@@ -373,10 +373,10 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                     else ""
                 ),
                 retired_text=run_display.retired_text(obj)
-                or ("would retire no truth" if obj.is_dry_run else "no truth retired"),
+                or ("would retire no truth" if obj.dry_run else "no truth retired"),
                 apply_refusal=refusal,
                 can_apply=self.has_apply_permission(request),
-                can_retry=self.has_retry_permission(request) and obj.mode == ConsolidationRun.Mode.QUEUED,
+                can_retry=self.has_retry_permission(request) and obj.on_workers,
                 failed_jobs=selectors.count_failed_jobs(run=obj),
                 can_undo=can_change_truths(request),
                 forecast_line=(
@@ -400,8 +400,8 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     def _retry(self, request: HttpRequest, run: ConsolidationRun) -> None:
         """Re-queue ``run``'s failed jobs through ``recovery.retry_failed`` (as ``retry_consolidation``)."""
         short = str(run.pk)[:8]
-        if run.mode != ConsolidationRun.Mode.QUEUED:
-            self.message_user(request, RETRY_NOT_QUEUED.format(run=short, mode=run.get_mode_display()), messages.ERROR)
+        if not run.on_workers:
+            self.message_user(request, RETRY_NOT_QUEUED.format(run=short, mode=run.kind_label), messages.ERROR)
             return
         count = recovery.retry_failed(run.pk)
         if count:
@@ -507,7 +507,7 @@ class ClusterReviewAdmin(ReviewUndoMixin, ReadOnlyAdmin):
         "model",
         "created_display",
     ]
-    list_filter = ["outcome", "applied", "run__mode", "judge"]
+    list_filter = ["outcome", "applied", "run__dry_run", "judge"]
     list_select_related = ["run", "user"]
     search_fields = ["reasoning", "proposed_content"]
     fieldsets = [

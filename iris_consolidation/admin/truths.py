@@ -43,7 +43,7 @@ UNPINNED = "Unpinned {count} truth(s); retired truths are left as they were."
 QUEUED = "Queued {what} for {users} user(s): {links}. Their pages show progress."
 QUEUE_FAILED = "Nothing was queued: {error}"
 HISTORY_TITLE = "History of truth #{pk}"
-WHAT = {ConsolidationRun.Mode.DRY_RUN: "a dry run", ConsolidationRun.Mode.QUEUED: "a consolidation run"}
+WHAT = {True: "a dry run", False: "a consolidation run"}
 
 
 def _when(value: Any) -> str:
@@ -402,17 +402,17 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
 
     @admin.action(description="Queue a dry run (preview) for the users of the selected truths", permissions=["change"])
     def queue_dry_run(self, request: HttpRequest, queryset: QuerySet[Truth]) -> None:
-        self._queue(request, queryset, mode=ConsolidationRun.Mode.DRY_RUN)
+        self._queue(request, queryset, dry_run=True)
 
     @admin.action(description="Queue a consolidation run for the users of the selected truths", permissions=["change"])
     def queue_real_run(self, request: HttpRequest, queryset: QuerySet[Truth]) -> None:
-        self._queue(request, queryset, mode=ConsolidationRun.Mode.QUEUED)
+        self._queue(request, queryset, dry_run=False)
 
-    def _queue(self, request: HttpRequest, queryset: QuerySet[Truth], *, mode: str) -> None:
+    def _queue(self, request: HttpRequest, queryset: QuerySet[Truth], *, dry_run: bool) -> None:
         user_ids = list(queryset.order_by().values_list("user_id", flat=True).distinct())
         try:
             runs = tasks.enqueue_users(
-                user_ids, mode=mode, trigger=ConsolidationRun.Trigger.ADMIN, judge=get_judge_client().name
+                user_ids, dry_run=dry_run, trigger=ConsolidationRun.Trigger.ADMIN, judge=get_judge_client().name
             )
         except (InvalidInput, ImproperlyConfigured) as exc:
             self.message_user(request, QUEUE_FAILED.format(error=exc), messages.ERROR)
@@ -422,6 +422,6 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
             '<a href="{}">run {}</a>',
             ((reverse("admin:iris_consolidation_consolidationrun_change", args=[r.pk]), str(r.pk)[:8]) for r in runs),
         )
-        message = format_html(QUEUED, what=WHAT[mode], users=len(runs), links=links)
+        message = format_html(QUEUED, what=WHAT[dry_run], users=len(runs), links=links)
         self.message_user(request, message, messages.SUCCESS)
         warn_if_no_worker(self, request)

@@ -308,7 +308,7 @@ def score_golden(
     tag = uuid.uuid4().hex[:8]
     try:
         with transaction.atomic():
-            run = consolidation.create_run(trigger="command", mode="sync", judge=client.name)
+            run = consolidation.create_run(trigger="command", execution="in_process", judge=client.name)
             for case in cases:
                 user = scratch_user(tag, case.id)
                 by_alias = {
@@ -555,7 +555,7 @@ def _score_pass(
     embedder: Embedder,
     on_reviews: ReviewSink | None = None,
 ) -> PairsReport:
-    run = consolidation.create_run(trigger="command", mode="sync", threshold=threshold, judge=judge_name)
+    run = consolidation.create_run(trigger="command", execution="in_process", threshold=threshold, judge=judge_name)
     consolidation.start_run(run)
     per_user: list[int] = []
     for name, user in users.items():
@@ -632,7 +632,7 @@ def score_truths(
         with transaction.atomic():
             users = {name: scratch_user(tag, name) for name in sorted({r["user"] for r in rows})}
             Truth.objects.bulk_create([Truth(**{**r, "user": users[r["user"]]}) for r in rows], batch_size=1000)
-            run = consolidation.create_run(trigger="command", mode="sync", judge=client.name)
+            run = consolidation.create_run(trigger="command", execution="in_process", judge=client.name)
             consolidation.start_run(run)
             for user in users.values():
                 clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)

@@ -37,7 +37,7 @@ def build() -> dict[str, Any]:
         Truth(user=user, content=f"Fact number {i} about Dana", score=(i % 10) / 10, generation=0)
         for i in range(TRUTHS - made)
     )
-    dry = lb.new_run(mode="dry_run", user_id=user.pk)
+    dry = lb.new_run(dry_run=True, user_id=user.pk)
     fresh = list(Truth.objects.filter(user=user, content__startswith="Fact number").order_by("pk")[:20])
     for i in range(0, 20, 2):
         action = Action(action="merge", ids=("t1", "t2"), content=fresh[i].content, reason="same")

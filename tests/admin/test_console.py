@@ -142,7 +142,7 @@ def test_run_page_lists_changes_first_and_folds_kept_clusters(admin_client, user
 def test_dry_run_says_before_applying_that_a_later_run_made_its_merges(admin_client, user_factory):
     user = user_factory("alice")
     _tea(user)
-    dry = rules_run(user, mode="dry_run")
+    dry = rules_run(user, dry_run=True)
     assert dry.merged == 1
     rules_run(user)  # a real run makes the same merge: the preview is now stale
 
@@ -157,7 +157,7 @@ def test_dry_run_says_before_applying_that_a_later_run_made_its_merges(admin_cli
 def test_a_fresh_dry_run_has_no_outdated_warning(admin_client, user_factory):
     user = user_factory("alice")
     _tea(user)
-    dry = rules_run(user, mode="dry_run")
+    dry = rules_run(user, dry_run=True)
 
     assert "Before applying:" not in admin_client.get(run_url(dry)).content.decode()
 
@@ -286,7 +286,7 @@ def test_queued_run_is_not_waiting_when_a_worker_took_a_job_recently(admin_clien
 
     user = user_factory("alice")
     run = waiting_run(user, minutes=5)
-    other = lb.new_run(mode="queued", user_id=user.pk)
+    other = lb.new_run(execution="queued", user_id=user.pk)
     ConsolidationJob.objects.create(
         run=other, kind="user", key="user:x", user=user, status="done", started_at=timezone.now()
     )
@@ -333,7 +333,7 @@ def test_run_list_shows_workers_jobs_and_throughput(admin_client, user_factory):
 
     user = user_factory("alice")
     waiting_run(user, minutes=5)
-    done = lb.new_run(mode="queued", user_id=user.pk)
+    done = lb.new_run(execution="queued", user_id=user.pk)
     for i in range(3):
         ConsolidationJob.objects.create(
             run=done, kind="cluster", key=f"c{i}", user=user, status="done", finished_at=timezone.now()

@@ -92,7 +92,7 @@ def test_a_waiting_run_page_says_so_in_its_title_and_cancels(admin_client, user_
 def test_a_dry_run_in_the_list_reads_as_a_preview(admin_client, user_factory):
     user = user_factory("alice")
     a, b = lb.originals(user, 2)
-    dry = lb.new_run(mode="dry_run", user_id=user.pk)
+    dry = lb.new_run(dry_run=True, user_id=user.pk)
     ConsolidationRun.objects.filter(pk=dry.pk).update(merged=1, retired=2, clusters_done=1)
 
     html = admin_client.get(reverse("admin:iris_consolidation_consolidationrun_changelist")).content.decode()

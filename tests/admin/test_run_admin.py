@@ -45,7 +45,7 @@ def dry_run(user_factory, run_factory):
             user=user, content=text, embedding=vector_at(sim, axis=2), embedding_model=LOCAL_MODEL_NAME
         )
     return execution.run_sync(
-        run=run_factory(mode="dry_run", user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
+        run=run_factory(dry_run=True, user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
     )
 
 
@@ -63,7 +63,7 @@ def _reviews(run, count):
 
 
 def test_run_list_shows_mode_status_counts_and_marks_dry_runs(admin_client, dry_run, run_factory):
-    run_factory(mode="sync")
+    run_factory()
 
     html = admin_client.get(RUNS).content.decode()
 
@@ -176,7 +176,7 @@ def test_apply_action_on_the_run_list(admin_client, dry_run, django_capture_on_c
 
 
 def test_an_in_progress_run_shows_progress_and_refreshes_itself(admin_client, run_factory):
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     ConsolidationRun.objects.filter(pk=run.pk).update(
         status="running", users=2, users_done=1, clusters_found=10, clusters_done=3
     )

@@ -177,9 +177,9 @@ def test_queue_dry_run_creates_one_preview_run_per_user_of_the_selection(
         )
 
     runs = ConsolidationRun.objects.order_by("user_filter_id")
-    assert [(r.mode, r.trigger, r.user_filter_id) for r in runs] == [
-        ("dry_run", "admin", alice.pk),
-        ("dry_run", "admin", bob.pk),
+    assert [(r.dry_run, r.trigger, r.user_filter_id) for r in runs] == [
+        (True, "admin", alice.pk),
+        (True, "admin", bob.pk),
     ]
     message, *warnings = _messages(response)
     assert message.startswith("Queued a dry run for 2 user(s): ")
@@ -206,7 +206,7 @@ def test_queue_real_run_consolidates_the_users_of_the_selection(
         admin_client.post(CHANGELIST, {"action": "queue_real_run", "_selected_action": [picked[0].pk]})
 
     run = ConsolidationRun.objects.get()
-    assert (run.mode, run.status, run.merged) == ("queued", "done", 1)
+    assert (run.dry_run, run.execution, run.status, run.merged) == (False, "queued", "done", 1)
     assert Truth.objects.get(user=user).origin == "consolidated"
 
 

@@ -54,7 +54,7 @@ def console_data(user_factory, two_step_lineage):
         Truth.objects.create(user=user, content=f"drinks green tea number {i} every morning.",
                              embedding=vector_at(0.97, axis=2 * i + 10, towards=2 * i + 11),
                              embedding_model=LOCAL_MODEL_NAME)
-    rules_run(user, mode="dry_run")
+    rules_run(user, dry_run=True)
     run = rules_run(user)
     assert run.merged == 2
     merged = Truth.objects.filter(user=user, generation=1, content__startswith="Drinks green tea number 0")

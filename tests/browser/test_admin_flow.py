@@ -80,7 +80,7 @@ def test_operator_reads_lineage_previews_a_run_and_undoes_a_merge(logged_in, liv
     expect(card).to_contain_text(f"Merge #{tea[0].pk} + #{tea[1].pk}")
     expect(card).to_contain_text("would apply (preview)")
     page.screenshot(path=str(artifacts / "run-dry-run.png"), full_page=True)
-    dry = ConsolidationRun.objects.get(mode="dry_run")
+    dry = ConsolidationRun.objects.get(dry_run=True)
     assert dry.trigger == "admin" and dry.merged == 1
     assert all(Truth.objects.filter(pk=t.pk).exists() for t in tea)  # a preview writes nothing
 
@@ -103,7 +103,7 @@ def test_operator_applies_a_dry_run_from_its_page(logged_in, live_server, user_f
     page = logged_in
     user = user_factory("bea")
     first, second = _tea(user)
-    dry = lb.new_run(mode="dry_run", user_id=user.pk)
+    dry = lb.new_run(dry_run=True, user_id=user.pk)
     from iris_consolidation.embeddings import get_embedder
     from iris_consolidation.llm.rules import RuleJudge
 

@@ -67,7 +67,7 @@ def test_runs_list_shows_each_runs_outcome_counts_on_screen(logged_in, live_serv
     row = page.locator("#result_list tbody tr").first
     expect(row.locator("td.field-outcome_display")).to_contain_text("merged 2")
     expect(row.locator("td.field-outcome_display")).to_contain_text("4 truths retired")
-    expect(row.locator("td.field-mode_display")).to_have_text("Real run (in process)by command")
+    expect(row.locator("td.field-kind_display")).to_have_text("Real run (in process)by command")
     page.screenshot(path=str(artifacts / "console-run-list.png"), full_page=True)
     for column in ("outcome_display", "llm_display", "duration_display"):
         assert _on_screen(page, f"#result_list th.column-{column}"), column
@@ -221,7 +221,7 @@ def test_dry_run_page_warns_when_a_later_run_made_its_merges(logged_in, live_ser
     page = logged_in
     user = user_factory("alice")
     _pairs(user, 2)
-    dry = rules_run(user, mode="dry_run")
+    dry = rules_run(user, dry_run=True)
     rules_run(user)
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{dry.pk}/change/")

@@ -52,7 +52,7 @@ def test_a_dry_run_reads_as_a_preview_in_the_list_and_on_its_page(logged_in, liv
     page = logged_in
     user = user_factory("alice")
     _pairs(user, 2)
-    dry = rules_run(user, mode="dry_run")
+    dry = rules_run(user, dry_run=True)
 
     page.goto(f"{live_server.url}{ADMIN}/consolidationrun/")
     cell = page.locator("#result_list tbody tr td.field-outcome_display").first

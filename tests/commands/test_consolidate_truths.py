@@ -155,7 +155,9 @@ def test_default_mode_queues_a_batch_and_prints_its_id(duplicates, django_captur
     match = re.fullmatch(r"Dispatched batch: ([0-9a-f-]{36})\n", output)
     assert match, output
     run = ConsolidationRun.objects.get(pk=match.group(1))
-    assert (run.mode, run.trigger) == (ConsolidationRun.Mode.QUEUED, ConsolidationRun.Trigger.COMMAND)
+    assert (run.dry_run, run.execution, run.trigger) == (
+        False, ConsolidationRun.Execution.QUEUED, ConsolidationRun.Trigger.COMMAND
+    )
     # The test settings run django-q2 tasks in process (q_sync) once sent, so the batch is done.
     assert (run.status, run.merged, run.users_done, run.clusters_done) == ("done", 1, 1, 1)
 
@@ -202,7 +204,7 @@ def test_sync_prints_a_summary_of_the_run(duplicates):
         "run": str(run.pk),
     }
     assert float(summary["seconds"]) >= 0.0
-    assert (run.mode, run.status, run.judge) == ("sync", "done", "rules")
+    assert (run.dry_run, run.execution, run.status, run.judge) == (False, "in_process", "done", "rules")
     assert f"Run {run.pk}: judge rules, threshold {conf.default_threshold('local')}" in output
     assert "[1/1] user" in output and "[1/1] Applied" in output
 
@@ -251,7 +253,7 @@ def test_dry_run_prints_what_it_would_do_and_changes_nothing(duplicates):
     assert not {"merged", "superseded", "retired"} & set(summary)
     assert truth_state() == before
     run = ConsolidationRun.objects.get()
-    assert (run.mode, run.status) == ("dry_run", "done")
+    assert (run.dry_run, run.status) == (True, "done")
     assert run.reviews.get().outcome == "preview"
 
 
@@ -260,7 +262,7 @@ def test_dry_run_wins_over_sync(duplicates):
 
     run_command("--dry-run", "--sync")
 
-    assert ConsolidationRun.objects.get().mode == "dry_run"
+    assert ConsolidationRun.objects.get().dry_run
     assert truth_state() == before
 
 
@@ -347,7 +349,7 @@ def test_a_failed_run_keeps_the_notes_written_before_the_failure():
     from iris_consolidation.services.pipeline import consolidation
     from iris_consolidation.services.queue import lifecycle
 
-    run = consolidation.create_run(trigger="command", mode="sync")
+    run = consolidation.create_run(trigger="command", execution="in_process")
     ConsolidationRun.objects.filter(pk=run.pk).update(notes="user 7: phase 1 continues in a new delivery\n")
     lifecycle.fail_run(run.pk, note="The embedder failed: boom")
     run.refresh_from_db()

@@ -123,7 +123,7 @@ client = Client()
 client.force_login(staff)
 ana, ben = (User.objects.get_by_natural_key(f"{name}@example.com") for name in ("ana.ribeiro", "ben.okafor"))
 merged = models.Truth.objects.filter(user=ana, origin="consolidated").order_by("pk").first()
-dry_run = models.ConsolidationRun.objects.filter(mode="dry_run").order_by("-created_at").first()
+dry_run = models.ConsolidationRun.objects.filter(dry_run=True).order_by("-created_at").first()
 live = models.LiveSettings.objects.create(pk=models.LiveSettings.SINGLETON_ID)
 live.allowed_users.set([ben])
 truth_admin = admin.site._registry[models.Truth]

@@ -1,24 +1,20 @@
-"""``manage.py consolidate_truths``: the operator's door onto services.pipeline.consolidation."""
+"""``manage.py consolidate_truths``: the operator's door onto ``services.queue.launch``:
+parses the options, calls ``launch.launch``, prints what it did."""
 
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection
 from rich.progress import Progress
 
-from ... import inventory_display, run_settings, selectors, tasks
-from ...embeddings import get_embedder
-from ...exceptions import EmbeddingError, InvalidInput
+from ... import inventory_display
+from ...exceptions import LaunchFailed
 from ...lineage_display import truth_names, with_truth_numbers
-from ...llm import get_judge_client
 from ...models import ConsolidationRun
-from ...services.pipeline import consolidation, forecast
-from ...services.queue import execution, lifecycle
+from ...services.pipeline import forecast
+from ...services.queue import launch
 
 
 class Command(BaseCommand):
@@ -31,11 +27,8 @@ class Command(BaseCommand):
     )
     DRY_RUN_BANNER = "DRY RUN: clusters are judged and recorded; no truth is changed."
     FAILED_CLUSTERS = "{failed} cluster(s) failed; their truths are unchanged. See run {run_id} in the admin."
-    STOPPED = "Stopped by an error: run {run_id} is marked failed ({error})."
-    INTERRUPTED = (
-        "Interrupted: run {run_id} is marked failed. Clusters applied before the interrupt stay applied "
-        "(each in its own transaction); the rest are unchanged and the next run picks them up."
-    )
+    STOPPED = launch.STOPPED
+    INTERRUPTED = launch.INTERRUPTED
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--sync", action="store_true", help="Run in this process instead of queueing.")
@@ -68,69 +61,33 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        verbosity = options["verbosity"]
+        progress = _Progress(self, verbosity=verbosity, dry_run=options["dry_run"])
         try:
-            # An empty --user is an unknown user, not "every user".
-            user_id = selectors.get_user(value=options["user"]).pk if options["user"] is not None else None
-            threshold = (
-                run_settings.validate_threshold(options["threshold"]) if options["threshold"] is not None else None
+            result = launch.launch(
+                user=options["user"], threshold=options["threshold"], since=options["since"], full=options["full"],
+                only=options["only"], sync=options["sync"], dry_run=options["dry_run"], estimate=options["estimate"],
+                progress=progress,
             )
-            if options["estimate"]:
-                estimate = consolidation.estimate(
-                    embedder=get_embedder(), threshold=threshold, user_id=user_id,
-                    since=options["since"], full=options["full"],
-                )
-                self.stdout.write(inventory_display.forecast_line(estimate))
-                return
-            client = get_judge_client()
-            mode = "dry_run" if options["dry_run"] else ("sync" if options["sync"] else "queued")
-            run = consolidation.create_run(
-                trigger="command", mode=mode, threshold=threshold, user_id=user_id, judge=client.name,
-                since=options["since"], full=options["full"], only=options["only"],
-            )
-        except (InvalidInput, ImproperlyConfigured, EmbeddingError) as exc:
-            raise CommandError(str(exc)) from exc
-        if mode == "queued":
-            tasks.enqueue_run(run)
+        except LaunchFailed as exc:
+            raise CommandError(str(exc), returncode=exc.exit_code) from exc
+        finally:
+            progress.close()
+        if result.estimate is not None:
+            self.stdout.write(inventory_display.forecast_line(result.estimate))
+            return
+        run = result.run
+        if result.queued:
             # The id line is the whole output by default: scripts read the batch id from it.
             # The window is stored on the run (and shown in the admin); -v 2 prints it too.
             self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
-            if options["verbosity"] >= 2:
+            if verbosity >= 2:
                 self.stdout.write(inventory_display.window_line(run))
             return
-        self._run_here(run, client, verbosity=options["verbosity"])
+        self._report(run, result.seconds, verbosity=verbosity)
 
-    def _run_here(self, run: ConsolidationRun, client: Any, *, verbosity: int) -> None:
-        if run.is_dry_run and verbosity >= 1:
-            self.stdout.write(self.style.WARNING(self.DRY_RUN_BANNER))
-        if verbosity >= 1:
-            self.stdout.write(inventory_display.window_line(run))
-            self.stdout.write(f"Run {run.pk}: judge {client.name}, threshold {run.threshold}")
-        started = time.monotonic()
-        progress = _Progress(self, verbosity=verbosity, dry_run=run.is_dry_run)
-        try:
-            run = execution.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
-        except EmbeddingError as exc:
-            lifecycle.fail_run(run.pk, note=str(exc))
-            raise CommandError(str(exc)) from exc
-        except KeyboardInterrupt as exc:
-            # Ctrl-C: a transaction it cut short was rolled back; the connection may be mid-query,
-            # so close it and close the run on a fresh one (no run is left "running" forever).
-            if not connection.in_atomic_block:
-                connection.close()
-            message = self.INTERRUPTED.format(run_id=run.pk)
-            lifecycle.fail_run(run.pk, note=message)
-            raise CommandError(message, returncode=130) from exc
-        except Exception as exc:
-            # Any other error (a closed pipe, `... --sync | head`; a bug) fails the run too,
-            # with its jobs, instead of leaving it "running" forever; the error propagates.
-            if not connection.in_atomic_block:
-                connection.close()  # it may be mid-query; the run is closed on a fresh one
-            error = f"{type(exc).__name__}: {exc}"
-            lifecycle.fail_run(run.pk, note=self.STOPPED.format(run_id=run.pk, error=error))
-            raise
-        finally:
-            progress.close()
-        seconds = time.monotonic() - started
+    def _report(self, run: ConsolidationRun, seconds: float, *, verbosity: int) -> None:
+        """What an in-process run did; ``FAILED_CLUSTERS`` (exit status 1) if a cluster failed."""
         if run.users == 0 and verbosity >= 1:
             self.stdout.write(self.NOTHING)
         mined = (run.inventory or {}).get("stages", {}).get("mine") or {}
@@ -140,7 +97,7 @@ class Command(BaseCommand):
         for line in inventory_display.nothing_merged_lines(run):
             self.stdout.write(line)
         self.stdout.write(_summary(run, seconds))
-        if run.is_dry_run:
+        if run.dry_run:
             self.stdout.write(inventory_display.forecast_line(forecast.Forecast.from_dict(run.forecast)))
         if verbosity >= 1:
             for line in inventory_display.report_lines(run, verbosity=verbosity):
@@ -150,7 +107,7 @@ class Command(BaseCommand):
 
 
 def _summary(run: ConsolidationRun, seconds: float) -> str:
-    would = "would_" if run.is_dry_run else ""
+    would = "would_" if run.dry_run else ""
     return (
         f"Summary: users={run.users} truths={run.truths} embedded={run.embedded} "
         f"clusters={run.clusters_found} {would}merge{'' if would else 'd'}={run.merged} "
@@ -162,23 +119,23 @@ def _summary(run: ConsolidationRun, seconds: float) -> str:
 
 
 class _Progress:
-    """Progress display: a rich bar on a terminal, plain ``[i/n]`` lines otherwise."""
+    """Progress display: the run's header, then a rich bar on a terminal, plain ``[i/n]``
+    lines otherwise."""
 
-    def __init__(self, command: BaseCommand, *, verbosity: int, dry_run: bool) -> None:
+    def __init__(self, command: Command, *, verbosity: int, dry_run: bool) -> None:
         self.command = command
         self.verbosity = verbosity
         self.dry_run = dry_run
         self.bar: Any = None
         self.task: Any = None
-        if verbosity >= 1 and sys.stdout.isatty() and command.stdout._out is sys.stdout:
-            self.bar = Progress(transient=True)
-            self.bar.start()
 
     def __call__(self, stage: str, i: int, n: int, payload: Any) -> None:
         if self.verbosity < 1:
             return
         write = self.command.stdout.write
-        if stage == "user":
+        if stage == "start":
+            self._start(payload)
+        elif stage == "user":
             if self.bar is not None:
                 if self.task is None:
                     self.task = self.bar.add_task("users", total=n)
@@ -204,6 +161,17 @@ class _Progress:
                     write(f"      refused: {reason}")
             if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
                 write(f"      reasoning: {with_truth_numbers(review.reasoning, names)}")
+
+    def _start(self, run: ConsolidationRun) -> None:
+        """The header of a run executed here; then the bar, on a terminal."""
+        command = self.command
+        if run.dry_run:
+            command.stdout.write(command.style.WARNING(command.DRY_RUN_BANNER))
+        command.stdout.write(inventory_display.window_line(run))
+        command.stdout.write(f"Run {run.pk}: judge {run.judge}, threshold {run.threshold}")
+        if sys.stdout.isatty() and command.stdout._out is sys.stdout:
+            self.bar = Progress(transient=True)
+            self.bar.start()
 
     def close(self) -> None:
         if self.bar is not None:

@@ -37,8 +37,8 @@ class Command(BaseCommand):
         run = ConsolidationRun.objects.filter(pk=run_id).first()
         if run is None:
             raise CommandError(self.UNKNOWN_RUN.format(value=value))
-        if run.mode != ConsolidationRun.Mode.QUEUED:
-            raise CommandError(self.NOT_QUEUED.format(run_id=run.pk, mode=run.get_mode_display()))
+        if not run.on_workers:
+            raise CommandError(self.NOT_QUEUED.format(run_id=run.pk, mode=run.kind_label))
         count = recovery.retry_failed(run.pk)
         if not count:
             self.stdout.write(self.NOTHING.format(run_id=run.pk))

@@ -25,12 +25,17 @@ live settings over ``IRIS_CONSOLIDATION_NOISE`` / ``_DECAY`` / ``_LEXICAL`` /
 one ``StageResult`` per (run, user, stage): counts, seconds and up to
 ``StageResult.MAX_FINDINGS`` findings; a second delivery of the same work finds its
 row and does nothing again.
+
+Each stage is one entry of ``REGISTRY`` (``Stage``: name, ``When`` it runs, whether it
+calls a model, what its report lists); the pass runs each ``When`` with ``run_at``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import enum
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -49,7 +54,7 @@ from ...exceptions import JudgeMisconfigured
 from ...llm import get_judge_client
 from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
-from ...run_settings import STAGES, run_modes
+from ...run_settings import run_modes
 from ..pipeline import clustering
 from . import decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
 
@@ -182,7 +187,7 @@ def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate
     """The model's noise classification for ``run`` (``LiteLLMJudge.classify_noise``), or
     None: the run's judge asks no model (the rule judge), or the judge in the settings is
     not the run's (a run keeps the judge it was made with)."""
-    if run.judge == "rules":
+    if run.judge_kind == ConsolidationRun.JudgeKind.RULES:
         return None
     try:
         client = get_judge_client()
@@ -358,33 +363,6 @@ def run_promote(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) 
                    findings=[head, *result.proposals])
 
 
-def mine_first(run: ConsolidationRun, user_id: int, *, embedder: Embedder) -> None:
-    """The first stage of phase 1 for ``user_id``: mine (outside any transaction: it may
-    call a model)."""
-    run_mine(run, user_id, embedder=embedder)
-
-
-def before_clustering(run: ConsolidationRun, user_id: int) -> None:
-    """The stages that run before phase 1's clustering of ``user_id``: noise, then decay."""
-    run_noise(run, user_id)
-    run_decay(run, user_id)
-
-
-def calls_model_after_clustering(run: ConsolidationRun) -> bool:
-    """Whether relocate or promote may call a model for ``run`` (an LLM judge's run, a
-    stage on): they must then run outside any transaction."""
-    modes = run_modes(run)
-    on = modes["relocate"] != StageMode.OFF or modes["promote"] != StageMode.OFF
-    return on and (run.judge or "").startswith("llm:")
-
-
-def after_clustering(run: ConsolidationRun, user_id: int) -> None:
-    """The stages that run once phase 1 built ``user_id``'s clusters: relocate, then
-    promote (outside any transaction: they may call a model)."""
-    run_relocate(run, user_id)
-    run_promote(run, user_id)
-
-
 def candidate_clusters(
     run: ConsolidationRun, user_id: int, *, seed_filter: Q | None = None
 ) -> list[clustering.CandidateCluster]:
@@ -494,12 +472,6 @@ def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
                    seconds=time.monotonic() - started, findings=findings)
 
 
-def after_merges(run: ConsolidationRun, user_ids: Iterable[int]) -> None:
-    """The stages that run once every cluster of the run is judged: prune, per user."""
-    for user_id in user_ids:
-        run_prune(run, user_id)
-
-
 def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
     """Per stage: mode, examined, affected, applied, seconds and a few findings (for the report)."""
     modes = run_modes(run)
@@ -510,35 +482,33 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
             examined=Sum("examined"), affected=Sum("affected"), applied=Sum("applied"), seconds=Sum("seconds")
         ).order_by()
     }
-    # One query for the findings of every stage that lists examples.
+    # One query for the findings of every stage that lists examples or reports more.
     listed: dict[str, list[StageResult]] = {}
-    for result in rows.filter(stage__in=("noise", "prune", "decay")).only("stage", "findings").order_by("user_id", "id"):
+    reading = [s.name for s in REGISTRY if s.examples or s.report is not None]
+    for result in rows.filter(stage__in=reading).only("stage", "findings").order_by("user_id", "id"):
         listed.setdefault(result.stage, []).append(result)
     report: dict[str, Any] = {}
-    for stage in STAGES:
-        total = totals.get(stage)
+    for stage in REGISTRY:
+        total = totals.get(stage.name)
         item: dict[str, Any] = {
-            "mode": modes[stage],
+            "mode": modes[stage.name],
             "examined": int(total["examined"]) if total else 0,
             "affected": int(total["affected"]) if total else 0,
             "applied": int(total["applied"]) if total else 0,
             "seconds": round(float(total["seconds"]), 3) if total else 0.0,
         }
-        if stage in ("noise", "prune", "decay"):
+        results = listed.get(stage.name, [])
+        if stage.examples:
             shown: list[dict[str, Any]] = []
-            for result in listed.get(stage, []):
+            for result in results:
                 if len(shown) >= examples:
                     break
-                # Noise: only what the stage retires (or would); a candidate the model kept,
-                # or a suspect the rule judge left alone, is not.
-                picked = [f for f in result.findings if _noise_retires(f)] if stage == "noise" else result.findings
+                picked = [f for f in result.findings if stage.shows(f)] if stage.shows else result.findings
                 shown.extend(picked[: examples - len(shown)])
             item["examples"] = shown
-            if stage == "noise":
-                item.update(_noise_report(listed.get(stage, []), examples=examples))
-        elif stage in ("mine", "relocate", "promote") and total:
-            item.update(_part2_report(stage, rows.filter(stage=stage).order_by("user_id", "id"), examples=examples))
-        report[stage] = item
+        if stage.report is not None:
+            item.update(stage.report(results, examples=examples))
+        report[stage.name] = item
     return report
 
 
@@ -562,9 +532,11 @@ def _noise_report(results: Sequence[StageResult], *, examples: int) -> dict[str,
             "by_tier": by_tier, "suspects": len(left), "suspect_examples": left[:examples]}
 
 
-def _part2_report(stage: str, results: Any, *, examples: int) -> dict[str, Any]:
+def _part2_report(stage: str, results: Sequence[StageResult], *, examples: int) -> dict[str, Any]:
     """The extra report of mine (window, sessions, added / skipped with reasons),
-    relocate and promote (errors, refused model entries, examples)."""
+    relocate and promote (errors, refused model entries, examples); none without results."""
+    if not results:
+        return {}
     extra: dict[str, Any] = {"examples": [], "errors": []}
     skipped: list[dict[str, Any]] = []
     sessions = messages = 0
@@ -591,3 +563,82 @@ def _part2_report(stage: str, results: Any, *, examples: int) -> dict[str, Any]:
                     reasons[why] = reasons.get(why, 0) + 1
         extra["skipped_by_reason"] = reasons
     return extra
+
+
+# --- the registry: every stage, when it runs, what it reports ----------------------
+
+
+class When(enum.Enum):
+    """When a stage runs in a pass, per user: ``FIRST`` (before anything else, outside
+    any transaction), ``BEFORE_CLUSTERING``, ``CLUSTERING`` (the candidate arms, run
+    together by ``candidate_clusters``), ``AFTER_CLUSTERING`` (outside the pass's
+    transaction when it may call a model) and ``AFTER_MERGES`` (in ``close_run``)."""
+
+    FIRST = "first"
+    BEFORE_CLUSTERING = "before_clustering"
+    CLUSTERING = "clustering"
+    AFTER_CLUSTERING = "after_clustering"
+    AFTER_MERGES = "after_merges"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One stage of the pass.
+
+    ``step(run, user_id, **context)`` runs it for one user (None: ``candidate_clusters``
+    runs it); ``needs`` names what it takes from the pass's ``context`` (e.g. the
+    embedder). ``calls_model``: it may call the run's LLM judge's model. ``examples``:
+    the report lists its first findings, those for which ``shows`` is true if given;
+    ``report(results, examples=n)`` adds the stage's own entries to its report.
+    """
+
+    name: str
+    when: When
+    step: Callable[..., StageResult | None] | None = None
+    needs: tuple[str, ...] = ()
+    calls_model: bool = False
+    examples: bool = False
+    shows: Callable[[dict[str, Any]], bool] | None = None
+    report: Callable[..., dict[str, Any]] | None = None
+
+    def run(self, run: ConsolidationRun, user_id: int, **context: Any) -> StageResult | None:
+        """Run the stage for ``user_id`` (in its mode for ``run``; once per run and user)."""
+        if self.step is None:
+            return None
+        return self.step(run, user_id, **{key: context[key] for key in self.needs})
+
+
+#: Every stage in the order of a pass (``run_settings.STAGES`` names them in this order).
+REGISTRY: tuple[Stage, ...] = (
+    Stage(name="mine", when=When.FIRST, step=run_mine, needs=("embedder",), calls_model=True,
+          report=functools.partial(_part2_report, "mine")),
+    # Noise's model confirmation runs where noise does, before clustering.
+    Stage(name="noise", when=When.BEFORE_CLUSTERING, step=run_noise, calls_model=True, examples=True,
+          # Only what the stage retires (or would): not a candidate the model kept, nor a
+          # suspect the rule judge left alone.
+          shows=_noise_retires, report=_noise_report),
+    Stage(name="decay", when=When.BEFORE_CLUSTERING, step=run_decay, examples=True),
+    Stage(name="lexical", when=When.CLUSTERING),
+    Stage(name="semantic", when=When.CLUSTERING),
+    Stage(name="relocate", when=When.AFTER_CLUSTERING, step=run_relocate, calls_model=True,
+          report=functools.partial(_part2_report, "relocate")),
+    Stage(name="promote", when=When.AFTER_CLUSTERING, step=run_promote, calls_model=True,
+          report=functools.partial(_part2_report, "promote")),
+    Stage(name="prune", when=When.AFTER_MERGES, step=run_prune, examples=True),
+)
+
+
+def run_at(when: When, run: ConsolidationRun, user_id: int, **context: Any) -> None:
+    """Run the stages of ``when`` for ``user_id``, in registry order; ``context`` holds
+    what some need (``Stage.needs``: ``embedder`` for mine)."""
+    for stage in REGISTRY:
+        if stage.when is when:
+            stage.run(run, user_id, **context)
+
+
+def calls_model_after_clustering(run: ConsolidationRun) -> bool:
+    """Whether a stage after clustering may call a model for ``run`` (an LLM judge's
+    run, such a stage on): they must then run outside any transaction."""
+    modes = run_modes(run)
+    on = any(s.calls_model and modes[s.name] != StageMode.OFF for s in REGISTRY if s.when is When.AFTER_CLUSTERING)
+    return on and run.judge_kind == ConsolidationRun.JudgeKind.LLM

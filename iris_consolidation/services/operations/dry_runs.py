@@ -43,7 +43,7 @@ def apply_refusal(*, run: ConsolidationRun, application: ConsolidationRun | None
     ``application``: the run that already applied it, if any; ``previews``: how many
     of its reviews have the outcome preview. Pure.
     """
-    if not run.is_dry_run:
+    if not run.dry_run:
         return NOT_A_DRY_RUN.format(run=_short(run.pk))
     if run.finished_at is None:
         return NOT_FINISHED.format(run=_short(run.pk))

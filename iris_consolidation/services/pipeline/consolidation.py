@@ -24,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ... import run_settings, selectors
-from ...choices import MergeProtection
+from ...choices import MergeProtection, judge_identity
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...llm.base import JudgeClient, Spend
@@ -51,7 +51,8 @@ NOTE_LLM_STOPPED = "LLM judge stopped for user {user_id} (pre-pass applied, the 
 def create_run(
     *,
     trigger: str,
-    mode: str,
+    dry_run: bool = False,
+    execution: str = ConsolidationRun.Execution.QUEUED,
     threshold: float | None = None,
     user_id: int | None = None,
     judge: str = "",
@@ -68,8 +69,9 @@ def create_run(
     ``since``/``full`` choose the window (``incremental.resolve_window``; default:
     the per-user cursor). ``only`` names the stages to run (``run_settings.parse_only``;
     None: every stage in its configured mode). The live settings in force, with the
-    stage modes, are stored on the run. A ``sync`` run executes in process, any other
-    on the queue until ``execution.run_sync`` takes it. Raises ``InvalidThreshold``,
+    stage modes, are stored on the run. ``dry_run``: judge and record, change no truth.
+    ``execution`` says who runs the jobs (``Execution``: the workers, or the process
+    that calls ``execution.run_sync``, which also sets it). Raises ``InvalidThreshold``,
     ``InvalidWindow`` or ``InvalidInput`` (an unknown stage); nothing is written then.
     """
     effective = run_settings.get_effective_settings()
@@ -79,9 +81,10 @@ def create_run(
     stored["stage_modes"] = run_settings.narrow(effective.stage_modes, run_settings.parse_only(only))
     # Before ``--only`` narrowed them: prune reads whether decay is configured at all.
     stored["configured_stage_modes"] = dict(effective.stage_modes)
-    execution = ConsolidationRun.Execution.IN_PROCESS if mode == ConsolidationRun.Mode.SYNC else ConsolidationRun.Execution.QUEUED
+    judge_kind, judge_model = judge_identity(judge)
     run = ConsolidationRun(
-        trigger=trigger, mode=mode, execution=execution, threshold=value, user_filter_id=user_id, judge=judge,
+        trigger=trigger, dry_run=dry_run, execution=execution, threshold=value, user_filter_id=user_id, judge=judge,
+        judge_kind=judge_kind, judge_model=judge_model,
         effective_settings=stored, source_run=source_run, notes=notes,
     )
     incremental.apply_window(run, window)
@@ -198,7 +201,7 @@ def build_user_plan(
     with stages.user_pass(run, user_id, buffered=small) as shared:
         # The stages that may call a model (mine; relocate and promote below) run outside
         # the transaction that follows: no network call while it holds the run's row.
-        stages.mine_first(run, user_id, embedder=embedder)
+        stages.run_at(stages.When.FIRST, run, user_id, embedder=embedder)
         offline_after = not stages.calls_model_after_clustering(run)
         # A small user's writes from here on (stage results, the pass's cursor bounds) are
         # committed once: a commit costs a flush to disk (about 3 ms here), several times
@@ -209,7 +212,7 @@ def build_user_plan(
                 _commit_without_waiting()
             # Stages before clustering (noise, decay), each timed in its StageResult; after the
             # embedding, so that an embedder that fails leaves every truth as it was.
-            stages.before_clustering(run, user_id)
+            stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
             started = time.monotonic()
             seed_filter, seeds = incremental.begin_user_pass(run=run, user_id=user_id)
             # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
@@ -217,14 +220,14 @@ def build_user_plan(
             cluster_seconds = time.monotonic() - started
             if small and offline_after:
                 # No model call in relocate or promote: they may run in the same transaction.
-                stages.after_clustering(run, user_id)
+                stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
             shared.flush()
         # After the clusters are built (the order of a pass's stages): a truth relocated here leaves its
         # cluster stale for phase 2, which re-reads every member under a lock.
         if not (small and offline_after):
-            stages.after_clustering(run, user_id)
+            stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
     user_forecast = None
-    if run.is_dry_run:
+    if run.dry_run:
         user_forecast = forecast.forecast_user(
             user_id=user_id, clusters=clusters, model=run.judge_model
         ).as_dict()
@@ -258,7 +261,7 @@ def estimate(
     total = forecast.Forecast(model=model, per_call=max(1, int(app_settings.CLUSTERS_PER_CALL)))
     with transaction.atomic():
         run = create_run(
-            trigger="command", mode="dry_run", threshold=threshold, user_id=user_id, judge="", since=since, full=full
+            trigger="command", dry_run=True, threshold=threshold, user_id=user_id, judge="", since=since, full=full
         )
         for uid in start_run(run):
             plan = build_user_plan(run_id=run.pk, user_id=uid, embedder=embedder)
@@ -477,7 +480,7 @@ def _answer_without_model(
         # Changed since planning (retired elsewhere, say): nothing to judge, and no
         # judge failed, so the run is not partial for it.
         draft = merging.ReviewDraft(**item.draft_args, stale_reason=STALE_CLUSTER)
-        return merging.record_review(draft=draft, dry_run=run.is_dry_run)
+        return merging.record_review(draft=draft, dry_run=run.dry_run)
     user_id = item.draft_args["user_id"]
     cached = verdict_cache.use_cached_keep(user_id=user_id, request=item.request, client=client, run_id=run.pk)
     if cached is None:
@@ -534,7 +537,7 @@ def _record(
         if a.action == "merge"
         and MergeProtection.of_members(request.member(i) for i in a.ids if i in aliases).needs_embedding
     ]
-    if new_contents and not run.is_dry_run:
+    if new_contents and not run.dry_run:
         vectors = embedder.embed(new_contents)
         embeddings = dict(zip(new_contents, vectors, strict=True))
     draft = merging.ReviewDraft(
@@ -551,7 +554,7 @@ def _record(
         spend=judgement.spend,
         asked_model=judgement.asked_model,
     )
-    return merging.record_review(draft=draft, dry_run=run.is_dry_run, embedding_model=embedder.model_name)
+    return merging.record_review(draft=draft, dry_run=run.dry_run, embedding_model=embedder.model_name)
 
 
 def failure_of(judgement: judging.Judgement) -> str:
@@ -591,7 +594,7 @@ def record_cluster_failure(
         failure=failure,
         llm_calls=llm_calls,
     )
-    return merging.record_review(draft=draft, dry_run=run.is_dry_run)
+    return merging.record_review(draft=draft, dry_run=run.dry_run)
 
 
 def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
@@ -608,7 +611,9 @@ def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
     if run.status != ConsolidationRun.Status.FAILED:
         # The stage after the merges (prune), for every user whose phase 1 ran.
         planned = run.user_passes.order_by("user_id").values_list("user_id", flat=True)
-        stages.after_merges(run, [pk for pk in planned if pk not in held])
+        for user_id in planned:
+            if user_id not in held:
+                stages.run_at(stages.When.AFTER_MERGES, run, user_id)
     incremental.write_checkpoint(run)
     incremental.advance_cursors(run, held_users=held)
     inventory.complete(run)

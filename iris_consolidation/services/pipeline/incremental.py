@@ -90,7 +90,7 @@ def last_checkpoint(*, user_id: int | None) -> ConsolidationRun | None:
 
     A run over every user covers any single user; a single-user run covers only that user.
     """
-    runs = ConsolidationRun.objects.exclude(mode=ConsolidationRun.Mode.DRY_RUN).filter(checkpoint__isnull=False)
+    runs = ConsolidationRun.objects.filter(dry_run=False).filter(checkpoint__isnull=False)
     scope = Q(user_filter__isnull=True)
     if user_id is not None:
         scope |= Q(user_filter_id=user_id)
@@ -300,7 +300,7 @@ def advance_cursors(run: ConsolidationRun, *, held_users: Iterable[int] = ()) ->
     position just before its earliest seed (so that seed and everything after it seed
     the next pass). A cursor never moves backwards.
     """
-    if run.is_dry_run or not _judges_clusters(run):
+    if run.dry_run or not _judges_clusters(run):
         return 0
     blocked = _blocked_by_user(run)
     moved = 0
@@ -368,7 +368,7 @@ def write_checkpoint(run: ConsolidationRun) -> datetime | None:
     """Set ``run.checkpoint`` (unsaved) if the run is real and completed with no failed
     cluster and none deferred (a budget's leftovers must fall in the next ``--since last``),
     and judged clusters (``_judges_clusters``)."""
-    if run.is_dry_run or run.failed or run.deferred or run.status != ConsolidationRun.Status.DONE:
+    if run.dry_run or run.failed or run.deferred or run.status != ConsolidationRun.Status.DONE:
         return None
     if not _judges_clusters(run):
         return None

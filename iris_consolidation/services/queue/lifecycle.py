@@ -92,7 +92,6 @@ def start_application(*, dry_run_id: Any, actor: str) -> tuple[ConsolidationRun,
             raise ApplyRefused(refusal)
         run = consolidation.create_run(
             trigger=ConsolidationRun.Trigger.ADMIN,
-            mode=ConsolidationRun.Mode.QUEUED,
             threshold=dry.threshold,
             judge=dry.judge,
             user_id=dry.user_filter_id,

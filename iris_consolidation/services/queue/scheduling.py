@@ -180,9 +180,9 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
                 last=last.scheduled_for.isoformat(), hours=effective.interval_hours, slot=slot.isoformat()
             )
             return ScheduledStart(slot=slot, skipped=reason)
-        mode = ConsolidationRun.Mode.DRY_RUN if effective.scheduled_dry_run_only else ConsolidationRun.Mode.QUEUED
         run = consolidation.create_run(
-            trigger=ConsolidationRun.Trigger.SCHEDULE, mode=mode, judge=get_judge_client().name
+            trigger=ConsolidationRun.Trigger.SCHEDULE, dry_run=effective.scheduled_dry_run_only,
+            judge=get_judge_client().name,
         )
         run.scheduled_for = slot
         run.save(update_fields=["scheduled_for"])
@@ -194,5 +194,5 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
         lock.expires_at = now + timedelta(seconds=int(app_settings.SCHEDULE_LOCK_TTL))
         lock.save()
         lifecycle.start_run(run, now=now)
-    logger.info("scheduled run %s (%s) started for the slot of %s", run.pk, run.mode, slot.isoformat())
+    logger.info("scheduled run %s (%s) started for the slot of %s", run.pk, run.kind_label, slot.isoformat())
     return ScheduledStart(slot=slot, run=run)

@@ -83,27 +83,27 @@ def test_window_fallback_checkpoint_and_full(ana, run_factory, settings):
     make_session(ana, "old", at=timezone.now() - timedelta(days=10), messages=[("user", "I work as a nurse.")])
     settings.IRIS_CONSOLIDATION_DAYS_FALLBACK = 1
     # No checkpoint yet: a default run reaches DAYS_FALLBACK days back.
-    run = started(run_factory(mode="dry_run"))
+    run = started(run_factory(dry_run=True))
     assert mining.window_of(run).how == "fallback"
     assert [f["content"] for f in stages.run_mine(run, ana.pk, embedder=get_embedder(), client=None).findings[1:]] \
         == ["Lives in Porto", "Is vegetarian"]
     # A checkpoint 20 days back: the old session is in the window.
     previous = run_factory()
     ConsolidationRun.objects.filter(pk=previous.pk).update(checkpoint=timezone.now() - timedelta(days=20))
-    run = started(run_factory(mode="dry_run"))
+    run = started(run_factory(dry_run=True))
     window = mining.window_of(run)
     assert window.how == "checkpoint" and window.since == run.previous_checkpoint
     found = stages.run_mine(run, ana.pk, embedder=get_embedder(), client=None)
     assert found.findings[0]["sessions"] == ["old", "s1"] and found.affected == 3
     # --full: every session; an ISO time after the session: none.
-    assert mining.window_of(started(run_factory(mode="dry_run", full=True))).since is None
-    iso = started(run_factory(mode="dry_run", since=(timezone.now() - timedelta(minutes=1)).isoformat()))
+    assert mining.window_of(started(run_factory(dry_run=True, full=True))).since is None
+    iso = started(run_factory(dry_run=True, since=(timezone.now() - timedelta(minutes=1)).isoformat()))
     assert stages.run_mine(iso, ana.pk, embedder=get_embedder(), client=None).findings[0]["sessions"] == []
 
 
 def test_dry_run_and_report_mode_write_nothing(ana, run_factory, settings):
     before = truth_state(with_decay=True)
-    dry = started(run_factory(mode="dry_run", since="7d"))
+    dry = started(run_factory(dry_run=True, since="7d"))
     result = stages.run_mine(dry, ana.pk, embedder=get_embedder(), client=None)
     assert (result.mode, result.affected, result.applied) == ("report", 2, 0)
     assert {f["outcome"] for f in result.findings[1:]} == {"would add"}

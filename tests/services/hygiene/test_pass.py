@@ -122,7 +122,7 @@ def test_a_dry_run_reports_every_stage_and_changes_no_truth(mixed, settings):
 
 def test_the_queued_path_runs_the_stages_too(mixed, settings, django_capture_on_commit_callbacks):
     settings.IRIS_CONSOLIDATION_PRUNE = "apply"
-    run = consolidation.create_run(trigger="command", mode="queued", judge="rules", full=True)
+    run = consolidation.create_run(trigger="command", judge="rules", full=True)
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     run.refresh_from_db()

@@ -105,7 +105,7 @@ def test_report_mode_and_dry_runs_write_no_rule(llm_server, often, run_factory, 
     before = truth_state(with_decay=True)
     report = stages.run_promote(started(run_factory()), often["user"].pk, client=get_judge_client("llm"))
     settings.IRIS_CONSOLIDATION_PROMOTE = "apply"
-    dry = stages.run_promote(started(run_factory(mode="dry_run")), often["user"].pk, client=get_judge_client("llm"))
+    dry = stages.run_promote(started(run_factory(dry_run=True)), often["user"].pk, client=get_judge_client("llm"))
     assert [(r.mode, r.affected, r.applied) for r in (report, dry)] == [("report", 1, 0), ("report", 1, 0)]
     assert dry.findings[1]["outcome"] == "would add"
     assert LearnedRule.objects.count() == 0 and truth_state(with_decay=True) == before

@@ -141,7 +141,7 @@ def test_undo_restores_the_truth_and_retires_the_pointer(heavy):
 def test_dry_run_in_apply_mode_writes_nothing(heavy, run_factory, settings):
     settings.IRIS_CONSOLIDATION_RELOCATE = "apply"
     before = truth_state(with_decay=True)
-    result = stages.run_relocate(started(run_factory(mode="dry_run")), heavy["user"].pk, client=None)
+    result = stages.run_relocate(started(run_factory(dry_run=True)), heavy["user"].pk, client=None)
     assert (result.mode, result.affected, result.applied) == ("report", 2, 0)
     assert truth_state(with_decay=True) == before and Note.objects.count() == 0
 

@@ -83,7 +83,7 @@ def aging(truth_factory, user_factory):
 def test_prune_defaults_to_report_with_post_decay_figures(aging, run_factory):
     run = _started(run_factory())
     user_id = aging["old"].user_id
-    stages.before_clustering(run, user_id)  # decay applies by default
+    stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)  # decay applies by default
     result = stages.run_prune(run, user_id)
     assert result.mode == "report"
     assert [f["truth_id"] for f in result.findings] == [aging["old"].pk]
@@ -93,9 +93,9 @@ def test_prune_defaults_to_report_with_post_decay_figures(aging, run_factory):
 
 def test_prune_in_a_dry_run_uses_decay_computed_not_written(aging, run_factory, settings):
     settings.IRIS_CONSOLIDATION_PRUNE = "apply"
-    run = _started(run_factory(mode="dry_run"))
+    run = _started(run_factory(dry_run=True))
     user_id = aging["old"].user_id
-    stages.before_clustering(run, user_id)
+    stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
     result = stages.run_prune(run, user_id)
     assert (result.mode, result.affected, result.applied) == ("report", 1, 0)
     assert Truth.all_objects.get(pk=aging["old"].pk).relevance == 1.0  # nothing written
@@ -106,7 +106,7 @@ def test_prune_apply_retires_below_the_floor_only_and_undo_restores(aging, run_f
     settings.IRIS_CONSOLIDATION_PRUNE_FLOOR = 0.05
     run = _started(run_factory())
     user_id = aging["old"].user_id
-    stages.before_clustering(run, user_id)
+    stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
     result = stages.run_prune(run, user_id)
     assert result.applied == 1
     pruned = Truth.all_objects.get(pk=aging["old"].pk)
@@ -189,13 +189,20 @@ def test_only_prune_finds_what_a_whole_pass_finds_and_decay_off_means_no_decay(a
     from iris_consolidation.services.pipeline import consolidation
 
     user_id = aging["old"].user_id
-    whole = _started(consolidation.create_run(trigger="command", mode="sync"))
-    only = _started(consolidation.create_run(trigger="command", mode="sync", only="prune"))
+    whole = _started(consolidation.create_run(trigger="command", execution="in_process"))
+    only = _started(consolidation.create_run(trigger="command", execution="in_process", only="prune"))
     assert stages.run_modes(only)["decay"] == "off"
     found_whole = [f["truth_id"] for f in stages.run_prune(whole, user_id).findings]
     found_only = [f["truth_id"] for f in stages.run_prune(only, user_id).findings]
     assert found_only == found_whole == [aging["old"].pk]
 
     settings.IRIS_CONSOLIDATION_DECAY = "off"
-    no_decay = _started(consolidation.create_run(trigger="command", mode="sync", only="prune"))
+    no_decay = _started(consolidation.create_run(trigger="command", execution="in_process", only="prune"))
     assert stages.run_prune(no_decay, user_id).findings == []
+
+
+def test_the_registry_holds_every_stage_in_the_order_of_a_pass():
+    assert tuple(s.name for s in stages.REGISTRY) == run_settings.STAGES
+    assert [s.name for s in stages.REGISTRY if s.when is stages.When.AFTER_CLUSTERING and s.calls_model] == [
+        "relocate", "promote"
+    ]

@@ -45,7 +45,7 @@ def previewed(user_factory, run_factory):
         embedding_model=LOCAL_MODEL_NAME,
     )
     dry = execution.run_sync(
-        run=run_factory(mode="dry_run", user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
+        run=run_factory(dry_run=True, user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
     )
     assert dry.merged == 1 and Truth.objects.filter(user=user).count() == 2
     return {"user": user, "first": first, "second": second, "dry": dry}
@@ -127,8 +127,8 @@ def test_a_dry_run_is_applied_once(previewed):
 
 
 def test_only_a_finished_dry_run_can_be_applied(run_factory):
-    real = run_factory(mode="sync")
-    unfinished = run_factory(mode="dry_run")
+    real = run_factory()
+    unfinished = run_factory(dry_run=True)
 
     with pytest.raises(ApplyRefused) as not_dry:
         lifecycle.start_application(dry_run_id=real.pk, actor="operator")
@@ -149,7 +149,7 @@ def test_a_dry_run_that_proposed_nothing_has_nothing_to_apply(user_factory, run_
         user=user, content="Likes rock", embedding=vector_at(0.9, axis=5), embedding_model=LOCAL_MODEL_NAME
     )
     dry = execution.run_sync(
-        run=run_factory(mode="dry_run", user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
+        run=run_factory(dry_run=True, user_id=user.pk), client=RuleJudge(), embedder=get_embedder()
     )
     assert dry.kept == 1
 
@@ -210,7 +210,7 @@ def test_a_failed_application_job_is_retried_like_any_run(previewed, settings):
 def test_applying_a_dry_run_a_later_run_already_made_counts_its_clusters_stale_once(previewed, run_factory):
     """Such an application used to show "kept 1, rejected 1" and no stale count."""
     real = execution.run_sync(
-        run=run_factory(mode="queued", user_id=previewed["user"].pk), client=RuleJudge(), embedder=get_embedder()
+        run=run_factory(execution="queued", user_id=previewed["user"].pk), client=RuleJudge(), embedder=get_embedder()
     )
     assert real.merged == 1  # the same merge, made for real
 

@@ -143,7 +143,7 @@ def test_undo_review_of_a_dry_run_refuses(user_factory):
     preview = lb.judge_and_record(
         [a, b],
         [Action(action="merge", ids=("t1", "t2"), content="Has a son named Tomas", reason=lb.SAME_SON)],
-        run=lb.new_run(mode="dry_run"),
+        run=lb.new_run(dry_run=True),
         reasoning="same",
     )
 

@@ -18,7 +18,7 @@ def _failed(run, user, key: str, *, error: str, failure: str) -> ClusterReview:
 
 
 def test_the_llm_tier_stops_on_the_failure_kind_not_the_wording(run_factory, user_factory):
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     reworded, parsed_before = user_factory("reworded"), user_factory("parsed")
     _failed(run, reworded, "a", error="Model endpoint refused the key", failure=ClusterReview.Failure.UNAVAILABLE)
     # The old filter matched this text; a failure of another kind stops nothing now.
@@ -31,7 +31,7 @@ def test_the_llm_tier_stops_on_the_failure_kind_not_the_wording(run_factory, use
 
 
 def test_a_review_stopped_by_the_tier_keeps_it_stopped(run_factory, user_factory):
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     user = user_factory()
     _failed(run, user, "a", error=consolidation.LLM_TIER_STOPPED, failure=ClusterReview.Failure.LLM_STOPPED)
 

@@ -32,7 +32,7 @@ def duplicates(truth_factory):
 def test_dry_run_changes_no_truth(duplicates, run_factory, embedder):
     before = truth_state(with_decay=True)
 
-    run = execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(dry_run=True), client=RuleJudge(), embedder=embedder)
 
     assert truth_state(with_decay=True) == before
     assert LineageEvent.objects.count() == 0
@@ -42,10 +42,10 @@ def test_dry_run_changes_no_truth(duplicates, run_factory, embedder):
 def test_dry_run_records_its_reviews_as_previews(duplicates, run_factory, embedder):
     a, b, _ = duplicates
 
-    run = execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(dry_run=True), client=RuleJudge(), embedder=embedder)
 
     review = ClusterReview.objects.get()
-    assert run.is_dry_run and review.run_id == run.pk
+    assert run.dry_run and review.run_id == run.pk
     assert (review.outcome, review.applied) == (ClusterReview.Outcome.PREVIEW, False)
     assert review.applied_actions == [
         {
@@ -70,7 +70,7 @@ def test_dry_run_with_the_llm_judge_previews_a_supersede(llm_server, truth_facto
     ]
     before = truth_state(with_decay=True)
 
-    run = execution.run_sync(run=run_factory(mode="dry_run"), client=get_judge_client(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(dry_run=True), client=get_judge_client(), embedder=embedder)
 
     assert truth_state(with_decay=True) == before
     review = ClusterReview.objects.get()
@@ -92,7 +92,7 @@ def test_dry_run_stores_missing_embeddings_and_nothing_else(truth_factory, run_f
     truth_factory("works as a nurse.", user=a.user)
     before = truth_state(with_decay=True)
 
-    run = execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(dry_run=True), client=RuleJudge(), embedder=embedder)
 
     after = truth_state(with_decay=True)
     assert run.embedded == 2 and run.merged == 1
@@ -102,9 +102,9 @@ def test_dry_run_stores_missing_embeddings_and_nothing_else(truth_factory, run_f
 
 def test_a_real_run_after_a_dry_run_applies_what_the_dry_run_previewed(duplicates, run_factory, embedder):
     a, b, _ = duplicates
-    execution.run_sync(run=run_factory(mode="dry_run"), client=RuleJudge(), embedder=embedder)
+    execution.run_sync(run=run_factory(dry_run=True), client=RuleJudge(), embedder=embedder)
 
-    run = execution.run_sync(run=run_factory(mode="sync"), client=RuleJudge(), embedder=embedder)
+    run = execution.run_sync(run=run_factory(), client=RuleJudge(), embedder=embedder)
 
     assert (run.merged, run.retired) == (1, 2)
     assert {r.outcome for r in ClusterReview.objects.all()} == {"preview", "applied"}

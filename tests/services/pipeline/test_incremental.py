@@ -104,7 +104,7 @@ def test_dry_run_never_moves_the_cursor(llm_server, truth_factory, user_factory)
     user = user_factory()
     make_pairs(truth_factory, user, 2)
 
-    dry = run_pass(mode="dry_run")
+    dry = run_pass(dry_run=True)
 
     assert dry.clusters_found == 2
     assert not ConsolidationCursor.objects.exists()
@@ -261,7 +261,7 @@ def test_queued_run_moves_the_cursor_when_its_last_cluster_finishes(
             call_command("consolidate_truths", stdout=StringIO())
 
     first, second = ConsolidationRun.objects.order_by("created_at")
-    assert (first.mode, first.status, first.clusters_found) == ("queued", "done", 2)
+    assert (first.execution, first.status, first.clusters_found) == ("queued", "done", 2)
     assert ConsolidationCursor.objects.get(user=user).run_id == first.pk
     assert (second.seeds, second.clusters_found) == (0, 0)
     assert len(llm_server.chat_requests()) == 1  # the user's two clusters went in one task, one call

@@ -84,7 +84,7 @@ def test_dry_run_report_lists_previews_and_changes_no_count(truth_factory, user_
     truth_factory("Has a dog named Rex", user=user, embedding=vector_at(1.0))
     truth_factory("has a dog named Rex.", user=user, embedding=vector_at(0.95))
 
-    run = _rules_pass(run_factory, mode="dry_run")
+    run = _rules_pass(run_factory, dry_run=True)
 
     assert run.inventory["before"] == run.inventory["after"]
     assert [c["applied"] for c in run.inventory["changes"]] == [False]

@@ -46,7 +46,7 @@ def _record(truths, actions, *, run, error="", edit_before_write=None):
         rejections=result.rejections if not error else (),
         error=error,
     )
-    return merging.record_review(draft=draft, dry_run=run.is_dry_run)
+    return merging.record_review(draft=draft, dry_run=run.dry_run)
 
 
 @pytest.fixture

@@ -162,7 +162,7 @@ def _remember(user_ids: list[int]) -> None:
 
 def _dry_run_and_check(user_ids: list[int], *, semantic: bool = True, embedder: Any = None) -> None:
     only = None if semantic else "noise,decay,lexical,relocate"
-    run = consolidation.create_run(trigger="command", mode="dry_run", judge="rules", only=only)
+    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", only=only)
     run.started_at = timezone.now()
     run.save(update_fields=["started_at"])
     _remember(user_ids)
@@ -234,7 +234,7 @@ def test_apply_mode_writes_the_reference_decay_and_retires_the_reference_noise(u
         texts[i] = NOISY[i % len(NOISY)]
     user = user_factory()
     _add_user_truths(user, texts, seed=9)
-    run = consolidation.create_run(trigger="command", mode="sync", judge="rules", only="noise,decay")
+    run = consolidation.create_run(trigger="command", execution="in_process", judge="rules", only="noise,decay")
     run.started_at = timezone.now()
     run.save(update_fields=["started_at"])
     flagged = {f["truth_id"] for f in _reference_noise(user.pk)}

@@ -27,7 +27,7 @@ class Embedder:
 
 def _planned(run_factory, user_ids, capture):
     """Run phase 1 of a queued run for ``user_ids``; returns (run, the batch messages sent)."""
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     with capture(execute=False) as callbacks:
         tasks.enqueue_run(run)
         for user_id in user_ids:

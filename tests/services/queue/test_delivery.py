@@ -33,7 +33,7 @@ def two_clusters(user_factory, truth_factory):
 
 
 def _queued_run():
-    return consolidation.create_run(trigger="command", mode="queued", judge="rules")
+    return consolidation.create_run(trigger="command", judge="rules")
 
 
 def test_queued_run_goes_through_both_phases_and_is_done(two_clusters, django_capture_on_commit_callbacks):
@@ -109,7 +109,7 @@ def test_redelivery_after_the_write_finishes_the_job_without_asking_the_judge_ag
             }
         ]
     )
-    run = consolidation.create_run(trigger="command", mode="queued", user_id=alice.pk)
+    run = consolidation.create_run(trigger="command", user_id=alice.pk)
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     job = ConsolidationJob.objects.get(run=run, kind="cluster")
@@ -235,7 +235,7 @@ def test_retry_after_the_model_was_unavailable_asks_the_model_again(
     truth_factory("Is a nurse", user=alice, embedding=vector_at(1.0))
     truth_factory("Has a job as a nurse", user=alice, embedding=vector_at(0.95))
     llm_server.script = [llm_stub.error(500, message="upstream exploded")]
-    run = consolidation.create_run(trigger="command", mode="queued", user_id=alice.pk)
+    run = consolidation.create_run(trigger="command", user_id=alice.pk)
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     run.refresh_from_db()
@@ -320,7 +320,7 @@ def test_phase_one_progress_is_shown_while_a_user_continues(user_factory, truth_
 
     alice = user_factory("alice")
     truth_factory("Fact 1 once", user=alice)
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     run.status = "running"
     run.users, run.embedded = 1, 4000
     run.save()

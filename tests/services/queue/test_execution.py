@@ -65,7 +65,7 @@ def lone_then_pair(truth_factory, user_factory) -> dict[str, Any]:
 
 
 def test_sync_run_runs_the_same_job_rows_in_process(lone_then_pair, run_factory):
-    run = execution.run_sync(run=run_factory(mode="sync"), client=RuleJudge(), embedder=get_embedder())
+    run = execution.run_sync(run=run_factory(), client=RuleJudge(), embedder=get_embedder())
 
     assert (run.status, run.merged, run.execution) == ("done", 1, ConsolidationRun.Execution.IN_PROCESS)
     rows = sorted(ConsolidationJob.objects.in_run(run.pk).values_list("kind", "status"))
@@ -79,7 +79,7 @@ def test_sync_run_waits_out_a_rate_limit_in_the_job(lone_then_pair, run_factory)
     judge = RateLimitedJudge(times=1, retry_after=5.0)
 
     run = execution.run_sync(
-        run=run_factory(mode="sync"), client=judge, embedder=get_embedder(), sleep=fake.sleep, clock=fake.clock
+        run=run_factory(), client=judge, embedder=get_embedder(), sleep=fake.sleep, clock=fake.clock
     )
 
     assert (run.status, run.merged, judge.calls) == ("done", 1, 2)
@@ -95,7 +95,7 @@ def test_sync_rate_limit_timeout_holds_the_cursor_like_a_queued_run(lone_then_pa
     judge = RateLimitedJudge(times=99, retry_after=float(app_settings.RETRY_WINDOW) + 60)
 
     run = execution.run_sync(
-        run=run_factory(mode="sync"), client=judge, embedder=get_embedder(), sleep=fake.sleep, clock=fake.clock
+        run=run_factory(), client=judge, embedder=get_embedder(), sleep=fake.sleep, clock=fake.clock
     )
 
     job = ConsolidationJob.objects.get(run=run, kind="cluster")
@@ -114,7 +114,7 @@ def test_sync_run_finishes_by_the_job_rule(lone_then_pair, run_factory):
     sync counters said partial)."""
     judge = RateLimitedJudge(times=99, retry_after=float(app_settings.RETRY_WINDOW) + 60)
 
-    run = execution.run_sync(run=run_factory(mode="sync"), client=judge, embedder=get_embedder())
+    run = execution.run_sync(run=run_factory(), client=judge, embedder=get_embedder())
 
     assert (run.status, run.failed, run.clusters_done) == (ConsolidationRun.Status.FAILED, 1, 1)
     assert run.finished_at is not None

@@ -20,7 +20,7 @@ NOW = timezone.now()
 
 @pytest.fixture
 def run(run_factory):
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     run.status, run.started_at = "running", NOW
     run.save()
     return run
@@ -220,7 +220,7 @@ def test_fail_run_fails_the_jobs_and_the_run_in_one_transaction(run_factory, tru
 
     from django.db import connection, transaction
 
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     run.status, run.started_at = "running", NOW
     run.save()
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
@@ -281,7 +281,7 @@ def test_giving_up_on_a_job_whose_verdict_was_written_keeps_the_verdict(job, run
 
 def test_sweep_leaves_a_running_run_without_job_rows_to_its_own_finish(run_factory):
     """An application of a dry run has no job rows: its reviews finish it, not the sweep."""
-    application = run_factory(mode="queued")
+    application = run_factory(execution="queued")
     application.status, application.started_at, application.clusters_found = "running", NOW, 3
     application.save()
 

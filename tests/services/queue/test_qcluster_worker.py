@@ -34,7 +34,9 @@ def test_queued_run_is_executed_by_a_real_qcluster_worker(qcluster, truth_factor
         timeout=120,
         what=f"run {run_id} to finish; worker log:\n{worker.log}",
     )
-    assert (run.mode, run.status) == (ConsolidationRun.Mode.QUEUED, ConsolidationRun.Status.DONE)
+    assert (run.dry_run, run.execution, run.status) == (
+        False, ConsolidationRun.Execution.QUEUED, ConsolidationRun.Status.DONE
+    )
     assert (run.users, run.users_done, run.clusters_found, run.clusters_done) == (2, 2, 2, 2)
     assert (run.merged, run.retired, run.failed) == (1 * 2, 2 * 2, 0)
     for user in users:

@@ -30,7 +30,7 @@ class Embedder:
 
 
 def _claim(run_factory, truth_factory, texts):
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     a = truth_factory(texts[0], embedding=vector_at(1.0))
     b = truth_factory(texts[1], user=a.user, embedding=vector_at(0.95))
     job = creation.create_cluster_jobs(
@@ -168,7 +168,7 @@ def test_phase_one_is_not_throttled(
     throttling.acquire(name=throttling.CLUSTER_JOBS, limit=1, period=60)
     truth_factory("Works as a nurse", embedding=vector_at(1.0))
     truth_factory("Works as a nurse.", embedding=vector_at(0.95))
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
 
     with django_capture_on_commit_callbacks(execute=False):
         tasks.enqueue_run(run)

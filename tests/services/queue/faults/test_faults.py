@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _queue_run() -> ConsolidationRun:
-    run = consolidation.create_run(trigger="command", mode="queued", judge="llm:openai/stub-judge")
+    run = consolidation.create_run(trigger="command", judge="llm:openai/stub-judge")
     tasks.enqueue_run(run)
     return run
 
