@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Any
 
 import numpy as np
 
@@ -62,62 +63,19 @@ def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int
     each truth's probed cells 144 bytes more; queries run in steps whose results fit
     ``memory_bytes`` even if every vector of the probed cells is a hit.
     """
-    import faiss
-
     x = users.vectors
     n = users.size
     # No more cells than vectors: k-means needs a point per centroid (a user of 5 truths
     # under PHASE1_APPROXIMATE_FROM = 1 would otherwise fail in faiss).
     cells = max(1, min(n, int(IVF_CELLS_PER_SQRT_N * math.sqrt(n))))
     probes = min(cells, IVF_PROBES)
-    quantizer = faiss.IndexFlatIP(EMBEDDING_DIMENSIONS)
-    index = faiss.IndexIVFScalarQuantizer(
-        quantizer, EMBEDDING_DIMENSIONS, cells, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT
-    )
-    index.by_residual = False  # codes of the vectors themselves: the error bound above holds
-    index.cp.niter = IVF_TRAIN_ITERATIONS
-    index.cp.seed = 1234  # faiss's default, stated: the same vectors give the same cells
-    index.cp.max_points_per_centroid = max(1, math.ceil(n / cells))  # train on every vector
-    index.cp.min_points_per_centroid = 1  # no warning for a small user: every vector is used
-    index.train(x)
-    index.nprobe = probes
+    quantizer, index, probe_cells, probe_sims = _ivf_index(x, cells=cells, probes=probes, memory_bytes=memory_bytes)
     seed_positions = np.flatnonzero(users.can_seed)
-    # Each vector's ``probes`` nearest cells, found once: the nearest places it in the
-    # index, and a seed's query probes them all (faiss would search the quantizer twice).
-    probe_cells = np.empty((n, probes), dtype=np.int64)
-    probe_sims = np.empty((n, probes), dtype=np.float32)
-    step = max(256, memory_bytes // (EMBEDDING_DIMENSIONS * 4 * 8))
-    for start in range(0, n, step):
-        chunk = np.ascontiguousarray(x[start : start + step])
-        sims, cells_found = quantizer.search(chunk, probes)
-        probe_cells[start : start + step], probe_sims[start : start + step] = cells_found, sims
-        nearest = np.ascontiguousarray(cells_found[:, 0])
-        index.add_core(chunk.shape[0], faiss.swig_ptr(chunk), None, faiss.swig_ptr(nearest))
-    radius = float(threshold - FP16_SCREEN_MARGIN)
     sizes = np.sort([index.invlists.list_size(cell) for cell in range(cells)])
-    neighbours = int(app_settings.PHASE1_NEIGHBOURS)
 
     def search(cells_probed: np.ndarray, sims_probed: np.ndarray) -> Pairs:
-        # Rows of ``cells_probed`` follow ``seed_positions``. A query returns at most every
-        # vector of the cells it probes: for a dense user (every truth near thousands) the
-        # results, not the queries, are what must fit the budget.
-        most_hits = int(sizes[-cells_probed.shape[1] :].sum())
-        query_step = max(1, memory_bytes // (EMBEDDING_DIMENSIONS * 4 + RANGE_HIT_BYTES * most_hits))
-        rows: list[np.ndarray] = []
-        cols: list[np.ndarray] = []
-        for start in range(0, seed_positions.shape[0], query_step):
-            queries = seed_positions[start : start + query_step]
-            lims, found_sims, found = index.range_search_preassigned(
-                np.ascontiguousarray(x[queries]), radius,
-                cells_probed[start : start + query_step], sims_probed[start : start + query_step],
-            )
-            seeds_here = np.repeat(queries, np.diff(lims).astype(np.int64))
-            keep = found != seeds_here
-            seeds_here, found, found_sims = seeds_here[keep], found[keep], found_sims[keep]
-            kept = nearest_per_row(seeds_here, found, found_sims, neighbours)
-            rows.append(seeds_here[kept])
-            cols.append(found[kept])
-        return mirror_and_refine(users, rows, cols, threshold=threshold, memory_bytes=memory_bytes, dedupe=True)
+        return _range_pairs(users, index, seed_positions, cells_probed, sims_probed, sizes=sizes,
+                            threshold=threshold, memory_bytes=memory_bytes)
 
     pairs = search(probe_cells[seed_positions], probe_sims[seed_positions])
     del probe_cells, probe_sims
@@ -136,6 +94,69 @@ def approximate_pairs(users: UserVectors, *, threshold: float, memory_bytes: int
         found, expected = sampled_recall(users, pairs, sample, threshold=threshold, memory_bytes=memory_bytes)
     logger.info("faiss IVF: %d of %d sampled exact pairs at %d probes of %d cells", found, expected, probes, cells)
     return pairs
+
+
+def _ivf_index(x: np.ndarray, *, cells: int, probes: int, memory_bytes: int) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    """(quantizer, index, probe cells, probe similarities): a trained IVF index of ``cells``
+    cells holding every row of ``x`` (n, 384), set to probe ``probes`` cells, and each
+    row's ``probes`` nearest cells (n, probes) int64 with their similarities (float32)."""
+    import faiss
+
+    n = x.shape[0]
+    quantizer = faiss.IndexFlatIP(EMBEDDING_DIMENSIONS)
+    index = faiss.IndexIVFScalarQuantizer(
+        quantizer, EMBEDDING_DIMENSIONS, cells, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT
+    )
+    index.by_residual = False  # codes of the vectors themselves: the error bound above holds
+    index.cp.niter = IVF_TRAIN_ITERATIONS
+    index.cp.seed = 1234  # faiss's default, stated: the same vectors give the same cells
+    index.cp.max_points_per_centroid = max(1, math.ceil(n / cells))  # train on every vector
+    index.cp.min_points_per_centroid = 1  # no warning for a small user: every vector is used
+    index.train(x)
+    index.nprobe = probes
+    # Each vector's ``probes`` nearest cells, found once: the nearest places it in the
+    # index, and a seed's query probes them all (faiss would search the quantizer twice).
+    probe_cells = np.empty((n, probes), dtype=np.int64)
+    probe_sims = np.empty((n, probes), dtype=np.float32)
+    step = max(256, memory_bytes // (EMBEDDING_DIMENSIONS * 4 * 8))
+    for start in range(0, n, step):
+        chunk = np.ascontiguousarray(x[start : start + step])
+        sims, cells_found = quantizer.search(chunk, probes)
+        probe_cells[start : start + step], probe_sims[start : start + step] = cells_found, sims
+        nearest = np.ascontiguousarray(cells_found[:, 0])
+        index.add_core(chunk.shape[0], faiss.swig_ptr(chunk), None, faiss.swig_ptr(nearest))
+    return quantizer, index, probe_cells, probe_sims
+
+
+def _range_pairs(
+    users: UserVectors, index: Any, seed_positions: np.ndarray, cells_probed: np.ndarray, sims_probed: np.ndarray,
+    *, sizes: np.ndarray, threshold: float, memory_bytes: int,
+) -> Pairs:
+    """The pairs the seeds' range queries find, refined and capped per seed. Rows of
+    ``cells_probed`` / ``sims_probed`` follow ``seed_positions``; ``sizes``: the index's
+    cell sizes, ascending."""
+    x = users.vectors
+    radius = float(threshold - FP16_SCREEN_MARGIN)
+    neighbours = int(app_settings.PHASE1_NEIGHBOURS)
+    # A query returns at most every vector of the cells it probes: for a dense user (every
+    # truth near thousands) the results, not the queries, are what must fit the budget.
+    most_hits = int(sizes[-cells_probed.shape[1] :].sum())
+    query_step = max(1, memory_bytes // (EMBEDDING_DIMENSIONS * 4 + RANGE_HIT_BYTES * most_hits))
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    for start in range(0, seed_positions.shape[0], query_step):
+        queries = seed_positions[start : start + query_step]
+        lims, found_sims, found = index.range_search_preassigned(
+            np.ascontiguousarray(x[queries]), radius,
+            cells_probed[start : start + query_step], sims_probed[start : start + query_step],
+        )
+        seeds_here = np.repeat(queries, np.diff(lims).astype(np.int64))
+        keep = found != seeds_here
+        seeds_here, found, found_sims = seeds_here[keep], found[keep], found_sims[keep]
+        kept = nearest_per_row(seeds_here, found, found_sims, neighbours)
+        rows.append(seeds_here[kept])
+        cols.append(found[kept])
+    return mirror_and_refine(users, rows, cols, threshold=threshold, memory_bytes=memory_bytes, dedupe=True)
 
 
 def _recall_sample(seed_positions: np.ndarray) -> np.ndarray:

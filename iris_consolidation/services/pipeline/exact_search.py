@@ -169,7 +169,6 @@ class _EarlierPartners:
 
 
 def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: float, memory_bytes: int) -> Pairs:
-    x = users.vectors
     n = users.size
     non_seed_before = np.cumsum(~users.can_seed)  # non-seeds at positions <= j
     side = tile_side(memory_bytes)
@@ -181,68 +180,20 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
     for r0 in range(0, seed_positions.shape[0], side):
         rows = seed_positions[r0 : r0 + side]
         first = int(rows[0])
-        block = x[rows]
+        block = users.vectors[rows]
         block_rows: list[np.ndarray] = []
         block_cols: list[np.ndarray] = []
         block_sims: list[np.ndarray] = []
         for c0 in range(0, n, side):
             c1 = min(n, c0 + side)
-            lower_only = c1 <= first
-            if lower_only and non_seed_before[c1 - 1] == (non_seed_before[c0 - 1] if c0 else 0):
+            if c1 <= first and non_seed_before[c1 - 1] == (non_seed_before[c0 - 1] if c0 else 0):
                 continue  # only seeds here, all before this block: covered by their own rows
-            product = block @ x[c0:c1].T
-            mask = product >= screen  # one pass over the tile (counted, then read)
-            if neighbours < c1 - c0 and np.count_nonzero(mask) > neighbours * len(rows):
-                del mask
-                # Dense: each row's ``neighbours`` largest kept pairs, picked in place
-                # (argpartition), not by sorting millions of hits.
-                if c0 > rows[-1]:
-                    pass  # every column after every seed of the block: all kept
-                elif lower_only:
-                    product[:, users.can_seed[c0:c1]] = -np.inf  # earlier seeds: their own rows
-                else:
-                    columns = np.arange(c0, c1)
-                    mirror = ~((columns[None, :] > rows[:, None])
-                               | ((columns[None, :] < rows[:, None]) & ~users.can_seed[c0:c1][None, :]))
-                    np.putmask(product, mirror, -np.inf)
-                    del mirror
-                if not lower_only:
-                    # Each later seed's nearest among this block's rows (the rows' own cap
-                    # below may drop them).
-                    depth = min(neighbours, len(rows))
-                    by_column = np.ascontiguousarray(product.T)  # argpartition along rows of memory
-                    top = np.argpartition(by_column, -depth, axis=1)[:, -depth:]
-                    top_s = np.take_along_axis(by_column, top, axis=1).ravel()
-                    del by_column
-                    top_r, top_c = rows[top.ravel()], np.repeat(np.arange(c0, c1), depth)
-                    later = (top_s >= screen) & (top_c > top_r) & users.can_seed[top_c]
-                    earlier.add(top_r[later], top_c[later], top_s[later])
-                    del top, top_s, top_r, top_c, later
-                top = np.argpartition(product, -neighbours, axis=1)[:, -neighbours:]
-                hit_s = np.take_along_axis(product, top, axis=1).ravel()
-                hit_r = np.repeat(np.arange(len(rows)), neighbours)
-                hit_c = top.ravel()
-                del product, top
-                above = hit_s >= screen
-                seeds_here, cols, hit_s = rows[hit_r[above]], hit_c[above] + c0, hit_s[above]
-                kept = nearest_per_row(seeds_here, cols, hit_s, neighbours)
-                block_rows.append(seeds_here[kept])
-                block_cols.append(cols[kept])
-                block_sims.append(hit_s[kept])
-                continue
-            hit_r, hit_c = np.divmod(np.flatnonzero(mask), c1 - c0)  # faster than nonzero's two passes
-            hit_s = product[hit_r, hit_c]
-            del product, mask
-            cols = hit_c + c0
-            seeds_here = rows[hit_r]
-            # Keep (seed, later truth), and (seed, earlier non-seed); the rest are mirrors.
-            keep = (cols > seeds_here) | ((cols < seeds_here) & ~users.can_seed[cols])
-            seeds_here, cols, hit_s = seeds_here[keep], cols[keep], hit_s[keep]
-            kept = nearest_per_row(seeds_here, cols, hit_s, neighbours)
-            earlier.add_dropped(seeds_here, cols, hit_s, kept, users.can_seed)
-            block_rows.append(seeds_here[kept])
-            block_cols.append(cols[kept])
-            block_sims.append(hit_s[kept])
+            seeds_here, cols, hit_s = _tile_pairs(
+                users, rows, block, c0, c1, screen=screen, neighbours=neighbours, earlier=earlier
+            )
+            block_rows.append(seeds_here)
+            block_cols.append(cols)
+            block_sims.append(hit_s)
         if block_rows:
             seeds_here, cols, hit_s = np.concatenate(block_rows), np.concatenate(block_cols), np.concatenate(block_sims)
             kept = nearest_per_row(seeds_here, cols, hit_s, neighbours)
@@ -257,6 +208,78 @@ def _exact_pairs(users: UserVectors, seed_positions: np.ndarray, *, threshold: f
     return mirror_and_refine(
         users, found_rows, found_cols, threshold=threshold, memory_bytes=memory_bytes, dedupe=earlier.size > 0
     )
+
+
+def _tile_pairs(
+    users: UserVectors, rows: np.ndarray, block: np.ndarray, c0: int, c1: int, *,
+    screen: np.float32, neighbours: int, earlier: _EarlierPartners,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seed positions, truth positions, float32 similarities) of one tile, seed rows
+    ``rows`` (their vectors ``block``) x truth columns ``c0:c1``: the pairs at or above
+    ``screen`` that are this block's to compute (a seed with a later truth or an earlier
+    non-seed), each seed's ``neighbours`` most similar. Later seeds' partners that a cap
+    drops go to ``earlier``."""
+    product = block @ users.vectors[c0:c1].T
+    mask = product >= screen  # one pass over the tile (counted, then read)
+    if neighbours < c1 - c0 and np.count_nonzero(mask) > neighbours * len(rows):
+        del mask
+        # Dense: each row's ``neighbours`` largest kept pairs, picked in place
+        # (argpartition), not by sorting millions of hits.
+        _drop_mirrors(product, users.can_seed, rows, c0, c1)
+        if c1 > rows[0]:  # not only earlier columns
+            _add_later_seeds_nearest(product, users.can_seed, rows, c0, c1, screen=screen, neighbours=neighbours,
+                                     earlier=earlier)
+        top = np.argpartition(product, -neighbours, axis=1)[:, -neighbours:]
+        hit_s = np.take_along_axis(product, top, axis=1).ravel()
+        hit_r = np.repeat(np.arange(len(rows)), neighbours)
+        hit_c = top.ravel()
+        del product, top
+        above = hit_s >= screen
+        seeds_here, cols, hit_s = rows[hit_r[above]], hit_c[above] + c0, hit_s[above]
+        kept = nearest_per_row(seeds_here, cols, hit_s, neighbours)
+        return seeds_here[kept], cols[kept], hit_s[kept]
+    hit_r, hit_c = np.divmod(np.flatnonzero(mask), c1 - c0)  # faster than nonzero's two passes
+    hit_s = product[hit_r, hit_c]
+    del product, mask
+    cols = hit_c + c0
+    seeds_here = rows[hit_r]
+    # Keep (seed, later truth), and (seed, earlier non-seed); the rest are mirrors.
+    keep = (cols > seeds_here) | ((cols < seeds_here) & ~users.can_seed[cols])
+    seeds_here, cols, hit_s = seeds_here[keep], cols[keep], hit_s[keep]
+    kept = nearest_per_row(seeds_here, cols, hit_s, neighbours)
+    earlier.add_dropped(seeds_here, cols, hit_s, kept, users.can_seed)
+    return seeds_here[kept], cols[kept], hit_s[kept]
+
+
+def _drop_mirrors(product: np.ndarray, can_seed: np.ndarray, rows: np.ndarray, c0: int, c1: int) -> None:
+    """Set to -inf, in place, the products of a dense tile that are not this block's
+    pairs: a seed with an earlier seed (computed from that seed's row)."""
+    if c0 > rows[-1]:
+        pass  # every column after every seed of the block: all kept
+    elif c1 <= rows[0]:
+        product[:, can_seed[c0:c1]] = -np.inf  # earlier seeds: their own rows
+    else:
+        columns = np.arange(c0, c1)
+        mirror = ~((columns[None, :] > rows[:, None])
+                   | ((columns[None, :] < rows[:, None]) & ~can_seed[c0:c1][None, :]))
+        np.putmask(product, mirror, -np.inf)
+        del mirror
+
+
+def _add_later_seeds_nearest(
+    product: np.ndarray, can_seed: np.ndarray, rows: np.ndarray, c0: int, c1: int, *,
+    screen: np.float32, neighbours: int, earlier: _EarlierPartners,
+) -> None:
+    """Give ``earlier`` each later seed's nearest among this block's rows, from a dense
+    tile (the rows' own cap may drop them)."""
+    depth = min(neighbours, len(rows))
+    by_column = np.ascontiguousarray(product.T)  # argpartition along rows of memory
+    top = np.argpartition(by_column, -depth, axis=1)[:, -depth:]
+    top_s = np.take_along_axis(by_column, top, axis=1).ravel()
+    del by_column
+    top_r, top_c = rows[top.ravel()], np.repeat(np.arange(c0, c1), depth)
+    later = (top_s >= screen) & (top_c > top_r) & can_seed[top_c]
+    earlier.add(top_r[later], top_c[later], top_s[later])
 
 
 def mirror_and_refine(
