@@ -390,7 +390,13 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
 
     from iris_consolidation.conf import app_settings
     from iris_consolidation.embeddings import get_embedder
-    from iris_consolidation.services.pipeline import clustering, consolidation
+    from iris_consolidation.services.pipeline import (
+        approximate_search,
+        clustering,
+        consolidation,
+        exact_search,
+        vectors,
+    )
 
     threshold = app_settings.SIMILARITY_THRESHOLD
     users = list(get_user_model().objects.filter(username__startswith=BENCH_USER).order_by("id"))
@@ -459,13 +465,13 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
         reference = reference_pairs(x, seeds, threshold)
         reference_seconds = time.monotonic() - started
         reference_note = "vectors in memory"
-    vectors = clustering.load_user_vectors(
+    user_vectors = vectors.load_user_vectors(
         user_id=users[0].pk, max_generation=app_settings.MAX_GENERATION, seed_filter=seed_filter
     )
-    seed_count = int(vectors.can_seed.sum())
+    seed_count = int(user_vectors.can_seed.sum())
     approximate = seed_count >= app_settings.PHASE1_APPROXIMATE_FROM
-    search = clustering.approximate_pairs if approximate else clustering.exact_pairs
-    pairs = search(vectors, threshold=threshold, memory_bytes=app_settings.PHASE1_MEMORY_MB * 1024 * 1024)
+    search = approximate_search.approximate_pairs if approximate else exact_search.exact_pairs
+    pairs = search(user_vectors, threshold=threshold, memory_bytes=app_settings.PHASE1_MEMORY_MB * 1024 * 1024)
     recall, expected = recall_of_exact(reference, pairs, app_settings.PHASE1_NEIGHBOURS)
     return {
         "seconds": round(seconds, 2),

@@ -112,65 +112,9 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
     """One ``ReviewCard`` from a review (and the undo events that reversed it)."""
     snapshot = list(review.snapshot or [])
     names = truth_names(snapshot)
-    similarities = review.similarities or {}
-    members = tuple(
-        MemberRow(
-            alias=row["alias"],
-            id=int(row["id"]),
-            text=str(row["content"]),
-            generation=int(row.get("generation", 0)),
-            protected=bool(row.get("protected", False)),
-            similarity=similarities.get(row["alias"]),
-        )
-        for row in snapshot
-    )
-    applied_by_key = {_action_key(a): a for a in review.applied_actions or []}
-    rejected_by_key = {
-        _action_key(r["action"]): with_truth_numbers(str(r["reason"]), names) for r in review.rejections or []
-    }
-    noted = {_action_key(r["action"]): r["action"] for r in review.rejections or []} | applied_by_key
-    decisions = []
-    for action in review.actions or []:
-        key = _action_key(action)
-        done = applied_by_key.get(key)
-        if done is not None:
-            status = "would apply (preview)" if review.outcome == ClusterReview.Outcome.PREVIEW else "applied"
-        elif key in rejected_by_key:
-            status = "refused (why below)" if not review.applied else f"refused: {rejected_by_key[key]}"
-        else:
-            status = "not applied"
-        decisions.append(
-            DecisionRow(
-                summary=_describe(action, names),
-                content=str(action.get("content", "")),
-                reason=with_truth_numbers(str(action.get("reason", "")), names),
-                result_id=int(done["result_id"]) if done and "result_id" in done else None,
-                status=status,
-                concerns=tuple(
-                    with_truth_numbers(str(sig.get("concern", "")), names)
-                    for sig in (noted.get(key) or {}).get("signals", ())
-                ),
-                second_look=with_truth_numbers(str((noted.get(key) or {}).get("second_look", "")), names),
-            )
-        )
-    why_not: list[str] = []
-    if not review.applied:
-        # Each refusal once, here (its decision row says "refused (why below)"); with
-        # several actions, each reason names the action it refused.
-        several = len(review.actions or []) > 1
-        why_not = [
-            (f"{_describe(r['action'], names)}: " if several else "") + with_truth_numbers(str(r["reason"]), names)
-            for r in review.rejections or []
-        ]
-        if review.error:
-            why_not.append(with_truth_numbers(review.error, names))
-        if review.outcome == ClusterReview.Outcome.STALE and not review.rejections and review.skip_reason:
-            why_not.append(review.skip_reason)  # not judged: the cluster changed first
-        if review.outcome == ClusterReview.Outcome.KEPT:
-            why_not.append("The judge proposed no change: every member is kept.")
-        if review.outcome == ClusterReview.Outcome.PREVIEW:
-            why_not.insert(0, "Dry run: previewed only, nothing was written.")
-    why_not = list(dict.fromkeys(why_not))  # each reason once
+    members = _member_rows(snapshot, review.similarities or {})
+    decisions = _decision_rows(review, names)
+    why_not = _why_not(review, names)
     return ReviewCard(
         reasoning_parts=reasoning_parts(
             review.reasoning, names=names, judge_label=judge_label(judge=review.judge, model=review.model)
@@ -202,6 +146,77 @@ def review_card(review: ClusterReview, *, undo_events: Sequence[LineageEvent] = 
         undone=tuple(grouped(n for e in undo_events if (n := undo_note(e, other_id=e.result_id)))),
         created_at=review.created_at,
     )
+
+
+def _member_rows(snapshot: list[dict[str, Any]], similarities: dict[str, Any]) -> tuple[MemberRow, ...]:
+    """The review's members as the snapshot holds them, with each one's cosine similarity."""
+    return tuple(
+        MemberRow(
+            alias=row["alias"],
+            id=int(row["id"]),
+            text=str(row["content"]),
+            generation=int(row.get("generation", 0)),
+            protected=bool(row.get("protected", False)),
+            similarity=similarities.get(row["alias"]),
+        )
+        for row in snapshot
+    )
+
+
+def _decision_rows(review: ClusterReview, names: dict[str, str]) -> list[DecisionRow]:
+    """One row per action the judge proposed: applied (or previewed), refused or not applied."""
+    applied_by_key = {_action_key(a): a for a in review.applied_actions or []}
+    rejected_by_key = {
+        _action_key(r["action"]): with_truth_numbers(str(r["reason"]), names) for r in review.rejections or []
+    }
+    noted = {_action_key(r["action"]): r["action"] for r in review.rejections or []} | applied_by_key
+    decisions = []
+    for action in review.actions or []:
+        key = _action_key(action)
+        done = applied_by_key.get(key)
+        if done is not None:
+            status = "would apply (preview)" if review.outcome == ClusterReview.Outcome.PREVIEW else "applied"
+        elif key in rejected_by_key:
+            status = "refused (why below)" if not review.applied else f"refused: {rejected_by_key[key]}"
+        else:
+            status = "not applied"
+        decisions.append(
+            DecisionRow(
+                summary=_describe(action, names),
+                content=str(action.get("content", "")),
+                reason=with_truth_numbers(str(action.get("reason", "")), names),
+                result_id=int(done["result_id"]) if done and "result_id" in done else None,
+                status=status,
+                concerns=tuple(
+                    with_truth_numbers(str(sig.get("concern", "")), names)
+                    for sig in (noted.get(key) or {}).get("signals", ())
+                ),
+                second_look=with_truth_numbers(str((noted.get(key) or {}).get("second_look", "")), names),
+            )
+        )
+    return decisions
+
+
+def _why_not(review: ClusterReview, names: dict[str, str]) -> list[str]:
+    """Why nothing of the review was applied, each reason once; empty when it was applied."""
+    why_not: list[str] = []
+    if not review.applied:
+        # Each refusal once, here (its decision row says "refused (why below)"); with
+        # several actions, each reason names the action it refused.
+        several = len(review.actions or []) > 1
+        why_not = [
+            (f"{_describe(r['action'], names)}: " if several else "") + with_truth_numbers(str(r["reason"]), names)
+            for r in review.rejections or []
+        ]
+        if review.error:
+            why_not.append(with_truth_numbers(review.error, names))
+        if review.outcome == ClusterReview.Outcome.STALE and not review.rejections and review.skip_reason:
+            why_not.append(review.skip_reason)  # not judged: the cluster changed first
+        if review.outcome == ClusterReview.Outcome.KEPT:
+            why_not.append("The judge proposed no change: every member is kept.")
+        if review.outcome == ClusterReview.Outcome.PREVIEW:
+            why_not.insert(0, "Dry run: previewed only, nothing was written.")
+    return list(dict.fromkeys(why_not))  # each reason once
 
 
 def _action_key(action: dict[str, Any]) -> tuple[Any, ...]:

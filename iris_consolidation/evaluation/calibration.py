@@ -22,7 +22,7 @@ from ..embeddings import Embedder
 from ..exceptions import InvalidInput
 from ..models import Truth
 from ..services.operations import transfer
-from ..services.pipeline import clustering
+from ..services.pipeline import clustering, vectors
 from . import scoring
 
 #: 0.40, 0.45, ..., 0.90: the measured range.
@@ -76,7 +76,7 @@ def count_clusters(
             users = {name: scoring.scratch_user(tag, name) for name in sorted({r["user"] for r in rows})}
             Truth.objects.bulk_create([Truth(**{**r, "user": users[r["user"]]}) for r in rows], batch_size=1000)
             for user in users.values():
-                clustering.embed_missing(user_id=user.pk, embedder=embedder)
+                vectors.embed_missing(user_id=user.pk, embedder=embedder)
             for threshold in values:
                 per_user = [len(clustering.find_clusters(user_id=u.pk, threshold=threshold)) for u in users.values()]
                 counts.append(

@@ -47,7 +47,7 @@ from ..exceptions import InvalidInput, JudgeRateLimited
 from ..llm.base import JudgeClient
 from ..models import ClusterReview, ConsolidationRun, Origin, Truth
 from ..services.operations import transfer
-from ..services.pipeline import clustering, consolidation
+from ..services.pipeline import consolidation, vectors
 from ..services.pipeline.clustering import CandidateCluster
 from . import oracle as oracle_judge
 
@@ -512,7 +512,7 @@ def score_pairs_at(
             Truth.objects.bulk_create([Truth(**{**r, "user": users[r["user"]]}) for r in rows], batch_size=1000)
             ids: dict[tuple[str, str], int] = {}
             for name, user in users.items():
-                clustering.embed_missing(user_id=user.pk, embedder=embedder)
+                vectors.embed_missing(user_id=user.pk, embedder=embedder)
                 for pk, content in Truth.objects.filter(user=user).order_by("id").values_list("id", "content"):
                     ids.setdefault((name, content), pk)
             for threshold in thresholds:

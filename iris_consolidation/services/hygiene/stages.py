@@ -55,7 +55,7 @@ from ...llm import get_judge_client
 from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
 from ...run_settings import run_modes
-from ..pipeline import clustering
+from ..pipeline import clustering, vectors
 from . import decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
 
 logger = logging.getLogger(__name__)
@@ -377,7 +377,7 @@ def candidate_clusters(
     if modes["semantic"] != StageMode.OFF:
         started = time.monotonic()
         shared = current_pass(run, user_id)
-        small = shared is not None and len(shared.rows) <= clustering.FETCH_ROWS
+        small = shared is not None and len(shared.rows) <= vectors.FETCH_ROWS
         semantic = clustering.find_clusters(
             user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small
         )

@@ -31,7 +31,7 @@ from ...llm.base import JudgeClient, Spend
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
 from ...run_settings import validate_threshold
 from ..hygiene import mining, stages
-from . import clustering, forecast, incremental, inventory, judging, merging, verdict_cache
+from . import clustering, forecast, incremental, inventory, judging, merging, vectors, verdict_cache
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ def build_user_plan(
         )
 
     started = time.monotonic()
-    embedded = clustering.embed_missing(
+    embedded = vectors.embed_missing(
         user_id=user_id, embedder=embedder, deadline=embed_deadline, on_batch=count_batch
     )
     embed_seconds = time.monotonic() - started
@@ -193,7 +193,7 @@ def build_user_plan(
             embed_seconds=embed_seconds,
             cluster_seconds=0.0,
             complete=False,
-            pending=clustering.missing_embeddings(user_id=user_id, embedder=embedder),
+            pending=vectors.missing_embeddings(user_id=user_id, embedder=embedder),
         )
     small = truths <= ONE_TRANSACTION_UP_TO
     # The stages share one read of the user's truths and stage results (``stages.user_pass``);
@@ -538,8 +538,8 @@ def _record(
         and MergeProtection.of_members(request.member(i) for i in a.ids if i in aliases).needs_embedding
     ]
     if new_contents and not run.dry_run:
-        vectors = embedder.embed(new_contents)
-        embeddings = dict(zip(new_contents, vectors, strict=True))
+        new_vectors = embedder.embed(new_contents)
+        embeddings = dict(zip(new_contents, new_vectors, strict=True))
     draft = merging.ReviewDraft(
         **item.draft_args,
         verdict=judgement.verdict,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iris_consolidation.services.pipeline import clustering
+from iris_consolidation.services.pipeline import clustering, vectors
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -71,8 +71,8 @@ def test_embed_missing_writes_384_dimension_unit_vectors(truth_factory):
 
     t = truth_factory("Has a son named Tomas")
 
-    assert clustering.embed_missing(user_id=t.user_id, embedder=LocalEmbedder()) == 1
+    assert vectors.embed_missing(user_id=t.user_id, embedder=LocalEmbedder()) == 1
     t = Truth.objects.get(pk=t.pk)
     assert t.embedding is not None and len(t.embedding) == 384
     assert float((np.asarray(t.embedding) ** 2).sum()) == pytest.approx(1.0, abs=1e-4)
-    assert clustering.embed_missing(user_id=t.user_id, embedder=LocalEmbedder()) == 0
+    assert vectors.embed_missing(user_id=t.user_id, embedder=LocalEmbedder()) == 0

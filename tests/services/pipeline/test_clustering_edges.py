@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, LocalEmbedder
 from iris_consolidation.models import Origin, RetiredReason, Truth
-from iris_consolidation.services.pipeline import clustering
+from iris_consolidation.services.pipeline import clustering, vectors
 from tests.conftest import unit_vector, vector_at
 
 pytestmark = pytest.mark.django_db
@@ -379,7 +379,7 @@ def test_embed_missing_works_in_batches_and_skips_retired_truths(truth_factory):
         retired_at=timezone.now(), superseded_by=truths[0], retired_reason=RetiredReason.MERGED
     )
 
-    embedded = clustering.embed_missing(user_id=truths[0].user_id, embedder=LocalEmbedder(), batch_size=2)
+    embedded = vectors.embed_missing(user_id=truths[0].user_id, embedder=LocalEmbedder(), batch_size=2)
 
     assert embedded == 5
     assert set(Truth.objects.values_list("embedding_model", flat=True)) == {LOCAL_MODEL_NAME}
@@ -390,7 +390,7 @@ def test_embed_missing_replaces_embeddings_of_another_model(truth_factory):
     stale = truth_factory("Has a son named Tomas", embedding=vector_at(1.0), embedding_model="old-model")
     current = truth_factory("Likes tea", embedding=vector_at(0.5), embedding_model=LOCAL_MODEL_NAME)
 
-    embedded = clustering.embed_missing(user_id=stale.user_id, embedder=LocalEmbedder())
+    embedded = vectors.embed_missing(user_id=stale.user_id, embedder=LocalEmbedder())
 
     stale.refresh_from_db()
     current.refresh_from_db()
@@ -405,5 +405,5 @@ def test_embed_missing_touches_only_the_given_user(truth_factory, user_factory):
     truth_factory("Likes tea", user=alice)
     theirs = truth_factory("Likes coffee", user=bob)
 
-    assert clustering.embed_missing(user_id=alice.pk, embedder=LocalEmbedder()) == 1
+    assert vectors.embed_missing(user_id=alice.pk, embedder=LocalEmbedder()) == 1
     assert Truth.objects.get(pk=theirs.pk).embedding is None

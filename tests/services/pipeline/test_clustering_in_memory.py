@@ -12,16 +12,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from iris_consolidation.services.pipeline import clustering
-from iris_consolidation.services.pipeline.clustering import (
-    SIMILARITY_DECIMALS,
-    THRESHOLD_TOLERANCE,
-    UserVectors,
-    approximate_pairs,
-    exact_pairs,
-    greedy_clusters,
-    tile_side,
-)
+from iris_consolidation.services.pipeline import approximate_search, clustering
+from iris_consolidation.services.pipeline.approximate_search import approximate_pairs
+from iris_consolidation.services.pipeline.clustering import SIMILARITY_DECIMALS, greedy_clusters
+from iris_consolidation.services.pipeline.exact_search import THRESHOLD_TOLERANCE, exact_pairs, tile_side
+from iris_consolidation.services.pipeline.vectors import UserVectors
 
 MB = 1024 * 1024
 
@@ -198,7 +193,7 @@ def test_a_dense_user_on_the_approximate_path_gets_results_that_fit_the_budget(m
     assert searched >= len(x) and searched % len(x) == 0  # every seed, once a search (more probes: again)
     assert max(hits for _, hits in steps) > 64 * max(queries for queries, _ in steps)  # dense indeed
     for queries, hits in steps:
-        assert queries * 384 * 4 + hits * clustering.RANGE_HIT_BYTES <= budget
+        assert queries * 384 * 4 + hits * approximate_search.RANGE_HIT_BYTES <= budget
 
 
 def capped_reference_pairs(x: np.ndarray, can_seed: np.ndarray, threshold: float, k: int) -> set[tuple[int, int]]:
@@ -245,7 +240,7 @@ def test_the_approximate_path_probes_more_cells_until_its_sample_finds_99_percen
     # Pairs at cosine 0.42-0.55 among random vectors, threshold 0.40: far apart, so 12 of
     # the 219 cells find few of them (a fresh user's trial: 68.8% on LoCoMo users forced
     # onto this path). The path checks a sample against brute force and probes more.
-    from iris_consolidation.services.pipeline.clustering import sampled_recall
+    from iris_consolidation.services.pipeline.approximate_search import sampled_recall
 
     rng = np.random.default_rng(11)
     x = rng.standard_normal((3_000, 384))
@@ -305,7 +300,7 @@ def test_working_memory_stays_within_the_budget(search):
     # Found lists, their concatenation, mirrors and refined copies: documented as about
     # 100 bytes per pair on top of the budget.
     pair_bytes = pairs.seeds.shape[0] * 100
-    probed_cells = len(x) * clustering.IVF_PROBES * 12 if search is approximate_pairs else 0
+    probed_cells = len(x) * approximate_search.IVF_PROBES * 12 if search is approximate_pairs else 0
     assert pairs.seeds.shape[0] > 1000
     assert peak <= budget + pair_bytes + probed_cells + MB
 
@@ -341,7 +336,7 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_keep_the_pool():
     leave the BLAS pool as it was; the pool is restored after the small ones."""
     from threadpoolctl import threadpool_info
 
-    from iris_consolidation.services.pipeline import clustering as clustering_module
+    from iris_consolidation.services.pipeline import exact_search
 
     def blas_threads() -> list[int]:
         # numpy's own BLAS (faiss may load another, which numpy's products do not use).
@@ -350,10 +345,10 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_keep_the_pool():
 
     before = blas_threads()
     assert before  # numpy's BLAS is loaded
-    with clustering_module._blas_threads(100, 100):
+    with exact_search._blas_threads(100, 100):
         assert blas_threads() == [1] * len(before)
     assert blas_threads() == before
-    with clustering_module._blas_threads(3_000, 3_000):
+    with exact_search._blas_threads(3_000, 3_000):
         assert blas_threads() == before
 
 
