@@ -9,7 +9,7 @@ from .cases import case, check
 CASES = [
     case("polarity", "Ne boit pas de café", expect=True),
     case("polarity", "Boit du café", expect=False),
-    case("content_stems", "Boit du café avec les amis", expect={"boit", "café", "avec", "ami"} - {"avec"}),
+    case("content_stems", "Boit du café avec les amis", expect={"boit", "café", "ami"}),
 ]
 
 

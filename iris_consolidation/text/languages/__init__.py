@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from types import MappingProxyType
+from typing import Any
 
 from .base import Language
 from .de import GERMAN
@@ -95,7 +96,8 @@ def _union(packs: Iterable[Language], name: str) -> frozenset[str]:
     return frozenset(chain.from_iterable(getattr(p, name) for p in packs))
 
 
-def _chain(packs: Iterable[Language], name: str) -> tuple:  # type: ignore[type-arg]
+def _chain(packs: Iterable[Language], name: str) -> tuple[Any, ...]:
+    """The items of one field of every pack, in order, each once."""
     return tuple(dict.fromkeys(chain.from_iterable(getattr(p, name) for p in packs)))
 
 
