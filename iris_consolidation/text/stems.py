@@ -2,10 +2,11 @@
 function words (``Language.stopwords``), negations or numbers.
 
 Every word is stemmed by the Snowball stemmer of the first registered pack (English),
-whatever its language: one word has one stem in every text, so two truths in one
-language compare equal when their words do, and a word of another language keeps its
-own spelling nearly whole. (Stemming each text with the stemmer of its language was
-measured and made no figure better: see ``docs/architecture.md``.)
+whatever its language: one word has one stem in every text (a member, a merged text, a
+synonym a judge states), so two truths in one language compare equal when their words
+do, and a word of another language keeps its spelling nearly whole. Stemming each text
+with its own language's stemmer was measured and made the public cases worse (a stated
+synonym "gatos = cats" no longer matched the member's "gatos": ``docs/architecture.md``).
 """
 
 from __future__ import annotations
