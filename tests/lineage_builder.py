@@ -10,7 +10,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from iris_consolidation import textfacts
+from iris_consolidation import text
 from iris_consolidation.llm.base import Action, Spend, Verdict
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
 from iris_consolidation.services.pipeline import consolidation, judging, merging, validation
@@ -92,7 +92,7 @@ def merge(truths: Sequence[Truth], *, content: str, run: ConsolidationRun, reaso
     ordered = sorted(truths, key=lambda t: (t.created_at, t.pk))
     aliases = tuple(f"t{i}" for i in range(1, len(ordered) + 1))
     # Like a careful judge, state each word the content says otherwise.
-    reworded = sorted({w for t in ordered for w in textfacts.lost_words(t.content, content)})
+    reworded = sorted({w for t in ordered for w in text.lost_words(t.content, content)})
     synonyms = "".join(f" {w} = '{content}'." for w in reworded)
     action = Action(action="merge", ids=aliases, content=content, reason="All members state the same fact." + synonyms)
     review = judge_and_record(

@@ -279,7 +279,7 @@ if __name__ == "__main__":
 #: The domain: models, reads, settings, judges and text rules; imports no service and no door.
 DOMAIN = (
     "models", "querysets", "selectors", "choices", "run_settings", "quality", "conf", "exceptions",
-    "embeddings", "signals", "llm", "textfacts", "numberwords", "wordorder", "text",
+    "embeddings", "signals", "llm", "text",
 )
 #: The folders of ``services/``, lowest first: a module imports its own folder and lower ones.
 SERVICE_LAYERS = ("pipeline", "hygiene", "operations", "queue")

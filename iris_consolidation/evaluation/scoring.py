@@ -39,7 +39,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
-from .. import run_settings, textfacts
+from .. import run_settings, text
 from ..choices import is_protected
 from ..conf import app_settings
 from ..embeddings import Embedder
@@ -238,7 +238,7 @@ def _score_case(case: Case, by_alias: dict[str, Truth], reviews: list[ClusterRev
             for s in case.must_keep:
                 if any(s.lower() in src.lower() for src in sources) and s.lower() not in content.lower():
                     harms.append(f"merged text {content!r} lacks {s!r}")
-            unstated = textfacts.unstated_stems(content, sources)
+            unstated = text.unstated_stems(content, sources)
             if unstated:
                 harms.append(f"merged text {content!r} says {', '.join(sorted(unstated))}, stated by no source")
             groups[result] = joined

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import textfacts
+from .. import text
 from ..choices import MergeProtection
 from .base import Action, BatchReply, JudgeRequest, MemberView, Spend, Verdict
 
@@ -24,9 +24,9 @@ REPORT_REORDERED = "{pair}: the same words in another order; reported only, an L
 
 def _signature(member: MemberView, known: frozenset[str]) -> tuple[frozenset[str], tuple[str, ...], bool]:
     return (
-        frozenset(textfacts.tokens(member.content)),
-        tuple(textfacts.proper_names(member.content, known=known)),
-        textfacts.polarity(member.content),
+        frozenset(text.tokens(member.content)),
+        tuple(text.proper_names(member.content, known=known)),
+        text.polarity(member.content),
     )
 
 
@@ -35,18 +35,18 @@ def equivalent_groups(members: tuple[MemberView, ...]) -> list[tuple[list[Member
 
     Members are compared in the given order; each joins the first group it matches.
     """
-    known = textfacts.known_names(m.content for m in members)
+    known = text.known_names(m.content for m in members)
     groups: list[tuple[list[MemberView], str]] = []
     for member in members:
-        norm = textfacts.normalise(member.content)
+        norm = text.normalise(member.content)
         sig = _signature(member, known)
         for group, _ in groups:
             head = group[0]
             # Same words in another content-word order go to the judge, not here: the
             # validator refuses reordered text ("the dog chased the cat" / "the cat
             # chased the dog" swap roles without any name to show it).
-            same_words = _signature(head, known) == sig and not textfacts.reordered(head.content, member.content)
-            if textfacts.normalise(head.content) == norm or same_words:
+            same_words = _signature(head, known) == sig and not text.reordered(head.content, member.content)
+            if text.normalise(head.content) == norm or same_words:
                 group.append(member)
                 break
         else:
@@ -55,7 +55,7 @@ def equivalent_groups(members: tuple[MemberView, ...]) -> list[tuple[list[Member
     for group, _ in groups:
         if len(group) < 2:
             continue
-        norms = {textfacts.normalise(m.content) for m in group}
+        norms = {text.normalise(m.content) for m in group}
         result.append((group, REASON_SAME_TEXT if len(norms) == 1 else REASON_SAME_WORDS))
     return result
 
@@ -66,10 +66,10 @@ def best_written(group: list[MemberView]) -> MemberView:
     capital first letter, then the higher quality (``MemberView.quality``), then
     the higher distillation score, then the oldest (members come oldest first).
     """
-    known = textfacts.known_names(m.content for m in group)
+    known = text.known_names(m.content for m in group)
     ranked = [
         (
-            len(textfacts.proper_names(m.content, known=known)),
+            len(text.proper_names(m.content, known=known)),
             m.content.lstrip()[:1].isupper(),
             # Quality to two decimals, so that minutes of recency do not decide.
             round(m.quality, 2),
@@ -112,7 +112,7 @@ def reordered_pairs(members: tuple[MemberView, ...]) -> list[tuple[str, str]]:
     pairs = []
     for i, a in enumerate(members):
         for b in members[i + 1 :]:
-            if textfacts.reordered(a.content, b.content):
+            if text.reordered(a.content, b.content):
                 pairs.append((a.alias, b.alias))
     return pairs
 

@@ -95,7 +95,7 @@ def test_shortest_member_attack_keeps_the_golden_true_merges(shared_dir, llm_ser
     merged = {r.case.id for r in report.results if r.correct and r.case.expected == "MERGE"}
     # Merges whose shortest text keeps every detail and content word, or says it in an
     # everyday rewording (G01 "father of a boy" / "son", G07 "jogs before noon" / "runs
-    # in the morning", G10 "speaks fluent" / "fluent in": textfacts.PHRASE_EQUIVALENCES);
+    # in the morning", G10 "speaks fluent" / "fluent in": Language.phrase_equivalences);
     # G05 (Portuguese "no" reads as a negation), G06/G35 (the shortest text drops names)
     # and G08 (negation on one side only) are refused, never applied wrongly.
     assert merged == {"G01", "G02", "G03", "G04", "G07", "G09", "G10", "G37", "G40"}

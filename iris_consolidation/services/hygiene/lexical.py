@@ -1,7 +1,7 @@
 """The lexical arm of phase 1: greedy Jaccard clustering (loopctl), interleaved with the
 embedding's clusters (iii's two arms).
 
-Tokens are ``textfacts.tokens`` (lower-cased, contractions expanded, punctuation
+Tokens are ``text.tokens`` (lower-cased, contractions expanded, punctuation
 trimmed); the Jaccard similarity of two truths is |A ∩ B| / |A ∪ B| over their token
 sets. Greedy, as the embedding arm: consolidatable truths seed in a stable order
 (created_at, id); each unassigned seed gathers unassigned live truths **of the same
@@ -27,15 +27,15 @@ from collections.abc import Sequence
 import numpy as np
 from django.db.models import Q
 
-from ... import textfacts
 from ...conf import app_settings
 from ...models import Truth
+from ...text import tokens
 from ..pipeline.clustering import CandidateCluster
 
 
 def token_set(text: str) -> frozenset[str]:
-    """The lexical arm's tokens of ``text`` (``textfacts.tokens`` as a set)."""
-    return frozenset(textfacts.tokens(text))
+    """The lexical arm's tokens of ``text`` (``text.tokens`` as a set)."""
+    return frozenset(tokens(text))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

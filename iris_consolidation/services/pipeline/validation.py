@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from ... import numberwords, textfacts, wordorder
+from ... import text
 from ...choices import MergeProtection
 from ...llm.base import Action, JudgeRequest, MemberView, Signal
 
@@ -225,36 +225,21 @@ def _quoted(words: object) -> str:
 
 
 def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
-    names_a = textfacts.proper_names(a, known=known)
-    names_b = textfacts.proper_names(b, known=known)
+    names_a = text.proper_names(a, known=known)
+    names_b = text.proper_names(b, known=known)
     return (
         len(names_a) > 1
         and sorted(names_a) == sorted(names_b)
         and names_a != names_b
-        and set(textfacts.tokens(a)) == set(textfacts.tokens(b))
-        and not wordorder.moved_phrase(a, b)  # "Met Alice in Paris" / "In Paris met Alice"
+        and set(text.tokens(a)) == set(text.tokens(b))
+        and not text.moved_phrase(a, b)  # "Met Alice in Paris" / "In Paris met Alice"
     )
-
-
-def _change_marker(text: str) -> str:
-    haystack = f" {textfacts.normalise(text)} "
-    markers = (*textfacts.TIME_ENDED, *textfacts.REPORTED_CHANGE_MARKERS)
-    runs = "\n".join(textfacts.no_space_runs(text))
-    found = next((m for m in markers if f" {m} " in haystack), "")
-    return found or next((m for m in textfacts.NO_SPACE_CHANGE_MARKERS if m in runs), "")
 
 
 def _negation_words(a: str, b: str) -> str:
     """The negation words that tell ``a`` from ``b``, quoted ("'not' in only one of them")."""
-    diff = textfacts.negations(a) ^ textfacts.negations(b)
+    diff = text.negations(a) ^ text.negations(b)
     return _quoted(diff) if diff else "a negative word in only one of them"
-
-
-def _ended_marker(text: str) -> str:
-    haystack = f" {textfacts.normalise(text)} "
-    runs = "\n".join(textfacts.no_space_runs(text))
-    found = next((m for m in textfacts.TIME_ENDED if f" {m} " in haystack), "")
-    return found or next((m for m in textfacts.NO_SPACE_TIME_ENDED if m in runs), "")
 
 
 def _both_own(a: set[str], b: set[str]) -> bool:
@@ -267,11 +252,11 @@ def _pair_signals(a: MemberView, b: MemberView, *, known: frozenset[str]) -> lis
     """What a word-level reading finds risky in merging ``a`` with ``b`` (one per kind)."""
     found: list[Finding] = []
     x, y = a.alias, b.alias
-    if textfacts.polarity_key(a.content) != textfacts.polarity_key(b.content):
+    if text.polarity_key(a.content) != text.polarity_key(b.content):
         words = _negation_words(a.content, b.content)
         found.append((Code.POLARITY, POLARITY_DIFFERS.format(a=x, b=y), CONCERN_POLARITY.format(a=x, b=y, words=words)))
-    names_a = {n for n in textfacts.proper_names(a.content, known=known) if n not in textfacts.MONTHS}
-    names_b = {n for n in textfacts.proper_names(b.content, known=known) if n not in textfacts.MONTHS}
+    names_a = text.names_not_dates(a.content, known=known)
+    names_b = text.names_not_dates(b.content, known=known)
     if _both_own(names_a, names_b):
         names = ", ".join(sorted(names_a ^ names_b))
         found.append(
@@ -279,35 +264,35 @@ def _pair_signals(a: MemberView, b: MemberView, *, known: frozenset[str]) -> lis
         )
     if _role_swap(a.content, b.content, known=known):
         found.append((Code.ROLE_SWAP, ROLE_SWAP.format(a=x, b=y), CONCERN_ROLE_SWAP.format(a=x, b=y)))
-    if textfacts.time_ended(a.content) != textfacts.time_ended(b.content):
-        ended, other = (a, b) if textfacts.time_ended(a.content) else (b, a)
-        marker = repr(_ended_marker(ended.content))
+    if text.time_ended(a.content) != text.time_ended(b.content):
+        ended, other = (a, b) if text.time_ended(a.content) else (b, a)
+        marker = repr(text.ended_marker(ended.content))
         concern = CONCERN_TIME_SPAN.format(a=ended.alias, b=other.alias, marker=marker)
         found.append((Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=x, b=y), concern))
-    if textfacts.reports_change(a.content) != textfacts.reports_change(b.content):
-        changed, other = (a, b) if textfacts.reports_change(a.content) else (b, a)
-        marker = repr(_change_marker(changed.content))
+    if text.reports_change(a.content) != text.reports_change(b.content):
+        changed, other = (a, b) if text.reports_change(a.content) else (b, a)
+        marker = repr(text.change_marker(changed.content))
         message = STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker)
         found.append(
             (Code.STATE_CHANGED, message, CONCERN_STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker))
         )
-    nums_a = textfacts.numbers(a.content)
-    nums_b = textfacts.numbers(b.content)
+    nums_a = text.numbers(a.content)
+    nums_b = text.numbers(b.content)
     if _both_own(nums_a, nums_b):
         numbers = ", ".join(sorted(nums_a ^ nums_b))
         message = NUMBERS_DIFFER.format(a=x, b=y, numbers=numbers)
         found.append((Code.NUMBERS_DIFFER, message, CONCERN_NUMBERS.format(a=x, b=y, numbers=numbers)))
-    dates_a, dates_b = textfacts.dates(a.content), textfacts.dates(b.content)
+    dates_a, dates_b = text.dates(a.content), text.dates(b.content)
     if _both_own(dates_a, dates_b):
         names = ", ".join(sorted(dates_a ^ dates_b))
         message = NAMES_DIFFER.format(a=x, b=y, names=names)
         found.append((Code.DATES_DIFFER, message, CONCERN_DATES.format(a=x, b=y, names=names)))
-    swapped = textfacts.contrast(a.content, b.content, known=known) or textfacts.parallel(
+    swapped = text.contrast(a.content, b.content, known=known) or text.parallel(
         a.content, b.content, known=known
     )
     if swapped:
-        words_a = _quoted(textfacts.words_of_stems(a.content, swapped[0]) or swapped[0])
-        words_b = _quoted(textfacts.words_of_stems(b.content, swapped[1]) or swapped[1])
+        words_a = _quoted(text.words_of_stems(a.content, swapped[0]) or swapped[0])
+        words_b = _quoted(text.words_of_stems(b.content, swapped[1]) or swapped[1])
         message = CONTRAST.format(a=x, b=y, words_a=words_a, words_b=words_b)
         found.append((Code.CONTRAST, message, CONCERN_CONTRAST.format(a=x, b=y, words_a=words_a, words_b=words_b)))
     return found
@@ -317,49 +302,43 @@ def _content_invariant(
     content: str, members: list[MemberView], *, reason: str, known: frozenset[str]
 ) -> Refusal | None:
     """Why ``content`` loses or invents something of ``members``, or None (``reason`` is
-    the judge's, where it may state synonyms: ``textfacts.equivalences``)."""
+    the judge's, where it may state synonyms: ``text.equivalences``)."""
     # Phrases of the sources that a synonym the judge states carries into the content:
     # they may hold a number ("every six months" = "twice a year") or a negation.
-    covered = textfacts.stated_cover(content, reason)
+    covered = text.stated_cover(content, reason)
     for member in members:
-        for detail in sorted(textfacts.details(member.content, known=known)):
-            if textfacts.contains_detail(content, detail):
+        for detail in sorted(text.details(member.content, known=known)):
+            if text.contains_detail(content, detail):
                 continue
-            if _is_number(detail) and textfacts.covered_by(detail, covered):
+            if text.is_number(detail) and text.covered_by(detail, covered):
                 continue
             return Code.LOST_DETAIL, LOST_DETAIL.format(detail=detail, alias=member.alias)
-        lost = textfacts.lost_negations(member.content, content, covered=covered)
+        lost = text.lost_negations(member.content, content, covered=covered)
         if lost:
             return Code.LOST_NEGATION, LOST_NEGATION.format(words=_quoted(lost), alias=member.alias)
         if _role_swap(member.content, content, known=known):
             return Code.ROLE_SWAP, ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
-        if textfacts.reordered(member.content, content) and not wordorder.moved_phrase(member.content, content):
+        if text.reordered(member.content, content) and not text.moved_phrase(member.content, content):
             return Code.REORDERED, REORDERED.format(alias=member.alias)
-        lost = textfacts.lost_words(member.content, content, reason=reason, known=known)
+        lost = text.lost_words(member.content, content, reason=reason, known=known)
         if lost:
             # The operator reads the member's words, not their stems ("hospice", not "hospic").
-            words = [w for w in lost if textfacts.no_space_runs(w)] + textfacts.words_of_stems(member.content, lost)
+            words = [w for w in lost if text.no_space_runs(w)] + text.words_of_stems(member.content, lost)
             return Code.LOST_WORDS, LOST_WORDS.format(words=_quoted(words or lost), alias=member.alias)
     sources = [m.content for m in members]
-    invented = textfacts.invented_negations(content, sources, covered=textfacts.vouched(reason, sources))
+    invented = text.invented_negations(content, sources, covered=text.vouched(reason, sources))
     if invented:
         return Code.INVENTED_NEGATION, INVENTED_NEGATION.format(words=_quoted(invented))
-    said = set().union(*(textfacts.details(m.content, known=known) for m in members))
-    for detail in sorted(textfacts.details(content, known=known) - said):
-        if not any(textfacts.contains_detail(m.content, detail) for m in members):
+    said = set().union(*(text.details(m.content, known=known) for m in members))
+    for detail in sorted(text.details(content, known=known) - said):
+        if not any(text.contains_detail(m.content, detail) for m in members):
             return Code.INVENTED_DETAIL, INVENTED_DETAIL.format(detail=detail)
-    vouched = textfacts.vouched(reason, sources)
-    unstated = {w for w in textfacts.unstated_stems(content, sources) if not textfacts.covered_by(w, vouched)}
+    vouched = text.vouched(reason, sources)
+    unstated = {w for w in text.unstated_stems(content, sources) if not text.covered_by(w, vouched)}
     if unstated:
-        words = _quoted(textfacts.words_of_stems(content, unstated) or unstated)
+        words = _quoted(text.words_of_stems(content, unstated) or unstated)
         return Code.INVENTED_WORDS, INVENTED_WORDS.format(words=words)
     return None
-
-
-def _is_number(detail: str) -> bool:
-    """Whether a detail (``textfacts.details``) is a number: digits, "2x", or an inexact
-    quantity word ("couple", "dozens")."""
-    return detail[:1].isdigit() or detail in numberwords.INEXACT
 
 
 def _content_signals(content: str, members: list[MemberView]) -> list[Finding]:
@@ -367,14 +346,14 @@ def _content_signals(content: str, members: list[MemberView]) -> list[Finding]:
     found: list[Finding] = []
     for member in members:
         x = member.alias
-        if textfacts.time_ended(member.content) != textfacts.time_ended(content):
-            ended, other = (x, MERGED_CONTENT) if textfacts.time_ended(member.content) else (MERGED_CONTENT, x)
-            marker = repr(_ended_marker(member.content if ended == x else content))
+        if text.time_ended(member.content) != text.time_ended(content):
+            ended, other = (x, MERGED_CONTENT) if text.time_ended(member.content) else (MERGED_CONTENT, x)
+            marker = repr(text.ended_marker(member.content if ended == x else content))
             subject = f"the {ended}" if ended == MERGED_CONTENT else ended
             concern = CONCERN_TIME_SPAN.format(a=subject, b=other, marker=marker)
             found.append((Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=x, b=MERGED_CONTENT), concern))
-        if textfacts.reports_change(member.content) and not textfacts.reports_change(content):
-            marker = repr(_change_marker(member.content))
+        if text.reports_change(member.content) and not text.reports_change(content):
+            marker = repr(text.change_marker(member.content))
             message = STATE_CHANGED.format(a=x, b=MERGED_CONTENT, marker=marker)
             concern = CONCERN_STATE_CHANGED.format(a=x, b=f"the {MERGED_CONTENT}", marker=marker)
             found.append((Code.STATE_CHANGED, message, concern))
@@ -398,7 +377,7 @@ def _merge_invariant(
     keeper = protection.keeper
     if keeper is not None and content != request.member(keeper).content.strip():
         return Code.PROTECTED, PROTECTED_RETIRED.format(alias=keeper)
-    return _content_invariant(content, members, reason=action.reason, known=known | textfacts.known_names([content]))
+    return _content_invariant(content, members, reason=action.reason, known=known | text.known_names([content]))
 
 
 def _merge_signals(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> list[Finding]:
@@ -410,7 +389,7 @@ def _merge_signals(action: Action, request: JudgeRequest, *, known: frozenset[st
             found.extend(_pair_signals(a, b, known=known))
             if len(members) > 2 and not _share(a.content, b.content, known=known):
                 found.append((Code.CHAINED, CHAINED.format(a=x, b=y), CONCERN_CHAINED.format(a=x, b=y)))
-            only = textfacts.shares_only_details(a.content, b.content, reason=action.reason, known=known)
+            only = text.shares_only_details(a.content, b.content, reason=action.reason, known=known)
             if only:
                 details = _quoted(only)
                 message = DETAILS_ONLY.format(a=x, b=y, details=details)
@@ -421,12 +400,12 @@ def _merge_signals(action: Action, request: JudgeRequest, *, known: frozenset[st
 
 def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
     """Whether ``a`` and ``b`` share a content word or a detail."""
-    if textfacts.details(a, known=known) & textfacts.details(b, known=known):
+    if text.details(a, known=known) & text.details(b, known=known):
         return True
-    if textfacts.share_script_text(a, b):
+    if text.share_script_text(a, b):
         return True
-    stems_b = textfacts.content_stems(b)
-    return any(textfacts.same_stem(x, y) for x in textfacts.content_stems(a) for y in stems_b)
+    stems_b = text.content_stems(b)
+    return any(text.same_stem(x, y) for x in text.content_stems(a) for y in stems_b)
 
 
 def _supersede_invariant(action: Action, request: JudgeRequest) -> Refusal | None:
@@ -453,7 +432,7 @@ def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozense
     found: list[Finding] = []
     new = request.member(action.new)
     olds = ", ".join(action.old)
-    if not textfacts.states_change(new.content):
+    if not text.states_change(new.content):
         message = SUPERSEDE_NO_CHANGE.format(new=action.new, old=olds)
         found.append((Code.SUPERSEDE_NO_CHANGE, message, CONCERN_NO_CHANGE.format(new=action.new, old=olds)))
     members = [request.member(alias) for alias in action.old]
@@ -467,10 +446,10 @@ def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozense
 
 def _covers(a: MemberView, b: MemberView, *, known: frozenset[str]) -> bool:
     """Whether ``a``'s text keeps every detail and content word of ``b``."""
-    details = textfacts.details(b.content, known=known)
-    if not all(textfacts.contains_detail(a.content, d) for d in details):
+    details = text.details(b.content, known=known)
+    if not all(text.contains_detail(a.content, d) for d in details):
         return False
-    return not textfacts.lost_words(b.content, a.content, known=known)
+    return not text.lost_words(b.content, a.content, known=known)
 
 
 def _check_names(action: Action, named: tuple[str, ...], aliases: set[str], used: set[str]) -> Refusal | None:
@@ -510,7 +489,7 @@ def _invariant(
 def findings_of(action: Action, request: JudgeRequest) -> list[Finding]:
     """The signals of ``action`` as (code, refusal message, concern), the first of each
     code, in the order found; assumes the action passed the invariants. Pure."""
-    known = textfacts.known_names(m.content for m in request.members)
+    known = text.known_names(m.content for m in request.members)
     if action.action == "merge":
         found = _merge_signals(action, request, known=known)
     else:
@@ -536,7 +515,7 @@ def validate(
     conservative default), else accepted with its ``signals`` set. A member named by
     an accepted action cannot be named by a later one. Pure: no database, no model.
     """
-    known = textfacts.known_names(m.content for m in request.members)
+    known = text.known_names(m.content for m in request.members)
     used: set[str] = set()
     accepted: list[Action] = []
     rejections: list[Rejection] = []

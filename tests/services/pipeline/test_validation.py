@@ -22,7 +22,7 @@ def test_paraphrases_merge_with_any_members_text_that_keeps_the_details():
     request = judge_request("Has a son named Tomas", "Is the father of a boy called Tomas", "Tomas is the user's son")
     stated = "Same son; 'father of a boy' = 'son'"
     assert refusal_codes(request, merge_action(("t1", "t2", "t3"), "Has a son named Tomas", reason=stated)) == []
-    # "father of a boy" / "son" is an everyday rewording (textfacts.PHRASE_EQUIVALENCES).
+    # "father of a boy" / "son" is an everyday rewording (Language.phrase_equivalences).
     assert refusal_codes(request, merge_action(("t1", "t2", "t3"), "Has a son named Tomas")) == []
     twin = judge_request("Has a son named Tomas", "Is the father of a boy called Tomas", "Tomas is the user's father")
     # The text drops t3's "father": nothing lost is an invariant, checked before any signal.

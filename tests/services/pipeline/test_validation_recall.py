@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from iris_consolidation import textfacts
+from iris_consolidation import text
 from iris_consolidation.evaluation.oracle import joined_content
 from iris_consolidation.services.pipeline import validation as v
 from tests.helpers import merge_all_codes
@@ -61,7 +61,7 @@ def test_two_jobs_in_one_frame_stay_apart(a, b, code):
 
 def test_the_job_frame_is_one_word_for_the_contrast_check_only():
     # A careless merge into one member's text still drops the other's word.
-    assert textfacts.contrast("I work as a nurse.", "My job is nursing.") is None
+    assert text.contrast("I work as a nurse.", "My job is nursing.") is None
     assert _codes("I work as a nurse.", "My job is nursing.", content="I work as a nurse.") == [v.Code.LOST_WORDS]
     assert _codes("I work as a nurse.", "My job is nursing.", content="I work as a nurse.", reason="job = work") == []
 
@@ -80,7 +80,7 @@ SAME_EAGERNESS_OR_LIKING = [
 @pytest.mark.parametrize(("a", "b"), SAME_EAGERNESS_OR_LIKING)
 def test_a_positive_idiom_merges_with_its_plain_statement(a, b):
     assert _codes(a, b) == []
-    assert textfacts.polarity_key(a) == textfacts.polarity_key(b) == (False, False)
+    assert text.polarity_key(a) == text.polarity_key(b) == (False, False)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ SAME_MOVE = [
 @pytest.mark.parametrize(("a", "b"), SAME_MOVE)
 def test_two_wordings_of_one_move_merge(a, b):
     assert _codes(a, b) == []
-    assert textfacts.reports_change(a) and textfacts.reports_change(b)
+    assert text.reports_change(a) and text.reports_change(b)
 
 
 @pytest.mark.parametrize(

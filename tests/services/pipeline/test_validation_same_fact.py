@@ -8,9 +8,9 @@ Portuguese or Spanish, and Chinese or Japanese where the kind applies:
   date and no word of what they say about it ("Works as an accountant at Birch & Co" /
   "Organises the Birch & Co office softball team"); a joined text keeps every word, yet
   merges two facts;
-- one frame filled twice (``Code.CONTRAST`` by ``textfacts.parallel``): "Chose a standing
+- one frame filled twice (``Code.CONTRAST`` by ``text.parallel``): "Chose a standing
   desk over a treadmill desk ..." / "Chose an e-reader over paper books ...";
-- everyday rewordings (``textfacts.PHRASE_EQUIVALENCES``): "Is the father of a boy called
+- everyday rewordings (``Language.phrase_equivalences``): "Is the father of a boy called
   Tomas" is kept by "Has a son named Tomas" with no synonym stated, while its
   opposite-meaning twins ("the user's father", "a girl", "after noon") are still refused.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 
-from iris_consolidation import textfacts
+from iris_consolidation import text
 from iris_consolidation.services.pipeline import validation as v
 from tests.helpers import (
     CARELESS,
@@ -147,7 +147,7 @@ def test_one_frame_filled_twice_never_merges(contents, careless):
     ],
 )
 def test_a_rewording_of_one_choice_is_no_parallel_frame(contents):
-    assert textfacts.parallel(*contents) is None
+    assert text.parallel(*contents) is None
     assert joined_codes(contents) == []
 
 
@@ -200,7 +200,7 @@ def test_opposite_meaning_twins_of_the_rewordings_are_still_refused(contents):
 
 
 @pytest.mark.parametrize(
-    ("text", "phrase", "found"),
+    ("sample", "phrase", "found"),
     [
         ("Is the father of a boy called Tomas", "father of a boy", True),
         ("Tomas is the user's father", "father of a boy", False),
@@ -210,5 +210,5 @@ def test_opposite_meaning_twins_of_the_rewordings_are_still_refused(contents):
         ("周六下午慢跑", "中午前", False),
     ],
 )
-def test_a_rewording_stands_as_a_whole_phrase(text, phrase, found):
-    assert textfacts.has_phrase(text, phrase) is found
+def test_a_rewording_stands_as_a_whole_phrase(sample, phrase, found):
+    assert text.has_phrase(sample, phrase) is found

@@ -1,4 +1,4 @@
-"""Numbers in a truth's text by value, whatever their spelling.
+"""Numbers in a truth's text by value, whatever their spelling and language.
 
 ``values(text)`` gives each number of ``text`` as a canonical string, so that "3",
 "three" and "Tem três gatos" all give "3", "a dozen" and "twelve" both give "12", and
@@ -14,60 +14,37 @@ Canonical forms:
   / "two pets"); other inexact quantities keep a word of their own, equal only to
   themselves: "couple" alone (an older couple) gives "couple", "dozens" "dozens", "half" "half".
 
-Words read: English cardinals and ordinals up to the millions, "a"/"an" before
-"hundred", "thousand" and "dozen", "half a dozen"; the unambiguous Portuguese and
-Spanish cardinals from two to twenty ("dois", "três", "cuatro", ...; "um"/"uno", Spanish
-"dos" and "once" are left out: they are also articles, Portuguese "of the" and English
-"once"); Chinese and
-Japanese numerals before a counter ("三只猫", "两个孩子", "三つ", "第二") and full-width
-digits. Conservative: a word that is not surely a number is not read as one.
+Words read (from the language packs): the cardinal grammar of a pack that has one
+(English: cardinals and ordinals up to the millions, "a"/"an" before "hundred", "thousand"
+and "dozen", "half a dozen"); the cardinals a pack reads alone (``Language.cardinals``:
+the unambiguous Portuguese and Spanish cardinals from two to twenty, "dois", "três",
+"cuatro", ...; "um"/"uno", Spanish "dos" and "once" are left out: they are also articles,
+Portuguese "of the" and English "once"); numerals of a script without spaces before a
+counter ("三只猫", "两个孩子", "三つ", "第二") and full-width digits. Conservative: a word
+that is not surely a number is not read as one.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
-_UNITS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
-}  # fmt: skip
-_TENS = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-    "ninety": 90,
-}  # fmt: skip
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000, "billion": 1_000_000_000}
-_ORDINALS = {
-    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
-    "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13, "fourteenth": 14,
-    "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18, "nineteenth": 19,
-    "twentieth": 20, "thirtieth": 30, "fortieth": 40, "fiftieth": 50, "sixtieth": 60, "seventieth": 70,
-    "eightieth": 80, "ninetieth": 90, "hundredth": 100, "thousandth": 1000,
-}  # fmt: skip
-#: Portuguese and Spanish cardinals that are no other common word in either language.
-_ROMANCE = {
-    "dois": 2, "duas": 2, "três": 3, "tres": 3, "quatro": 4, "cuatro": 4, "cinco": 5, "seis": 6,
-    "sete": 7, "siete": 7, "oito": 8, "ocho": 8, "nove": 9, "nueve": 9, "dez": 10, "diez": 10,
-    "onze": 11, "quinze": 15, "quince": 15, "vinte": 20, "veinte": 20,
-}  # fmt: skip
-_REPEATS = {"once": 1, "twice": 2, "thrice": 3}
-#: Inexact quantities: each equal only to itself.
-INEXACT = frozenset({"couple", "dozens", "half", "hundreds", "thousands"})
+from .languages import LEXICON
+from .normalising import fold
 
-#: Every word this module reads as (part of) a number.
-NUMBER_WORDS = frozenset({*_UNITS, *_TENS, *_SCALES, *_ORDINALS, *_ROMANCE, *_REPEATS, *INEXACT, "dozen"})
+_UNITS, _TENS, _SCALES, _ORDINALS = LEXICON.units, LEXICON.tens, LEXICON.scales, LEXICON.ordinals
+_CARDINALS, _REPEATS = LEXICON.cardinals, LEXICON.repeats
 
-_CJK_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
-               "八": 8, "九": 9}  # fmt: skip
-_CJK_SCALES = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "萬": 10_000}
-#: Counters (measure words) that follow a Chinese or Japanese numeral: a numeral is read
-#: only before one of these, or after 第 (ordinal), so that 一起 ("together") is no number.
-_CJK_COUNTERS = (
-    "只个個岁歳次年天本位条條公里点點月号號日分小时時周週回匹人枚台杯頭羽件张張口家部辆輛双雙瓶碗份所座种種間间歩步つ"
-)
+#: Every word read as (part of) a number.
+NUMBER_WORDS = frozenset({*_UNITS, *_TENS, *_SCALES, *_ORDINALS, *_CARDINALS, *_REPEATS, *LEXICON.inexact, "dozen"})
+
+_NUMERALS = "".join(LEXICON.numerals) + "".join(LEXICON.numeral_scales)
+_ORDINAL_PREFIX = "|".join(LEXICON.ordinal_prefixes)
+#: A numeral of a script without spaces is read only before a counter (measure word), or
+#: after the ordinal prefix (第), so that 一起 ("together") is no number.
 _CJK_NUMBER = re.compile(
-    rf"(第)?([〇零一二两兩三四五六七八九十百千万萬]+)(?=[{_CJK_COUNTERS}])|(第)([〇零一二两兩三四五六七八九十百千万萬]+)"
+    rf"({_ORDINAL_PREFIX})?([{_NUMERALS}]+)(?=[{LEXICON.counters}])|({_ORDINAL_PREFIX})([{_NUMERALS}]+)"
 )
 _DIGITS = re.compile(r"(?<!\d)(?<!\d[.,:/-])(\d+(?:[.,:/-]\d+)*)(?:(st|nd|rd|th|x)(?![^\W\d_]))?", re.IGNORECASE)
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+$")
@@ -102,12 +79,12 @@ def _cjk_value(numeral: str) -> int | None:
     """三 -> 3, 十二 -> 12, 二十 -> 20, 一百零五 -> 105; None when not well formed."""
     total, current = 0, None
     for char in numeral:
-        if char in _CJK_DIGITS:
+        if char in LEXICON.numerals:
             if current is not None and current != 0:
                 return None  # two digits in a row ("三四": "three or four")
-            current = _CJK_DIGITS[char]
+            current = LEXICON.numerals[char]
         else:
-            scale = _CJK_SCALES[char]
+            scale = LEXICON.numeral_scales[char]
             total += (1 if current is None else current) * scale
             current = None
     return total + (current or 0)
@@ -148,15 +125,15 @@ def _words(words: list[str]) -> list[str]:
             found.append(_ordinal(_ORDINALS.get(word) or _compound_ordinal(word) or 0))
         elif word in _REPEATS:
             found.append(f"{_REPEATS[word]}x")
-        elif word in _ROMANCE:
-            found.append(str(_ROMANCE[word]))
+        elif word in _CARDINALS:
+            found.append(str(_CARDINALS[word]))
         elif word == "dozen":
             found.append("12")
         elif word == "couple" and i and words[i - 1] == "a":
             found.append("2")  # "a couple (of)": two, as a merge restates it ("a couple" / "two")
         elif word == "decade" and i and words[i - 1] in ("a", "one"):
             found.append("10")  # "a decade" / "ten years"
-        elif word in INEXACT:
+        elif word in LEXICON.inexact:
             found.append(word)
         i += 1
     return found
@@ -229,3 +206,22 @@ def strip_cjk(text: str) -> str:
     """``text`` with its Chinese and Japanese numbers ("两只", "第二") blanked out, for
     comparisons of the other characters (the numbers compare by value)."""
     return _CJK_NUMBER.sub(lambda m: " " * len(m.group(0)), unicodedata.normalize("NFKC", text))
+
+
+def numbers(text: str) -> set[str]:
+    """Every number in ``text`` by value, as ``values`` gives it: "3" for
+    "3", "three" or "três", "12" for "a dozen", "2nd" for "second", "2x" for "twice"."""
+    return values(fold(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def number_word(word: str) -> bool:
+    """Whether ``word`` is a number word ("three", "dozen", "dois") or an ordinal suffix
+    after digits ("nd" of "2nd"): numbers compare by value, not as content words."""
+    return word in ("st", "nd", "rd", "th", "times") or word in NUMBER_WORDS or bool(values(word))
+
+
+def is_number(detail: str) -> bool:
+    """Whether a detail (from ``details``) is a number: digits, "2x", or an inexact
+    quantity word ("couple", "dozens")."""
+    return detail[:1].isdigit() or detail in LEXICON.inexact

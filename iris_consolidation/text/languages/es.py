@@ -1,0 +1,48 @@
+"""Spanish."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from .base import Language
+
+SPANISH = Language(
+    code="es",
+    stemmer="spanish",
+    stopwords=frozenset(
+        """de el la los las un una es está están del al en y con por para lo se su sus que
+        tiene tienen tenía llamado llamada llamados llamadas""".split()
+    ),
+    articles=frozenset("el la los las un una unos unas".split()),
+    # "nada" is left out: it is also Portuguese "swims".
+    negations=frozenset({"no", "nunca", "tampoco", "ningún", "ninguna"}),
+    negative_verbs=frozenset("odia odio detesta detesto evita".split()),
+    ended_negations=("ya no",),
+    preference_words=frozenset("gusta gustan encanta encantan prefiere prefiero".split()),
+    reported_changes=("ahora", "ya no", "se mudó", "dejó"),
+    change_events=("cambió",),
+    time_ended=("ya no", "dejó de", "solía"),
+    job_frames=("trabaja como",),
+    phrase_equivalences=(
+        ("padre de un niño", "hijo"),
+        ("madre de un niño", "hijo"),
+        ("padre de una niña", "hija"),
+        ("madre de una niña", "hija"),
+        ("antes del mediodía", "mañana"),
+    ),
+    # "uno" and "dos" are left out ("dos" is Portuguese "of the"), and "once" (English "once").
+    cardinals=MappingProxyType(
+        {
+            "tres": 3,
+            "cuatro": 4,
+            "cinco": 5,
+            "seis": 6,
+            "siete": 7,
+            "ocho": 8,
+            "nueve": 9,
+            "diez": 10,
+            "quince": 15,
+            "veinte": 20,
+        }
+    ),  # fmt: skip
+)

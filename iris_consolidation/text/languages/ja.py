@@ -1,0 +1,44 @@
+"""Japanese: written without spaces, compared by character cover; hiragana is grammar."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from .base import Language
+
+JAPANESE = Language(
+    code="ja",
+    spaces=False,
+    # Kana and the iteration mark; kanji are the Han characters.
+    script="\u3005\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff",
+    # Hiragana (particles and endings) and the long-vowel mark.
+    grammar_chars="\u3040-\u309f\u30fc",
+    negations=("ない", "ません"),
+    negative_verbs=("嫌い",),
+    preference_words=("好き",),
+    # "now", "no longer", "moved", "quit", "formerly".
+    reported_changes=("今は", "もう", "引っ越", "辞め", "以前は"),
+    time_ended=("もう", "辞め"),
+    phrase_equivalences=(
+        ("ジョギング", "ランニング"),
+        ("昼前", "午前"),
+    ),
+    numerals=MappingProxyType(
+        {
+            "〇": 0,
+            "零": 0,
+            "一": 1,
+            "二": 2,
+            "三": 3,
+            "四": 4,
+            "五": 5,
+            "六": 6,
+            "七": 7,
+            "八": 8,
+            "九": 9,
+        }
+    ),  # fmt: skip
+    numeral_scales=MappingProxyType({"十": 10, "百": 100, "千": 1000, "万": 10_000}),
+    counters="歳回枚頭羽匹人台本件杯個日年月分時週間歩つ",
+    ordinal_prefix="第",
+)

@@ -1,0 +1,19 @@
+"""Thai: written without spaces, compared by character cover (three letters at least)."""
+
+from __future__ import annotations
+
+from .base import Language
+
+THAI = Language(
+    code="th",
+    spaces=False,
+    script="\u0e01-\u0e5b",
+    # A Thai letter alone means nothing.
+    min_piece=3,
+    negations=("ไม่",),
+    negative_verbs=("เกลียด",),
+    preference_words=("ชอบ",),
+    # "now", "moved", "quit", "formerly".
+    reported_changes=("ตอนนี้", "ย้าย", "เลิก", "เคย"),
+    time_ended=("เลิก", "เคย"),
+)

@@ -1,0 +1,51 @@
+"""Chinese (simplified and traditional): written without spaces, compared by character cover."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from .base import Language
+
+CHINESE = Language(
+    code="zh",
+    spaces=False,
+    script="\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff",
+    # Particles, pronouns, the copula, "has", "called".
+    grammar_chars="的了着过是在和与及也都就很把被给我你他她它们这那之其而或有叫",
+    negations=("不", "没", "沒", "别", "別", "未", "无", "無"),
+    negative_verbs=("讨厌", "討厭"),
+    preference_words=("喜欢", "喜歡"),
+    # "now", "no longer", "moved to", "quit", "switched to", "formerly".
+    reported_changes=("现在", "現在", "不再", "搬到", "搬去", "辞职", "辭職", "换成", "改成", "以前", "曾经", "曾經"),
+    time_ended=("不再", "以前", "曾经", "曾經", "辞职", "辭職"),
+    phrase_equivalences=(
+        ("男孩的父亲", "儿子"),
+        ("男孩的母亲", "儿子"),
+        ("女孩的父亲", "女儿"),
+        ("女孩的母亲", "女儿"),
+        ("慢跑", "跑步"),
+        ("中午前", "上午"),
+        ("中午之前", "上午"),
+    ),
+    numerals=MappingProxyType(
+        {
+            "〇": 0,
+            "零": 0,
+            "一": 1,
+            "二": 2,
+            "两": 2,
+            "兩": 2,
+            "三": 3,
+            "四": 4,
+            "五": 5,
+            "六": 6,
+            "七": 7,
+            "八": 8,
+            "九": 9,
+        }
+    ),  # fmt: skip
+    numeral_scales=MappingProxyType({"十": 10, "百": 100, "千": 1000, "万": 10_000, "萬": 10_000}),
+    # Measure words: a numeral counts only before one of these (一起, "together", is no number).
+    counters="只个個岁次年天本位条條公里点點月号號日分小时時周週匹人台杯件张張口家部辆輛双雙瓶碗份所座种種间步",
+    ordinal_prefix="第",
+)

@@ -1,0 +1,133 @@
+"""Words of a truth's text: normalising, tokens, and the runs of scripts without spaces.
+
+``normalise`` lower-cases, expands contractions (``Language.contractions``) and drops
+punctuation, so that two spellings of one statement compare equal. A run of characters
+of a script written without spaces (Chinese, Japanese, Thai: ``Language.spaces``) is one
+token; its content is compared by character cover (``uncovered``): a run is kept by a
+text when it can be cut into pieces that each stand in that text (one character at
+least, three for Thai: ``Language.min_piece``), so inserted words never count as a loss
+and a dropped word always does. Grammar characters (hiragana, a few Chinese function
+characters: ``Language.grammar_chars``) are not required.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from .languages import LEXICON
+
+
+# Combining marks (Unicode categories Mn, Mc, Me) of the Basic Multilingual Plane: Thai
+# vowels and tone marks, Devanagari vowel signs... belong to their word; without them
+# "ไม่" (not) and "ไม้" (wood) would normalise to one word.
+def _mark_ranges() -> str:
+    """The combining marks as a regex class body of ranges ("\\u0300-\\u036f...")."""
+    marks = [c for c in range(0x300, 0xFFFF) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")]
+    ranges: list[tuple[int, int]] = []
+    for c in marks:
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1] = (ranges[-1][0], c)
+        else:
+            ranges.append((c, c))
+    return "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+
+
+_MARKS = _mark_ranges()
+
+
+_LETTER = rf"(?:[^\W\d_]|[{_MARKS}])"
+
+
+_WORD = re.compile(rf"[0-9]+(?:[.,:/-][0-9]+)*|{_LETTER}+(?:['’-]{_LETTER}+)*", re.UNICODE)
+
+
+RAW_WORD = re.compile(rf"{_LETTER}+(?:['-]{_LETTER}+)*|[.!?;:]", re.UNICODE)
+
+
+#: Scripts written without spaces between words (every pack with ``spaces=False``).
+_NO_SPACE = LEXICON.no_space_script
+NO_SPACE_RUN = re.compile(f"[{_NO_SPACE}]+")
+_GRAMMAR = re.compile(f"[{LEXICON.no_space_grammar}]")
+#: (a character of the script, the fewest characters of a kept piece) for scripts whose letters alone mean nothing.
+_MIN_PIECES = tuple((re.compile(f"[{script}]"), size) for script, size in LEXICON.min_pieces)
+
+
+#: A letter of a script with spaces beside one without ("在Birch", "Co当会计"): mixed-language
+#: truths keep their names as words of their own.
+_SCRIPT_EDGE = re.compile(rf"(?<=[{_NO_SPACE}])(?=[^\W\d_{_NO_SPACE}])|(?<=[^\W\d_{_NO_SPACE}])(?=[{_NO_SPACE}])")
+
+
+def fold(text: str) -> str:
+    """NFKC, typographic apostrophes made plain, and a space where a script with spaces
+    meets one without (a name written into Chinese or Japanese text stays a word)."""
+    text = unicodedata.normalize("NFKC", text).replace("’", "'").replace("‘", "'")
+    return _SCRIPT_EDGE.sub(" ", text)
+
+
+def normalise(text: str) -> str:
+    """Lower-case, contractions expanded, punctuation dropped, spaces collapsed.
+
+    "I'm a nurse." and "i am a nurse" both give "i am a nurse".
+    """
+    text = fold(text).lower()
+    for pattern, repl in LEXICON.contractions:
+        text = re.sub(pattern, repl, text)
+    return " ".join(_WORD.findall(text))
+
+
+def tokens(text: str) -> list[str]:
+    """Words of the normalised text, in order."""
+    return normalise(text).split()
+
+
+def no_space_runs(text: str) -> list[str]:
+    """Runs of Han, kana and Thai characters in the normalised ``text``, in order."""
+    return NO_SPACE_RUN.findall(normalise(text))
+
+
+def significant(piece: str) -> bool:
+    """Whether ``piece`` carries content: a character other than a grammar one
+    (``Language.grammar_chars``: hiragana, Chinese function characters)."""
+    return any(not _GRAMMAR.match(c) for c in piece)
+
+
+def _min_piece(char: str) -> int:
+    return next((size for script, size in _MIN_PIECES if script.match(char)), 1)
+
+
+def uncovered(run: str, haystack: str) -> list[str]:
+    """Pieces of ``run`` (from ``no_space_runs``) that stand nowhere in ``haystack``.
+
+    Greedy longest match from the left: each step takes the longest piece of ``run``
+    that ``haystack`` contains (one character at least, more where a pack's
+    ``min_piece`` says so: three for Thai, whose letters alone mean nothing); characters no such piece covers make the
+    result, grouped, without pieces of grammar only (``significant``).
+    """
+    pieces: list[str] = []
+    lost = ""
+    i = 0
+    while i < len(run):
+        need = _min_piece(run[i])
+        length = 0
+        for size in range(len(run) - i, need - 1, -1):
+            if run[i : i + size] in haystack:
+                length = size
+                break
+        if length:
+            if lost:
+                pieces.append(lost)
+                lost = ""
+            i += length
+        else:
+            lost += run[i]
+            i += 1
+    if lost:
+        pieces.append(lost)
+    return [p for p in pieces if significant(p)]
+
+
+def share_script_text(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` share a content character of a script without spaces."""
+    chars_a = {c for run in no_space_runs(a) for c in run if significant(c)}
+    return any(c in chars_a for run in no_space_runs(b) for c in run)
