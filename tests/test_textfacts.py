@@ -287,3 +287,11 @@ def test_polarity_key_counts_negative_verbs_in_several_languages(text, key):
 )
 def test_ended_and_changed_states_in_several_languages(text, ended, changed):
     assert (textfacts.time_ended(text), textfacts.reports_change(text)) == (ended, changed)
+
+
+def test_tokens_of_each_is_tokens_of_every_text():
+    texts = ["I can't go", "won't", "Σίσυφος ΟΔΟΣ", "在Birch工作", "Co当会计", "e\u0301", "\u0301start", "ไม่ ไม้",
+             "I'm a nurse.", "x'd", "’ll be", "", " ", "1.2.3-4", "ﬁne ①", "ΟΔΟΣ\n- two", "isn't", "a\x00b"]
+    for order in (texts, texts[::-1], texts[:-1]):
+        assert textfacts.tokens_of_each(order) == [textfacts.tokens(t) for t in order]
+    assert textfacts.tokens_of_each([]) == []

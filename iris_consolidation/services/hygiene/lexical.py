@@ -96,7 +96,7 @@ def lexical_clusters(
     max_size = max_size or app_settings.MAX_CLUSTER_SIZE
     min_size = min_size or app_settings.MIN_CLUSTER_SIZE
     ids = [pk for pk, _, _ in rows]
-    token_sets = [token_set(content) for _, _, content in rows]
+    token_sets = [frozenset(words) for words in textfacts.tokens_of_each([content for _, _, content in rows])]
     seeds, members, scores = jaccard_pairs(token_sets, [kind for _, kind, _ in rows], threshold)
     # Per seed row: partners most similar first, equal scores by lower truth id.
     id_array = np.asarray(ids, dtype=np.int64)

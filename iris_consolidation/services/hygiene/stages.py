@@ -217,7 +217,9 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
         )
     # Truths are built only for the texts the detector flags (few): the same findings as
     # ``find_noise`` over every truth, without a model instance per clean text.
-    flagged = [Truth(id=pk, content=content, kind=kind) for pk, content, kind in rows if noise.detect(content)]
+    matches = noise_rules.detect_all([content for _, content, _ in rows])
+    flagged = [Truth(id=pk, content=content, kind=kind)
+               for (pk, content, kind), match in zip(rows, matches, strict=True) if match]
     found = noise.find_noise(flagged)
     classify = noise_classifier(run) if found else None
     confirmation = None
