@@ -148,12 +148,9 @@ def jaccard_pairs(
     so their first common token lies among x's first ``|x| - ceil(t |x|) + 1`` tokens
     (the probing prefix) and among y's first ``|y| - ceil(2t / (1 + t) |y|) + 1`` (the
     indexing prefix): every such pair shares a token of the same kind there. Candidates
-    then pass the length filter and the positional one (PPJoin: sharing the tokens at
-    positions i and j bounds the overlap by ``1 + min(|x| - i - 1, |y| - j - 1)``, the
-    largest bound at their first common token), both with slack, so they only drop pairs
-    that cannot reach ``t``. The survivors' intersections are counted exactly (a sorted
-    lookup of each token) and scored ``|a ∩ b| / (|a| + |b| - |a ∩ b|)`` in float64, the
-    same division as ``jaccard``.
+    then pass the length filter and the positional one (``_candidates``). The survivors'
+    intersections are counted exactly (``_overlaps``) and scored
+    ``|a ∩ b| / (|a| + |b| - |a ∩ b|)`` in float64, the same division as ``jaccard``.
     """
     n = len(token_sets)
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
@@ -183,14 +180,38 @@ def jaccard_pairs(
     # The index: (group, order) keys of the indexing entries, sorted.
     i_key = group[indexing] * span + order_of[row_of[indexing]]
     i_sort = np.argsort(i_key, kind="stable")
-    i_key, i_rows, i_pos = i_key[i_sort], row_of[indexing][i_sort], position[indexing][i_sort]
+    index = (i_key[i_sort], row_of[indexing][i_sort], position[indexing][i_sort])
     # Each probing entry meets the indexing entries of its group ordered before its set.
-    p_rows, p_pos, p_group = row_of[probing], position[probing], group[probing]
-    first = np.searchsorted(i_key, p_group * span, side="left")
-    last = np.searchsorted(i_key, p_group * span + order_of[p_rows], side="left")
-    counts = last - first
-    found_a: list[np.ndarray] = []
-    found_b: list[np.ndarray] = []
+    probes = (row_of[probing], position[probing], group[probing] * span)
+    a, b = _candidates(probes, index, lengths=lengths, order_of=order_of, threshold=threshold)
+    if a.shape[0] == 0:
+        return empty
+    key = np.unique(np.minimum(a, b) * n + np.maximum(a, b))
+    a, b = key // n, key % n
+    shared = _overlaps(a, b, row_keys=row_of * vocabulary + flat, flat=flat, offsets=offsets, lengths=lengths,
+                       vocabulary=vocabulary)
+    score = shared / (lengths[a] + lengths[b] - shared)
+    good = score >= threshold
+    a, b, score = a[good], b[good], score[good]
+    return np.concatenate((a, b)), np.concatenate((b, a)), np.concatenate((score, score))
+
+
+def _candidates(
+    probes: tuple[np.ndarray, np.ndarray, np.ndarray], index: tuple[np.ndarray, np.ndarray, np.ndarray], *,
+    lengths: np.ndarray, order_of: np.ndarray, threshold: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (x, y) rows of ``jaccard_pairs``' candidates: each probing entry ``(row,
+    position, group key)`` against the index entries ``(key, row, position)`` of its group
+    ordered before its row, ``PAIR_CHUNK`` at a time, kept by the length filter and the
+    positional one (PPJoin: sharing the tokens at positions i and j bounds the overlap by
+    ``1 + min(|x| - i - 1, |y| - j - 1)``, the largest bound at their first common token),
+    both with slack, so they only drop pairs that cannot reach the threshold."""
+    p_rows, p_pos, p_key = probes
+    i_key, i_rows, i_pos = index
+    first = np.searchsorted(i_key, p_key, side="left")
+    counts = np.searchsorted(i_key, p_key + order_of[p_rows], side="left") - first
+    found_a: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+    found_b: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     cumulative = np.cumsum(counts)
     start = 0
     while start < counts.shape[0]:
@@ -200,8 +221,7 @@ def jaccard_pairs(
         total = int(c.sum())
         if total:
             probe = np.repeat(np.arange(start, stop), c)
-            step = np.arange(total) - np.repeat(np.cumsum(c) - c, c)
-            entry = first[probe] + step
+            entry = first[probe] + np.arange(total) - np.repeat(np.cumsum(c) - c, c)
             x, y = p_rows[probe], i_rows[entry]
             lx, ly = lengths[x], lengths[y]
             need = threshold / (1.0 + threshold) * (lx + ly) - 1e-9
@@ -210,29 +230,26 @@ def jaccard_pairs(
             found_a.append(x[keep])
             found_b.append(y[keep])
         start = stop
-    if not found_a:
-        return empty
-    a, b = np.concatenate(found_a), np.concatenate(found_b)
-    key = np.unique(np.minimum(a, b) * n + np.maximum(a, b))
-    a, b = key // n, key % n
-    if a.shape[0] == 0:
-        return empty
-    # |a ∩ b|: each token of a looked up among b's (keys row * V + rank, sorted).
-    row_keys = row_of * vocabulary + flat
+    return np.concatenate(found_a), np.concatenate(found_b)
+
+
+def _overlaps(
+    a: np.ndarray, b: np.ndarray, *, row_keys: np.ndarray, flat: np.ndarray, offsets: np.ndarray,
+    lengths: np.ndarray, vocabulary: int,
+) -> np.ndarray:
+    """|a ∩ b| of each pair of rows: each token of a looked up among b's (``row_keys``:
+    row * vocabulary + rank, sorted), ``PAIR_CHUNK / 8`` pairs at a time."""
     shared = np.zeros(a.shape[0], dtype=np.int64)
-    for lo in range(0, a.shape[0], max(1, PAIR_CHUNK // 8)):
-        aa, bb = a[lo : lo + PAIR_CHUNK // 8], b[lo : lo + PAIR_CHUNK // 8]
+    step = max(1, PAIR_CHUNK // 8)
+    for lo in range(0, a.shape[0], step):
+        aa, bb = a[lo : lo + step], b[lo : lo + step]
         pair_len = lengths[aa]
         pair_of = np.repeat(np.arange(aa.shape[0]), pair_len)
         within = np.arange(pair_of.shape[0]) - np.repeat(np.cumsum(pair_len) - pair_len, pair_len)
-        token_at = offsets[aa][pair_of] + within
-        probe_key = bb[pair_of] * vocabulary + flat[token_at]
+        probe_key = bb[pair_of] * vocabulary + flat[offsets[aa][pair_of] + within]
         at = np.minimum(np.searchsorted(row_keys, probe_key), row_keys.shape[0] - 1)
         shared[lo : lo + aa.shape[0]] = np.bincount(pair_of[row_keys[at] == probe_key], minlength=aa.shape[0])
-    score = shared / (lengths[a] + lengths[b] - shared)
-    good = score >= threshold
-    a, b, score = a[good], b[good], score[good]
-    return np.concatenate((a, b)), np.concatenate((b, a)), np.concatenate((score, score))
+    return shared
 
 
 def interleave(
