@@ -235,22 +235,45 @@ def _candidates(
     return np.concatenate(found_a), np.concatenate(found_b)
 
 
+#: Sets of at most this many tokens are intersected by comparing every token with every
+#: token (``_overlaps``); longer ones by a sorted lookup of each token.
+DENSE_TOKENS = 16
+
+
 def _overlaps(
     a: np.ndarray, b: np.ndarray, *, row_keys: np.ndarray, flat: np.ndarray, offsets: np.ndarray,
     lengths: np.ndarray, vocabulary: int,
 ) -> np.ndarray:
-    """|a ∩ b| of each pair of rows: each token of a looked up among b's (``row_keys``:
-    row * vocabulary + rank, sorted), ``PAIR_CHUNK / 8`` pairs at a time."""
+    """|a ∩ b| of each pair of rows, ``PAIR_CHUNK / 8`` pairs at a time: pairs of short
+    sets (``DENSE_TOKENS``) by comparing their padded token ranks all against all, the
+    others by looking each token of a up among b's (``row_keys``: row * vocabulary +
+    rank, sorted)."""
     shared = np.zeros(a.shape[0], dtype=np.int64)
+    width = int(min(lengths.max(), DENSE_TOKENS))
+    short = np.flatnonzero(lengths <= width)
+    padded = np.full((lengths.shape[0], width), -1, dtype=np.int64)  # -1: no token
+    within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
+    rows = np.repeat(np.arange(lengths.shape[0]), lengths)
+    keep = np.isin(rows, short)
+    padded[rows[keep], within[keep]] = flat[keep]
+    dense = (lengths[a] <= width) & (lengths[b] <= width)
     step = max(1, PAIR_CHUNK // 8)
     for lo in range(0, a.shape[0], step):
-        aa, bb = a[lo : lo + step], b[lo : lo + step]
-        pair_len = lengths[aa]
-        pair_of = np.repeat(np.arange(aa.shape[0]), pair_len)
-        within = np.arange(pair_of.shape[0]) - np.repeat(np.cumsum(pair_len) - pair_len, pair_len)
-        probe_key = bb[pair_of] * vocabulary + flat[offsets[aa][pair_of] + within]
-        at = np.minimum(np.searchsorted(row_keys, probe_key), row_keys.shape[0] - 1)
-        shared[lo : lo + aa.shape[0]] = np.bincount(pair_of[row_keys[at] == probe_key], minlength=aa.shape[0])
+        part = np.arange(lo, min(lo + step, a.shape[0]))
+        near = part[dense[part]]
+        if near.size:
+            left, right = padded[a[near]], padded[b[near]]
+            same = (left[:, :, None] == right[:, None, :]) & (left[:, :, None] >= 0)
+            shared[near] = same.sum(axis=(1, 2))
+        far = part[~dense[part]]
+        if far.size:
+            aa, bb = a[far], b[far]
+            pair_len = lengths[aa]
+            pair_of = np.repeat(np.arange(aa.shape[0]), pair_len)
+            inside = np.arange(pair_of.shape[0]) - np.repeat(np.cumsum(pair_len) - pair_len, pair_len)
+            probe_key = bb[pair_of] * vocabulary + flat[offsets[aa][pair_of] + inside]
+            at = np.minimum(np.searchsorted(row_keys, probe_key), row_keys.shape[0] - 1)
+            shared[far] = np.bincount(pair_of[row_keys[at] == probe_key], minlength=aa.shape[0])
     return shared
 
 
