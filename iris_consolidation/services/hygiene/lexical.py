@@ -188,7 +188,7 @@ def jaccard_pairs(
         return empty
     # Distinct pairs by a sort: numpy 2.4's ``np.unique`` hashes int64 keys, 100 times slower here.
     key = np.sort(np.minimum(a, b) * n + np.maximum(a, b))
-    key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+    key = key[np.concatenate((key[:1] == key[:1], key[1:] != key[:-1]))]
     a, b = key // n, key % n
     shared = _overlaps(a, b, row_keys=row_of * vocabulary + flat, flat=flat, offsets=offsets, lengths=lengths,
                        vocabulary=vocabulary)

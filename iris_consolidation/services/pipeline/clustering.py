@@ -477,7 +477,7 @@ def _mirror_and_refine(
     if dedupe:
         # Distinct pairs by a sort: numpy 2.4's ``np.unique`` hashes int64 keys, 100 times slower here.
         key = np.sort(seeds.astype(np.int64) * n + members.astype(np.int64))
-        key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+        key = key[np.concatenate((key[:1] == key[:1], key[1:] != key[:-1]))]
         seeds, members = key // n, key % n
     return _nearest_pairs(_refine(users, seeds.astype(np.int64, copy=False), members.astype(np.int64, copy=False),
                                   threshold, memory_bytes))
