@@ -26,7 +26,7 @@ from .changes import change_marker, ended_marker, reports_change, states_change,
 from .content import contrast, lost_words, parallel, reordered, shares_only_details
 from .names import contains_detail, dates, details, known_names, names_not_dates, proper_names
 from .negation import invented_negations, lost_negations, negations, polarity, polarity_key
-from .normalising import no_space_runs, normalise, share_script_text, tokens, uncovered
+from .normalising import no_space_runs, normalise, share_script_text, tokens, tokens_of_each, uncovered
 from .quantities import is_number, numbers, values
 from .rewordings import covered_by, equivalences, stated_cover, vouched
 from .stems import content_stems, has_phrase, same_stem, stem, unstated_stems, words_of_stems
@@ -68,6 +68,7 @@ __all__ = [
     "states_change",
     "time_ended",
     "tokens",
+    "tokens_of_each",
     "uncovered",
     "unstated_stems",
     "values",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from .languages import LEXICON
 
@@ -79,6 +80,22 @@ def normalise(text: str) -> str:
 def tokens(text: str) -> list[str]:
     """Words of the normalised text, in order."""
     return normalise(text).split()
+
+
+_CONTRACTIONS = tuple((re.compile(pattern), repl) for pattern, repl in LEXICON.contractions)
+
+
+def tokens_of_each(texts: Sequence[str]) -> list[list[str]]:
+    """``tokens`` of each of ``texts``, in order: every step but the last runs once over
+    the texts joined by NUL, which no stored text holds (PostgreSQL refuses it in text)
+    and which every step treats as the end of a text (not a letter, digit or space; a
+    starter for NFKC, uncased for ``lower``)."""
+    if any("\x00" in text for text in texts):
+        return [tokens(text) for text in texts]
+    joined = fold("\x00".join(texts)).lower()
+    for pattern, repl in _CONTRACTIONS:
+        joined = pattern.sub(repl, joined)
+    return [_WORD.findall(text) for text in joined.split("\x00")] if texts else []
 
 
 def no_space_runs(text: str) -> list[str]:

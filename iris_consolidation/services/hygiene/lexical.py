@@ -29,7 +29,7 @@ from django.db.models import Q
 
 from ...conf import app_settings
 from ...models import Truth
-from ...text import tokens
+from ...text import tokens, tokens_of_each
 from ..pipeline.clustering import CandidateCluster
 
 
@@ -96,7 +96,7 @@ def lexical_clusters(
     max_size = max_size or app_settings.MAX_CLUSTER_SIZE
     min_size = min_size or app_settings.MIN_CLUSTER_SIZE
     ids = [pk for pk, _, _ in rows]
-    token_sets = [token_set(content) for _, _, content in rows]
+    token_sets = [frozenset(words) for words in tokens_of_each([content for _, _, content in rows])]
     seeds, members, scores = jaccard_pairs(token_sets, [kind for _, kind, _ in rows], threshold)
     # Per seed row: partners most similar first, equal scores by lower truth id.
     id_array = np.asarray(ids, dtype=np.int64)
@@ -148,12 +148,9 @@ def jaccard_pairs(
     so their first common token lies among x's first ``|x| - ceil(t |x|) + 1`` tokens
     (the probing prefix) and among y's first ``|y| - ceil(2t / (1 + t) |y|) + 1`` (the
     indexing prefix): every such pair shares a token of the same kind there. Candidates
-    then pass the length filter and the positional one (PPJoin: sharing the tokens at
-    positions i and j bounds the overlap by ``1 + min(|x| - i - 1, |y| - j - 1)``, the
-    largest bound at their first common token), both with slack, so they only drop pairs
-    that cannot reach ``t``. The survivors' intersections are counted exactly (a sorted
-    lookup of each token) and scored ``|a ∩ b| / (|a| + |b| - |a ∩ b|)`` in float64, the
-    same division as ``jaccard``.
+    then pass the length filter and the positional one (``_candidates``). The survivors'
+    intersections are counted exactly (``_overlaps``) and scored
+    ``|a ∩ b| / (|a| + |b| - |a ∩ b|)`` in float64, the same division as ``jaccard``.
     """
     n = len(token_sets)
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
@@ -183,14 +180,40 @@ def jaccard_pairs(
     # The index: (group, order) keys of the indexing entries, sorted.
     i_key = group[indexing] * span + order_of[row_of[indexing]]
     i_sort = np.argsort(i_key, kind="stable")
-    i_key, i_rows, i_pos = i_key[i_sort], row_of[indexing][i_sort], position[indexing][i_sort]
+    index = (i_key[i_sort], row_of[indexing][i_sort], position[indexing][i_sort])
     # Each probing entry meets the indexing entries of its group ordered before its set.
-    p_rows, p_pos, p_group = row_of[probing], position[probing], group[probing]
-    first = np.searchsorted(i_key, p_group * span, side="left")
-    last = np.searchsorted(i_key, p_group * span + order_of[p_rows], side="left")
-    counts = last - first
-    found_a: list[np.ndarray] = []
-    found_b: list[np.ndarray] = []
+    probes = (row_of[probing], position[probing], group[probing] * span)
+    a, b = _candidates(probes, index, lengths=lengths, order_of=order_of, threshold=threshold)
+    if a.shape[0] == 0:
+        return empty
+    # Distinct pairs by a sort: numpy 2.4's ``np.unique`` hashes int64 keys, 100 times slower here.
+    key = np.sort(np.minimum(a, b) * n + np.maximum(a, b))
+    key = key[np.concatenate((key[:1] == key[:1], key[1:] != key[:-1]))]
+    a, b = key // n, key % n
+    shared = _overlaps(a, b, row_keys=row_of * vocabulary + flat, flat=flat, offsets=offsets, lengths=lengths,
+                       vocabulary=vocabulary)
+    score = shared / (lengths[a] + lengths[b] - shared)
+    good = score >= threshold
+    a, b, score = a[good], b[good], score[good]
+    return np.concatenate((a, b)), np.concatenate((b, a)), np.concatenate((score, score))
+
+
+def _candidates(
+    probes: tuple[np.ndarray, np.ndarray, np.ndarray], index: tuple[np.ndarray, np.ndarray, np.ndarray], *,
+    lengths: np.ndarray, order_of: np.ndarray, threshold: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (x, y) rows of ``jaccard_pairs``' candidates: each probing entry ``(row,
+    position, group key)`` against the index entries ``(key, row, position)`` of its group
+    ordered before its row, ``PAIR_CHUNK`` at a time, kept by the length filter and the
+    positional one (PPJoin: sharing the tokens at positions i and j bounds the overlap by
+    ``1 + min(|x| - i - 1, |y| - j - 1)``, the largest bound at their first common token),
+    both with slack, so they only drop pairs that cannot reach the threshold."""
+    p_rows, p_pos, p_key = probes
+    i_key, i_rows, i_pos = index
+    first = np.searchsorted(i_key, p_key, side="left")
+    counts = np.searchsorted(i_key, p_key + order_of[p_rows], side="left") - first
+    found_a: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+    found_b: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     cumulative = np.cumsum(counts)
     start = 0
     while start < counts.shape[0]:
@@ -200,8 +223,7 @@ def jaccard_pairs(
         total = int(c.sum())
         if total:
             probe = np.repeat(np.arange(start, stop), c)
-            step = np.arange(total) - np.repeat(np.cumsum(c) - c, c)
-            entry = first[probe] + step
+            entry = first[probe] + np.arange(total) - np.repeat(np.cumsum(c) - c, c)
             x, y = p_rows[probe], i_rows[entry]
             lx, ly = lengths[x], lengths[y]
             need = threshold / (1.0 + threshold) * (lx + ly) - 1e-9
@@ -210,29 +232,49 @@ def jaccard_pairs(
             found_a.append(x[keep])
             found_b.append(y[keep])
         start = stop
-    if not found_a:
-        return empty
-    a, b = np.concatenate(found_a), np.concatenate(found_b)
-    key = np.unique(np.minimum(a, b) * n + np.maximum(a, b))
-    a, b = key // n, key % n
-    if a.shape[0] == 0:
-        return empty
-    # |a ∩ b|: each token of a looked up among b's (keys row * V + rank, sorted).
-    row_keys = row_of * vocabulary + flat
+    return np.concatenate(found_a), np.concatenate(found_b)
+
+
+#: Sets of at most this many tokens are intersected by comparing every token with every
+#: token (``_overlaps``); longer ones by a sorted lookup of each token.
+DENSE_TOKENS = 16
+
+
+def _overlaps(
+    a: np.ndarray, b: np.ndarray, *, row_keys: np.ndarray, flat: np.ndarray, offsets: np.ndarray,
+    lengths: np.ndarray, vocabulary: int,
+) -> np.ndarray:
+    """|a ∩ b| of each pair of rows, ``PAIR_CHUNK / 8`` pairs at a time: pairs of short
+    sets (``DENSE_TOKENS``) by comparing their padded token ranks all against all, the
+    others by looking each token of a up among b's (``row_keys``: row * vocabulary +
+    rank, sorted)."""
     shared = np.zeros(a.shape[0], dtype=np.int64)
-    for lo in range(0, a.shape[0], max(1, PAIR_CHUNK // 8)):
-        aa, bb = a[lo : lo + PAIR_CHUNK // 8], b[lo : lo + PAIR_CHUNK // 8]
-        pair_len = lengths[aa]
-        pair_of = np.repeat(np.arange(aa.shape[0]), pair_len)
-        within = np.arange(pair_of.shape[0]) - np.repeat(np.cumsum(pair_len) - pair_len, pair_len)
-        token_at = offsets[aa][pair_of] + within
-        probe_key = bb[pair_of] * vocabulary + flat[token_at]
-        at = np.minimum(np.searchsorted(row_keys, probe_key), row_keys.shape[0] - 1)
-        shared[lo : lo + aa.shape[0]] = np.bincount(pair_of[row_keys[at] == probe_key], minlength=aa.shape[0])
-    score = shared / (lengths[a] + lengths[b] - shared)
-    good = score >= threshold
-    a, b, score = a[good], b[good], score[good]
-    return np.concatenate((a, b)), np.concatenate((b, a)), np.concatenate((score, score))
+    width = int(min(lengths.max(), DENSE_TOKENS))
+    short = np.flatnonzero(lengths <= width)
+    padded = np.full((lengths.shape[0], width), -1, dtype=np.int64)  # -1: no token
+    within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
+    rows = np.repeat(np.arange(lengths.shape[0]), lengths)
+    keep = np.isin(rows, short)
+    padded[rows[keep], within[keep]] = flat[keep]
+    dense = (lengths[a] <= width) & (lengths[b] <= width)
+    step = max(1, PAIR_CHUNK // 8)
+    for lo in range(0, a.shape[0], step):
+        part = np.arange(lo, min(lo + step, a.shape[0]))
+        near = part[dense[part]]
+        if near.size:
+            left, right = padded[a[near]], padded[b[near]]
+            same = (left[:, :, None] == right[:, None, :]) & (left[:, :, None] >= 0)
+            shared[near] = same.sum(axis=(1, 2))
+        far = part[~dense[part]]
+        if far.size:
+            aa, bb = a[far], b[far]
+            pair_len = lengths[aa]
+            pair_of = np.repeat(np.arange(aa.shape[0]), pair_len)
+            inside = np.arange(pair_of.shape[0]) - np.repeat(np.cumsum(pair_len) - pair_len, pair_len)
+            probe_key = bb[pair_of] * vocabulary + flat[offsets[aa][pair_of] + inside]
+            at = np.minimum(np.searchsorted(row_keys, probe_key), row_keys.shape[0] - 1)
+            shared[far] = np.bincount(pair_of[row_keys[at] == probe_key], minlength=aa.shape[0])
+    return shared
 
 
 def interleave(

@@ -246,17 +246,20 @@ def _model_candidates(
     ]
 
 
-def find(*, run: ConsolidationRun, user_id: int, embedder: Embedder, client: Any | None) -> MiningResult:
+def find(
+    *, run: ConsolidationRun, user_id: int, embedder: Embedder, client: Any | None, has_messages: bool = True
+) -> MiningResult:
     """Steps 1-5 of the module docstring for one user; writes nothing but the run's
     model-spend counters. ``client``: an object with ``ask_json`` (the LLM judge), or
     None for the offline extractor. A session whose call fails is recorded in
     ``errors`` and skipped; once the model is unreachable or rate-limited, the user's
-    remaining sessions wait for the next pass."""
+    remaining sessions wait for the next pass. ``has_messages`` False: the caller knows the
+    user has no session message at all, so none is read (the result of no session)."""
     window = window_of(run)
     policy = _policy()
     result = MiningResult(window=window, extractor="llm" if client is not None else "rules")
     candidates: list[Candidate] = []
-    for session, messages in _sessions(user_id, window):
+    for session, messages in _sessions(user_id, window) if has_messages else ():
         result.sessions.append(session.external_id)
         result.messages += sum(1 for m in messages if m.role == MessageRole.USER)
         if client is None:

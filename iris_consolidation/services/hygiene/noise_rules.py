@@ -23,6 +23,8 @@ Categories (rho's memory-consolidate SOP), in the order they are tried: ``versio
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: The tiers: a ``sure`` match retires under the rule judge; a ``suspect`` goes to a model only.
@@ -236,11 +238,13 @@ class _Pattern:
     too, and almost every text fails it, so the pattern itself rarely runs.
     """
 
-    __slots__ = ("exact", "quick")
+    __slots__ = ("exact", "quick", "joined")
 
     def __init__(self, pattern: str) -> None:
         self.exact = re.compile(pattern)
         self.quick = re.compile(pattern[2:]) if pattern.startswith("\\b") else self.exact
+        # The pre-check over many texts joined by ``_JOIN`` (``detect_all``): ``^`` at each text's start.
+        self.joined = re.compile(self.quick.pattern, re.MULTILINE)
 
     def search(self, text: str) -> re.Match[str] | None:
         return self.exact.search(text) if self.quick.search(text) else None
@@ -251,6 +255,11 @@ _COMPILED: dict[str, tuple[tuple[str, tuple[_Pattern, ...]], ...]] = {
     for tier, table in ((TIER_SURE, SURE), (TIER_SUSPECT, SUSPECT))
 }
 _GUARDS = tuple(_Pattern(p) for p in GUARDS)
+_TIER_PATTERNS = tuple(p for tier in TIERS for _, patterns in _COMPILED[tier] for p in patterns)
+#: Between joined texts: a newline (``.`` stops at it, ``^`` starts after it) after a
+#: character no ``\s`` or ``\w`` matches, so a lookahead at a text's end sees what it would at
+#: the end of the text alone.
+_JOIN = "\x00\n"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,3 +289,26 @@ def detect(content: str) -> NoiseMatch | None:
                 if match:
                     return NoiseMatch(category=category, matched=match.group(0), tier=tier)
     return None
+
+
+def detect_all(contents: Sequence[str]) -> list[NoiseMatch | None]:
+    """``detect`` of each of ``contents``, in order, in one scan per pattern.
+
+    Every tier's pre-check runs once over the texts joined by ``_JOIN``; only a text that
+    some match touches (almost none) goes through ``detect``. Exact: a text whose own
+    search would match is touched by a match of the joined scan (at the same place, or by
+    one that overlaps it), so every other text is one ``detect`` keeps.
+    """
+    texts = [" ".join(content.lower().split()) for content in contents]
+    joined = _JOIN.join(texts)
+    starts: list[int] = []
+    at = 0
+    for text in texts:
+        starts.append(at)
+        at += len(text) + len(_JOIN)
+    touched: set[int] = set()
+    for pattern in _TIER_PATTERNS:
+        for match in pattern.joined.finditer(joined):
+            first, last = bisect_right(starts, match.start()) - 1, bisect_right(starts, match.end() - 1) - 1
+            touched.update(range(first, last + 1))
+    return [detect(content) if i in touched else None for i, content in enumerate(contents)]

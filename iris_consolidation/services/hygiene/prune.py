@@ -17,7 +17,7 @@ from datetime import datetime
 
 from ...conf import app_settings
 from ...models import Truth
-from ...quality import quality_of
+from ...quality import quality
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,20 +38,30 @@ def find_candidates(
     """(truths examined, candidates) among ``user_id``'s consolidatable truths at ``now``.
 
     ``relevance`` overrides stored values (the decay stage's results in a dry run or in
-    report mode, where nothing was written). ``floor`` defaults to the setting.
+    report mode, where nothing was written). ``floor`` defaults to the setting. One
+    query; a candidate's ``truth`` carries the fields read (``_FIELDS``) and its user.
     """
     floor = float(app_settings.PRUNE_FLOOR if floor is None else floor)
+    half_life = float(app_settings.HALF_LIFE_DAYS)
     overrides = relevance or {}
-    truths = list(
+    rows = list(
         Truth.objects.for_user(user_id)
         .consolidatable(max_generation=app_settings.MAX_GENERATION)
-        .defer("embedding")
         .order_by("created_at", "id")
+        .values_list(*_FIELDS)
     )
     found = []
-    for truth in truths:
-        rel = overrides.get(truth.pk, truth.relevance)
-        score = quality_of(truth, now=now, relevance=rel)
+    # Rows, not model instances: a truth is built only for a candidate (few).
+    for pk, content, stored, access_count, last_accessed, created_at, validated in rows:
+        rel = overrides.get(pk, stored)
+        score = quality(relevance=rel, access_count=access_count, last_used=last_accessed or created_at,
+                        validated=validated, now=now, half_life_days=half_life)
         if rel < floor or score < floor:
+            truth = Truth(id=pk, user_id=user_id, content=content, relevance=stored, access_count=access_count,
+                          last_accessed=last_accessed, created_at=created_at, validated=validated)
             found.append(PruneCandidate(truth=truth, relevance=rel, quality=score))
-    return len(truths), found
+    return len(rows), found
+
+
+#: The columns ``find_candidates`` reads: what ``quality.quality_of`` reads, and the text.
+_FIELDS = ("id", "content", "relevance", "access_count", "last_accessed", "created_at", "validated")

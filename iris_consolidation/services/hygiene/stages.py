@@ -73,6 +73,19 @@ PASS_FIELDS = ("id", "kind", "content", "tags", "relevance", "created_at", "last
                "updated_at", "consolidatable")
 
 
+@dataclass(frozen=True, kw_only=True)
+class PassFacts:
+    """What a user's pass knows before it starts, read with the run (``consolidation``'s
+    first query), so that its stages skip the reads that would find nothing: whether
+    (run, user) has stage results already (a second delivery), whether an undo ever
+    separated truths of the user (``keep_undone_apart``), and whether the user has any
+    session message (``mining``)."""
+
+    recorded: bool = True
+    undone: bool = True
+    messages: bool = True
+
+
 @dataclass(kw_only=True)
 class UserPass:
     """One user's phase 1 in progress (``user_pass``): what its stages share so that a
@@ -83,12 +96,14 @@ class UserPass:
     insert by ``flush`` (only when ``buffered``: the pass runs in one transaction).
     ``rows``: the user's live truths (``PASS_FIELDS``) in (created_at, id) order, read
     once on first use; a truth a stage retires is dropped from them (``forget``).
+    ``facts``: see ``PassFacts``.
     """
 
     run_id: Any
     user_id: int
     buffered: bool
     results: dict[str, StageResult]
+    facts: PassFacts = field(default_factory=PassFacts)
     pending: list[StageResult] = field(default_factory=list)
     _rows: list[tuple[Any, ...]] | None = None
 
@@ -124,14 +139,18 @@ _PASS: contextvars.ContextVar[UserPass | None] = contextvars.ContextVar("iris_us
 
 
 @contextlib.contextmanager
-def user_pass(run: ConsolidationRun, user_id: int, *, buffered: bool) -> Iterator[UserPass]:
+def user_pass(
+    run: ConsolidationRun, user_id: int, *, buffered: bool, facts: PassFacts | None = None
+) -> Iterator[UserPass]:
     """Run stages of ``user_id`` for ``run`` inside: they share one read of the user's
     stage results and live truths (``UserPass``) and, with ``buffered`` (the caller holds
     one transaction around the pass), record their results in one insert at the end.
-    Outside it, every stage reads and writes on its own, as before. Queries: one on entry."""
+    Outside it, every stage reads and writes on its own, as before. Queries: one on entry
+    (none when ``facts`` say no result is recorded yet)."""
+    facts = facts or PassFacts()
+    recorded = StageResult.objects.filter(run=run, user_id=user_id) if facts.recorded else ()
     shared = UserPass(
-        run_id=run.pk, user_id=user_id, buffered=buffered,
-        results={r.stage: r for r in StageResult.objects.filter(run=run, user_id=user_id)},
+        run_id=run.pk, user_id=user_id, buffered=buffered, results={r.stage: r for r in recorded}, facts=facts,
     )
     token = _PASS.set(shared)
     try:
@@ -222,7 +241,9 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
         )
     # Truths are built only for the texts the detector flags (few): the same findings as
     # ``find_noise`` over every truth, without a model instance per clean text.
-    flagged = [Truth(id=pk, content=content, kind=kind) for pk, content, kind in rows if noise.detect(content)]
+    matches = noise_rules.detect_all([content for _, content, _ in rows])
+    flagged = [Truth(id=pk, content=content, kind=kind)
+               for (pk, content, kind), match in zip(rows, matches, strict=True) if match]
     found = noise.find_noise(flagged)
     classify = noise_classifier(run) if found else None
     confirmation = None
@@ -305,7 +326,9 @@ def run_mine(
         return existing
     started = time.monotonic()
     client = model_client(run) if client is FROM_RUN else client
-    result = mining.find(run=run, user_id=user_id, embedder=embedder, client=client)
+    shared = current_pass(run, user_id)
+    result = mining.find(run=run, user_id=user_id, embedder=embedder, client=client,
+                         has_messages=shared is None or shared.facts.messages)
     write = mode == StageMode.APPLY and bool(result.added)
     with transaction.atomic():
         if write:
@@ -413,7 +436,11 @@ def keep_undone_apart(
     supersede: a member that an undo restored together with an earlier member of the same
     cluster (or with the truth that had replaced it) is left out, and a cluster left with
     fewer than ``MIN_CLUSTER_SIZE`` members is dropped. So the next pass does not make the
-    undone step again; the truths may still merge with others. One query."""
+    undone step again; the truths may still merge with others. One query (none when the
+    user's pass knows no undo separated any of the user's truths: ``PassFacts``)."""
+    shared = _PASS.get()
+    if shared is not None and shared.user_id == user_id and not shared.facts.undone:
+        return clusters
     groups: dict[int, set[int]] = {}
     for source_id, result_id in LineageEvent.objects.filter(
         action=LineageEvent.Action.UNDO, result__user_id=user_id

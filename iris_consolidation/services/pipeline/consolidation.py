@@ -20,7 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Count, Exists, F, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ... import run_settings, selectors
@@ -28,7 +29,15 @@ from ...choices import MergeProtection, judge_identity
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...llm.base import JudgeClient, Spend
-from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
+from ...models import (
+    ClusterReview,
+    ConsolidationJob,
+    ConsolidationRun,
+    LineageEvent,
+    SessionMessage,
+    StageResult,
+    Truth,
+)
 from ...run_settings import validate_threshold
 from ..hygiene import mining, stages
 from . import clustering, forecast, incremental, inventory, judging, merging, vectors, verdict_cache
@@ -171,19 +180,9 @@ def build_user_plan(
     batch that reaches it: the plan is then not ``complete`` (no clusters), and the
     caller runs phase 1 again later (the queue does, in a new delivery). Raises
     ``EmbeddingError`` if the embedder fails."""
-    run = ConsolidationRun.objects.get(pk=run_id)
-
-    def count_batch(count: int, seconds: float) -> None:
-        ConsolidationRun.objects.filter(pk=run_id).update(
-            embedded=F("embedded") + count, embed_seconds=F("embed_seconds") + seconds
-        )
-
-    started = time.monotonic()
-    embedded = vectors.embed_missing(
-        user_id=user_id, embedder=embedder, deadline=embed_deadline, on_batch=count_batch
-    )
-    embed_seconds = time.monotonic() - started
-    truths = Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION).count()
+    run = _run_for_user(run_id, user_id=user_id, model_name=embedder.model_name)
+    embedded, embed_seconds = _embed_user(run, user_id=user_id, embedder=embedder, deadline=embed_deadline)
+    truths = run.user_truths
     if embed_deadline is not None and time.monotonic() >= embed_deadline:
         return UserPlan(
             user_id=user_id,
@@ -198,7 +197,8 @@ def build_user_plan(
     small = truths <= ONE_TRANSACTION_UP_TO
     # The stages share one read of the user's truths and stage results (``stages.user_pass``);
     # a small user's results are written in one insert, in the transaction below.
-    with stages.user_pass(run, user_id, buffered=small) as shared:
+    facts = stages.PassFacts(recorded=run.user_recorded, undone=run.user_undone, messages=run.user_messages)
+    with stages.user_pass(run, user_id, buffered=small, facts=facts) as shared:
         # The stages that may call a model (mine; relocate and promote below) run outside
         # the transaction that follows: no network call while it holds the run's row.
         stages.run_at(stages.When.FIRST, run, user_id, embedder=embedder)
@@ -214,7 +214,8 @@ def build_user_plan(
             # embedding, so that an embedder that fails leaves every truth as it was.
             stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
             started = time.monotonic()
-            seed_filter, seeds = incremental.begin_user_pass(run=run, user_id=user_id)
+            positions = [(row[8], row[0]) for row in shared.consolidatable()]
+            seed_filter, seeds = incremental.begin_user_pass(run=run, user_id=user_id, positions=positions)
             # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
             clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
             cluster_seconds = time.monotonic() - started
@@ -241,6 +242,41 @@ def build_user_plan(
         forecast=user_forecast,
         seeds=seeds,
     )
+
+
+def _embed_user(
+    run: ConsolidationRun, *, user_id: int, embedder: Embedder, deadline: float | None
+) -> tuple[int, float]:
+    """Embed the user's truths that lack a vector (when ``_run_for_user`` saw any), adding
+    each committed batch to the run's ``embedded`` and ``embed_seconds``: (truths embedded,
+    seconds). Raises ``EmbeddingError``."""
+
+    def count_batch(count: int, seconds: float) -> None:
+        ConsolidationRun.objects.filter(pk=run.pk).update(
+            embedded=F("embedded") + count, embed_seconds=F("embed_seconds") + seconds
+        )
+
+    started = time.monotonic()
+    embedded = 0
+    if run.user_unembedded:
+        embedded = vectors.embed_missing(user_id=user_id, embedder=embedder, deadline=deadline, on_batch=count_batch)
+    return embedded, time.monotonic() - started
+
+
+def _run_for_user(run_id: Any, *, user_id: int, model_name: str) -> ConsolidationRun:
+    """The run, with what ``build_user_plan`` first asks about ``user_id`` in the same
+    query: ``user_truths`` (consolidatable truths), ``user_unembedded`` (a live truth
+    lacks an embedding of ``model_name``), and the ``stages.PassFacts``: ``user_recorded``,
+    ``user_undone``, ``user_messages``. Raises ``ConsolidationRun.DoesNotExist``."""
+    truths = Truth.objects.for_user(user_id)
+    consolidatable = truths.consolidatable(max_generation=app_settings.MAX_GENERATION).order_by()
+    return ConsolidationRun.objects.annotate(
+        user_truths=Coalesce(Subquery(consolidatable.values("user_id").annotate(n=Count("id")).values("n")), 0),
+        user_unembedded=Exists(truths.missing_embedding(model_name=model_name)),
+        user_recorded=Exists(StageResult.objects.filter(run_id=OuterRef("pk"), user_id=user_id)),
+        user_undone=Exists(LineageEvent.objects.filter(action=LineageEvent.Action.UNDO, result__user_id=user_id)),
+        user_messages=Exists(SessionMessage.objects.filter(session__user_id=user_id)),
+    ).get(pk=run_id)
 
 
 def estimate(

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -172,7 +172,8 @@ def _after(position: Position) -> Q:
 
 
 def begin_user_pass(
-    *, run: ConsolidationRun, user_id: int, max_generation: int | None = None
+    *, run: ConsolidationRun, user_id: int, max_generation: int | None = None,
+    positions: Sequence[Position] | None = None,
 ) -> tuple[Q | None, int]:
     """Record the user's pass for ``run``; return the seed filter for clustering and
     the number of seeds (the caller adds it to the run's ``seeds`` once:
@@ -180,8 +181,10 @@ def begin_user_pass(
 
     The filter is None for "every consolidatable truth" (full pass, or a user with no
     cursor in cursor mode). Writes one ``UserPass`` row (an upsert, idempotent per run
-    and user). Queries: three (the cursor, the seeds' count and last position in one,
-    the upsert).
+    and user). ``positions``: the ``(updated_at, id)`` of every consolidatable truth of
+    the user at ``max_generation``, if the caller has read them (``stages.UserPass``): the
+    seeds are then counted from them. Queries: three (the cursor, the seeds' count and
+    last position in one, the upsert), two with ``positions``.
     """
     max_generation = max_generation or app_settings.MAX_GENERATION
     cursor = ConsolidationCursor.objects.filter(user_id=user_id).select_related("run").first()
@@ -199,17 +202,22 @@ def begin_user_pass(
     # The seeds cover everything after the cursor when their bound is at or before it.
     covers = bound is None or (cursor_position is not None and bound <= cursor_position)
 
-    seeds = Truth.objects.for_user(user_id).consolidatable(max_generation=max_generation)
-    if seed_filter is not None:
-        seeds = seeds.filter(seed_filter)
-    # The last seed and, over every seed (a window on the whole set), their count.
-    last = (
-        seeds.annotate(total=Over(Count("id")))
-        .order_by("-updated_at", "-id")
-        .values_list("updated_at", "id", "total")
-        .first()
-    )
-    count = int(last[2]) if last else 0
+    if positions is not None:
+        after = [p for p in positions if bound is None or p > bound]  # ``_after(bound)``
+        last = max(after) if after else None
+        count = len(after)
+    else:
+        seeds = Truth.objects.for_user(user_id).consolidatable(max_generation=max_generation)
+        if seed_filter is not None:
+            seeds = seeds.filter(seed_filter)
+        # The last seed and, over every seed (a window on the whole set), their count.
+        last = (
+            seeds.annotate(total=Over(Count("id")))
+            .order_by("-updated_at", "-id")
+            .values_list("updated_at", "id", "total")
+            .first()
+        )
+        count = int(last[2]) if last else 0
     UserPass.objects.bulk_create(
         [
             UserPass(

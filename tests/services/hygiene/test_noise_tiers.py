@@ -13,6 +13,7 @@ from django.utils.html import escape
 
 from iris_consolidation.inventory_display import stage_lines
 from iris_consolidation.models import ConsolidationRun, RetiredReason, StageResult, Truth, TruthChange
+from iris_consolidation.services.hygiene import noise_rules
 from tests import llm_stub
 from tests.conftest import unit_vector
 from tests.services.hygiene.test_noise import LOOK_ALIKES, RHO, WORDINGS
@@ -136,3 +137,18 @@ def test_a_report_of_findings_written_before_the_tiers_still_reads(run_factory, 
     report = stages.summarise(run)["noise"]
     assert [e["content"] for e in report["examples"]] == ["a", "b"]
     assert (report["by_tier"], report["suspects"], report["model_kept"]) == ({"sure": 3, "suspect": 0}, 0, 1)
+
+
+def test_detect_all_is_detect_of_each_text():
+    """The joined scan finds what ``detect`` finds text by text, also where texts side by
+    side could make a match across them or a text ends where a lookahead looks on."""
+    texts = [
+        "Upgraded numpy to 2.1.3", "Reviewed the parser code", "of the auth module, no bugs found",
+        "Heartbeat OK at 09:00", "Likes the heartbeat of the city", "The CI build is currently failing",
+        "set the header", "padding to 12px on the page", "Fixed a typo in utils.py", "Went to Lisbon",
+        "task", "is done", "Finished the sprint", "Checked the code", "of conduct; no issues found", "",
+        "   Mixed   CASE  and   spaces  v1.2.3 ", "Scored 88% on the MMLU benchmark", "42/89 = 47.2% on the eval",
+    ]
+    for order in (texts, texts[::-1], texts[1::2] + texts[::2]):
+        assert noise_rules.detect_all(order) == [noise_rules.detect(t) for t in order]
+    assert noise_rules.detect_all([]) == []

@@ -12,13 +12,15 @@ relocation ``is_reference_heavy`` over ``relocation.candidates``.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from iris_consolidation.conf import app_settings
@@ -26,6 +28,7 @@ from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.models import RetiredReason, StageResult, Truth
 from iris_consolidation.services.hygiene import decay, lexical, noise, relocation, stages
 from iris_consolidation.services.pipeline import clustering, consolidation
+from tests.conftest import NO_SHARED, SHARED
 
 pytestmark = pytest.mark.django_db
 
@@ -251,3 +254,176 @@ def test_apply_mode_writes_the_reference_decay_and_retires_the_reference_noise(u
         stages.pass_time(run)}
     assert dict(Truth.objects.filter(pk__in=list(expected)).values_list("id", "updated_at")) == {
         pk: updated[pk] for pk in expected}
+
+
+# --- a recorded reference ----------------------------------------------------------------
+#
+# ``fixtures/phase1_reference.json`` holds what phase 1 gave, stage by stage, on fixed data
+# (the project's samples/, a benchmark user, the shared MSC and LoCoMo users), recorded with
+# the code before its stages were batched (commit d38df08's stages) by
+#
+#     IRIS_RECORD_PHASE1=1 .venv/bin/python -m pytest tests/services/pipeline/test_phase1_same_results.py -k recorded
+#
+# Truths are named by their position in their user's data (ids differ between databases);
+# every time is fixed (the pass time ``NOW``), so decay and quality are the same each time.
+
+REFERENCE = Path(__file__).resolve().parent / "fixtures" / "phase1_reference.json"
+RECORD = bool(os.environ.get("IRIS_RECORD_PHASE1"))
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+#: Finding keys that hold truth ids (mapped to positions) and keys that depend on the clock.
+ID_KEYS = ("truth_id", "truth_ids", "pointer_id")
+CLOCK_KEYS = ("window", "seconds")
+
+
+def _sample_rows() -> list[tuple[str, list[dict[str, Any]]]]:
+    by_user: dict[str, list[dict[str, Any]]] = {}
+    for line in (Path(__file__).resolve().parents[3] / "samples" / "demo.truths.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        by_user.setdefault(row.pop("user"), []).append(row)
+    return list(by_user.items())
+
+
+def _benchmark_rows() -> list[tuple[str, list[dict[str, Any]]]]:
+    phase1 = _phase1_module()
+    n = 600
+    vectors, _ = phase1.synthetic_vectors(n, grouped=0.3, seed=23)
+    texts = phase1.random_sentences(n, seed=23)
+    rng = random.Random(8)
+    for i in range(0, n, 7):
+        texts[i] = texts[max(0, i - rng.randint(1, 30))] + rng.choice(["", " w1", " w5"])
+    for i in range(2, n, 41):
+        texts[i] = NOISY[i % len(NOISY)]
+    for i in range(4, n, 89):
+        texts[i] = "- one\n- two\n- three\n" + texts[i]
+    return [("bench", [{"content": t, "embedding": vectors[i]} for i, t in enumerate(texts)])]
+
+
+def _shared_rows(name: str, limit: int) -> list[tuple[str, list[dict[str, Any]]]]:
+    by_user: dict[str, list[dict[str, Any]]] = {}
+    for line in (SHARED / "data" / name).read_text().splitlines():
+        row = json.loads(line)
+        by_user.setdefault(row["user"], []).append({"content": row["content"]})
+    return list(by_user.items())[:limit]
+
+
+def _create(user_factory: Any, data: list[tuple[str, list[dict[str, Any]]]]) -> list[tuple[int, dict[int, int]]]:
+    """Each user's truths with fixed hygiene fields; returns (user id, {truth id: position})."""
+    made = []
+    for u, (_, rows) in enumerate(data):
+        user = user_factory()
+        rng = random.Random(u)
+        truths = []
+        for i, row in enumerate(rows):
+            created = (datetime.fromisoformat(row["created_at"]) if "created_at" in row
+                       else NOW - timedelta(days=rng.uniform(1, 400), seconds=i))
+            roll = rng.random()
+            fields: dict[str, Any] = {k: row[k] for k in ("origin", "pinned") if k in row}
+            if row.get("embedding") is not None:
+                fields.update(embedding=row["embedding"], embedding_model=LOCAL_MODEL_NAME)
+            truths.append(Truth(
+                user=user, content=row["content"], kind=rng.choice(KINDS), created_at=created, source=f"r:{i}",
+                relevance=round(rng.uniform(0.02, 1.0), 4), access_count=rng.choice((0, 0, 1, 3)),
+                validated=rng.random() < 0.1,
+                last_decayed=created + timedelta(days=rng.uniform(0, 30)) if roll < 0.4 else None,
+                last_accessed=created + timedelta(days=rng.uniform(0, 60)) if 0.2 < roll < 0.6 else None,
+                **{"pinned": rng.random() < 0.03, **fields},
+            ))
+        created_rows = Truth.all_objects.bulk_create(truths)
+        made.append((user.pk, {t.pk: i for i, t in enumerate(created_rows)}))
+    return made
+
+
+def _named(value: Any, positions: dict[int, int], key: str = "") -> Any:
+    """``value`` with truth ids replaced by positions and clock-dependent keys left out."""
+    if isinstance(value, dict):
+        return {k: _named(v, positions, k) for k, v in value.items() if k not in CLOCK_KEYS}
+    if isinstance(value, list | tuple):
+        return [_named(v, positions, key) for v in value]
+    if key in ID_KEYS and isinstance(value, int):
+        return positions.get(value, f"other:{value}")
+    return value
+
+
+def _stage_results(run: Any, user_id: int, positions: dict[int, int]) -> dict[str, Any]:
+    found = {}
+    for r in StageResult.objects.filter(run=run, user_id=user_id).order_by("stage"):
+        findings = _named(r.findings, positions)
+        if r.stage == "decay":  # listed in the table's order: compared sorted
+            findings = sorted(findings, key=lambda f: f["truth_id"])
+        found[r.stage] = {"mode": r.mode, "examined": r.examined, "affected": r.affected, "applied": r.applied,
+                          "findings": findings}
+    return found
+
+
+def _phase1_results(users: list[tuple[int, dict[int, int]]], embedder: Any) -> dict[str, Any]:
+    """A dry run's phase 1 (and its prune report) per user, then an apply pass of noise,
+    decay and prune: clusters, stage results, retirements and relevance after."""
+    dry = consolidation.create_run(trigger="command", dry_run=True, judge="rules")
+    dry.started_at = NOW
+    dry.save(update_fields=["started_at"])
+    results: dict[str, Any] = {}
+    for user_id, positions in users:
+        clusters = consolidation.plan_user(run_id=dry.pk, user_id=user_id, embedder=embedder)
+        stages.run_at(stages.When.AFTER_MERGES, dry, user_id)
+        results[str(len(results))] = {
+            "clusters": [[[positions[pk] for pk in c.member_ids], [round(s, 6) for s in c.similarities]]
+                         for c in clusters],
+            "dry_run": _stage_results(dry, user_id, positions),
+        }
+    with override_settings(IRIS_CONSOLIDATION_NOISE="apply", IRIS_CONSOLIDATION_DECAY="apply",
+                           IRIS_CONSOLIDATION_PRUNE="apply"):
+        applied = consolidation.create_run(trigger="command", execution="in_process", judge="rules", only="noise,decay,prune")
+    applied.started_at = NOW
+    applied.save(update_fields=["started_at"])
+    for n, (user_id, positions) in enumerate(users):
+        stages.run_noise(applied, user_id)
+        stages.run_decay(applied, user_id)
+        stages.run_prune(applied, user_id)
+        rows = Truth.all_objects.filter(user_id=user_id).values_list("id", "retired_reason", "relevance")
+        results[str(n)]["apply"] = _stage_results(applied, user_id, positions)
+        results[str(n)]["retired"] = sorted([positions[pk], reason] for pk, reason, _ in rows if reason)
+        results[str(n)]["relevance"] = sorted([positions[pk], round(rel, 9)] for pk, _, rel in rows)
+    return results
+
+
+def _compare_with_reference(name: str, got: dict[str, Any]) -> None:
+    recorded = json.loads(REFERENCE.read_text()) if REFERENCE.is_file() else {}
+    if RECORD:
+        recorded[name] = got
+        REFERENCE.parent.mkdir(exist_ok=True)
+        REFERENCE.write_text(json.dumps(recorded, indent=None, sort_keys=True, separators=(",", ":")) + "\n")
+        pytest.skip(f"recorded {name} in {REFERENCE}")
+    expected = json.loads(json.dumps(recorded[name]))
+    got = json.loads(json.dumps(got))
+    assert got.keys() == expected.keys()
+    for user in expected:
+        for part in expected[user]:
+            if part == "clusters":
+                # The same members in the same order; similarities to 1e-5, since the local
+                # embedder's vectors may move by a few 1e-7 cosine between its configurations.
+                assert [c[0] for c in got[user][part]] == [c[0] for c in expected[user][part]], f"{name}: {user}"
+                for g, e in zip(got[user][part], expected[user][part], strict=True):
+                    assert g[1] == pytest.approx(e[1], abs=1e-5), f"{name}: user {user}, similarities of {e[0]}"
+                continue
+            assert got[user][part] == expected[user][part], f"{name}: user {user}, {part}"
+
+
+def test_recorded_samples_and_benchmark_user(user_factory):
+    """The project's samples/ (embedded by the local model, one thread) and a benchmark user
+    (planted vectors, restatements, noise, reference-heavy texts): phase 1 as recorded
+    before its stages were batched."""
+    from iris_consolidation.embeddings import LocalEmbedder
+
+    users = _create(user_factory, _sample_rows() + _benchmark_rows())
+    _compare_with_reference("samples_and_benchmark", _phase1_results(users, LocalEmbedder(threads=1)))
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=NO_SHARED)
+@pytest.mark.parametrize("name,limit", [("msc_sessions.truths.jsonl", 40), ("locomo_observations.truths.jsonl", 4)])
+def test_recorded_shared_truths(user_factory, name, limit):
+    """The team's MSC and LoCoMo users, embedded by the local model (one thread): phase 1
+    as recorded before its stages were batched."""
+    from iris_consolidation.embeddings import LocalEmbedder
+
+    users = _create(user_factory, _shared_rows(name, limit))
+    _compare_with_reference(name, _phase1_results(users, LocalEmbedder(threads=1)))
