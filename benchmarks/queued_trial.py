@@ -88,7 +88,7 @@ def _load(users: int, per_user: int) -> int:
     return len(rows)
 
 
-def _one_run(per_task: int, *, arms: str) -> dict[str, Any]:
+def _one_run(per_task: int, *, arms: str, cluster: subprocess.Popen[bytes], log: Path) -> dict[str, Any]:
     """Start a dry run with ``PHASE1_USERS_PER_TASK`` = ``per_task`` and the candidate arms
     (``LEXICAL``, ``SEMANTIC``) in mode ``arms``, and wait for it."""
     from django.test import override_settings
@@ -109,6 +109,8 @@ def _one_run(per_task: int, *, arms: str) -> dict[str, Any]:
         run.refresh_from_db()
         if run.finished_at is not None:
             break
+        if cluster.poll() is not None:
+            raise SystemExit(f"the qcluster stopped ({cluster.returncode}); its log:\n{log.read_text()[-3000:]}")
         time.sleep(0.2)
     user_jobs = ConsolidationJob.objects.in_run(run.pk).filter(kind="user")
     clusters_by_user = Counter(ConsolidationJob.objects.in_run(run.pk).filter(kind="cluster").values_list(
@@ -159,15 +161,16 @@ def main() -> None:
 
         call_command("migrate", verbosity=0)
         truths = _load(args.users, args.per_user)
-        log = tempfile.TemporaryFile()
-        cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT)
+        log = Path(tempfile.mkdtemp()) / "qcluster.log"
+        with log.open("wb") as out:
+            cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env, stdout=out,
+                                       stderr=subprocess.STDOUT)
         time.sleep(8)  # let the cluster come up
         print(f"{truths} truths, {args.users} users of {args.per_user}; one qcluster, {args.workers} workers, ORM")
         print("users/task  phase1 tasks  phase2 tasks  clusters  phase 1 s  end to end s  faults  status")
         for _ in range(args.rounds):
             for per_task in (1, args.batched):
-                r = _one_run(per_task, arms=args.arms)
+                r = _one_run(per_task, arms=args.arms, cluster=cluster, log=log)
                 print(f"{r['per_task']:>10}  {r['phase1_tasks']:>12}  {r['phase2_tasks']:>12}  {r['clusters']:>8}  "
                       f"{r['phase1_s']:>9.1f}  {r['total_s']:>12.1f}  {r['faults']:>6}  {r['status']}", flush=True)
     finally:
