@@ -10,7 +10,7 @@ The truths are the real facts of the team's data folder (``IRIS_SHARED_DIR``/dat
 once by the local model before any run, so the runs time the queue, phase 1's clustering
 and stages, and phase 2 with the rule judge (``--arms report``: the clusters are counted,
 not judged, so a run is phase 1 alone). Each run is a dry run over the full window
-(``create_run(mode="dry_run", full=True)``): truths are left as they were, so every run
+(``create_run(dry_run=True, full=True)``): truths are left as they were, so every run
 sees the same data. One ``manage.py qcluster`` (``--workers`` workers, ORM broker) runs
 every run; only this process's setting changes between them, as the grouping happens
 when the run is started. ``--rounds`` alternates the two settings (per user first) that
@@ -101,7 +101,7 @@ def _one_run(per_task: int, *, arms: str, cluster: subprocess.Popen[bytes], log:
 
     arm_modes = {"IRIS_CONSOLIDATION_LEXICAL": arms, "IRIS_CONSOLIDATION_SEMANTIC": arms}
     with override_settings(IRIS_CONSOLIDATION_PHASE1_USERS_PER_TASK=per_task, **arm_modes):
-        run = consolidation.create_run(trigger="command", mode="dry_run", full=True)
+        run = consolidation.create_run(trigger="command", dry_run=True, full=True)
         tasks.enqueue_run(run)
         jobs = list(ConsolidationJob.objects.in_run(run.pk).filter(kind="user").order_by("id"))
         phase1_tasks = len(dispatch.user_batches(jobs))

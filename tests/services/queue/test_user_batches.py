@@ -58,7 +58,7 @@ def test_fifty_small_users_and_one_large_are_sent_in_ceil_fifty_over_n_plus_one_
         truth_factory("Likes tea.", user=user, embedding=vector_at(0.99))
     large = user_factory()
     _user_with_facts(truth_factory, large, extra=1)  # 5 truths: over the bound
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
 
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
@@ -80,7 +80,7 @@ def test_a_task_carries_at_most_the_truths_one_user_timeout_covers(run_factory, 
     for user in users:
         for i in range(4):
             truth_factory(f"Fact {i}", user=user)
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     consolidation.start_run(run)
     jobs = [Job(run=run, kind=Job.Kind.USER, key=f"user:{u.pk}", user=u) for u in users]
     original = dispatch.TRUTHS_PER_USER_TIMEOUT
@@ -121,7 +121,7 @@ def test_batched_planning_finds_the_clusters_and_merges_of_per_user_planning(
     for per_task in (1, 3):
         settings.IRIS_CONSOLIDATION_PHASE1_USERS_PER_TASK = per_task
         with transaction.atomic():
-            run = run_factory(mode="queued")
+            run = run_factory(execution="queued")
             with django_capture_on_commit_callbacks(execute=True):
                 tasks.enqueue_run(run)
             outcomes[per_task] = _outcome(run.pk)
@@ -143,7 +143,7 @@ def _batched_run(run_factory, truth_factory, user_factory, settings, capture, *,
     people = [user_factory() for _ in range(users)]
     for user in people:
         _user_with_facts(truth_factory, user)
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     with capture(execute=False) as callbacks:
         tasks.enqueue_run(run)
     assert len(callbacks) == 1  # one phase 1 task for all of them
@@ -275,7 +275,7 @@ def test_users_not_started_before_the_embedding_share_are_queued_again_together(
 
 
 def test_claim_batch_takes_only_the_jobs_left_to_do(run_factory, user_factory, settings):
-    run = run_factory(mode="queued")
+    run = run_factory(execution="queued")
     consolidation.start_run(run)
     users = [user_factory() for _ in range(3)]
     jobs = [Job.objects.create(run=run, kind=Job.Kind.USER, key=f"user:{u.pk}", user=u) for u in users]
