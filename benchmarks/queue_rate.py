@@ -41,6 +41,9 @@ def _server_url(dbname: str) -> str:
         cfg = environ.Env.db_url_config(os.environ["DATABASE_URL"])
         host, port = cfg.get("HOST") or "", cfg.get("PORT") or ""
         auth = quote(cfg.get("USER") or "") + (f":{quote(cfg['PASSWORD'])}" if cfg.get("PASSWORD") else "")
+        socket = cfg.get("OPTIONS", {}).get("host", "")
+        if not host and socket:  # a unix socket folder (the embedded server's) stays in ?host=
+            return f"postgres://{auth}@/{dbname}?host={quote(socket)}" + (f"&port={port}" if port else "")
         return f"postgres://{auth}@{host}{':' + str(port) if port else ''}/{dbname}"
     from project.embedded_db.base import ensure_server
 

@@ -218,7 +218,8 @@ def check_phase1(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E017 a phase 1 setting out of range: ``PHASE1_MEMORY_MB`` not a number > 0 (MB),
     ``PHASE1_APPROXIMATE_FROM`` not a whole number >= 1 (seeds), ``PHASE1_NEIGHBOURS`` not
     a whole number >= ``MAX_CLUSTER_SIZE`` - 1 (fewer would cap every cluster below its
-    size)."""
+    size), ``PHASE1_USERS_PER_TASK`` not a whole number >= 1 or ``PHASE1_BATCH_MAX_TRUTHS``
+    not one >= 0."""
     errors: list[Any] = []
     memory = app_settings.PHASE1_MEMORY_MB
     if isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory <= 0:
@@ -238,4 +239,8 @@ def check_phase1(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             f"IRIS_CONSOLIDATION_PHASE1_NEIGHBOURS is {neighbours!r}; it must be a whole number >= {least} "
             "(MAX_CLUSTER_SIZE - 1; 64 by default)."
         )
+    for name, least in (("PHASE1_USERS_PER_TASK", 1), ("PHASE1_BATCH_MAX_TRUTHS", 0)):
+        value = getattr(app_settings, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            errors.append(f"IRIS_CONSOLIDATION_{name} is {value!r}; it must be a whole number >= {least}.")
     return [Error(message, id="iris_consolidation.E017") for message in errors]

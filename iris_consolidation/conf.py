@@ -105,6 +105,14 @@ DEFAULTS: dict[str, Any] = {
     # the pairs (and memory) of a dense user, where every truth is near thousands (20,000
     # templated truths at 0.40 gathered over 20 million pairs, 2 GB, without it).
     "PHASE1_NEIGHBOURS": 64,
+    # Phase 1 of small users in shared tasks (services/queue/dispatch.py, user_batches):
+    # users with at most PHASE1_BATCH_MAX_TRUTHS live truths are planned up to
+    # PHASE1_USERS_PER_TASK to one django-q2 task (and at most 10,000 truths in all, what
+    # one USER_JOB_TIMEOUT covers), one after another, each on its own job; larger users
+    # get a task each. A task costs its broker round trip, its claim and its run refresh
+    # whatever it plans. 1 user per task, or 0 truths: a task per user.
+    "PHASE1_USERS_PER_TASK": 50,
+    "PHASE1_BATCH_MAX_TRUTHS": 1000,
     # pgvector hnsw.ef_search for neighbour queries; 100 found 98.5% of true pairs
     # >= 0.8 cosine at 100k x 384 against 95.5% for the default 40 (measured here).
     "HNSW_EF_SEARCH": 100,

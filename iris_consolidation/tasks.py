@@ -1,7 +1,8 @@
 """django-q2 entry points (thin doors) and the two helpers that start queued runs.
 
 Tasks take primitive arguments (ids), claim their job row, call one service and return
-a small dict. Phase 1: ``plan_user`` per user, which creates a job per cluster and
+a small dict. Phase 1: ``plan_user`` per user, or ``plan_users`` for several small users
+one after another (each on its own job), which creates a job per cluster and
 sends a ``consolidate_batch`` task per batch of up to ``CLUSTERS_PER_CALL`` of them
 (one model call), all in the run's group
 ``iris_consolidation:run:<id>``; ``apply_review`` per verdict of an applied dry run.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -39,7 +41,8 @@ CRASHED = "{kind}: {error}"
 
 
 def enqueue_run(run: ConsolidationRun) -> int:
-    """Start ``run`` and enqueue one ``plan_user`` task per user; returns the count.
+    """Start ``run`` and enqueue its phase 1 tasks (``plan_user`` per large user,
+    ``plan_users`` per batch of small ones); returns the count of users.
 
     The tasks are sent when the current transaction commits. A run with no user to
     consolidate is finished at once.
@@ -109,6 +112,47 @@ def plan_user(run_id: str, user_id: int) -> dict[str, Any]:
     if job is None:
         return {"user_id": user_id, "skipped": True}
     return _run_claimed(job, lambda: workers.plan_user_job(job, embedder=_worker_embedder()))
+
+
+def plan_users(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
+    """Task: phase 1 for the jobs of several small users (``dispatch.user_batches``), one
+    user after another, each as its own ``plan_user`` would: its own job, claimed, done,
+    faulted or failed on its own, its cluster tasks sent when it is done.
+
+    A user that raises gets a fault on its job (queued again alone, or failed at
+    ``JOB_ATTEMPTS``) and the others go on; the first such error is raised at the end, so
+    django-q2 records it. A delivery again of the task skips the users already done
+    (``delivery.claim_batch``). Embedding stops at ``EMBED_SHARE`` of the task's timeout,
+    as for one user; users not started by then are queued again together (not a fault).
+    """
+    timeout = dispatch.timeout_of(ConsolidationJob.Kind.USER)
+    claimed = delivery.claim_batch([int(pk) for pk in job_ids], worker=worker_name(), timeout=timeout)
+    if not claimed:
+        return [{"jobs": list(job_ids), "skipped": True}]
+    deadline = time.monotonic() + workers.EMBED_SHARE * timeout
+    results: list[dict[str, Any]] = []
+    first_error: Exception | None = None
+    for index, job in enumerate(claimed):
+        if index and time.monotonic() >= deadline:
+            delivery.release(claimed[index:])
+            results += [{"user_id": later.user_id, "released": True} for later in claimed[index:]]
+            break
+        try:
+            results.append(workers.plan_user_job(job, embedder=_worker_embedder(), embed_deadline=deadline))
+        except TimeoutException:
+            _fault(job, TIMED_OUT.format(seconds=timeout, setting="IRIS_CONSOLIDATION_USER_JOB_TIMEOUT"))
+            delivery.release(claimed[index + 1 :])
+            raise
+        except Exception as exc:
+            # One user's failure is its own: its job takes the fault, the next user goes on.
+            logger.exception("run %s: phase 1 of user %s failed in a shared task", run_id, job.user_id)
+            _fault(job, CRASHED.format(kind=type(exc).__name__, error=exc))
+            results.append({"user_id": job.user_id, "error": str(exc)})
+            first_error = first_error or exc
+    _settle(claimed[0].run_id)
+    if first_error is not None:
+        raise first_error
+    return results
 
 
 def consolidate_batch(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:

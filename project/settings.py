@@ -181,6 +181,8 @@ _IRIS = {
     "PHASE1_MEMORY_MB": env.float,
     "PHASE1_APPROXIMATE_FROM": env.int,
     "PHASE1_NEIGHBOURS": env.int,
+    "PHASE1_USERS_PER_TASK": env.int,
+    "PHASE1_BATCH_MAX_TRUTHS": env.int,
 }
 for _name, _cast in _IRIS.items():
     _var = f"IRIS_CONSOLIDATION_{_name}"

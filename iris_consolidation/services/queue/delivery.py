@@ -18,6 +18,7 @@ Lock order, everywhere: job rows, then the run row, then truth rows.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -117,24 +118,44 @@ def claim(job_id: int, *, worker: str = "", now: datetime | None = None) -> Job 
     now = now or timezone.now()
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job_id)
-        if job.status in (Status.DONE, Status.FAILED):
+        return _take(job, worker=worker, now=now, timeout=None)
+
+
+def claim_batch(job_ids: Sequence[int], *, worker: str = "", timeout: int, now: datetime | None = None) -> list[Job]:
+    """``claim`` for the jobs of one task (phase 1 of several small users), in one
+    transaction: returns those taken, in ``job_ids``' order, each with a lease of
+    ``timeout`` seconds (the task's) plus ``LEASE_MARGIN``. Queries: one lock, one update
+    per job taken."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = {job.pk: job for job in Job.objects.select_for_update().filter(pk__in=job_ids).order_by("pk")}
+        taken = (_take(locked[pk], worker=worker, now=now, timeout=timeout) for pk in job_ids if pk in locked)
+        return [job for job in taken if job is not None]
+
+
+def _take(job: Job, *, worker: str, now: datetime, timeout: int | None) -> Job | None:
+    """``claim``'s decision and write for ``job`` (row locked by the caller); ``timeout``
+    None: the job's own (``dispatch.timeout_of``)."""
+    if job.status in (Status.DONE, Status.FAILED):
+        return None
+    if job.status == Status.RUNNING:
+        if job.lease_until is not None and job.lease_until > now:
             return None
-        if job.status == Status.RUNNING:
-            if job.lease_until is not None and job.lease_until > now:
-                return None
-            if not count_fault(job, WORKER_LOST, now):
-                return None
-        if job.status == Status.WAITING and job.not_before is not None and job.not_before > now + EARLY_TOLERANCE:
+        if not count_fault(job, WORKER_LOST, now):
             return None
-        job.status = Status.RUNNING
-        job.deliveries += 1
-        job.worker = worker[:200]
-        job.started_at = now
-        job.lease_until = now + timedelta(seconds=dispatch.timeout_of(job.kind, user_id=job.user_id) + LEASE_MARGIN)
-        job.first_attempt_at = job.first_attempt_at or now
-        job.not_before = None
-        job.save()
-        return job
+    if job.status == Status.WAITING and job.not_before is not None and job.not_before > now + EARLY_TOLERANCE:
+        return None
+    if timeout is None:
+        timeout = dispatch.timeout_of(job.kind, user_id=job.user_id)
+    job.status = Status.RUNNING
+    job.deliveries += 1
+    job.worker = worker[:200]
+    job.started_at = now
+    job.lease_until = now + timedelta(seconds=timeout + LEASE_MARGIN)
+    job.first_attempt_at = job.first_attempt_at or now
+    job.not_before = None
+    job.save()
+    return job
 
 
 def _lock_own(job: Job) -> Job | None:
@@ -188,6 +209,26 @@ def continue_later(job: Job, *, note: str, now: datetime | None = None) -> bool:
         locked.continues = True
         requeue_locked(locked, now)
     return True
+
+
+def release(jobs: Sequence[Job], *, now: datetime | None = None) -> int:
+    """Hand the user jobs this delivery holds but did not start back to the queue, sent
+    again together (``dispatch.send_user_jobs``): not a fault. For a phase 1 task of
+    several users that ran out of time. Returns how many were still held."""
+    now = now or timezone.now()
+    held = []
+    with transaction.atomic():
+        for job in sorted(jobs, key=lambda j: j.pk):  # lock order: job rows by id
+            locked = _lock_own(job)
+            if locked is None:
+                continue
+            locked.status = Status.QUEUED
+            locked.lease_until = None
+            locked.dispatched_at = now
+            locked.save()
+            held.append(locked)
+        dispatch.send_user_jobs(held)
+    return len(held)
 
 
 def record_fault(job: Job, *, error: str, now: datetime | None = None) -> str:

@@ -9,10 +9,12 @@ sent: the process that started the run runs it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count
 from django_q.conf import Conf
 from django_q.models import Schedule
 from django_q.tasks import async_task, schedule
@@ -25,11 +27,12 @@ Job = ConsolidationJob
 _TASKS = "iris_consolidation.tasks"
 #: The django-q2 task of each job kind and schedule: dotted paths into ``tasks.py``.
 PLAN_USER = f"{_TASKS}.plan_user"
+PLAN_USERS = f"{_TASKS}.plan_users"
 CONSOLIDATE_BATCH = f"{_TASKS}.consolidate_batch"
 APPLY_REVIEW = f"{_TASKS}.apply_review"
 SCHEDULED_CONSOLIDATION = f"{_TASKS}.scheduled_consolidation"
 RECOVER_JOBS = f"{_TASKS}.recover_jobs"
-TASKS = (PLAN_USER, CONSOLIDATE_BATCH, APPLY_REVIEW, SCHEDULED_CONSOLIDATION, RECOVER_JOBS)
+TASKS = (PLAN_USER, PLAN_USERS, CONSOLIDATE_BATCH, APPLY_REVIEW, SCHEDULED_CONSOLIDATION, RECOVER_JOBS)
 
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 
@@ -67,6 +70,39 @@ def timeout_of(kind: str, *, user_id: int | None = None) -> int:
     return max(base, derived)
 
 
+def user_batches(jobs: Sequence[Job]) -> list[list[Job]]:
+    """The phase 1 jobs ``jobs`` (one run's, in order) grouped into the tasks that plan them.
+
+    A user of at most ``PHASE1_BATCH_MAX_TRUTHS`` live truths shares a task with the next
+    small users, up to ``PHASE1_USERS_PER_TASK`` of them and ``TRUTHS_PER_USER_TIMEOUT``
+    truths in all (what one ``USER_JOB_TIMEOUT`` covers, as for one user of that size);
+    a larger user gets a task of its own. Queries: one (the users' live truth counts),
+    none when batching is off (either setting at 1 user or 0 truths).
+    """
+    per_task = int(app_settings.PHASE1_USERS_PER_TASK)
+    bound = int(app_settings.PHASE1_BATCH_MAX_TRUTHS)
+    if per_task <= 1 or bound <= 0 or len(jobs) <= 1:
+        return [[job] for job in jobs]
+    rows = Truth.objects.filter(user_id__in={job.user_id for job in jobs}).values("user_id").annotate(n=Count("id"))
+    sizes = {row["user_id"]: row["n"] for row in rows.order_by()}
+    groups: list[list[Job]] = []
+    batch: list[Job] = []
+    truths = 0
+    for job in jobs:
+        size = sizes.get(job.user_id, 0)
+        if size > bound:
+            groups.append([job])
+            continue
+        if batch and (len(batch) >= per_task or truths + size > TRUTHS_PER_USER_TIMEOUT):
+            groups.append(batch)
+            batch, truths = [], 0
+        batch.append(job)
+        truths += size
+    if batch:
+        groups.append(batch)
+    return groups
+
+
 def task_call(job: Job) -> Call:
     """``(task path, args, q_options)`` of the django-q2 task that runs ``job``."""
     run = str(job.run_id)
@@ -95,6 +131,17 @@ def batch_call(batch: list[Job]) -> Call:
     }
 
 
+def user_batch_call(batch: list[Job]) -> Call:
+    """``(task path, args, q_options)`` of the phase 1 task that plans the small users of
+    ``batch`` (``user_batches``) one after another, with one user's timeout."""
+    first = batch[0]
+    run = str(first.run_id)
+    name = f"iris:plan:{run[:8]}:user{first.user_id}+{len(batch) - 1}"
+    return PLAN_USERS, (run, [job.pk for job in batch]), {
+        "task_name": name, "group": group_name(first.run_id), "timeout": timeout_of(Job.Kind.USER)
+    }
+
+
 def in_process(run_id: Any) -> bool:
     """Whether run ``run_id`` is executed by the process that started it."""
     execution = ConsolidationRun.objects.filter(pk=run_id).values_list("execution", flat=True).first()
@@ -106,6 +153,15 @@ def send(job: Job) -> None:
     run executed in process)."""
     if not in_process(job.run_id):
         _send(task_call(job))
+
+
+def send_user_jobs(jobs: Sequence[Job]) -> None:
+    """Send the tasks of the phase 1 jobs ``jobs`` (one run's) on commit: small users
+    together (``user_batches``), one task per batch; nothing for a run executed in process."""
+    if not jobs or in_process(jobs[0].run_id):
+        return
+    for batch in user_batches(jobs):
+        _send(user_batch_call(batch) if len(batch) > 1 else task_call(batch[0]))
 
 
 def send_batch(batch: list[Job]) -> None:

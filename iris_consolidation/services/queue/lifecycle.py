@@ -1,9 +1,10 @@
 """A run's life on its job rows: one start, one finish rule, one failure.
 
-Every run has one ``ConsolidationJob`` per phase 1 user task and per phase 2 cluster
-task (or, for the application of a dry run, per verdict applied), whoever executes it:
-django-q2 workers, or the process that started it (``execution.run_sync``). django-q2
-carries the messages; the rows carry the state (``delivery``, ``recovery``).
+Every run has one ``ConsolidationJob`` per phase 1 user (small users are planned
+several to a task, each on its own job) and per phase 2 cluster task (or, for the
+application of a dry run, per verdict applied), whoever executes it: django-q2 workers,
+or the process that started it (``execution.run_sync``). django-q2 carries the
+messages; the rows carry the state (``delivery``, ``recovery``).
 
 - ``start_run`` starts every run: a pass (one phase 1 job per user) or the application
   of a dry run (one apply job per preview), sent on commit;
@@ -53,7 +54,8 @@ def start_run(
     (``consolidation.start_run``) and create its first jobs, sent on commit unless the
     run executes in process (``execution.run_sync``, which then runs them itself).
 
-    A pass gets one phase 1 job per user; the application of a dry run (``previews``,
+    A pass gets one phase 1 job per user (small users' jobs sent several to a task,
+    ``dispatch.send_user_jobs``); the application of a dry run (``previews``,
     the dry run's preview reviews) one apply job per preview and no phase 1. Returns
     the user ids. Transaction: one, around the start and the jobs. A run with nothing
     to do is finished at once.
@@ -62,11 +64,11 @@ def start_run(
     with transaction.atomic():
         user_ids = consolidation.start_run(run, previews=previews, now=now)
         if previews is None:
-            created = create_user_jobs(run, user_ids, now=now)
+            # Small users share phase 1 tasks (``dispatch.user_batches``), each with its own job.
+            dispatch.send_user_jobs(create_user_jobs(run, user_ids, now=now))
         else:
-            created = create_apply_jobs(run, previews, now=now)
-        for job in created:
-            dispatch.send(job)
+            for job in create_apply_jobs(run, previews, now=now):
+                dispatch.send(job)
         refresh_run(run.pk, now=now)
     return user_ids
 

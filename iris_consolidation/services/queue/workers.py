@@ -63,17 +63,21 @@ def max_throttle_sleep() -> float:
     return max(0.0, float(app_settings.CLUSTER_JOB_TIMEOUT) - float(app_settings.LLM_TIMEOUT) - THROTTLE_SLEEP_MARGIN)
 
 
-def plan_user_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any]:
+def plan_user_job(
+    job: ConsolidationJob, *, embedder: Embedder, embed_deadline: float | None = None
+) -> dict[str, Any]:
     """Phase 1 of a claimed user job: embed, cluster, create and send the cluster jobs.
 
     Embedding stops after the committed batch that passes ``EMBED_SHARE`` of the task's
-    timeout; the job then continues in a new delivery (not a fault), which embeds the
-    rest or, with nothing left, clusters with its whole timeout. So a user of any size
-    gets through embedding; clustering must fit one timeout (``dispatch.timeout_of``, which
-    grows with the user's size).
+    timeout (or at ``embed_deadline``, ``time.monotonic()`` seconds: a task of several
+    users passes its own); the job then continues in a new delivery (not a fault), which
+    embeds the rest or, with nothing left, clusters with its whole timeout. So a user of
+    any size gets through embedding; clustering must fit one timeout
+    (``dispatch.timeout_of``, which grows with the user's size).
     """
-    timeout = dispatch.timeout_of(job.kind, user_id=job.user_id)
-    deadline = time.monotonic() + EMBED_SHARE * timeout
+    deadline = embed_deadline
+    if deadline is None:
+        deadline = time.monotonic() + EMBED_SHARE * dispatch.timeout_of(job.kind, user_id=job.user_id)
     plan = consolidation.build_user_plan(
         run_id=job.run_id, user_id=job.user_id, embedder=embedder, embed_deadline=deadline
     )

@@ -28,7 +28,7 @@ def test_queued_run_is_executed_by_a_real_qcluster_worker(qcluster, truth_factor
     call_command("consolidate_truths", stdout=out)
 
     run_id = re.fullmatch(r"Dispatched batch: (\S+)\n", out.getvalue()).group(1)
-    assert OrmQ.objects.count() == 2  # one phase 1 task per user, waiting for the worker
+    assert OrmQ.objects.count() == 1  # one phase 1 task for both small users, waiting for the worker
     run = wait_until(
         lambda: ConsolidationRun.objects.filter(pk=run_id, finished_at__isnull=False).first(),
         timeout=120,
@@ -51,9 +51,44 @@ def test_queued_run_is_executed_by_a_real_qcluster_worker(qcluster, truth_factor
     # django-q2 saves a task's Success after the task returned, so after the run finished.
     done = wait_until(
         lambda: len(found := sorted(Success.objects.filter(group=group_name(run_id)).values_list("func", flat=True)))
-        == 4
+        == 3
         and found,
         timeout=30,
-        what="the four tasks' Success rows",
+        what="the three tasks' Success rows",
     )
-    assert done == ["iris_consolidation.tasks.consolidate_batch"] * 2 + ["iris_consolidation.tasks.plan_user"] * 2
+    assert done == ["iris_consolidation.tasks.consolidate_batch"] * 2 + ["iris_consolidation.tasks.plan_users"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_small_users_share_phase_one_tasks_on_a_real_worker(qcluster, truth_factory, user_factory, settings):
+    small = [user_factory(f"small{i}") for i in range(5)]
+    large = user_factory("large")
+    for user in [*small, large]:
+        truth_factory("Works as a nurse", user=user, embedding=vector_at(1.0))
+        truth_factory("works as a nurse.", user=user, embedding=vector_at(0.99))
+    for i in range(2):  # over the bound below: a task of its own
+        truth_factory(f"Visited place {i}", user=large, embedding=vector_at(1.0, axis=10 + i, towards=20 + i))
+    batching = {"PHASE1_USERS_PER_TASK": "2", "PHASE1_BATCH_MAX_TRUTHS": "3"}
+    for name, value in batching.items():
+        setattr(settings, f"IRIS_CONSOLIDATION_{name}", int(value))
+    worker = qcluster(**{f"IRIS_CONSOLIDATION_{name}": value for name, value in batching.items()})
+
+    call_command("consolidate_truths", stdout=(out := StringIO()))
+
+    run_id = re.fullmatch(r"Dispatched batch: (\S+)\n", out.getvalue()).group(1)
+    run = wait_until(
+        lambda: ConsolidationRun.objects.filter(pk=run_id, finished_at__isnull=False).first(),
+        timeout=120,
+        what=f"run {run_id} to finish; worker log:\n{worker.log}",
+    )
+    assert (run.status, run.users_done, run.clusters_found, run.merged, run.failed) == ("done", 6, 6, 6, 0)
+    phase1 = Success.objects.filter(group=group_name(run_id), func__contains=".plan_")
+    planned = wait_until(
+        lambda: len(found := sorted(phase1.values_list("func", flat=True))) == 4 and found,
+        timeout=30,
+        what="the four phase 1 tasks' Success rows",
+    )
+    # ceil(5 / 2) tasks for the small users (the last carries one, so it is a plan_user) + 1 for the large one.
+    assert planned == ["iris_consolidation.tasks.plan_user"] * 2 + ["iris_consolidation.tasks.plan_users"] * 2
+    for user in [*small, large]:
+        assert Truth.objects.get(user=user, origin=Origin.CONSOLIDATED).embedding is not None
