@@ -553,6 +553,26 @@ def _prepare_template() -> None:
     connection.settings_dict["NAME"] = home
 
 
+def _previous_schema(checkout: Path) -> None:
+    """Migrate ``BENCH_DB`` back to the last migration ``checkout`` knows, so that the
+    previous version's models match the tables it reads (this checkout's migrations
+    reverse theirs); nothing to do when both versions end at the same migration."""
+    from django.core.management import call_command
+    from django.db import connection, connections
+
+    def last(root: Path) -> str:
+        return max((p.stem for p in (root / "iris_consolidation" / "migrations").glob("[0-9]*.py")), default="")
+
+    if last(checkout) in ("", last(ROOT)):
+        return
+    home = connection.settings_dict["NAME"]
+    connections.close_all()
+    connection.settings_dict["NAME"] = BENCH_DB
+    call_command("migrate", "iris_consolidation", last(checkout), verbosity=0)
+    connections.close_all()
+    connection.settings_dict["NAME"] = home
+
+
 def _cases(args: argparse.Namespace) -> list[tuple[str, int]]:
     cases = [("excluded", n) for n in args.sizes] + [("included", n) for n in args.included]
     if args.users:
@@ -610,6 +630,8 @@ def main() -> None:
             setup = _child("setup", "excluded" if mode == "incremental" else mode, n, args)
             measured = _child("phase1", mode, n, args)
             row = {"n": n, "mode": mode, **setup, **measured}
+            if args.previous is not None and mode != "incremental":
+                _previous_schema(args.previous)
             if args.previous is not None and mode not in ("incremental", "msc"):
                 # The previous version on the same truths, after this one (vectors embedded).
                 before = _child("phase1", mode, n, args, checkout=args.previous)
