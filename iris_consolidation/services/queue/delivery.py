@@ -166,6 +166,12 @@ def _lock_own(job: Job) -> Job | None:
     return locked
 
 
+def _lock_held(jobs: Sequence[Job]) -> list[Job]:
+    """Those of ``jobs`` this delivery still holds, re-read under lock in id order (the
+    lock order of job rows); call inside a transaction."""
+    return [locked for job in sorted(jobs, key=lambda j: j.pk) if (locked := _lock_own(job)) is not None]
+
+
 def defer_batch(batch: list[Job], *, until: datetime, rate_limited: bool = False, note: str = "") -> int:
     """Put the cluster jobs of one batch task back to wait until ``until`` (not a failure),
     sent again together then (one scheduled task, so the batch stays one model call).
@@ -173,12 +179,9 @@ def defer_batch(batch: list[Job], *, until: datetime, rate_limited: bool = False
     ``rate_limited`` counts a provider's 429, else our own jobs-per-minute limit. Returns
     how many jobs this delivery still held and put back to wait.
     """
-    held = []
     with transaction.atomic():
-        for job in sorted(batch, key=lambda j: j.pk):  # lock order: job rows by id
-            locked = _lock_own(job)
-            if locked is None:
-                continue
+        held = _lock_held(batch)
+        for locked in held:
             locked.status = Status.WAITING
             locked.not_before = until
             locked.lease_until = None
@@ -190,7 +193,6 @@ def defer_batch(batch: list[Job], *, until: datetime, rate_limited: bool = False
             if note:
                 locked.error = note
             locked.save()
-            held.append(locked)
         dispatch.send_batch_at(held, until)
     return len(held)
 
@@ -216,17 +218,13 @@ def release(jobs: Sequence[Job], *, now: datetime | None = None) -> int:
     again together (``dispatch.send_user_jobs``): not a fault. For a phase 1 task of
     several users that ran out of time. Returns how many were still held."""
     now = now or timezone.now()
-    held = []
     with transaction.atomic():
-        for job in sorted(jobs, key=lambda j: j.pk):  # lock order: job rows by id
-            locked = _lock_own(job)
-            if locked is None:
-                continue
+        held = _lock_held(jobs)
+        for locked in held:
             locked.status = Status.QUEUED
             locked.lease_until = None
             locked.dispatched_at = now
             locked.save()
-            held.append(locked)
         dispatch.send_user_jobs(held)
     return len(held)
 
