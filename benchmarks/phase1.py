@@ -21,7 +21,9 @@ The product is ``services.pipeline.consolidation.plan_user`` in a run of the sem
 only (``--only semantic``: embedding, then the embedding arm's clusters; ``find_clusters``
 with the seed filter for the incremental case). The column "with noise, decay, lexical"
 times ``plan_user`` again in a default run (every stage before judging, in a dry run: no
-writes), on the vectors the first pass embedded. The reference, in the same child and on the same
+writes), on the vectors the first pass embedded; for many small users, "batched" times the
+same pass as the queue's shared tasks and a run in process make it
+(``batch_plan.plan_users``, ``PHASE1_USERS_PER_TASK`` users at a time). The reference, in the same child and on the same
 vectors, is a plain exact numpy pass: float32 blocked products of 4,096 rows (upper
 triangle for full passes), every pair >= the threshold; for many users it includes each
 user's fetch. Recall is the share of the reference's pairs that the product's neighbour search (exact
@@ -446,6 +448,9 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
         queries = queries_before
         breakdown = _stage_seconds(all_stages.pk)
         breakdown["bookkeeping"] = round(stages_seconds - sum(breakdown.values()), 3)
+    batched: dict[str, Any] = {}
+    if seed_filter is None and args.mode in ("users", "msc"):
+        batched = _batched_pass(users, embedder, count)
 
     # The reference on the same vectors (now all embedded), and the product's recall.
     if args.mode in ("users", "msc"):
@@ -478,6 +483,7 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
         "all_stages_seconds": stages_seconds,
         "whole_per_user_ms": round(1000 * stages_seconds / len(users), 2) if stages_seconds is not None else None,
         "whole_queries_per_user": round(whole_queries / len(users), 1),
+        **batched,
         "stages": breakdown,
         "users": len(users),
         "per_user_ms": round(1000 * seconds / len(users), 1),
@@ -494,6 +500,42 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
         "rss_before_mb": round(rss_before, 1),
         "peak_rss_mb": round(rss_product, 1),
         "load": f"{load_before:.1f}-{os.getloadavg()[0]:.1f}",
+    }
+
+
+def _batched_pass(users: list[Any], embedder: Any, count: Any) -> dict[str, Any]:
+    """The whole phase 1 of ``users`` as the queue's shared tasks and a run in process plan
+    small users: ``PHASE1_USERS_PER_TASK`` at a time (``batch_plan.plan_users``). Empty
+    for a version without it (``--previous``). Queries are those Django sees: each batch
+    also writes its stage results with one ``COPY``, which it does not."""
+    from django.db import connection
+
+    from iris_consolidation.conf import app_settings
+    from iris_consolidation.services.pipeline import consolidation
+
+    try:
+        from iris_consolidation.services.pipeline import batch_plan
+    except ImportError:
+        return {}
+    per_task = int(app_settings.PHASE1_USERS_PER_TASK)
+    run = consolidation.create_run(trigger="command", dry_run=True, judge="bench")
+    queries = [0]
+
+    def counted(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        queries[0] += 1
+        return count(execute, sql, params, many, context)
+
+    started = time.monotonic()
+    with connection.execute_wrapper(counted):
+        for start in range(0, len(users), per_task):
+            batch_plan.plan_users(run_id=run.pk, user_ids=[u.pk for u in users[start:start + per_task]],
+                                  embedder=embedder)
+    seconds = time.monotonic() - started
+    return {
+        "batched_seconds": round(seconds, 3),
+        "batched_per_user_ms": round(1000 * seconds / len(users), 2),
+        "batched_queries_per_user": round(queries[0] / len(users), 2),
+        "users_per_task": per_task,
     }
 
 
@@ -665,9 +707,9 @@ def main() -> None:
         )
     print(
         "\n| case | truths | whole phase 1 s | previous s | ratio | per user ms | queries a user | "
-        + " | ".join(STAGE_COLUMNS) + " | bookkeeping |"
+        "batched per user ms | batched queries a user | " + " | ".join(STAGE_COLUMNS) + " | bookkeeping |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(STAGE_COLUMNS) + 1))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(STAGE_COLUMNS) + 1))
     for r in results:
         if r.get("all_stages_seconds") is None:
             continue
@@ -676,7 +718,8 @@ def main() -> None:
         stage_cells = " | ".join(str(r["stages"].get(s, "-")) for s in STAGE_COLUMNS)
         print(
             f"| {r['mode']} | {r['n']:,} | {r['all_stages_seconds']} | {'-' if before is None else before} "
-            f"| {ratio} | {r['whole_per_user_ms']} | {r['whole_queries_per_user']} | {stage_cells} "
+            f"| {ratio} | {r['whole_per_user_ms']} | {r['whole_queries_per_user']} "
+            f"| {r.get('batched_per_user_ms', '-')} | {r.get('batched_queries_per_user', '-')} | {stage_cells} "
             f"| {r['stages'].get('bookkeeping')} |"
         )
     embedded = [r for r in results if r["mode"] == "included" and r["embed_seconds"]]

@@ -115,43 +115,40 @@ def plan_user(run_id: str, user_id: int) -> dict[str, Any]:
 
 
 def plan_users(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
-    """Task: phase 1 for the jobs of several small users (``dispatch.user_batches``), one
-    user after another, each as its own ``plan_user`` would: its own job, claimed, done,
-    faulted or failed on its own, its cluster tasks sent when it is done.
+    """Task: phase 1 for the jobs of several small users (``dispatch.user_batches``),
+    planned together in a few queries (``workers.plan_user_jobs``), each user on its own
+    job: claimed, done, faulted or failed on its own, its cluster tasks sent when it is
+    done.
 
     A user that raises gets a fault on its job (queued again alone, or failed at
-    ``JOB_ATTEMPTS``) and the others go on; the first such error is raised at the end, so
-    django-q2 records it. A delivery again of the task skips the users already done
-    (``delivery.claim_batch``). Embedding stops at ``EMBED_SHARE`` of the task's timeout,
-    as for one user; users not started by then are queued again together (not a fault).
+    ``JOB_ATTEMPTS``) and the others are done; the first such error is raised at the end,
+    so django-q2 records it. A timeout faults every job the task still holds. A delivery
+    again of the task skips the users already done (``delivery.claim_batch``). Embedding
+    stops at ``EMBED_SHARE`` of the task's timeout, as for one user; users not started by
+    then are queued again together (not a fault).
     """
     timeout = dispatch.timeout_of(ConsolidationJob.Kind.USER)
     claimed = delivery.claim_batch([int(pk) for pk in job_ids], worker=worker_name(), timeout=timeout)
     if not claimed:
         return [{"jobs": list(job_ids), "skipped": True}]
     deadline = time.monotonic() + workers.EMBED_SHARE * timeout
-    results: list[dict[str, Any]] = []
-    first_error: Exception | None = None
-    for index, job in enumerate(claimed):
-        if index and time.monotonic() >= deadline:
-            delivery.release(claimed[index:])
-            results += [{"user_id": later.user_id, "released": True} for later in claimed[index:]]
-            break
-        try:
-            results.append(workers.plan_user_job(job, embedder=_worker_embedder(), embed_deadline=deadline))
-        except TimeoutException:
+    try:
+        results, failed = workers.plan_user_jobs(claimed, embedder=_worker_embedder(), embed_deadline=deadline)
+    except TimeoutException:
+        for job in claimed:  # a job already done is no longer held: its fault is ignored
             _fault(job, TIMED_OUT.format(seconds=timeout, setting="IRIS_CONSOLIDATION_USER_JOB_TIMEOUT"))
-            delivery.release(claimed[index + 1 :])
-            raise
-        except Exception as exc:
-            # One user's failure is its own: its job takes the fault, the next user goes on.
-            logger.exception("run %s: phase 1 of user %s failed in a shared task", run_id, job.user_id)
+        raise
+    except Exception as exc:
+        for job in claimed:
             _fault(job, CRASHED.format(kind=type(exc).__name__, error=exc))
-            results.append({"user_id": job.user_id, "error": str(exc)})
-            first_error = first_error or exc
+        raise
+    for job in claimed:
+        if job.pk in failed:
+            exc = failed[job.pk]
+            _fault(job, CRASHED.format(kind=type(exc).__name__, error=exc))
     _settle(claimed[0].run_id)
-    if first_error is not None:
-        raise first_error
+    if failed:
+        raise next(iter(failed.values()))
     return results
 
 

@@ -283,7 +283,9 @@ DOMAIN = (
 SERVICE_LAYERS = ("pipeline", "hygiene", "operations", "queue")
 #: The pass (a run's phase 1 and 2, its report) lives beside the pipeline's parts and calls the
 #: hygiene stages around them: the one exception to the folders' order.
-THE_PASS = frozenset({f"{PACKAGE}.services.pipeline.consolidation", f"{PACKAGE}.services.pipeline.inventory"})
+THE_PASS = frozenset({
+    f"{PACKAGE}.services.pipeline.{name}" for name in ("consolidation", "inventory", "batch_plan")
+})
 
 
 def _service_layer(module: str) -> int | None:

@@ -286,9 +286,9 @@ def _decide(
     ordered = sorted(candidates, key=lambda c: (CONFIDENCE_RANK.get(c.confidence, 3), c.order))
     existing: dict[str, Truth] = {}
     # Nothing mined (no session in the window, the usual case): no need to read the user's truths.
-    known = Truth.all_objects.for_user(user_id).only("id", "content", "retired_at", "retired_reason")
-    for truth in known if ordered else ():
-        existing.setdefault(normalise(truth.content), truth)
+    if ordered:
+        for truth in Truth.all_objects.for_user(user_id).only("id", "content", "retired_at", "retired_reason"):
+            existing.setdefault(normalise(truth.content), truth)
     seen: set[str] = set()
     keep: list[Candidate] = []
     for c in ordered:

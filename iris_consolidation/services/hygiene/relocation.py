@@ -59,10 +59,11 @@ NOT_RELOCATED = "Truth #{truth} was not relocated to a note; there is nothing to
 def is_reference_heavy(content: str, *, min_chars: int | None = None) -> str:
     """Why ``content`` is reference-heavy by the rule ("length", "list", "changelog"), or ""."""
     min_chars = int(min_chars if min_chars is not None else app_settings.RELOCATE_MIN_CHARS)
-    lines = [line for line in content.splitlines() if line.strip()]
-    if sum(1 for line in lines if LIST_ITEM.match(line)) >= 3:
+    lines = content.splitlines()
+    if len(lines) >= 3 and sum(1 for line in lines if line.strip() and LIST_ITEM.match(line)) >= 3:
         return "list"
-    if len(CHANGELOG_ENTRY.findall(content)) >= 2:
+    # Only the first entry may start at the text's start: a second needs a "\n" or a ";".
+    if ("\n" in content or ";" in content) and len(CHANGELOG_ENTRY.findall(content)) >= 2:
         return "changelog"
     if len(content) >= min_chars:
         return "length"

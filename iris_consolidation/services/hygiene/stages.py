@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q, Sum
@@ -96,7 +97,10 @@ class UserPass:
     insert by ``flush`` (only when ``buffered``: the pass runs in one transaction).
     ``rows``: the user's live truths (``PASS_FIELDS``) in (created_at, id) order, read
     once on first use; a truth a stage retires is dropped from them (``forget``).
-    ``facts``: see ``PassFacts``.
+    ``facts``: see ``PassFacts``. ``vectors``: the user's live ``(ids, unit vectors)`` if
+    read with other users' (``vectors.load_users_vectors``), and ``seed_bound``: the
+    ``(updated_at, id)`` after which truths seed (None: every consolidatable truth); the
+    arms then take their vectors and seeds from the pass, not from a query.
     """
 
     run_id: Any
@@ -106,6 +110,8 @@ class UserPass:
     facts: PassFacts = field(default_factory=PassFacts)
     pending: list[StageResult] = field(default_factory=list)
     _rows: list[tuple[Any, ...]] | None = None
+    vectors: tuple[np.ndarray, np.ndarray] | None = None
+    seed_bound: tuple[datetime, int] | None = None
 
     @property
     def rows(self) -> list[tuple[Any, ...]]:
@@ -121,6 +127,24 @@ class UserPass:
     def consolidatable(self) -> list[tuple[Any, ...]]:
         """The rows of the user's consolidatable truths, in order."""
         return [row for row in self.rows if row[9]]
+
+    def seed_ids(self) -> set[int]:
+        """Ids of the live truths that may seed: consolidatable and after ``seed_bound``
+        (the ``incremental.begin_user_pass`` filter, in memory)."""
+        bound = self.seed_bound
+        return {row[0] for row in self.rows if row[9] and (bound is None or (row[8], row[0]) > bound)}
+
+    def user_vectors(self) -> vectors.UserVectors:
+        """The ``vectors`` of the truths still live (a stage may have retired some), with
+        ``can_seed`` from ``seed_ids``: what ``vectors.load_user_vectors`` would read now.
+        Raises ``ValueError`` if the pass was given no vectors."""
+        if self.vectors is None:
+            raise ValueError("this pass read no vectors")
+        ids, unit = self.vectors
+        live = np.isin(ids, np.fromiter((row[0] for row in self.rows), dtype=np.int64))
+        seeds = self.seed_ids()
+        can_seed = np.fromiter((int(pk) in seeds for pk in ids[live]), dtype=bool, count=int(live.sum()))
+        return vectors.UserVectors(ids=ids[live], vectors=unit[live], can_seed=can_seed)
 
     def forget(self, truth_ids: Iterable[int]) -> None:
         """Drop retired truths from ``rows`` (if read)."""
@@ -140,22 +164,31 @@ _PASS: contextvars.ContextVar[UserPass | None] = contextvars.ContextVar("iris_us
 
 @contextlib.contextmanager
 def user_pass(
-    run: ConsolidationRun, user_id: int, *, buffered: bool, facts: PassFacts | None = None
+    run: ConsolidationRun, user_id: int, *, buffered: bool, facts: PassFacts | None = None,
+    read: UserPass | None = None,
 ) -> Iterator[UserPass]:
     """Run stages of ``user_id`` for ``run`` inside: they share one read of the user's
     stage results and live truths (``UserPass``) and, with ``buffered`` (the caller holds
     one transaction around the pass), record their results in one insert at the end.
     Outside it, every stage reads and writes on its own, as before. Queries: one on entry
-    (none when ``facts`` say no result is recorded yet)."""
-    facts = facts or PassFacts()
-    recorded = StageResult.objects.filter(run=run, user_id=user_id) if facts.recorded else ()
-    shared = UserPass(
-        run_id=run.pk, user_id=user_id, buffered=buffered, results={r.stage: r for r in recorded}, facts=facts,
-    )
+    (none when ``facts`` say no result is recorded yet).
+
+    ``read``: a ``UserPass`` whose results, rows and vectors the caller read with other
+    users' (``batch_plan``); it is used as is, and its pending results are left for the
+    caller to write with the others' (no insert here)."""
+    if read is None:
+        facts = facts or PassFacts()
+        recorded = StageResult.objects.filter(run=run, user_id=user_id) if facts.recorded else ()
+        shared = UserPass(
+            run_id=run.pk, user_id=user_id, buffered=buffered, results={r.stage: r for r in recorded}, facts=facts,
+        )
+    else:
+        shared = read
     token = _PASS.set(shared)
     try:
         yield shared
-        shared.flush()
+        if read is None:
+            shared.flush()
     finally:
         _PASS.reset(token)
 
@@ -330,7 +363,7 @@ def run_mine(
     result = mining.find(run=run, user_id=user_id, embedder=embedder, client=client,
                          has_messages=shared is None or shared.facts.messages)
     write = mode == StageMode.APPLY and bool(result.added)
-    with transaction.atomic():
+    with transaction.atomic() if write else contextlib.nullcontext():
         if write:
             mining.write(run=run, user_id=user_id, result=result, embedder=embedder)
         examined = len(result.added) + len(result.skipped)
@@ -402,7 +435,8 @@ def candidate_clusters(
         shared = current_pass(run, user_id)
         small = shared is not None and len(shared.rows) <= vectors.FETCH_ROWS
         semantic = clustering.find_clusters(
-            user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small
+            user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small,
+            vectors=shared.user_vectors() if shared is not None and shared.vectors is not None else None,
         )
         _record(run, user_id, "semantic", modes["semantic"], examined=0, affected=len(semantic), applied=0,
                 seconds=time.monotonic() - started, findings=[])
@@ -411,10 +445,10 @@ def candidate_clusters(
         judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
         taken = {pk for c in judged_semantic for pk in c.member_ids}
         shared = current_pass(run, user_id)
-        if shared is not None and seed_filter is None:
+        if shared is not None and (seed_filter is None or shared.vectors is not None):
             lexical_clusters = lexical.lexical_clusters(
                 [(r[0], r[1], r[2]) for r in shared.rows], user_id=user_id,
-                seed_ids={r[0] for r in shared.rows if r[9]},
+                seed_ids=shared.seed_ids(),
                 threshold=float(app_settings.JACCARD_THRESHOLD), taken=taken,
             )
         else:

@@ -144,15 +144,18 @@ def find_clusters(
     approximate: bool | None = None,
     nearest_pairs: bool | None = None,
     small: bool = False,
+    vectors: UserVectors | None = None,
 ) -> list[CandidateCluster]:
     """Greedy clusters of one user's truths, then its nearest-neighbour pairs (see the
     module docstring). Writes nothing. ``small``: see ``load_user_vectors``.
+    ``vectors``: the user's live vectors if the caller has read them (a batch of small
+    users, ``stages.UserPass.user_vectors``); ``seed_filter`` is then already applied.
 
     ``threshold`` is a cosine similarity in (0, 1]; the rest default to the settings.
     ``seed_filter`` restricts which truths may seed a cluster (incremental passes:
     truths changed after the cursor); members are still any live truth of the user.
     ``approximate`` forces the path (None: faiss IVF from ``PHASE1_APPROXIMATE_FROM``
-    seeds on, exact below). Queries: one. Working memory: ``PHASE1_MEMORY_MB`` plus
+    seeds on, exact below). Queries: one (none with ``vectors``). Working memory: ``PHASE1_MEMORY_MB`` plus
     1,536 bytes per truth for the vectors and, while pairs are gathered, about 100
     bytes per pair kept (a few arrays of 8 bytes per pair), at most 2 x
     ``PHASE1_NEIGHBOURS`` pairs per truth.
@@ -164,7 +167,9 @@ def find_clusters(
     nearest_pairs = app_settings.NEAREST_PAIRS if nearest_pairs is None else nearest_pairs
     memory_bytes = int(app_settings.PHASE1_MEMORY_MB * 1024 * 1024)
 
-    users = load_user_vectors(user_id=user_id, max_generation=max_generation, seed_filter=seed_filter, small=small)
+    users = vectors
+    if users is None:
+        users = load_user_vectors(user_id=user_id, max_generation=max_generation, seed_filter=seed_filter, small=small)
     seeds = int(users.can_seed.sum())
     if seeds == 0:
         return []

@@ -181,18 +181,13 @@ def build_user_plan(
     caller runs phase 1 again later (the queue does, in a new delivery). Raises
     ``EmbeddingError`` if the embedder fails."""
     run = _run_for_user(run_id, user_id=user_id, model_name=embedder.model_name)
-    embedded, embed_seconds = _embed_user(run, user_id=user_id, embedder=embedder, deadline=embed_deadline)
+    embedded, embed_seconds = 0, 0.0
+    if run.user_unembedded:
+        embedded, embed_seconds = embed_user(run, user_id=user_id, embedder=embedder, deadline=embed_deadline)
     truths = run.user_truths
     if embed_deadline is not None and time.monotonic() >= embed_deadline:
-        return UserPlan(
-            user_id=user_id,
-            clusters=[],
-            truths=truths,
-            embedded=embedded,
-            embed_seconds=embed_seconds,
-            cluster_seconds=0.0,
-            complete=False,
-            pending=vectors.missing_embeddings(user_id=user_id, embedder=embedder),
+        return incomplete_plan(
+            user_id=user_id, truths=truths, embedded=embedded, embed_seconds=embed_seconds, embedder=embedder
         )
     small = truths <= ONE_TRANSACTION_UP_TO
     # The stages share one read of the user's truths and stage results (``stages.user_pass``);
@@ -209,7 +204,7 @@ def build_user_plan(
         # which would lock the run's row for the whole clustering.
         with transaction.atomic() if small else contextlib.nullcontext():
             if small:
-                _commit_without_waiting()
+                commit_without_waiting()
             # Stages before clustering (noise, decay), each timed in its StageResult; after the
             # embedding, so that an embedder that fails leaves every truth as it was.
             stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
@@ -244,12 +239,23 @@ def build_user_plan(
     )
 
 
-def _embed_user(
+def incomplete_plan(
+    *, user_id: int, truths: int, embedded: int, embed_seconds: float, embedder: Embedder
+) -> UserPlan:
+    """The plan of a user whose embedding stopped at the deadline: no clusters, not
+    ``complete``, with how many truths still lack an embedding (one query)."""
+    return UserPlan(
+        user_id=user_id, clusters=[], truths=truths, embedded=embedded, embed_seconds=embed_seconds,
+        cluster_seconds=0.0, complete=False, pending=vectors.missing_embeddings(user_id=user_id, embedder=embedder),
+    )
+
+
+def embed_user(
     run: ConsolidationRun, *, user_id: int, embedder: Embedder, deadline: float | None
 ) -> tuple[int, float]:
-    """Embed the user's truths that lack a vector (when ``_run_for_user`` saw any), adding
-    each committed batch to the run's ``embedded`` and ``embed_seconds``: (truths embedded,
-    seconds). Raises ``EmbeddingError``."""
+    """Embed the user's truths that lack a vector, adding each committed batch to the
+    run's ``embedded`` and ``embed_seconds``: (truths embedded, seconds). Raises
+    ``EmbeddingError``."""
 
     def count_batch(count: int, seconds: float) -> None:
         ConsolidationRun.objects.filter(pk=run.pk).update(
@@ -257,9 +263,7 @@ def _embed_user(
         )
 
     started = time.monotonic()
-    embedded = 0
-    if run.user_unembedded:
-        embedded = vectors.embed_missing(user_id=user_id, embedder=embedder, deadline=deadline, on_batch=count_batch)
+    embedded = vectors.embed_missing(user_id=user_id, embedder=embedder, deadline=deadline, on_batch=count_batch)
     return embedded, time.monotonic() - started
 
 
@@ -306,7 +310,7 @@ def estimate(
     return total
 
 
-def _commit_without_waiting() -> None:
+def commit_without_waiting() -> None:
     """Let the current transaction commit without waiting for its WAL flush
     (``synchronous_commit`` off for it only). A crash right after may lose it, never
     corrupt it, and any later ordinary commit (the job's, the run's counters) flushes it
@@ -318,21 +322,29 @@ def _commit_without_waiting() -> None:
 
 
 def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
-    """Add one planned user to the run's counters (callers make it happen once); a dry
-    run's forecast adds the user's (under the run's row lock). Embeddings were counted
-    batch by batch in ``build_user_plan``. Queries: one update (two with a forecast)."""
+    """``count_user_plans`` for one user."""
+    count_user_plans(run_id=run_id, plans=[plan])
+
+
+def count_user_plans(*, run_id: Any, plans: Sequence[UserPlan]) -> None:
+    """Add planned users to the run's counters (callers make it happen once per user); a
+    dry run's forecasts add the users' (under the run's row lock). Embeddings were counted
+    batch by batch in ``build_user_plan``. Queries: one update (two with a forecast),
+    none for no plan."""
+    if not plans:
+        return
     counters = {
-        "users_done": F("users_done") + 1,
-        "truths": F("truths") + plan.truths,
-        "seeds": F("seeds") + plan.seeds,
-        "clusters_found": F("clusters_found") + len(plan.clusters),
-        "cluster_seconds": F("cluster_seconds") + plan.cluster_seconds,
+        "users_done": F("users_done") + len(plans),
+        "truths": F("truths") + sum(plan.truths for plan in plans),
+        "seeds": F("seeds") + sum(plan.seeds for plan in plans),
+        "clusters_found": F("clusters_found") + sum(len(plan.clusters) for plan in plans),
+        "cluster_seconds": F("cluster_seconds") + sum(plan.cluster_seconds for plan in plans),
     }
+    forecasts = [forecast.Forecast.from_dict(plan.forecast) for plan in plans if plan.forecast is not None]
     with transaction.atomic():
-        if plan.forecast is not None:
+        if forecasts:
             run = ConsolidationRun.objects.select_for_update().only("forecast").get(pk=run_id)
-            total = forecast.Forecast.from_dict(run.forecast) + forecast.Forecast.from_dict(plan.forecast)
-            counters["forecast"] = total.as_dict()
+            counters["forecast"] = sum(forecasts, forecast.Forecast.from_dict(run.forecast)).as_dict()
         ConsolidationRun.objects.filter(pk=run_id).update(**counters)
 
 

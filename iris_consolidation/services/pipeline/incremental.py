@@ -188,24 +188,10 @@ def begin_user_pass(
     """
     max_generation = max_generation or app_settings.MAX_GENERATION
     cursor = ConsolidationCursor.objects.filter(user_id=user_id).select_related("run").first()
-    cursor_position: Position | None = (cursor.updated_at, cursor.truth_id) if cursor else None
-    bound: Position | None
-    if run.window_mode == WindowMode.FULL or not run.window_mode:
-        bound = None
-    elif run.window_mode == WindowMode.CURSOR:
-        bound = cursor_position if cursor is not None and _cursor_holds(cursor, run) else None
-    else:
-        assert run.window_since is not None
-        # updated_at >= since is "after (since - 1 µs, any id)"; ids are positive.
-        bound = (run.window_since - timedelta(microseconds=1), 2**62)
+    bound = seed_bound(run, cursor)
     seed_filter = _after(bound) if bound is not None else None
-    # The seeds cover everything after the cursor when their bound is at or before it.
-    covers = bound is None or (cursor_position is not None and bound <= cursor_position)
-
     if positions is not None:
-        after = [p for p in positions if bound is None or p > bound]  # ``_after(bound)``
-        last = max(after) if after else None
-        count = len(after)
+        row = user_pass_row(run, user_id, cursor=cursor, positions=positions)
     else:
         seeds = Truth.objects.for_user(user_id).consolidatable(max_generation=max_generation)
         if seed_filter is not None:
@@ -217,22 +203,72 @@ def begin_user_pass(
             .values_list("updated_at", "id", "total")
             .first()
         )
-        count = int(last[2]) if last else 0
+        row = _pass_row(run, user_id, cursor=cursor, bound=bound, count=int(last[2]) if last else 0,
+                        last=(last[0], last[1]) if last else None)
+    record_user_passes([row])
+    return seed_filter, row.seeds
+
+
+def cursors_of(user_ids: Sequence[int]) -> dict[int, ConsolidationCursor]:
+    """The cursors of several users (with their runs) in one query, for ``user_pass_row``."""
+    return {c.user_id: c for c in ConsolidationCursor.objects.filter(user_id__in=list(user_ids)).select_related("run")}
+
+
+def seed_bound(run: ConsolidationRun, cursor: ConsolidationCursor | None) -> Position | None:
+    """The ``(updated_at, id)`` after which the user's truths seed clusters in ``run``
+    (None: every consolidatable truth): the cursor's position in cursor mode (if it
+    still holds, ``_cursor_holds``), the window's start in a ``since`` window."""
+    if run.window_mode == WindowMode.FULL or not run.window_mode:
+        return None
+    if run.window_mode == WindowMode.CURSOR:
+        return (cursor.updated_at, cursor.truth_id) if cursor is not None and _cursor_holds(cursor, run) else None
+    assert run.window_since is not None
+    # updated_at >= since is "after (since - 1 µs, any id)"; ids are positive.
+    return (run.window_since - timedelta(microseconds=1), 2**62)
+
+
+def pass_bound(row: UserPass) -> Position | None:
+    """The seed bound a ``UserPass`` row records (``seed_bound``)."""
+    return (row.bound_updated_at, row.bound_id) if row.bound_updated_at is not None else None
+
+
+def user_pass_row(
+    run: ConsolidationRun, user_id: int, *, cursor: ConsolidationCursor | None, positions: Sequence[Position]
+) -> UserPass:
+    """The (unsaved) ``UserPass`` row of the user's pass, its seeds counted from the
+    ``(updated_at, id)`` of the user's consolidatable truths. No query."""
+    bound = seed_bound(run, cursor)
+    after = [p for p in positions if bound is None or p > bound]  # ``_after(bound)``
+    return _pass_row(run, user_id, cursor=cursor, bound=bound, count=len(after), last=max(after) if after else None)
+
+
+def _pass_row(
+    run: ConsolidationRun, user_id: int, *, cursor: ConsolidationCursor | None, bound: Position | None,
+    count: int, last: Position | None,
+) -> UserPass:
+    cursor_position: Position | None = (cursor.updated_at, cursor.truth_id) if cursor else None
+    # The seeds cover everything after the cursor when their bound is at or before it.
+    covers = bound is None or (cursor_position is not None and bound <= cursor_position)
+    return UserPass(
+        run=run,
+        user_id=user_id,
+        bound_updated_at=bound[0] if bound else None,
+        bound_id=bound[1] if bound else None,
+        cursor_updated_at=cursor_position[0] if cursor_position else None,
+        cursor_id=cursor_position[1] if cursor_position else None,
+        covers_cursor=covers,
+        seeds=count,
+        last_seed_updated_at=last[0] if last else None,
+        last_seed_id=last[1] if last else None,
+    )
+
+
+def record_user_passes(rows: Sequence[UserPass]) -> None:
+    """Write ``UserPass`` rows in one upsert (idempotent per run and user). Queries: one."""
+    if not rows:
+        return
     UserPass.objects.bulk_create(
-        [
-            UserPass(
-                run=run,
-                user_id=user_id,
-                bound_updated_at=bound[0] if bound else None,
-                bound_id=bound[1] if bound else None,
-                cursor_updated_at=cursor_position[0] if cursor_position else None,
-                cursor_id=cursor_position[1] if cursor_position else None,
-                covers_cursor=covers,
-                seeds=count,
-                last_seed_updated_at=last[0] if last else None,
-                last_seed_id=last[1] if last else None,
-            )
-        ],
+        list(rows),
         update_conflicts=True,
         unique_fields=["run", "user"],
         update_fields=[
@@ -240,7 +276,6 @@ def begin_user_pass(
             "last_seed_updated_at", "last_seed_id",
         ],
     )
-    return seed_filter, count
 
 
 def _cursor_holds(cursor: ConsolidationCursor, run: ConsolidationRun) -> bool:

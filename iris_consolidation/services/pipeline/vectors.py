@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,24 +122,60 @@ def load_user_vectors(
     ids: list[int] = []
     seeds: list[bool] = []
     chunks: list[np.ndarray] = []
-    width = EMBEDDING_DIMENSIONS + 1  # the 4-byte header read as one float4, dropped
-    for batch in _stream_rows(rows, FETCH_ROWS, small=small):
+    for batch in stream_rows(rows, FETCH_ROWS, small=small):
         ids.extend(row[0] for row in batch)
         seeds.extend(bool(row[1]) for row in batch)
-        block = np.frombuffer(b"".join(bytes(row[2]) for row in batch), dtype=">f4").reshape(len(batch), width)
-        chunks.append(block[:, 1:].astype(np.float32))
+        chunks.append(_parse_vectors([row[2] for row in batch]))
     vectors = np.concatenate(chunks) if chunks else np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
     del chunks
+    return UserVectors(ids=np.asarray(ids, dtype=np.int64), vectors=_unit_rows(vectors),
+                       can_seed=np.asarray(seeds, dtype=bool))
+
+
+def load_users_vectors(*, user_ids: Sequence[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """The live embedded truths of several small users in one query and one round trip:
+    ``{user_id: (ids (n,) int64, vectors (n, 384) float32 unit rows)}`` in (created_at,
+    id) order; a user with none is left out. Which truths may seed is the caller's
+    (``stages.UserPass.user_vectors``). For users of at most ``FETCH_ROWS`` truths in all
+    (``dispatch.user_batches`` keeps a task's users under it); memory: 1,536 bytes a truth.
+    """
+    rows = (
+        Truth.objects.filter(user_id__in=list(user_ids))
+        .with_embedding()
+        .annotate(raw=Func(F("embedding"), function="vector_send", output_field=BinaryField()))
+        .order_by("user_id", "created_at", "id")
+        .values_list("user_id", "id", "raw")
+    )
+    fetched = [row for batch in stream_rows(rows, FETCH_ROWS, small=True) for row in batch]
+    if not fetched:
+        return {}
+    owners = np.asarray([row[0] for row in fetched], dtype=np.int64)
+    ids = np.asarray([row[1] for row in fetched], dtype=np.int64)
+    vectors = _unit_rows(_parse_vectors([row[2] for row in fetched]))
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+    ends = np.r_[starts[1:], owners.shape[0]]
+    return {int(owners[a]): (ids[a:b], vectors[a:b]) for a, b in zip(starts, ends, strict=True)}
+
+
+def _parse_vectors(raws: Sequence[Any]) -> np.ndarray:
+    """pgvector's binary form (``vector_send``) of each row: (n, 384) float32."""
+    width = EMBEDDING_DIMENSIONS + 1  # the 4-byte header read as one float4, dropped
+    block = np.frombuffer(b"".join(bytes(raw) for raw in raws), dtype=">f4").reshape(len(raws), width)
+    return block[:, 1:].astype(np.float32)
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` with each row scaled to unit norm, in place."""
     norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))[:, None]
     vectors /= np.clip(norms, 1e-12, None)
-    return UserVectors(ids=np.asarray(ids, dtype=np.int64), vectors=vectors, can_seed=np.asarray(seeds, dtype=bool))
+    return vectors
 
 
 #: Rows per fetch of ``load_user_vectors``: 5,000 rows are about 7.7 MB of vectors.
 FETCH_ROWS = 5000
 
 
-def _stream_rows(queryset: Any, size: int, *, small: bool = False) -> Any:
+def stream_rows(queryset: Any, size: int, *, small: bool = False) -> Any:
     """The rows of a ``values_list`` queryset, in lists of at most ``size``, read with a
     server-side cursor wrapped by Django (query logging and execute wrappers apply).
     With psycopg 3 the rows come in PostgreSQL's binary format: a ``bytea`` is then read

@@ -253,18 +253,45 @@ def finish_user_job(job: Job, plan: consolidation.UserPlan, *, now: datetime | N
 
     Returns how many cluster jobs were created (0 if another delivery got here first).
     """
+    return finish_user_jobs([(job, plan)], now=now)[job.pk]
+
+
+def finish_user_jobs(
+    done: Sequence[tuple[Job, consolidation.UserPlan]], *, now: datetime | None = None
+) -> dict[int, int]:
+    """``finish_user_job`` for the user jobs of one task (one run's), in one transaction:
+    the jobs locked in one query, every user's cluster jobs created in one insert, the
+    users counted on the run in one update, the jobs marked done in one update. Each
+    user's cluster tasks are sent on commit, a batch of its own clusters at a time.
+
+    Returns ``{job id: cluster jobs created}`` (0 for a job another delivery finished).
+    """
     now = now or timezone.now()
+    created: dict[int, int] = {job.pk: 0 for job, _ in done}
+    if not done:
+        return created
     with transaction.atomic():
-        locked = Job.objects.select_for_update().get(pk=job.pk)
-        if locked.status in (Status.DONE, Status.FAILED):
-            return 0
-        created = create_cluster_jobs(job.run_id, plan.clusters, now=now)
-        consolidation.count_user_plan(run_id=job.run_id, plan=plan)
-        _close(locked, Status.DONE, error="", now=now)
-        # One task per batch of the user's clusters: one model call judges them all.
-        for batch in consolidation.batches(created):
-            dispatch.send_batch(batch)
-    return len(created)
+        locked = {j.pk: j for j in Job.objects.select_for_update().filter(pk__in=list(created)).order_by("pk")}
+        still_open = [
+            (job, plan) for job, plan in done if locked[job.pk].status not in (Status.DONE, Status.FAILED)
+        ]
+        if not still_open:
+            return created
+        run_id = still_open[0][0].run_id
+        jobs = create_cluster_jobs(run_id, [c for _, plan in still_open for c in plan.clusters], now=now)
+        consolidation.count_user_plans(run_id=run_id, plans=[plan for _, plan in still_open])
+        Job.objects.filter(pk__in=[job.pk for job, _ in still_open]).update(
+            status=Status.DONE, error="", continues=False, finished_at=now, lease_until=None
+        )
+        by_user: dict[int, list[Job]] = {}
+        for cluster_job in jobs:
+            by_user.setdefault(cluster_job.user_id, []).append(cluster_job)
+        for job, _ in still_open:
+            created[job.pk] = len(by_user.get(job.user_id, []))
+            # One task per batch of the user's clusters: one model call judges them all.
+            for batch in consolidation.batches(by_user.get(job.user_id, [])):
+                dispatch.send_batch(batch)
+    return created
 
 
 def finish_cluster_job(job: Job, review: ClusterReview, *, now: datetime | None = None) -> None:

@@ -3,9 +3,10 @@ here one at a time instead of by django-q2 workers.
 
 ``run_sync`` is what ``consolidate_truths --sync``/``--dry-run`` and the tests use. It
 starts the run like a queued one (``lifecycle.start_run``), marks it executed in
-process (so ``dispatch`` sends nothing), then runs each user's phase 1 job and that
-user's cluster jobs, ``CLUSTERS_PER_CALL`` at a time, through the workers' functions
-(``workers.plan_user_job``, ``workers.judge_batch_job``): same review keys, same review drafts, same 429 handling
+process (so ``dispatch`` sends nothing), then runs phase 1 (small users in batches, as
+the queue's shared tasks do), then each user's cluster jobs, ``CLUSTERS_PER_CALL`` at a
+time, through the workers' functions (``workers.plan_user_jobs``, ``plan_user_job``,
+``judge_batch_job``): same review keys, same review drafts, same 429 handling
 (the job waits until the provider's time, within ``RETRY_WINDOW``, then a failed review
 with the cluster's members), same finish rule (``lifecycle.refresh_run``). The jobs-per-minute
 limit is not applied: one process judges one cluster at a time.
@@ -24,7 +25,7 @@ from ...embeddings import Embedder
 from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
 from ..pipeline import consolidation
-from . import delivery, lifecycle, workers
+from . import delivery, dispatch, lifecycle, workers
 from .keys import candidate, worker_name
 
 Job = ConsolidationJob
@@ -81,6 +82,26 @@ def _run_batch(
         work(claimed, clock)
 
 
+def _plan_batches(jobs: list[Job], *, embedder: Embedder) -> set[int]:
+    """Phase 1 of the small users among ``jobs`` as the queue's shared tasks plan them
+    (``dispatch.user_batches``, ``workers.plan_user_jobs``): the ids of the users done.
+    A user left for later (embedding past its share, not started) is not among them: the
+    caller plans it alone. Raises the first user's error (the caller fails the run)."""
+    done: set[int] = set()
+    for group in dispatch.user_batches(jobs):
+        if len(group) == 1:
+            continue
+        claimed = delivery.claim_batch([job.pk for job in group], worker=worker_name(),
+                                       timeout=dispatch.timeout_of(Job.Kind.USER))
+        if not claimed:
+            continue
+        results, failed = workers.plan_user_jobs(claimed, embedder=embedder)
+        if failed:
+            raise next(iter(failed.values()))
+        done.update(r["user_id"] for r in results if "clusters" in r)
+    return done
+
+
 def run_sync(
     *,
     run: ConsolidationRun,
@@ -109,10 +130,12 @@ def run_sync(
     def judge(batch: list[Job], now: Callable[[], datetime]) -> list[dict[str, Any]]:
         return workers.judge_batch_job(batch, client=client, embedder=embedder, sleep=sleep, clock=now, throttled=False)
 
+    planned = _plan_batches([user_jobs[user_id] for user_id in user_ids], embedder=embedder)
     for i, user_id in enumerate(user_ids, start=1):
         if progress:
             progress("user", i, len(user_ids), user_id)
-        _run_job(user_jobs[user_id], plan, sleep=sleep, clock=clock)
+        if user_id not in planned:
+            _run_job(user_jobs[user_id], plan, sleep=sleep, clock=clock)
         cluster_jobs = list(
             Job.objects.in_run(run.pk).filter(kind=Job.Kind.CLUSTER, user_id=user_id).order_by("id")
         )

@@ -27,7 +27,7 @@ from ...exceptions import JudgeRateLimited
 from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob
 from ..operations import dry_runs
-from ..pipeline import consolidation
+from ..pipeline import batch_plan, consolidation
 from . import delivery, dispatch, throttling
 from .keys import candidate
 
@@ -88,6 +88,43 @@ def plan_user_job(
         return {"user_id": job.user_id, "continued": True, "pending": plan.pending}
     created = delivery.finish_user_job(job, plan)
     return {"user_id": job.user_id, "clusters": created}
+
+
+def plan_user_jobs(
+    jobs: list[ConsolidationJob], *, embedder: Embedder, embed_deadline: float | None = None
+) -> tuple[list[dict[str, Any]], dict[int, Exception]]:
+    """``plan_user_job`` for the claimed jobs of several small users of one run
+    (``dispatch.user_batches``), planned together (``batch_plan.build_user_plans``) and
+    finished together (``delivery.finish_user_jobs``). A user whose embedding stops at
+    ``embed_deadline`` continues in a new delivery; users not started by then are handed
+    back together (``delivery.release``). Returns the results, one a user, and ``{job id:
+    exception}`` of the users whose phase 1 raised: the caller records their faults."""
+    deadline = embed_deadline
+    if deadline is None:
+        deadline = time.monotonic() + EMBED_SHARE * dispatch.timeout_of(ConsolidationJob.Kind.USER)
+    batch = batch_plan.build_user_plans(
+        run_id=jobs[0].run_id, user_ids=[job.user_id for job in jobs], embedder=embedder, embed_deadline=deadline
+    )
+    results: list[dict[str, Any]] = []
+    finished = []
+    for job in jobs:
+        plan = batch.plans.get(job.user_id)
+        if plan is not None and not plan.complete:
+            note = delivery.PHASE1_CONTINUES.format(embedded=plan.embedded, pending=plan.pending)
+            delivery.continue_later(job, note=note)
+            results.append({"user_id": job.user_id, "continued": True, "pending": plan.pending})
+        elif plan is not None:
+            finished.append((job, plan))
+    created = delivery.finish_user_jobs(finished)
+    results += [{"user_id": job.user_id, "clusters": created[job.pk]} for job, _ in finished]
+    later = [job for job in jobs if job.user_id in set(batch.not_started)]
+    if later:
+        delivery.release(later)
+        results += [{"user_id": job.user_id, "released": True} for job in later]
+    failed = {job.pk: batch.failed[job.user_id] for job in jobs if job.user_id in batch.failed}
+    results += [{"user_id": job.user_id, "error": str(batch.failed[job.user_id])} for job in jobs
+                if job.user_id in batch.failed]
+    return results, failed
 
 
 def _pass_throttle(

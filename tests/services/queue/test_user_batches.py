@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, ConsolidationRun, StageResult, Truth
+from iris_consolidation.services.hygiene import stages
 from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import delivery, dispatch
 from tests.conftest import vector_at
@@ -158,14 +159,14 @@ def test_a_user_failing_inside_a_batch_leaves_the_others_planned(
         run_factory, truth_factory, user_factory, settings, django_capture_on_commit_callbacks
     )
     failing = people[1].pk
-    real = consolidation.build_user_plan
+    real = stages.candidate_clusters
 
-    def build(*, user_id, **kwargs):
+    def clusters(run, user_id, **kwargs):
         if user_id == failing:
             raise RuntimeError("this user's rows are broken")
-        return real(user_id=user_id, **kwargs)
+        return real(run, user_id, **kwargs)
 
-    monkeypatch.setattr(consolidation, "build_user_plan", build)
+    monkeypatch.setattr(stages, "candidate_clusters", clusters)
 
     with pytest.raises(RuntimeError, match="broken"), django_capture_on_commit_callbacks(execute=False):
         tasks.plan_users(str(run.pk), job_ids)
@@ -179,6 +180,9 @@ def test_a_user_failing_inside_a_batch_leaves_the_others_planned(
     run.refresh_from_db()
     assert run.users_done == 3
     assert f"Phase 1 failed for user {failing}" in run.notes
+    # The failing user's pass wrote nothing (its savepoint was rolled back); the others' did.
+    recorded = set(StageResult.objects.filter(run=run).values_list("user_id", flat=True))
+    assert recorded == {u.pk for u in people if u.pk != failing}
 
 
 def test_a_failing_user_with_attempts_left_is_queued_again_alone(
@@ -189,14 +193,14 @@ def test_a_failing_user_with_attempts_left_is_queued_again_alone(
         run_factory, truth_factory, user_factory, settings, django_capture_on_commit_callbacks
     )
     failing = people[0].pk
-    real = consolidation.build_user_plan
+    real = stages.candidate_clusters
 
-    def build(*, user_id, **kwargs):
+    def clusters(run, user_id, **kwargs):
         if user_id == failing:
             raise RuntimeError("flaky")
-        return real(user_id=user_id, **kwargs)
+        return real(run, user_id, **kwargs)
 
-    monkeypatch.setattr(consolidation, "build_user_plan", build)
+    monkeypatch.setattr(stages, "candidate_clusters", clusters)
 
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
         tasks.plan_users(str(run.pk), job_ids)
@@ -213,35 +217,36 @@ def test_a_batch_delivered_again_does_no_work_twice(
         run_factory, truth_factory, user_factory, settings, django_capture_on_commit_callbacks
     )
     planned = []
-    real = consolidation.build_user_plan
+    real = stages.candidate_clusters
 
-    def build(*, user_id, **kwargs):
-        if user_id == people[2].pk and not planned.count(user_id):
-            planned.append(user_id)
-            raise KeyboardInterrupt  # the worker dies here: not an error the task handles
-        plan = real(user_id=user_id, **kwargs)
+    def clusters(run, user_id, **kwargs):
         planned.append(user_id)
-        return plan
+        if user_id == people[2].pk and planned.count(user_id) == 1:
+            raise KeyboardInterrupt  # the worker dies here: not an error the task handles
+        return real(run, user_id, **kwargs)
 
-    monkeypatch.setattr(consolidation, "build_user_plan", build)
+    monkeypatch.setattr(stages, "candidate_clusters", clusters)
     with pytest.raises(KeyboardInterrupt), django_capture_on_commit_callbacks(execute=False):
         tasks.plan_users(str(run.pk), job_ids)
+    # The batch is planned in one transaction: the worker died before it committed.
     status = {job.user_id: job.status for job in _plan_jobs(run)}
-    assert [status[u.pk] for u in people] == ["done", "done", "running", "running"]
+    assert [status[u.pk] for u in people] == ["running"] * 4
+    assert not StageResult.objects.filter(run=run).exists()
 
     # The same message while the dead worker's lease runs: nothing to do.
     with django_capture_on_commit_callbacks(execute=False):
         assert tasks.plan_users(str(run.pk), job_ids) == [{"jobs": job_ids, "skipped": True}]
-    # Past the lease: the users not done are planned, those done are not planned again.
+    # Past the lease: the users are planned again, once; done, they are not planned again.
     Job.objects.in_run(run.pk).filter(status="running").update(lease_until=timezone.now() - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=False):
         tasks.plan_users(str(run.pk), job_ids)
     with django_capture_on_commit_callbacks(execute=False):
         assert tasks.plan_users(str(run.pk), job_ids) == [{"jobs": job_ids, "skipped": True}]
 
-    assert planned == [people[0].pk, people[1].pk, people[2].pk, people[2].pk, people[3].pk]
+    first = [u.pk for u in people[:3]]
+    assert planned == first + [u.pk for u in people]
     jobs = {job.user_id: job for job in _plan_jobs(run)}
-    assert [(jobs[u.pk].status, jobs[u.pk].faults) for u in people] == [("done", 0)] * 2 + [("done", 1)] * 2
+    assert [(jobs[u.pk].status, jobs[u.pk].faults) for u in people] == [("done", 1)] * 4
     run.refresh_from_db()
     assert (run.users_done, run.clusters_found) == (4, 8)
     assert Job.objects.in_run(run.pk).filter(kind=Job.Kind.CLUSTER).count() == 8
@@ -256,21 +261,29 @@ def test_users_not_started_before_the_embedding_share_are_queued_again_together(
         run_factory, truth_factory, user_factory, settings, django_capture_on_commit_callbacks
     )
     settings.IRIS_CONSOLIDATION_USER_JOB_TIMEOUT = 1  # embedding may use 0.5 s of the task
-    real = consolidation.build_user_plan
+    # Every user has a truth to embed again (made by another model).
+    Truth.objects.filter(user__in=people, content="Has two cats").update(embedding_model="an-older-model")
+    real = consolidation.embed_user
 
-    def build(*, user_id, embed_deadline, **kwargs):
-        plan = real(user_id=user_id, embed_deadline=None, **kwargs)
-        time.sleep(max(0.0, embed_deadline - time.monotonic()) + 0.05)  # the first user takes the share
-        return plan
+    def embed(run, *, user_id, deadline, **kwargs):
+        done = real(run, user_id=user_id, deadline=deadline, **kwargs)
+        time.sleep(max(0.0, deadline - time.monotonic()) + 0.05)  # the first user takes the share
+        return done
 
-    monkeypatch.setattr(consolidation, "build_user_plan", build)
+    monkeypatch.setattr(consolidation, "embed_user", embed)
 
     with django_capture_on_commit_callbacks(execute=True):
         results = tasks.plan_users(str(run.pk), job_ids)
 
+    # The first user's embedding reached the deadline: it continues in a new delivery (its
+    # truth is embedded); the others had not started and go back together.
+    assert [r.get("continued", False) for r in results] == [True, False, False, False]
     assert [r.get("released", False) for r in results] == [False, True, True, True]
     jobs = {job.user_id: job for job in _plan_jobs(run)}
-    assert [(jobs[u.pk].status, jobs[u.pk].faults) for u in people] == [("done", 0)] + [("queued", 0)] * 3
+    assert [(jobs[u.pk].status, jobs[u.pk].faults) for u in people] == [("queued", 0)] * 4
+    assert jobs[people[0].pk].continues
+    assert not Truth.objects.filter(user=people[0], embedding_model="an-older-model").exists()
+    assert Truth.objects.filter(user__in=people[1:], embedding_model="an-older-model").count() == 3
     assert [args[1] for func, args in sent if func == dispatch.PLAN_USERS] == [job_ids[1:]]
 
 

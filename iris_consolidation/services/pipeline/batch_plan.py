@@ -1,0 +1,297 @@
+"""Phase 1 for a batch of small users in a few queries (the queue's shared tasks, a run
+in process): each user is planned as ``consolidation.build_user_plan`` plans one, with
+the same stages in the same order and the same results, but what every user's pass
+reads is read for the batch at once, and what it writes is written at once.
+
+Reads for the whole batch: the run; per user its consolidatable count and what its
+pass knows beforehand (``stages.PassFacts``), in one query; its stage results already
+recorded (a second delivery), its live truths, its vectors (``vectors.load_users_vectors``)
+and its cursor. Writes for the whole batch: the stage results in one insert, the users'
+``UserPass`` rows in one upsert; the run's counters are the caller's
+(``consolidation.count_user_plans``). Measured on 150 MSC users of about 21 truths
+(``benchmarks/phase1.py --msc``): 9 queries a user one by one, about 0.3 in a batch.
+
+Each user is still isolated: its clusters are its own (every read is split by user, every
+cluster built from one user's rows), and its stages run in a savepoint of the batch's
+transaction, so a user whose pass raises leaves nothing written and is reported in
+``BatchPlan.failed`` while the others go on. Users the batch cannot take this way are
+planned one by one with ``build_user_plan``: every user of a run whose judge is an LLM
+(a stage may call the model, which must not run inside the batch's transaction), a user
+with session messages (mining may add truths, which the batch's reads would miss), and
+users with more than ``ONE_TRANSACTION_UP_TO`` consolidatable truths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError, connection, transaction
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+
+from ...choices import protected_q
+from ...conf import app_settings
+from ...embeddings import Embedder
+from ...models import (
+    EMBEDDING_DIMENSIONS,
+    ConsolidationRun,
+    LineageEvent,
+    SessionMessage,
+    StageResult,
+    Truth,
+)
+from ..hygiene import stages
+from . import consolidation, forecast, incremental, vectors
+
+logger = logging.getLogger(__name__)
+
+NO_VECTORS = (np.zeros(0, dtype=np.int64), np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32))
+
+
+@dataclass(kw_only=True)
+class BatchPlan:
+    """What ``build_user_plans`` did for each user of the batch.
+
+    ``plans``: ``{user_id: consolidation.UserPlan}`` of the users planned (a plan not
+    ``complete`` stopped embedding at the deadline); ``failed``: ``{user_id: the
+    exception}`` of users whose phase 1 raised (nothing of their pass is written);
+    ``not_started``: users left alone because the deadline had passed before their turn.
+    """
+
+    plans: dict[int, consolidation.UserPlan] = field(default_factory=dict)
+    failed: dict[int, Exception] = field(default_factory=dict)
+    not_started: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Facts:
+    truths: int
+    unembedded: bool
+    pass_facts: stages.PassFacts
+
+
+def build_user_plans(
+    *, run_id: Any, user_ids: Sequence[int], embedder: Embedder, embed_deadline: float | None = None
+) -> BatchPlan:
+    """Phase 1 for each of ``user_ids`` without counting them on the run (see the module
+    docstring): embed missing embeddings, build clusters, as ``build_user_plan`` does for
+    one. ``embed_deadline`` (``time.monotonic()`` seconds): no user's embedding starts
+    after it (those users are ``not_started``), and the user embedding when it passes
+    gets a plan that is not ``complete``. Raises ``ConsolidationRun.DoesNotExist``; a
+    user's own error (``EmbeddingError``, a stage's) is in ``failed``, not raised.
+    Queries for a batch of users with nothing to embed: about seven in all, plus two
+    a user (its savepoint)."""
+    run = ConsolidationRun.objects.get(pk=run_id)
+    batch = BatchPlan()
+    facts = _facts_of(run, user_ids, model_name=embedder.model_name)
+    together: list[int] = []
+    embedding: dict[int, tuple[int, float]] = {}
+    for user_id in user_ids:
+        if embed_deadline is not None and time.monotonic() >= embed_deadline and facts[user_id].unembedded:
+            batch.not_started.append(user_id)
+            continue
+        alone = (
+            run.judge_kind == ConsolidationRun.JudgeKind.LLM
+            or facts[user_id].pass_facts.messages
+            or facts[user_id].truths > consolidation.ONE_TRANSACTION_UP_TO
+        )
+        try:
+            if alone:
+                batch.plans[user_id] = consolidation.build_user_plan(
+                    run_id=run.pk, user_id=user_id, embedder=embedder, embed_deadline=embed_deadline
+                )
+                continue
+            if facts[user_id].unembedded:
+                embedded, seconds = consolidation.embed_user(
+                    run, user_id=user_id, embedder=embedder, deadline=embed_deadline
+                )
+                embedding[user_id] = (embedded, seconds)
+                if embed_deadline is not None and time.monotonic() >= embed_deadline:
+                    batch.plans[user_id] = consolidation.incomplete_plan(
+                        user_id=user_id, truths=facts[user_id].truths, embedded=embedded, embed_seconds=seconds,
+                        embedder=embedder,
+                    )
+                    continue
+        except Exception as exc:  # one user's failure is its own
+            logger.exception("run %s: phase 1 of user %s failed in a batch", run.pk, user_id)
+            batch.failed[user_id] = exc
+            continue
+        together.append(user_id)
+    if together:
+        try:
+            planned = _plan_together(run, together, facts, embedder=embedder, batch=batch, embedding=embedding)
+            batch.plans.update(planned)
+        except DatabaseError:
+            # The batch's transaction was rolled back (a user's pass broke it, or another
+            # delivery recorded a result meanwhile): each user again, on its own.
+            logger.exception("run %s: phase 1 of a batch of %d users failed; planning them one by one",
+                             run.pk, len(together))
+            for user_id in together:
+                batch.failed.pop(user_id, None)
+                try:
+                    batch.plans[user_id] = consolidation.build_user_plan(run_id=run.pk, user_id=user_id,
+                                                                         embedder=embedder)
+                except Exception as exc:  # one user's failure is its own
+                    logger.exception("run %s: phase 1 of user %s failed", run.pk, user_id)
+                    batch.failed[user_id] = exc
+    return batch
+
+
+def plan_users(*, run_id: Any, user_ids: Sequence[int], embedder: Embedder) -> BatchPlan:
+    """``build_user_plans``, then the planned users counted on the run in one update
+    (``consolidation.count_user_plans``): ``consolidation.plan_user`` for a batch."""
+    batch = build_user_plans(run_id=run_id, user_ids=user_ids, embedder=embedder)
+    consolidation.count_user_plans(run_id=run_id, plans=list(batch.plans.values()))
+    return batch
+
+
+def _facts_of(run: ConsolidationRun, user_ids: Sequence[int], *, model_name: str) -> dict[int, _Facts]:
+    """What ``consolidation._run_for_user`` asks about one user, for every user of the
+    batch in one query. A user id with no user row gets no truths and no facts."""
+    user = OuterRef("pk")
+    truths = Truth.objects.filter(user_id=user)
+    consolidatable = truths.consolidatable(max_generation=app_settings.MAX_GENERATION).order_by()
+    rows = get_user_model().objects.filter(pk__in=list(user_ids)).annotate(
+        n=Coalesce(Subquery(consolidatable.values("user_id").annotate(n=Count("id")).values("n")), 0),
+        unembedded=Exists(truths.missing_embedding(model_name=model_name)),
+        recorded=Exists(StageResult.objects.filter(run_id=run.pk, user_id=user)),
+        undone=Exists(LineageEvent.objects.filter(action=LineageEvent.Action.UNDO, result__user_id=user)),
+        messages=Exists(SessionMessage.objects.filter(session__user_id=user)),
+    ).values_list("pk", "n", "unembedded", "recorded", "undone", "messages")
+    found = {
+        pk: _Facts(truths=n, unembedded=unembedded,
+                   pass_facts=stages.PassFacts(recorded=recorded, undone=undone, messages=messages))
+        for pk, n, unembedded, recorded, undone, messages in rows
+    }
+    none = _Facts(truths=0, unembedded=False, pass_facts=stages.PassFacts(recorded=False, undone=False, messages=False))
+    return {user_id: found.get(user_id, none) for user_id in user_ids}
+
+
+def _plan_together(
+    run: ConsolidationRun, user_ids: list[int], facts: dict[int, _Facts], *, embedder: Embedder, batch: BatchPlan,
+    embedding: dict[int, tuple[int, float]],
+) -> dict[int, consolidation.UserPlan]:
+    """Plan ``user_ids`` (embedded, small, offline) from reads made for them all, in one
+    transaction with a savepoint per user; fill ``batch``. ``embedding``: (truths embedded,
+    seconds) of the users embedded just before. Returns the plans of the users planned
+    (written only if the whole batch commits; a user that raised is in ``batch.failed``).
+    Raises ``DatabaseError`` if the batch's transaction breaks (nothing of it is written)."""
+    rows = _rows_of(user_ids)
+    recorded = [user_id for user_id in user_ids if facts[user_id].pass_facts.recorded]
+    results: dict[int, dict[str, StageResult]] = defaultdict(dict)
+    for result in StageResult.objects.filter(run=run, user_id__in=recorded) if recorded else ():
+        results[result.user_id][result.stage] = result
+    user_vectors = vectors.load_users_vectors(user_ids=user_ids)
+    cursors = incremental.cursors_of(user_ids)
+    pending: list[StageResult] = []
+    passes = []
+    plans: dict[int, consolidation.UserPlan] = {}
+    with transaction.atomic():
+        consolidation.commit_without_waiting()
+        for user_id in user_ids:
+            shared = stages.UserPass(
+                run_id=run.pk, user_id=user_id, buffered=True, results=results[user_id],
+                facts=facts[user_id].pass_facts, _rows=rows.get(user_id, []),
+                vectors=user_vectors.get(user_id, NO_VECTORS),
+            )
+            try:
+                # A dry run's stages write nothing but the results buffered here: no savepoint.
+                with transaction.atomic() if not run.dry_run else contextlib.nullcontext():
+                    plan, user_pass = _plan_one(run, shared, truths=facts[user_id].truths,
+                                                cursor=cursors.get(user_id), embedder=embedder,
+                                                embedding=embedding.get(user_id, (0, 0.0)))
+            except Exception as exc:  # one user's failure is its own; its savepoint is rolled back
+                if run.dry_run and isinstance(exc, DatabaseError):
+                    raise  # no savepoint: the transaction is broken (``build_user_plans`` plans each alone)
+                logger.exception("run %s: phase 1 of user %s failed in a batch", run.pk, user_id)
+                batch.failed[user_id] = exc
+                continue
+            pending += shared.pending
+            passes.append(user_pass)
+            plans[user_id] = plan
+        _insert_results(pending)
+        incremental.record_user_passes(passes)
+    return plans
+
+
+def _plan_one(
+    run: ConsolidationRun, shared: stages.UserPass, *, truths: int, cursor: Any, embedder: Embedder,
+    embedding: tuple[int, float],
+) -> tuple[consolidation.UserPlan, Any]:
+    """One user's stages and clusters in the batch (``build_user_plan``'s order): the plan
+    and its unsaved ``UserPass`` row."""
+    user_id = shared.user_id
+    with stages.user_pass(run, user_id, buffered=True, read=shared):
+        stages.run_at(stages.When.FIRST, run, user_id, embedder=embedder)
+        stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
+        started = time.monotonic()
+        user_pass = incremental.user_pass_row(
+            run, user_id, cursor=cursor, positions=[(row[8], row[0]) for row in shared.consolidatable()]
+        )
+        shared.seed_bound = incremental.pass_bound(user_pass)
+        # The pass's seed bound stands for the seed filter: the arms read seeds from the pass.
+        clusters = stages.candidate_clusters(run, user_id)
+        cluster_seconds = time.monotonic() - started
+        stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
+    user_forecast = None
+    if run.dry_run:
+        user_forecast = forecast.forecast_user(user_id=user_id, clusters=clusters, model=run.judge_model).as_dict()
+    plan = consolidation.UserPlan(
+        user_id=user_id, clusters=clusters, truths=truths, embedded=embedding[0], embed_seconds=embedding[1],
+        cluster_seconds=cluster_seconds, forecast=user_forecast, seeds=user_pass.seeds,
+    )
+    return plan, user_pass
+
+
+def _rows_of(user_ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
+    """``stages.UserPass.rows`` of every user of the batch in one query."""
+    consolidatable = ExpressionWrapper(~protected_q(max_generation=app_settings.MAX_GENERATION),
+                                       output_field=BooleanField())
+    rows: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    read = (
+        Truth.objects.filter(user_id__in=list(user_ids)).annotate(consolidatable=consolidatable)
+        .order_by("user_id", "created_at", "id").values_list("user_id", *stages.PASS_FIELDS)
+    )
+    # In PostgreSQL's binary format (``vectors.stream_rows``): 0.4 ms a user of 100 truths
+    # against 1.2 through the ORM (3 December 2026).
+    for batch in vectors.stream_rows(read, vectors.FETCH_ROWS, small=True):
+        for user_id, *row in batch:
+            rows[user_id].append(tuple(row))
+    return rows
+
+
+def _insert_results(results: Sequence[StageResult]) -> None:
+    """Insert ``results`` with PostgreSQL's ``COPY`` (psycopg 3), else ``bulk_create``.
+
+    A batch's results carry the findings of every user (a decay report lists up to
+    ``StageResult.MAX_FINDINGS`` truths each): for 350 results of 530 KB, ``bulk_create``
+    took 60 ms here (its ``UNNEST`` arrays are escaped quote by quote in Python) and
+    ``COPY`` 14 ms (3 December 2026). Unlike ``flush``'s insert, a row already there is an
+    ``IntegrityError`` (another delivery recorded the user meanwhile): the batch is then
+    rolled back and planned one user at a time (``build_user_plans``). Execute wrappers
+    do not see the ``COPY``."""
+    if not results:
+        return
+    fields = [f for f in StageResult._meta.concrete_fields if not f.primary_key]
+    try:
+        import psycopg
+    except ImportError:
+        psycopg = None
+    connection.ensure_connection()
+    if psycopg is None or not isinstance(connection.connection, psycopg.Connection):
+        StageResult.objects.bulk_create(list(results))
+        return
+    table = connection.ops.quote_name(StageResult._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for result in results:
+                copy.write_row([f.get_db_prep_save(getattr(result, f.attname), connection) for f in fields])

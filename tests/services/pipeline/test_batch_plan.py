@@ -1,0 +1,167 @@
+"""Phase 1 for a batch of small users (``batch_plan``) gives what ``build_user_plan`` gives
+user by user: the same clusters, stage results, seeds, counters and writes, with clusters
+that never mix users, in a number of queries that does not grow with the batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, StageResult, Truth, UserPass
+from iris_consolidation.services.hygiene import stages
+from iris_consolidation.services.pipeline import batch_plan, consolidation
+from tests.services.pipeline.test_phase1_same_results import NOISY, _add_user_truths, _NoEmbedder, _phase1_module
+
+pytestmark = pytest.mark.django_db
+
+NOW = timezone.now()
+
+
+def _users(user_factory: Any, count: int = 5, per_user: int = 40) -> list[Any]:
+    """Users of planted vector groups and random sentences, with noise candidates and a
+    lexical duplicate each; the last two have the same truths (a cluster that mixed users
+    would show), and one more user has no truth at all."""
+    phase1 = _phase1_module()
+    users = []
+    for u in range(count):
+        user = user_factory()
+        seed = 30 + min(u, count - 2)
+        vectors, _ = phase1.synthetic_vectors(per_user, grouped=0.4, seed=seed)
+        texts = phase1.random_sentences(per_user, seed=seed)
+        texts[: len(NOISY)] = NOISY
+        texts[12] = texts[13].upper()
+        _add_user_truths(user, texts, vectors=vectors, seed=seed)
+        users.append(user)
+    users.append(user_factory())
+    return users
+
+
+def _outcome(run: ConsolidationRun) -> dict[str, Any]:
+    """What a pass leaves: stage results (but seconds, and the run's own times in mine's
+    window), the users' pass rows, the run's counters, the live truths."""
+    run.refresh_from_db()
+    results = []
+    for r in StageResult.objects.filter(run=run).order_by("user_id", "stage"):
+        findings = [{k: v for k, v in f.items() if k != "window"} for f in r.findings]
+        results.append((r.user_id, r.stage, r.mode, r.examined, r.affected, r.applied, findings))
+    passes = list(UserPass.objects.filter(run=run).order_by("user_id").values_list(
+        "user_id", "bound_id", "cursor_id", "covers_cursor", "seeds", "last_seed_id"))
+    counters = (run.users_done, run.truths, run.seeds, run.clusters_found, run.forecast)
+    live = list(Truth.objects.order_by("id").values_list("id", "relevance"))
+    return {"results": results, "passes": passes, "counters": counters, "live": live}
+
+
+def _one_by_one(run: ConsolidationRun, users: list[Any]) -> dict[int, Any]:
+    return {u.pk: consolidation.plan_user(run_id=run.pk, user_id=u.pk, embedder=_NoEmbedder()) for u in users}
+
+
+def _batched(run: ConsolidationRun, users: list[Any]) -> dict[int, Any]:
+    batch = batch_plan.plan_users(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+    assert batch.failed == {} and batch.not_started == []
+    return {user_id: plan.clusters for user_id, plan in batch.plans.items()}
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry run", "noise and decay applied"])
+def test_a_batch_plans_each_user_as_one_by_one(user_factory, settings, dry_run):
+    settings.IRIS_CONSOLIDATION_NOISE = "apply"
+    settings.IRIS_CONSOLIDATION_DECAY = "apply"
+    users = _users(user_factory)
+    # A cursor for the first user: only its truths after the cursor seed (cursor mode).
+    middle = Truth.objects.filter(user=users[0]).order_by("updated_at", "id")[29]
+    ConsolidationCursor.objects.create(user=users[0], updated_at=middle.updated_at, truth_id=middle.pk)
+    outcomes, clusters = [], []
+    for plan in (_one_by_one, _batched):
+        with transaction.atomic():
+            run = consolidation.create_run(trigger="command", dry_run=dry_run, judge="rules",
+                                           execution="in_process", threshold=0.8)
+            run.started_at = NOW  # decay is computed at the pass time: the same for both
+            run.save(update_fields=["started_at"])
+            clusters.append(plan(run, users))
+            outcomes.append(_outcome(run))
+            transaction.set_rollback(True)  # the next plan starts from the same truths
+
+    assert clusters[1] == clusters[0]
+    assert outcomes[1] == outcomes[0]
+    one = outcomes[0]
+    assert sum(len(c) for c in clusters[0].values()) >= 10
+    assert one["counters"][0] == len(users)
+    assert one["passes"][0][4] == 10  # the cursor held: only the truths after it seed
+    full = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process",
+                                    threshold=0.8, full=True)
+    unbounded = consolidation.plan_user(run_id=full.pk, user_id=users[0].pk, embedder=_NoEmbedder())
+    assert unbounded != clusters[0][users[0].pk]  # so the bound changed the clusters
+    noise = [r for r in one["results"] if r[1] == "noise"]
+    assert sum(r[4] for r in noise) >= len(users) - 1  # each user with truths has noise found
+    assert sum(r[5] for r in noise) == (0 if dry_run else sum(r[4] for r in noise))
+    for user_id, found in clusters[1].items():  # never a truth of another user
+        for cluster in found:
+            assert set(Truth.all_objects.filter(pk__in=cluster.member_ids).values_list("user_id", flat=True)) == {
+                user_id
+            }
+
+
+def _count_queries(users: list[Any]) -> int:
+    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
+    with CaptureQueriesContext(connection) as queries:
+        batch_plan.plan_users(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+    return len(queries)
+
+
+def test_a_batch_costs_the_same_few_queries_for_three_users_or_six(user_factory):
+    users = _users(user_factory, count=6, per_user=20)
+    few, more = _count_queries(users[:3]), _count_queries(users[:6])
+    # The run, the users' facts, truths, vectors and cursors; the cursor bounds and the
+    # counters (with the forecast, under the run's lock); inside a test, each transaction is
+    # also a savepoint and its release. The stage results go in one COPY, not seen here.
+    assert few == more == 13
+
+
+def test_a_user_that_raises_is_left_out_and_the_others_are_planned(user_factory, monkeypatch):
+    users = _users(user_factory, count=3, per_user=20)
+    real = stages.candidate_clusters
+
+    def clusters(run, user_id, **kwargs):
+        if user_id == users[1].pk:
+            raise RuntimeError("this user's rows are broken")
+        return real(run, user_id, **kwargs)
+
+    monkeypatch.setattr(stages, "candidate_clusters", clusters)
+    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
+    batch = batch_plan.build_user_plans(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+
+    assert list(batch.failed) == [users[1].pk]
+    assert str(batch.failed[users[1].pk]) == "this user's rows are broken"
+    assert sorted(batch.plans) == sorted(u.pk for u in users if u != users[1])
+    recorded = set(StageResult.objects.filter(run=run).values_list("user_id", flat=True))
+    assert recorded == {users[0].pk, users[2].pk, users[3].pk}  # users[3] has no truth: its stages found none
+
+
+def test_a_broken_transaction_plans_each_user_alone(user_factory, monkeypatch):
+    """A database error without a savepoint (a dry run's batch) breaks the batch's
+    transaction: nothing of it is written, and each user is planned again on its own."""
+    users = _users(user_factory, count=3, per_user=20)
+    real = stages.candidate_clusters
+    calls: list[int] = []
+
+    def clusters(run, user_id, **kwargs):
+        calls.append(user_id)
+        if user_id == users[1].pk:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT * FROM no_such_table")
+        return real(run, user_id, **kwargs)
+
+    monkeypatch.setattr(stages, "candidate_clusters", clusters)
+    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
+    batch = batch_plan.build_user_plans(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+
+    assert calls[:2] == [users[0].pk, users[1].pk]  # the batch stopped at the broken user
+    assert calls[2:] == [u.pk for u in users]  # then one by one
+    assert list(batch.failed) == [users[1].pk]
+    assert sorted(batch.plans) == sorted(u.pk for u in users if u != users[1])
+    semantic = StageResult.objects.filter(run=run, stage="semantic")
+    assert sorted(semantic.values_list("user_id", flat=True)) == sorted([users[0].pk, users[2].pk, users[3].pk])
+
