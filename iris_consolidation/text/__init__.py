@@ -15,7 +15,8 @@ Modules, by concern: ``normalising`` (tokens, runs of scripts without spaces),
 ``quantities`` (numbers by value), ``names`` (names, dates, details), ``stems`` (content stems),
 ``rewordings`` (everyday and stated synonyms), ``negation`` (polarity), ``changes`` (changed and
 ended states), ``content`` (lost words, contrast, one frame filled twice) and
-``wordorder`` (when a change of word order carries no role). The words they read come
+``wordorder`` (when a change of word order carries no role), and ``patterns`` (the strings a
+regular expression's every match holds, for scans that skip a pattern). The words they read come
 from the language packs in ``languages/``, one module per language; adding a language is
 adding a pack (see ``languages/__init__.py``). Pure; no database.
 """

@@ -17,6 +17,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from .languages import LEXICON
+from .patterns import required_literals
 
 
 # Combining marks (Unicode categories Mn, Mc, Me) of the Basic Multilingual Plane: Thai
@@ -82,7 +83,9 @@ def tokens(text: str) -> list[str]:
     return normalise(text).split()
 
 
-_CONTRACTIONS = tuple((re.compile(pattern), repl) for pattern, repl in LEXICON.contractions)
+_CONTRACTIONS = tuple(
+    (re.compile(pattern), repl, required_literals(pattern)) for pattern, repl in LEXICON.contractions
+)
 
 
 def tokens_of_each(texts: Sequence[str]) -> list[list[str]]:
@@ -93,8 +96,10 @@ def tokens_of_each(texts: Sequence[str]) -> list[list[str]]:
     if any("\x00" in text for text in texts):
         return [tokens(text) for text in texts]
     joined = fold("\x00".join(texts)).lower()
-    for pattern, repl in _CONTRACTIONS:
-        joined = pattern.sub(repl, joined)
+    for pattern, repl, needs in _CONTRACTIONS:
+        # Skipped where no string its every match holds occurs (most texts have no apostrophe).
+        if not needs or any(literal in joined for literal in needs):
+            joined = pattern.sub(repl, joined)
     return [_WORD.findall(text) for text in joined.split("\x00")] if texts else []
 
 

@@ -22,7 +22,7 @@ Reads only.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 from django.db.models import Q
@@ -157,6 +157,8 @@ def jaccard_pairs(
     if n < 2:
         return empty
     frequency: Counter[str] = Counter(token for tokens in token_sets for token in tokens)
+    if n * n * len(frequency) <= DENSE_PAIRS_UP_TO:
+        return _dense_pairs(token_sets, kinds, threshold, vocabulary=list(frequency))
     rank = {token: r for r, token in enumerate(sorted(frequency, key=lambda t: (frequency[t], t)))}
     vocabulary = max(len(rank), 1)
     kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
@@ -195,6 +197,38 @@ def jaccard_pairs(
     score = shared / (lengths[a] + lengths[b] - shared)
     good = score >= threshold
     a, b, score = a[good], b[good], score[good]
+    return np.concatenate((a, b)), np.concatenate((b, a)), np.concatenate((score, score))
+
+
+#: ``jaccard_pairs`` of at most this many (sets x sets x distinct tokens) counts every
+#: intersection at once with a matrix product (``_dense_pairs``): a user of 100 truths in
+#: 0.1 ms against 0.6 by prefix filtering, whose steps cost more than the work they save
+#: at that size (3 December 2026). Either way the pairs and scores are the same.
+DENSE_PAIRS_UP_TO = 20_000_000
+
+
+def _dense_pairs(
+    token_sets: Sequence[frozenset[str]], kinds: Sequence[Hashable], threshold: float, *, vocabulary: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``jaccard_pairs`` by counting every intersection: a 0/1 matrix of sets x tokens
+    times its transpose (float32, exact for counts below 2**24), then the same score
+    ``|a ∩ b| / (|a| + |b| - |a ∩ b|)`` in float64 and the same filter."""
+    n = len(token_sets)
+    column = {token: c for c, token in enumerate(vocabulary)}
+    lengths = np.fromiter((len(t) for t in token_sets), dtype=np.int64, count=n)
+    incidence = np.zeros((n, max(len(column), 1)), dtype=np.float32)
+    cells = np.fromiter((column[t] for tokens in token_sets for t in tokens), dtype=np.int64, count=int(lengths.sum()))
+    incidence[np.repeat(np.arange(n), lengths), cells] = 1.0
+    shared = (incidence @ incidence.T).astype(np.int64)
+    kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
+    codes = np.fromiter((kind_code[k] for k in kinds), dtype=np.int64, count=n)
+    a, b = np.triu_indices(n, 1)
+    same = (codes[a] == codes[b]) & (shared[a, b] > 0)
+    a, b = a[same], b[same]
+    common = shared[a, b]
+    score = common / (lengths[a] + lengths[b] - common)
+    good = score >= threshold
+    a, b, score = a[good].astype(np.int64), b[good].astype(np.int64), score[good]
     return np.concatenate((a, b)), np.concatenate((b, a)), np.concatenate((score, score))
 
 

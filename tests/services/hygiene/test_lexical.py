@@ -77,12 +77,17 @@ def _brute_force_clusters(user_id: int, threshold: float) -> list[tuple[int, ...
     return found
 
 
+@pytest.mark.parametrize("dense_up_to", [0, lexical.DENSE_PAIRS_UP_TO], ids=["prefix filter", "matrix product"])
 @pytest.mark.parametrize("threshold", [0.5, 0.6, 0.75])
-def test_prefix_filter_finds_exactly_the_pairs_of_a_full_comparison(truth_factory, user_factory, threshold, settings):
+def test_prefix_filter_finds_exactly_the_pairs_of_a_full_comparison(
+    truth_factory, user_factory, threshold, settings, monkeypatch, dense_up_to
+):
     """Words drawn from a small vocabulary with a few very common ones (the lists a prefix
-    filter skips), sets of 1-9 words, two kinds: the clusters equal the brute-force ones."""
+    filter skips), sets of 1-9 words, two kinds: the clusters equal the brute-force ones,
+    by either way of finding the pairs."""
     import random
 
+    monkeypatch.setattr(lexical, "DENSE_PAIRS_UP_TO", dense_up_to)
     settings.IRIS_CONSOLIDATION_MAX_CLUSTER_SIZE = 8
     settings.IRIS_CONSOLIDATION_MIN_CLUSTER_SIZE = 2
     rng = random.Random(int(threshold * 100))
@@ -95,6 +100,28 @@ def test_prefix_filter_finds_exactly_the_pairs_of_a_full_comparison(truth_factor
     found = [c.member_ids for c in lexical.find_lexical_clusters(user_id=user.pk, threshold=threshold)]
     assert found == _brute_force_clusters(user.pk, threshold)
     assert len(found) >= 5  # the data has clusters to compare
+
+
+def test_both_ways_of_finding_pairs_give_the_same_pairs_and_scores(monkeypatch):
+    """Random sets (empty ones too) of three kinds at three thresholds: the same pairs, the
+    same float64 scores, by prefix filtering and by the matrix product."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(40)]
+    sets = [frozenset(rng.sample(vocabulary, rng.randint(0, 6))) for _ in range(300)]
+    kinds = [("fact", "preference", "working")[rng.randint(0, 2)] for _ in sets]
+    for threshold in (0.34, 0.5, 0.8):
+        found = []
+        for dense_up_to in (0, 10**12):
+            monkeypatch.setattr(lexical, "DENSE_PAIRS_UP_TO", dense_up_to)
+            a, b, score = lexical.jaccard_pairs(sets, kinds, threshold)
+            order = np.lexsort((b, a))
+            found.append((a[order].tolist(), b[order].tolist(), score[order].tolist()))
+        assert found[0] == found[1]
+        assert len(found[0][0]) >= 20
 
 
 def test_protected_truths_join_but_never_seed(truth_factory, user_factory):

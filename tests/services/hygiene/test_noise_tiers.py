@@ -14,6 +14,7 @@ from django.utils.html import escape
 from iris_consolidation.inventory_display import stage_lines
 from iris_consolidation.models import ConsolidationRun, RetiredReason, StageResult, Truth, TruthChange
 from iris_consolidation.services.hygiene import noise_rules
+from iris_consolidation.text.patterns import required_literals
 from tests import llm_stub
 from tests.conftest import unit_vector
 from tests.services.hygiene.test_noise import LOOK_ALIKES, RHO, WORDINGS
@@ -152,3 +153,32 @@ def test_detect_all_is_detect_of_each_text():
     for order in (texts, texts[::-1], texts[1::2] + texts[::2]):
         assert noise_rules.detect_all(order) == [noise_rules.detect(t) for t in order]
     assert noise_rules.detect_all([]) == []
+
+
+@pytest.mark.parametrize(("pattern", "needs"), [
+    (r"ab(?:cd|ef)+g?", ("ab",)),
+    (r"(?:x|yy)z", ("x", "yy")),
+    (r"a|bc", ("a", "bc")),
+    (r"\d+\s?(?:px|rem)\b", ("px", "rem")),
+    (r"\d+(?:\.\d+)?%?", ()),  # nothing literal every match must hold
+    (r"(?:ab)?c+d", ("c",)),  # c+ holds one c at least; of equal lengths the first
+    (r"(?i)abc", ()),  # case-insensitive: a literal test would be wrong
+    (r"(?:x|\d)y", ("y",)),  # one alternative has no literal: the branch says nothing
+])
+def test_required_literals_are_held_by_every_match(pattern, needs):
+    assert required_literals(pattern) == needs
+
+
+def test_every_pattern_match_holds_one_of_its_required_literals():
+    """Over the tiers' own example texts: a pattern that matches holds one of its strings,
+    so skipping a pattern whose strings occur nowhere never loses a match."""
+    texts = [*SURE, *SUSPECTS, *LOOK_ALIKES, "42/89 = 47.2% on the eval", "all 120 unit tests passed",
+             "v1.2.3 is installed", "stand-up update: nothing to report", "Set the header padding to 12px"]
+    checked = 0
+    for pattern in noise_rules._TIER_PATTERNS:
+        for text in texts:
+            match = pattern.exact.search(" ".join(text.lower().split()))
+            if match:
+                checked += 1
+                assert any(literal in match.group(0) for literal in pattern.needs), (pattern.exact.pattern, text)
+    assert checked >= len(SURE) + len(SUSPECTS)
