@@ -2,7 +2,7 @@
 
 Tasks take primitive arguments (ids), claim their job row, call one service and return
 a small dict. Phase 1: ``plan_user`` per user, or ``plan_users`` for several small users
-one after another (each on its own job), which creates a job per cluster and
+planned together (each on its own job), which creates a job per cluster and
 sends a ``consolidate_batch`` task per batch of up to ``CLUSTERS_PER_CALL`` of them
 (one model call), all in the run's group
 ``iris_consolidation:run:<id>``; ``apply_review`` per verdict of an applied dry run.

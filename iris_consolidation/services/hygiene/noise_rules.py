@@ -315,7 +315,7 @@ def detect_all(contents: Sequence[str]) -> list[NoiseMatch | None]:
         at += len(text) + len(_JOIN)
     touched: set[int] = set()
     for pattern in _TIER_PATTERNS:
-        if pattern.needs and not any(literal in joined for literal in pattern.needs):
+        if pattern.needs and not any(map(joined.__contains__, pattern.needs)):
             continue
         for match in pattern.joined.finditer(joined):
             first, last = bisect_right(starts, match.start()) - 1, bisect_right(starts, match.end() - 1) - 1
