@@ -109,8 +109,9 @@ DEFAULTS: dict[str, Any] = {
     # users with at most PHASE1_BATCH_MAX_TRUTHS live truths are planned up to
     # PHASE1_USERS_PER_TASK to one django-q2 task (and at most 10,000 truths in all, what
     # one USER_JOB_TIMEOUT covers), planned together in a few queries (batch_plan), each on
-    # its own job; larger users get a task each. A run in process plans them the same way. A task costs its broker round trip, its claim and its run refresh
-    # whatever it plans. 1 user per task, or 0 truths: a task per user.
+    # its own job; larger users get a task each. A run in process plans them the same way.
+    # A task costs its broker round trip, its claim and its run refresh whatever it plans.
+    # 1 user per task, or 0 truths: a task per user.
     "PHASE1_USERS_PER_TASK": 50,
     "PHASE1_BATCH_MAX_TRUTHS": 1000,
     # pgvector hnsw.ef_search for neighbour queries; 100 found 98.5% of true pairs

@@ -24,6 +24,7 @@ users with more than ``ONE_TRANSACTION_UP_TO`` consolidatable truths.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -137,8 +138,10 @@ def build_user_plans(
             for user_id in together:
                 batch.failed.pop(user_id, None)
                 try:
-                    batch.plans[user_id] = consolidation.build_user_plan(run_id=run.pk, user_id=user_id,
-                                                                         embedder=embedder)
+                    plan = consolidation.build_user_plan(run_id=run.pk, user_id=user_id, embedder=embedder)
+                    embedded, seconds = embedding.get(user_id, (plan.embedded, plan.embed_seconds))
+                    # Its embedding, done before the batch broke, stays the user's.
+                    batch.plans[user_id] = dataclasses.replace(plan, embedded=embedded, embed_seconds=seconds)
                 except Exception as exc:  # one user's failure is its own
                     logger.exception("run %s: phase 1 of user %s failed", run.pk, user_id)
                     batch.failed[user_id] = exc
@@ -189,6 +192,7 @@ def _plan_together(
     results: dict[int, dict[str, StageResult]] = defaultdict(dict)
     for result in StageResult.objects.filter(run=run, user_id__in=recorded) if recorded else ():
         results[result.user_id][result.stage] = result
+    recorded_stages = {user_id: set(results[user_id]) for user_id in user_ids}
     user_vectors = vectors.load_users_vectors(user_ids=user_ids)
     cursors = incremental.cursors_of(user_ids)
     pending: list[StageResult] = []
@@ -214,7 +218,9 @@ def _plan_together(
                 logger.exception("run %s: phase 1 of user %s failed in a batch", run.pk, user_id)
                 batch.failed[user_id] = exc
                 continue
-            pending += shared.pending
+            # A second delivery re-records the arms' results (one by one, ``flush`` keeps the
+            # row already there): the batch leaves out what the user had recorded before.
+            pending += [r for r in shared.pending if r.stage not in recorded_stages[user_id]]
             passes.append(user_pass)
             plans[user_id] = plan
         _insert_results(pending)
@@ -274,8 +280,9 @@ def _insert_results(results: Sequence[StageResult]) -> None:
     A batch's results carry the findings of every user (a decay report lists up to
     ``StageResult.MAX_FINDINGS`` truths each): for 350 results of 530 KB, ``bulk_create``
     took 60 ms here (its ``UNNEST`` arrays are escaped quote by quote in Python) and
-    ``COPY`` 14 ms (3 December 2026). Unlike ``flush``'s insert, a row already there is an
-    ``IntegrityError`` (another delivery recorded the user meanwhile): the batch is then
+    ``COPY`` 14 ms (3 December 2026). The caller leaves out the results a user had
+    recorded before the batch read them; a row recorded since (another delivery of the same
+    user meanwhile) is an ``IntegrityError``, unlike ``flush``'s insert: the batch is then
     rolled back and planned one user at a time (``build_user_plans``). Execute wrappers
     do not see the ``COPY``."""
     if not results:
@@ -291,7 +298,8 @@ def _insert_results(results: Sequence[StageResult]) -> None:
         return
     table = connection.ops.quote_name(StageResult._meta.db_table)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    with connection.cursor() as cursor:
+    # psycopg's own errors become Django's (an ``IntegrityError`` on a row already there).
+    with connection.cursor() as cursor, connection.wrap_database_errors:
         with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for result in results:
                 copy.write_row([f.get_db_prep_save(getattr(result, f.attname), connection) for f in fields])

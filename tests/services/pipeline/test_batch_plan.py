@@ -165,3 +165,53 @@ def test_a_broken_transaction_plans_each_user_alone(user_factory, monkeypatch):
     semantic = StageResult.objects.filter(run=run, stage="semantic")
     assert sorted(semantic.values_list("user_id", flat=True)) == sorted([users[0].pk, users[2].pk, users[3].pk])
 
+
+
+def test_a_second_delivery_plans_as_one_by_one_without_falling_back(user_factory, monkeypatch):
+    """A user already planned in the run (its results recorded, as after a worker died
+    before its job was marked done) is planned again like one by one would: the results
+    recorded first stay, and the batch does not break on them."""
+    users = _users(user_factory, count=2, per_user=20)
+    fallbacks = []
+    real = consolidation.build_user_plan
+    monkeypatch.setattr(consolidation, "build_user_plan", lambda **kw: fallbacks.append(kw) or real(**kw))
+    outcomes, clusters = [], []
+    for plan in (_one_by_one, _batched):
+        with transaction.atomic():
+            run = consolidation.create_run(trigger="command", dry_run=False, judge="rules", execution="in_process")
+            run.started_at = NOW
+            run.save(update_fields=["started_at"])
+            real(run_id=run.pk, user_id=users[0].pk, embedder=_NoEmbedder())  # the first delivery
+            first = {r.stage: r.pk for r in StageResult.objects.filter(run=run, user=users[0])}
+            clusters.append(plan(run, users))
+            assert {r.stage: r.pk for r in StageResult.objects.filter(run=run, user=users[0])} == first
+            outcomes.append(_outcome(run))
+            transaction.set_rollback(True)
+    assert clusters[1] == clusters[0]
+    assert outcomes[1] == outcomes[0]
+    assert len(fallbacks) == len(users)  # the one-by-one pass's own calls only
+
+
+def test_a_result_recorded_meanwhile_breaks_the_batch_and_each_user_is_planned_alone(user_factory, monkeypatch):
+    """Another delivery records a user's result after the batch read them: the batch's
+    COPY meets the row (an IntegrityError), nothing of the batch is written, and each
+    user is planned on its own."""
+    users = _users(user_factory, count=2, per_user=20)
+    real = stages.candidate_clusters
+    raced = []
+
+    def clusters(run, user_id, **kwargs):
+        if user_id == users[1].pk and not raced:
+            raced.append(user_id)
+            StageResult.objects.create(run=run, user_id=user_id, stage="semantic", mode="apply")
+        return real(run, user_id, **kwargs)
+
+    monkeypatch.setattr(stages, "candidate_clusters", clusters)
+    run = consolidation.create_run(trigger="command", dry_run=False, judge="rules", execution="in_process")
+    batch = batch_plan.build_user_plans(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+
+    assert raced == [users[1].pk]
+    assert batch.failed == {}
+    assert sorted(batch.plans) == sorted(u.pk for u in users)
+    semantic = StageResult.objects.filter(run=run, stage="semantic")
+    assert sorted(semantic.values_list("user_id", flat=True)) == sorted(u.pk for u in users)

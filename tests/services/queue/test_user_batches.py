@@ -300,3 +300,34 @@ def test_claim_batch_takes_only_the_jobs_left_to_do(run_factory, user_factory, s
     assert [j.pk for j in taken] == [jobs[1].pk, jobs[2].pk]
     assert all(j.lease_until == now + timedelta(seconds=60 + delivery.LEASE_MARGIN) for j in taken)
     assert delivery.claim_batch([j.pk for j in jobs], timeout=60, now=now) == []
+
+
+def test_a_batch_delivered_again_after_its_plans_committed_finishes_every_user(
+    run_factory, truth_factory, user_factory, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The worker died after the batch's plans were committed and before its jobs were
+    marked done: the task delivered again plans the users as recorded and finishes them."""
+    settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 2
+    run, people, job_ids = _batched_run(
+        run_factory, truth_factory, user_factory, settings, django_capture_on_commit_callbacks
+    )
+    real = delivery.finish_user_jobs
+
+    def die(done, **kwargs):
+        raise KeyboardInterrupt  # the worker dies between the two commits
+
+    monkeypatch.setattr(delivery, "finish_user_jobs", die)
+    with pytest.raises(KeyboardInterrupt), django_capture_on_commit_callbacks(execute=False):
+        tasks.plan_users(str(run.pk), job_ids)
+    assert StageResult.objects.filter(run=run, stage="semantic").count() == len(people)
+    monkeypatch.setattr(delivery, "finish_user_jobs", real)
+    Job.objects.in_run(run.pk).filter(status="running").update(lease_until=timezone.now() - timedelta(seconds=1))
+
+    with django_capture_on_commit_callbacks(execute=False):
+        tasks.plan_users(str(run.pk), job_ids)
+
+    jobs = {job.user_id: job for job in _plan_jobs(run)}
+    assert [(jobs[u.pk].status, jobs[u.pk].faults) for u in people] == [("done", 1)] * len(people)
+    run.refresh_from_db()
+    assert (run.users_done, run.clusters_found) == (4, 8)
+    assert StageResult.objects.filter(run=run, stage="semantic").count() == len(people)
