@@ -71,8 +71,13 @@ test-slow: install
 test-package: install
 	$(call run_pytest,-m packaging)
 
+# The version the benchmark times beside this one, on the same data in the same run (a git
+# worktree in .bench-previous); PREVIOUS= (empty) times this version alone.
+PREVIOUS ?= d38df08
 bench: install
-	$(PY) benchmarks/phase1.py
+	@if [ -n "$(PREVIOUS)" ]; then git worktree remove --force .bench-previous 2>/dev/null; \
+	  git worktree add --quiet --force --detach .bench-previous $(PREVIOUS); fi
+	$(PY) benchmarks/phase1.py $(if $(PREVIOUS),--previous .bench-previous)
 
 # The embedded PostgreSQL keeps running between commands (a fast shutdown; it restarts on next use).
 db-stop:

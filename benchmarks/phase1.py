@@ -647,6 +647,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--new", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.previous is not None:
+        args.previous = args.previous.resolve()  # its children run in that checkout
 
     if args.child:
         result = (child_setup if args.child == "setup" else child_phase1)(args)
