@@ -215,3 +215,22 @@ def test_a_result_recorded_meanwhile_breaks_the_batch_and_each_user_is_planned_a
     assert sorted(batch.plans) == sorted(u.pk for u in users)
     semantic = StageResult.objects.filter(run=run, stage="semantic")
     assert sorted(semantic.values_list("user_id", flat=True)) == sorted(u.pk for u in users)
+
+
+def test_another_driver_reads_and_writes_the_same_through_the_orm(user_factory, monkeypatch):
+    """Without psycopg 3 (no binary reads, no COPY) a batch reads its rows through the ORM
+    and inserts its results with ``bulk_create``: the same plans and results."""
+    users = _users(user_factory, count=2, per_user=20)
+    outcomes, clusters = [], []
+    for binary in (True, False):
+        monkeypatch.setattr(batch_plan, "_psycopg3", lambda binary=binary: binary)
+        with transaction.atomic():
+            run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
+            run.started_at = NOW
+            run.save(update_fields=["started_at"])
+            clusters.append(_batched(run, users))
+            outcomes.append(_outcome(run))
+            transaction.set_rollback(True)
+    assert clusters[1] == clusters[0]
+    assert outcomes[1] == outcomes[0]
+    assert len(outcomes[0]["results"]) == 7 * len(users)
