@@ -74,6 +74,17 @@ PASS_FIELDS = ("id", "kind", "content", "tags", "relevance", "created_at", "last
                "updated_at", "consolidatable")
 
 
+def pass_rows(truths: Any, *, by_user: bool = False) -> Any:
+    """The ``PASS_FIELDS`` rows of the live ``truths`` (a ``Truth`` queryset) in
+    (created_at, id) order; ``by_user``: each row led by its ``user_id``, in (user_id,
+    created_at, id) order (a batch of users' rows, ``batch_plan``)."""
+    leading = ("user_id",) if by_user else ()
+    consolidatable = ExpressionWrapper(~protected_q(max_generation=app_settings.MAX_GENERATION),
+                                       output_field=BooleanField())
+    return (truths.annotate(consolidatable=consolidatable)
+            .order_by(*leading, "created_at", "id").values_list(*leading, *PASS_FIELDS))
+
+
 @dataclass(frozen=True, kw_only=True)
 class PassFacts:
     """What a user's pass knows before it starts, read with the run (``consolidation``'s
@@ -116,12 +127,7 @@ class UserPass:
     @property
     def rows(self) -> list[tuple[Any, ...]]:
         if self._rows is None:
-            self._rows = list(
-                Truth.objects.for_user(self.user_id)
-                .annotate(consolidatable=ExpressionWrapper(
-                    ~protected_q(max_generation=app_settings.MAX_GENERATION), output_field=BooleanField()))
-                .order_by("created_at", "id").values_list(*PASS_FIELDS)
-            )
+            self._rows = list(pass_rows(Truth.objects.for_user(self.user_id)))
         return self._rows
 
     def consolidatable(self) -> list[tuple[Any, ...]]:

@@ -35,22 +35,17 @@ from typing import Any
 import numpy as np
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, OuterRef, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import OuterRef
 
-from ...choices import protected_q
-from ...conf import app_settings
 from ...embeddings import Embedder
 from ...models import (
     EMBEDDING_DIMENSIONS,
     ConsolidationRun,
-    LineageEvent,
-    SessionMessage,
     StageResult,
     Truth,
 )
 from ..hygiene import stages
-from . import consolidation, forecast, incremental, vectors
+from . import consolidation, incremental, vectors
 
 logger = logging.getLogger(__name__)
 
@@ -157,18 +152,14 @@ def plan_users(*, run_id: Any, user_ids: Sequence[int], embedder: Embedder) -> B
 
 
 def _facts_of(run: ConsolidationRun, user_ids: Sequence[int], *, model_name: str) -> dict[int, _Facts]:
-    """What ``consolidation._run_for_user`` asks about one user, for every user of the
-    batch in one query. A user id with no user row gets no truths and no facts."""
-    user = OuterRef("pk")
-    truths = Truth.objects.filter(user_id=user)
-    consolidatable = truths.consolidatable(max_generation=app_settings.MAX_GENERATION).order_by()
-    rows = get_user_model().objects.filter(pk__in=list(user_ids)).annotate(
-        n=Coalesce(Subquery(consolidatable.values("user_id").annotate(n=Count("id")).values("n")), 0),
-        unembedded=Exists(truths.missing_embedding(model_name=model_name)),
-        recorded=Exists(StageResult.objects.filter(run_id=run.pk, user_id=user)),
-        undone=Exists(LineageEvent.objects.filter(action=LineageEvent.Action.UNDO, result__user_id=user)),
-        messages=Exists(SessionMessage.objects.filter(session__user_id=user)),
-    ).values_list("pk", "n", "unembedded", "recorded", "undone", "messages")
+    """What ``consolidation.pass_facts`` asks about one user, for every user of the batch
+    in one query. A user id with no user row gets no truths and no facts."""
+    facts = consolidation.pass_facts(user=OuterRef("pk"), run=run.pk, model_name=model_name)
+    # Prefixed: a user has a ``truths`` relation of its own.
+    annotations = {f"pass_{name}": value for name, value in facts.items()}
+    rows = get_user_model().objects.filter(pk__in=list(user_ids)).annotate(**annotations).values_list(
+        "pk", *annotations
+    )
     found = {
         pk: _Facts(truths=n, unembedded=unembedded,
                    pass_facts=stages.PassFacts(recorded=recorded, undone=undone, messages=messages))
@@ -247,26 +238,18 @@ def _plan_one(
         clusters = stages.candidate_clusters(run, user_id)
         cluster_seconds = time.monotonic() - started
         stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
-    user_forecast = None
-    if run.dry_run:
-        user_forecast = forecast.forecast_user(user_id=user_id, clusters=clusters, model=run.judge_model).as_dict()
-    plan = consolidation.UserPlan(
-        user_id=user_id, clusters=clusters, truths=truths, embedded=embedding[0], embed_seconds=embedding[1],
-        cluster_seconds=cluster_seconds, forecast=user_forecast, seeds=user_pass.seeds,
+    plan = consolidation.finished_plan(
+        run, user_id=user_id, clusters=clusters, truths=truths, embedded=embedding[0], embed_seconds=embedding[1],
+        cluster_seconds=cluster_seconds, seeds=user_pass.seeds,
     )
     return plan, user_pass
 
 
 def _rows_of(user_ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
     """``stages.UserPass.rows`` of every user of the batch in one query."""
-    consolidatable = ExpressionWrapper(~protected_q(max_generation=app_settings.MAX_GENERATION),
-                                       output_field=BooleanField())
     rows: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
-    read = (
-        Truth.objects.filter(user_id__in=list(user_ids)).annotate(consolidatable=consolidatable)
-        .order_by("user_id", "created_at", "id").values_list("user_id", *stages.PASS_FIELDS)
-    )
-    if not _psycopg3():  # another driver returns JSON as text: its values need the ORM
+    read = stages.pass_rows(Truth.objects.filter(user_id__in=list(user_ids)), by_user=True)
+    if not vectors.is_psycopg3(connection):  # another driver returns JSON as text: its values need the ORM
         for user_id, *row in read:
             rows[user_id].append(tuple(row))
         return rows
@@ -276,16 +259,6 @@ def _rows_of(user_ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
         for user_id, *row in batch:
             rows[user_id].append(tuple(row))
     return rows
-
-
-def _psycopg3() -> bool:
-    """Whether the default connection is psycopg 3's (binary reads, ``COPY``)."""
-    try:
-        import psycopg
-    except ImportError:
-        return False
-    connection.ensure_connection()
-    return isinstance(connection.connection, psycopg.Connection)
 
 
 def _insert_results(results: Sequence[StageResult]) -> None:
@@ -302,7 +275,7 @@ def _insert_results(results: Sequence[StageResult]) -> None:
     if not results:
         return
     fields = [f for f in StageResult._meta.concrete_fields if not f.primary_key]
-    if not _psycopg3():
+    if not vectors.is_psycopg3(connection):
         StageResult.objects.bulk_create(list(results))
         return
     table = connection.ops.quote_name(StageResult._meta.db_table)

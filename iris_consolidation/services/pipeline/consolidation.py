@@ -222,20 +222,24 @@ def build_user_plan(
         # cluster stale for phase 2, which re-reads every member under a lock.
         if not (small and offline_after):
             stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
+    return finished_plan(
+        run, user_id=user_id, clusters=clusters, truths=truths, embedded=embedded, embed_seconds=embed_seconds,
+        cluster_seconds=cluster_seconds, seeds=seeds,
+    )
+
+
+def finished_plan(
+    run: ConsolidationRun, *, user_id: int, clusters: list[clustering.CandidateCluster], truths: int,
+    embedded: int, embed_seconds: float, cluster_seconds: float, seeds: int,
+) -> UserPlan:
+    """The plan of a user whose phase 1 is done, with a dry run's forecast of its judge
+    spend (``forecast.forecast_user``)."""
     user_forecast = None
     if run.dry_run:
-        user_forecast = forecast.forecast_user(
-            user_id=user_id, clusters=clusters, model=run.judge_model
-        ).as_dict()
+        user_forecast = forecast.forecast_user(user_id=user_id, clusters=clusters, model=run.judge_model).as_dict()
     return UserPlan(
-        user_id=user_id,
-        clusters=clusters,
-        truths=truths,
-        embedded=embedded,
-        embed_seconds=embed_seconds,
-        cluster_seconds=cluster_seconds,
-        forecast=user_forecast,
-        seeds=seeds,
+        user_id=user_id, clusters=clusters, truths=truths, embedded=embedded, embed_seconds=embed_seconds,
+        cluster_seconds=cluster_seconds, forecast=user_forecast, seeds=seeds,
     )
 
 
@@ -269,18 +273,29 @@ def embed_user(
 
 def _run_for_user(run_id: Any, *, user_id: int, model_name: str) -> ConsolidationRun:
     """The run, with what ``build_user_plan`` first asks about ``user_id`` in the same
-    query: ``user_truths`` (consolidatable truths), ``user_unembedded`` (a live truth
-    lacks an embedding of ``model_name``), and the ``stages.PassFacts``: ``user_recorded``,
-    ``user_undone``, ``user_messages``. Raises ``ConsolidationRun.DoesNotExist``."""
-    truths = Truth.objects.for_user(user_id)
+    query (``pass_facts``, each as ``user_<name>``). Raises
+    ``ConsolidationRun.DoesNotExist``."""
+    facts = pass_facts(user=user_id, run=OuterRef("pk"), model_name=model_name)
+    return ConsolidationRun.objects.annotate(**{f"user_{name}": value for name, value in facts.items()}).get(
+        pk=run_id
+    )
+
+
+def pass_facts(*, user: Any, run: Any, model_name: str) -> dict[str, Any]:
+    """What a user's pass asks first, as annotations: ``truths`` (consolidatable truths),
+    ``unembedded`` (a live truth lacks an embedding of ``model_name``), and the
+    ``stages.PassFacts``: ``recorded``, ``undone``, ``messages``. ``user`` and ``run``: an
+    id, or an ``OuterRef`` to the annotated row (a run, for one user; a user, for a batch:
+    ``batch_plan``)."""
+    truths = Truth.objects.filter(user_id=user)
     consolidatable = truths.consolidatable(max_generation=app_settings.MAX_GENERATION).order_by()
-    return ConsolidationRun.objects.annotate(
-        user_truths=Coalesce(Subquery(consolidatable.values("user_id").annotate(n=Count("id")).values("n")), 0),
-        user_unembedded=Exists(truths.missing_embedding(model_name=model_name)),
-        user_recorded=Exists(StageResult.objects.filter(run_id=OuterRef("pk"), user_id=user_id)),
-        user_undone=Exists(LineageEvent.objects.filter(action=LineageEvent.Action.UNDO, result__user_id=user_id)),
-        user_messages=Exists(SessionMessage.objects.filter(session__user_id=user_id)),
-    ).get(pk=run_id)
+    return {
+        "truths": Coalesce(Subquery(consolidatable.values("user_id").annotate(n=Count("id")).values("n")), 0),
+        "unembedded": Exists(truths.missing_embedding(model_name=model_name)),
+        "recorded": Exists(StageResult.objects.filter(run_id=run, user_id=user)),
+        "undone": Exists(LineageEvent.objects.filter(action=LineageEvent.Action.UNDO, result__user_id=user)),
+        "messages": Exists(SessionMessage.objects.filter(session__user_id=user)),
+    }
 
 
 def estimate(

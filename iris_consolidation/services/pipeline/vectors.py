@@ -175,6 +175,16 @@ def _unit_rows(vectors: np.ndarray) -> np.ndarray:
 FETCH_ROWS = 5000
 
 
+def is_psycopg3(connection: Any) -> bool:
+    """Whether Django's ``connection`` runs on psycopg 3 (binary reads, ``COPY``); connects."""
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    connection.ensure_connection()
+    return isinstance(connection.connection, psycopg.Connection)
+
+
 def stream_rows(queryset: Any, size: int, *, small: bool = False) -> Any:
     """The rows of a ``values_list`` queryset, in lists of at most ``size``, read with a
     server-side cursor wrapped by Django (query logging and execute wrappers apply).
@@ -185,13 +195,10 @@ def stream_rows(queryset: Any, size: int, *, small: bool = False) -> Any:
 
     connection = connections[queryset.db]
     sql, params = queryset.query.get_compiler(queryset.db).as_sql()
-    connection.ensure_connection()
-    try:
+    if is_psycopg3(connection):
         import psycopg
         from psycopg.pq import Format
-    except ImportError:
-        psycopg = None
-    if psycopg is not None and isinstance(connection.connection, psycopg.Connection):
+
         # Django's own named cursor binds parameters on the client, which rules out
         # binary results; this one binds them on the server.
         # A small result needs no server-side cursor (DECLARE, FETCH, CLOSE): a plain

@@ -82,12 +82,17 @@ def plan_user_job(
         run_id=job.run_id, user_id=job.user_id, embedder=embedder, embed_deadline=deadline
     )
     if not plan.complete:
-        note = delivery.PHASE1_CONTINUES.format(embedded=plan.embedded, pending=plan.pending)
-        delivery.continue_later(job, note=note)
-        logger.info("run %s: user %s: %s", job.run_id, job.user_id, note)
-        return {"user_id": job.user_id, "continued": True, "pending": plan.pending}
+        return _continue_later(job, plan)
     created = delivery.finish_user_job(job, plan)
     return {"user_id": job.user_id, "clusters": created}
+
+
+def _continue_later(job: ConsolidationJob, plan: consolidation.UserPlan) -> dict[str, Any]:
+    """Hand a job whose embedding stopped at its deadline to a new delivery (not a fault)."""
+    note = delivery.PHASE1_CONTINUES.format(embedded=plan.embedded, pending=plan.pending)
+    delivery.continue_later(job, note=note)
+    logger.info("run %s: user %s: %s", job.run_id, job.user_id, note)
+    return {"user_id": job.user_id, "continued": True, "pending": plan.pending}
 
 
 def plan_user_jobs(
@@ -110,9 +115,7 @@ def plan_user_jobs(
     for job in jobs:
         plan = batch.plans.get(job.user_id)
         if plan is not None and not plan.complete:
-            note = delivery.PHASE1_CONTINUES.format(embedded=plan.embedded, pending=plan.pending)
-            delivery.continue_later(job, note=note)
-            results.append({"user_id": job.user_id, "continued": True, "pending": plan.pending})
+            results.append(_continue_later(job, plan))
         elif plan is not None:
             finished.append((job, plan))
     created = delivery.finish_user_jobs(finished)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, StageResult, Truth, UserPass
 from iris_consolidation.services.hygiene import stages
-from iris_consolidation.services.pipeline import batch_plan, consolidation
+from iris_consolidation.services.pipeline import batch_plan, consolidation, vectors
 from tests.services.pipeline.test_phase1_same_results import NOISY, _add_user_truths, _NoEmbedder, _phase1_module
 
 pytestmark = pytest.mark.django_db
@@ -223,7 +223,7 @@ def test_another_driver_reads_and_writes_the_same_through_the_orm(user_factory, 
     users = _users(user_factory, count=2, per_user=20)
     outcomes, clusters = [], []
     for binary in (True, False):
-        monkeypatch.setattr(batch_plan, "_psycopg3", lambda binary=binary: binary)
+        monkeypatch.setattr(vectors, "is_psycopg3", lambda connection, binary=binary: binary)
         with transaction.atomic():
             run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
             run.started_at = NOW
