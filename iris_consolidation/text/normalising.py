@@ -42,6 +42,16 @@ _LETTER = rf"(?:[^\W\d_]|[{_MARKS}])"
 
 
 _WORD = re.compile(rf"[0-9]+(?:[.,:/-][0-9]+)*|{_LETTER}+(?:['’-]{_LETTER}+)*", re.UNICODE)
+#: ``_WORD`` on ASCII text, where a letter is [a-zA-Z] (no ASCII character is a combining
+#: mark or "’"): the same words at half the time (a user's 100 texts, 3 December 2026).
+_ASCII_WORD = re.compile(r"[0-9]+(?:[.,:/-][0-9]+)*|[a-zA-Z]+(?:['-][a-zA-Z]+)*")
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text`` (already folded and lower-cased), in order: runs of digits
+    with their separators, runs of letters and combining marks with inner apostrophes
+    and hyphens."""
+    return (_ASCII_WORD if text.isascii() else _WORD).findall(text)
 
 
 RAW_WORD = re.compile(rf"{_LETTER}+(?:['-]{_LETTER}+)*|[.!?;:]", re.UNICODE)
@@ -77,7 +87,7 @@ def normalise(text: str) -> str:
     text = fold(text).lower()
     for pattern, repl in LEXICON.contractions:
         text = re.sub(pattern, repl, text)
-    return " ".join(_WORD.findall(text))
+    return " ".join(_words(text))
 
 
 def tokens(text: str) -> list[str]:
@@ -102,7 +112,8 @@ def tokens_of_each(texts: Sequence[str]) -> list[list[str]]:
         # Skipped where no string its every match holds occurs (most texts have no apostrophe).
         if not needs or any(literal in joined for literal in needs):
             joined = pattern.sub(repl, joined)
-    return [_WORD.findall(text) for text in joined.split("\x00")] if texts else []
+    find = (_ASCII_WORD if joined.isascii() else _WORD).findall
+    return [find(text) for text in joined.split("\x00")] if texts else []
 
 
 def no_space_runs(text: str) -> list[str]:

@@ -22,7 +22,8 @@ Reads only.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from itertools import chain
 
 import numpy as np
 from django.db.models import Q
@@ -96,7 +97,7 @@ def lexical_clusters(
     max_size = max_size or app_settings.MAX_CLUSTER_SIZE
     min_size = min_size or app_settings.MIN_CLUSTER_SIZE
     ids = [pk for pk, _, _ in rows]
-    token_sets = [frozenset(words) for words in tokens_of_each([content for _, _, content in rows])]
+    token_sets = list(map(frozenset, tokens_of_each([content for _, _, content in rows])))
     seeds, members, scores = jaccard_pairs(token_sets, [kind for _, kind, _ in rows], threshold)
     # Per seed row: partners most similar first, equal scores by lower truth id.
     id_array = np.asarray(ids, dtype=np.int64)
@@ -156,9 +157,10 @@ def jaccard_pairs(
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
     if n < 2:
         return empty
-    frequency: Counter[str] = Counter(token for tokens in token_sets for token in tokens)
-    if n * n * len(frequency) <= DENSE_PAIRS_UP_TO:
-        return _dense_pairs(token_sets, kinds, threshold, vocabulary=list(frequency))
+    vocabulary = dict.fromkeys(chain.from_iterable(token_sets))
+    if n * n * len(vocabulary) <= DENSE_PAIRS_UP_TO:
+        return _dense_pairs(token_sets, kinds, threshold, vocabulary=vocabulary)
+    frequency: Counter[str] = Counter(chain.from_iterable(token_sets))
     rank = {token: r for r, token in enumerate(sorted(frequency, key=lambda t: (frequency[t], t)))}
     vocabulary = max(len(rank), 1)
     kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
@@ -208,24 +210,28 @@ DENSE_PAIRS_UP_TO = 20_000_000
 
 
 def _dense_pairs(
-    token_sets: Sequence[frozenset[str]], kinds: Sequence[Hashable], threshold: float, *, vocabulary: list[str]
+    token_sets: Sequence[frozenset[str]], kinds: Sequence[Hashable], threshold: float, *, vocabulary: Iterable[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``jaccard_pairs`` by counting every intersection: a 0/1 matrix of sets x tokens
     times its transpose (float32, exact for counts below 2**24), then the same score
-    ``|a ∩ b| / (|a| + |b| - |a ∩ b|)`` in float64 and the same filter."""
+    ``|a ∩ b| / (|a| + |b| - |a ∩ b|)`` in float64 and the same filter, pairs in the
+    same (a, b) order. ``vocabulary``: every token of the sets, once."""
     n = len(token_sets)
     column = {token: c for c, token in enumerate(vocabulary)}
-    lengths = np.fromiter((len(t) for t in token_sets), dtype=np.int64, count=n)
+    lengths = np.fromiter(map(len, token_sets), dtype=np.int64, count=n)
     incidence = np.zeros((n, max(len(column), 1)), dtype=np.float32)
-    cells = np.fromiter((column[t] for tokens in token_sets for t in tokens), dtype=np.int64, count=int(lengths.sum()))
+    cells = np.fromiter(map(column.__getitem__, chain.from_iterable(token_sets)), dtype=np.int64,
+                        count=int(lengths.sum()))
     incidence[np.repeat(np.arange(n), lengths), cells] = 1.0
-    shared = (incidence @ incidence.T).astype(np.int64)
+    shared = incidence @ incidence.T
     kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
-    codes = np.fromiter((kind_code[k] for k in kinds), dtype=np.int64, count=n)
-    a, b = np.triu_indices(n, 1)
-    same = (codes[a] == codes[b]) & (shared[a, b] > 0)
-    a, b = a[same], b[same]
-    common = shared[a, b]
+    codes = np.fromiter(map(kind_code.__getitem__, kinds), dtype=np.int64, count=n)
+    # The pairs a < b of one kind that share a token, row after row.
+    sharing = shared > 0
+    if len(kind_code) > 1:
+        sharing &= codes[:, None] == codes[None, :]
+    a, b = np.nonzero(np.triu(sharing, 1))
+    common = shared[a, b].astype(np.int64)
     score = common / (lengths[a] + lengths[b] - common)
     good = score >= threshold
     a, b, score = a[good].astype(np.int64), b[good].astype(np.int64), score[good]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import BooleanField, ExpressionWrapper, F, Q
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -96,16 +96,23 @@ def rule_move(truth: Truth, why: str) -> Move:
 CANDIDATE_FIELDS = ("id", "user_id", "content", "kind", "tags", "created_at")
 
 
+def is_pointer() -> ExpressionWrapper:
+    """Whether a truth's ``tags`` hold ``POINTER_TAG``, as a query expression (PostgreSQL's
+    ``tags @> '["note-pointer"]'``; NULL, read as False, for NULL tags): the tags
+    themselves need no reading, nor their JSON decoding."""
+    return ExpressionWrapper(Q(tags__contains=[POINTER_TAG]), output_field=BooleanField())
+
+
 def _candidate_rows(user_id: int, rows: Sequence[tuple[int, str, Any]] | None = None) -> list[tuple[int, str]]:
     """``(id, content)`` of ``candidates(user_id)``, in the same order, without building
-    truths; from ``rows`` (``(id, content, tags)`` of the consolidatable truths in order)
-    when the caller read them already."""
+    truths; from ``rows`` (``(id, content, pointer)`` of the consolidatable truths in
+    order, ``pointer`` as ``is_pointer``) when the caller read them already."""
     if rows is None:
         rows = (
             Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
-            .order_by("created_at", "id").values_list("id", "content", "tags")
+            .annotate(pointer=is_pointer()).order_by("created_at", "id").values_list("id", "content", "pointer")
         )
-    return [(pk, content) for pk, content, tags in rows if POINTER_TAG not in (tags or [])]
+    return [(pk, content) for pk, content, pointer in rows if not pointer]
 
 
 def candidates(user_id: int) -> list[Truth]:
@@ -134,7 +141,7 @@ def plan(
 ) -> Plan:
     """Which truths to relocate (see the module docstring); writes nothing but the run's
     model-spend counters. A failed model call leaves the rule's decision. ``rows``:
-    ``(id, content, tags)`` of the user's consolidatable truths in (created_at, id) order,
+    ``(id, content, pointer)`` of the user's consolidatable truths in (created_at, id) order,
     if the caller read them (the rule alone then reads no truth but the moves)."""
     if client is None:
         # The rule alone: the texts are enough; truths are built for the moves only.

@@ -70,7 +70,7 @@ def pass_time(run: ConsolidationRun) -> datetime:
 
 
 #: The columns of a ``UserPass`` row, in order (``UserPass.rows``).
-PASS_FIELDS = ("id", "kind", "content", "tags", "relevance", "created_at", "last_decayed", "last_accessed",
+PASS_FIELDS = ("id", "kind", "content", "pointer", "relevance", "created_at", "last_decayed", "last_accessed",
                "updated_at", "consolidatable")
 
 
@@ -81,7 +81,7 @@ def pass_rows(truths: Any, *, by_user: bool = False) -> Any:
     leading = ("user_id",) if by_user else ()
     consolidatable = ExpressionWrapper(~protected_q(max_generation=app_settings.MAX_GENERATION),
                                        output_field=BooleanField())
-    return (truths.annotate(consolidatable=consolidatable)
+    return (truths.annotate(consolidatable=consolidatable, pointer=relocation.is_pointer())
             .order_by(*leading, "created_at", "id").values_list(*leading, *PASS_FIELDS))
 
 

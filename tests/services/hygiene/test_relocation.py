@@ -174,3 +174,19 @@ def test_a_malformed_classification_falls_back_to_the_rule(llm_server, heavy, ru
     result = stages.run_relocate(started(run_factory()), heavy["user"].pk, client=get_judge_client("llm"))
     assert result.findings[0]["errors"][0].startswith("model call failed, the rule decided:")
     assert result.affected == 2
+
+
+@pytest.mark.parametrize("in_a_pass", [False, True])
+def test_a_truth_tagged_as_pointer_is_never_a_candidate(heavy, run_factory, in_a_pass):
+    """Unpinned and reference-heavy, but tagged as a pointer: left alone, whether the stage
+    reads its rows itself or from a user's pass (where the tag is a flag from the query)."""
+    Truth.objects.filter(pk=heavy["history"].pk).update(tags=["travel", relocation.POINTER_TAG])
+    run = started(run_factory())
+    if in_a_pass:
+        with stages.user_pass(run, heavy["user"].pk, buffered=False) as shared:
+            assert [row[3] for row in shared.rows] == [False, True, False, False]
+            result = stages.run_relocate(run, heavy["user"].pk, client=None)
+    else:
+        result = stages.run_relocate(run, heavy["user"].pk, client=None)
+    assert (result.examined, result.affected) == (2, 1)
+    assert [f["truth_id"] for f in result.findings[1:]] == [heavy["runbook"].pk]
