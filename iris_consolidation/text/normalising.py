@@ -112,8 +112,7 @@ def tokens_of_each(texts: Sequence[str]) -> list[list[str]]:
         # Skipped where no string its every match holds occurs (most texts have no apostrophe).
         if not needs or any(literal in joined for literal in needs):
             joined = pattern.sub(repl, joined)
-    find = (_ASCII_WORD if joined.isascii() else _WORD).findall
-    return [find(text) for text in joined.split("\x00")] if texts else []
+    return [_words(text) for text in joined.split("\x00")] if texts else []
 
 
 def no_space_runs(text: str) -> list[str]:

@@ -157,9 +157,9 @@ def jaccard_pairs(
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
     if n < 2:
         return empty
-    vocabulary = dict.fromkeys(chain.from_iterable(token_sets))
-    if n * n * len(vocabulary) <= DENSE_PAIRS_UP_TO:
-        return _dense_pairs(token_sets, kinds, threshold, vocabulary=vocabulary)
+    distinct = dict.fromkeys(chain.from_iterable(token_sets))
+    if n * n * len(distinct) <= DENSE_PAIRS_UP_TO:
+        return _dense_pairs(token_sets, kinds, threshold, vocabulary=distinct)
     frequency: Counter[str] = Counter(chain.from_iterable(token_sets))
     rank = {token: r for r, token in enumerate(sorted(frequency, key=lambda t: (frequency[t], t)))}
     vocabulary = max(len(rank), 1)

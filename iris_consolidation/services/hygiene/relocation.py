@@ -143,18 +143,17 @@ def plan(
     model-spend counters. A failed model call leaves the rule's decision. ``rows``:
     ``(id, content, pointer)`` of the user's consolidatable truths in (created_at, id) order,
     if the caller read them (the rule alone then reads no truth but the moves)."""
+    min_chars = int(app_settings.RELOCATE_MIN_CHARS)
     if client is None:
         # The rule alone: the texts are enough; truths are built for the moves only.
         candidates_ = _candidate_rows(user_id, rows)
-        min_chars = int(app_settings.RELOCATE_MIN_CHARS)
         ruled = {pk: why for pk, content in candidates_ if (why := is_reference_heavy(content, min_chars=min_chars))}
         moving = Truth.all_objects.filter(pk__in=list(ruled)).only(*CANDIDATE_FIELDS).in_bulk() if ruled else {}
         return Plan(moves=[rule_move(moving[pk], why) for pk, why in ruled.items()], examined=len(candidates_),
                     errors=[], refused=[])
     truths = candidates(user_id)
-    min_chars = int(app_settings.RELOCATE_MIN_CHARS)
     by_rule = {t.pk: why for t in truths if (why := is_reference_heavy(t.content, min_chars=min_chars))}
-    half = int(app_settings.RELOCATE_MIN_CHARS) // 2
+    half = min_chars // 2
     offered = [t for t in truths if t.pk in by_rule or len(t.content) >= half]
     if not offered:
         return Plan(moves=[], examined=len(truths), errors=[], refused=[])
