@@ -29,7 +29,7 @@ from ...conf import app_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
 from ...llm import hygiene as prompts
 from ...models import ConsolidationRun, LearnedRule, Truth
-from .relocation import POINTER_TAG
+from .relocation import is_pointer
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +44,14 @@ def fingerprint(text: str) -> str:
 
 
 def candidates(user_id: int) -> list[Truth]:
-    """Live truths at or above the threshold that no learned rule came from, oldest first."""
+    """Live truths at or above the threshold that no learned rule came from and that are not
+    note pointers (``relocation.is_pointer``), oldest first."""
     threshold = int(app_settings.PROMOTE_THRESHOLD)
     rows = (
         Truth.objects.for_user(user_id).filter(corroborations__gte=threshold, learned_rules__isnull=True)
-        .order_by("created_at", "id")
+        .alias(pointer=is_pointer()).filter(pointer=False).order_by("created_at", "id")
     )
-    return [t for t in rows if POINTER_TAG not in (t.tags or [])]
+    return list(rows)
 
 
 @dataclass(kw_only=True)

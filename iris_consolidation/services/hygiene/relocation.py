@@ -118,11 +118,10 @@ def _candidate_rows(user_id: int, rows: Sequence[tuple[int, str, Any]] | None = 
 def candidates(user_id: int) -> list[Truth]:
     """The user's live, unprotected truths that are not pointers, oldest first (read with
     ``CANDIDATE_FIELDS`` only)."""
-    return [
-        t for t in Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
-        .order_by("created_at", "id").only(*CANDIDATE_FIELDS)
-        if POINTER_TAG not in (t.tags or [])
-    ]
+    return list(
+        Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+        .alias(pointer=is_pointer()).filter(pointer=False).order_by("created_at", "id").only(*CANDIDATE_FIELDS)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -121,3 +121,10 @@ def test_malformed_reply_is_an_error_and_adds_nothing(llm_server, often, run_fac
         "model call failed: The judge's reply was cut off (finish_reason=length)."
     ]
     assert LearnedRule.objects.count() == 0 and StageResult.objects.get(stage="promote").applied == 0
+
+
+def test_a_note_pointer_is_never_a_candidate(often):
+    from iris_consolidation.services.hygiene.relocation import POINTER_TAG
+
+    Truth.objects.filter(pk=often["cats"].pk).update(tags=["pets", POINTER_TAG])
+    assert [t.pk for t in promotion.candidates(often["user"].pk)] == [often["british"].pk, often["terse"].pk]

@@ -190,3 +190,9 @@ def test_a_truth_tagged_as_pointer_is_never_a_candidate(heavy, run_factory, in_a
         result = stages.run_relocate(run, heavy["user"].pk, client=None)
     assert (result.examined, result.affected) == (2, 1)
     assert [f["truth_id"] for f in result.findings[1:]] == [heavy["runbook"].pk]
+
+
+def test_the_models_candidates_leave_pointers_out(heavy):
+    """``candidates``, what the model is offered, applies the same pointer test as the rule's rows."""
+    Truth.objects.filter(pk=heavy["history"].pk).update(tags=["travel", relocation.POINTER_TAG])
+    assert [t.pk for t in relocation.candidates(heavy["user"].pk)] == [heavy["runbook"].pk, heavy["short"].pk]
