@@ -155,6 +155,24 @@ def test_detect_all_is_detect_of_each_text():
     assert noise_rules.detect_all([]) == []
 
 
+def test_needed_in_finds_every_needed_string_a_text_holds():
+    """The one Aho-Corasick scan finds the strings a plain substring test of each finds:
+    overlapping ones ("bug" in "bugs"), one at the very start or end, beside characters
+    outside the Basic Multilingual Plane, in texts of the needed strings themselves."""
+    import random
+
+    rng = random.Random(11)
+    pieces = [*noise_rules._NEEDED, " ", "😀", "日本", "é", "\x00\n", "x", "9", "."]
+    texts = ["", "bugs", "no bugs found", "v1.2.3 😀 px", "patch" * 3, *noise_rules._NEEDED]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(500)]
+    found = 0
+    for text in texts:
+        expected = {literal for literal in noise_rules._NEEDED if literal in text}
+        assert noise_rules.needed_in(text) == expected, text
+        found += len(expected)
+    assert found > 1000  # the texts do hold needed strings, many at a time
+
+
 @pytest.mark.parametrize(("pattern", "needs"), [
     (r"ab(?:cd|ef)+g?", ("ab",)),
     (r"(?:x|yy)z", ("x", "yy")),
