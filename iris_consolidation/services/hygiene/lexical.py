@@ -223,6 +223,9 @@ def _dense_pairs(
     cells = np.fromiter(map(column.__getitem__, chain.from_iterable(token_sets)), dtype=np.int64,
                         count=int(lengths.sum()))
     incidence[np.repeat(np.arange(n), lengths), cells] = 1.0
+    # Only a token of two sets or more is in an intersection of two sets: the others'
+    # columns (most of a user's words) are left out of the product; only its diagonal changes.
+    incidence = incidence[:, incidence.sum(axis=0) >= 2]
     shared = incidence @ incidence.T
     kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
     codes = np.fromiter(map(kind_code.__getitem__, kinds), dtype=np.int64, count=n)
