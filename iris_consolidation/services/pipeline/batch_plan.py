@@ -27,15 +27,16 @@ import contextlib
 import dataclasses
 import json
 import logging
+import operator
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.contrib.auth import get_user_model
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import JSONField, OuterRef
 
 from ...embeddings import Embedder
@@ -251,14 +252,14 @@ def _rows_of(user_ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
     rows: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
     read = stages.pass_rows(Truth.objects.filter(user_id__in=list(user_ids)), by_user=True)
     if not vectors.is_psycopg3(connection):  # another driver returns JSON as text: its values need the ORM
-        for user_id, *row in read:
-            rows[user_id].append(tuple(row))
+        for row in read:
+            rows[row[0]].append(row[1:])
         return rows
     # In PostgreSQL's binary format (``vectors.stream_rows``): 0.4 ms a user of 100 truths
     # against 1.2 through the ORM (3 December 2026); the same values.
     for batch in vectors.stream_rows(read, vectors.FETCH_ROWS, small=True):
-        for user_id, *row in batch:
-            rows[user_id].append(tuple(row))
+        for row in batch:
+            rows[row[0]].append(row[1:])
     return rows
 
 
@@ -281,18 +282,37 @@ def _insert_results(results: Sequence[StageResult]) -> None:
         return
     table = connection.ops.quote_name(StageResult._meta.db_table)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    prepare = [_copy_preparer(f) for f in fields]
+    values_of = operator.attrgetter(*(f.attname for f in fields))
     # psycopg's own errors become Django's (an ``IntegrityError`` on a row already there).
     with connection.cursor() as cursor, connection.wrap_database_errors:
         with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for result in results:
-                copy.write_row([_copy_value(f, getattr(result, f.attname)) for f in fields])
+                copy.write_row([value if how is None else how(value)
+                                for how, value in zip(prepare, values_of(result), strict=True)])
 
 
-def _copy_value(field: Any, value: Any) -> Any:
-    """``value`` of ``field`` for a text ``COPY``: JSON as the text ``json.dumps`` gives
-    (what Django's ``JSONField`` sends, without its adapter, which psycopg dumps again:
-    0.75 ms a user of 100 truths for the batch's insert, against 1.0), anything else
-    as Django prepares it for saving."""
+#: Field classes whose values psycopg writes as Django would prepare them on PostgreSQL
+#: (``get_db_prep_save`` returns text, UUIDs and aware datetimes unchanged there; numbers
+#: go through ``int`` and ``float``, as its ``get_prep_value`` does).
+_AS_IS = (models.CharField, models.TextField, models.BooleanField, models.UUIDField, models.DateTimeField)
+
+
+def _copy_preparer(field: Any) -> Callable[[Any], Any] | None:
+    """How ``field``'s values are written in a text ``COPY``: JSON as the text
+    ``json.dumps`` gives (what Django's ``JSONField`` sends, without its adapter, which
+    psycopg dumps again), numbers through ``int`` or ``float``, None for a value written
+    as is (``_AS_IS``, or a foreign key to such a field), else Django's
+    ``get_db_prep_save``. Chosen once per field, not once per value: the batch's insert
+    took 0.32-0.38 against 0.35-0.52 ms a user of 100 truths (best of 12, three times,
+    4 December 2026)."""
     if isinstance(field, JSONField):
-        return None if value is None else json.dumps(value, cls=field.encoder)
-    return field.get_db_prep_save(value, connection)
+        encoder = field.encoder
+        return lambda value: None if value is None else json.dumps(value, cls=encoder)
+    target = field.target_field if field.is_relation else field
+    if isinstance(target, (models.IntegerField, models.FloatField)):
+        number = int if isinstance(target, models.IntegerField) else float
+        return number if not field.null else (lambda value: None if value is None else number(value))
+    if isinstance(target, _AS_IS):
+        return None
+    return lambda value: field.get_db_prep_save(value, connection)
