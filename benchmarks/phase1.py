@@ -45,6 +45,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -548,6 +549,46 @@ def _batched_pass(users: list[Any], embedder: Any, count: Any) -> dict[str, Any]
     }
 
 
+def child_batched(args: argparse.Namespace) -> dict[str, Any]:
+    """One batched pass (``_batched_pass``) of the case's users with the code of ``--code``
+    (this checkout by default): the rounds that alternate this version and the previous one
+    on the same data. Empty for a version without batches."""
+    if args.code is not None:
+        sys.path.insert(0, str(args.code))  # before Django imports the app
+    _setup_django(BENCH_DB)
+    from django.contrib.auth import get_user_model
+
+    from iris_consolidation.embeddings import get_embedder
+
+    users = list(get_user_model().objects.filter(username__startswith=BENCH_USER).order_by("id"))
+    return _batched_pass(users, get_embedder(), lambda execute, *rest: execute(*rest))
+
+
+def _batched_rounds(mode: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """``--rounds`` batched passes of this version and of ``--previous`` taking turns (this
+    one first in odd rounds, second in even ones): on a shared machine whose speed drifts
+    within minutes, the median of interleaved rounds is the fair comparison."""
+    if not (args.previous / "iris_consolidation" / "services" / "pipeline" / "batch_plan.py").is_file():
+        return {}  # the previous version plans every user alone
+    if _last_migration(args.previous) != _last_migration(ROOT):
+        sys.stderr.write("benchmark: no interleaved rounds, the two versions' schemas differ\n")
+        return {}
+    ours: list[float] = []
+    theirs: list[float] = []
+    for round_ in range(args.rounds):
+        order = [None, args.previous] if round_ % 2 == 0 else [args.previous, None]
+        for code in order:
+            result = _child("batched", "users" if mode == "msc" else mode, n, args, code=code)
+            if "batched_per_user_ms" in result:
+                (ours if code is None else theirs).append(result["batched_per_user_ms"])
+    figures: dict[str, Any] = {"rounds_batched_ms": ours, "rounds_previous_batched_ms": theirs}
+    if ours:
+        figures["median_batched_ms"] = statistics.median(ours)
+    if theirs:
+        figures["median_previous_batched_ms"] = statistics.median(theirs)
+    return figures
+
+
 def _stage_seconds(run_id: Any) -> dict[str, float]:
     """Seconds per stage of a run, summed over its users (its ``StageResult`` rows)."""
     from django.db.models import Sum
@@ -564,11 +605,16 @@ def _run_figure(run_id: Any, field: str) -> float:
     return float(getattr(ConsolidationRun.objects.get(pk=run_id), field) or 0.0)
 
 
-def _child(kind: str, mode: str, n: int, args: argparse.Namespace, *, checkout: Path | None = None) -> dict[str, Any]:
+def _child(
+    kind: str, mode: str, n: int, args: argparse.Namespace, *, checkout: Path | None = None, code: Path | None = None
+) -> dict[str, Any]:
     """Run a child of this script, or with ``checkout`` the same child of another checkout's
-    script (the previous version's code, on this checkout's database server)."""
+    script (the previous version's code, on this checkout's database server); ``code``: this
+    script's child on another checkout's code (``child_batched``)."""
     script = Path(__file__) if checkout is None else checkout / "benchmarks" / "phase1.py"
     cmd = [sys.executable, str(script), "--child", kind, "--mode", mode, "--n", str(n)]
+    if code is not None:
+        cmd += ["--code", str(code)]
     cmd += ["--grouped", str(args.grouped), "--seed", str(args.seed), "--users", str(args.users)]
     cmd += ["--per-user", str(args.per_user), "--new", str(args.new)]
     env = {**os.environ, "IRIS_EMBEDDED_PGDATA": os.environ.get("IRIS_EMBEDDED_PGDATA", str(ROOT / ".pgdata"))}
@@ -604,6 +650,11 @@ def _prepare_template() -> None:
     connection.settings_dict["NAME"] = home
 
 
+def _last_migration(root: Path) -> str:
+    """The name of the app's last migration in the checkout at ``root``."""
+    return max((p.stem for p in (root / "iris_consolidation" / "migrations").glob("[0-9]*.py")), default="")
+
+
 def _previous_schema(checkout: Path) -> None:
     """Migrate ``BENCH_DB`` back to the last migration ``checkout`` knows, so that the
     previous version's models match the tables it reads (this checkout's migrations
@@ -611,15 +662,12 @@ def _previous_schema(checkout: Path) -> None:
     from django.core.management import call_command
     from django.db import connection, connections
 
-    def last(root: Path) -> str:
-        return max((p.stem for p in (root / "iris_consolidation" / "migrations").glob("[0-9]*.py")), default="")
-
-    if last(checkout) in ("", last(ROOT)):
+    if _last_migration(checkout) in ("", _last_migration(ROOT)):
         return
     home = connection.settings_dict["NAME"]
     connections.close_all()
     connection.settings_dict["NAME"] = BENCH_DB
-    call_command("migrate", "iris_consolidation", last(checkout), verbosity=0)
+    call_command("migrate", "iris_consolidation", _last_migration(checkout), verbosity=0)
     connections.close_all()
     connection.settings_dict["NAME"] = home
 
@@ -651,16 +699,22 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="Keep the bench databases.")
     parser.add_argument("--json", help="Also write the results to this file.")
-    parser.add_argument("--child", choices=["setup", "phase1"], help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="With --previous: batched passes of many small users, this version's and the "
+                        "previous one's taking turns, this many each (0: none); their medians are reported.")
+    parser.add_argument("--child", choices=["setup", "phase1", "batched"], help=argparse.SUPPRESS)
+    parser.add_argument("--code", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--new", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.previous is not None:
         args.previous = args.previous.resolve()  # its children run in that checkout
+    if args.code is not None:
+        args.code = args.code.resolve()
 
     if args.child:
-        result = (child_setup if args.child == "setup" else child_phase1)(args)
+        result = {"setup": child_setup, "phase1": child_phase1, "batched": child_batched}[args.child](args)
         print(json.dumps(result))
         return
 
@@ -696,6 +750,8 @@ def main() -> None:
                 row["previous_all_stages_seconds"] = before.get("all_stages_seconds")
                 row["previous_seconds"] = before.get("seconds")
                 row["previous_batched_per_user_ms"] = before.get("batched_per_user_ms")
+            if args.previous is not None and args.rounds and mode in ("users", "msc"):
+                row.update(_batched_rounds(mode, n, args))
             if mode == "msc":
                 row["n"] = setup["truths"]
             results.append(row)
@@ -737,6 +793,13 @@ def main() -> None:
             f"| {r.get('batched_queries_per_user', '-')} | {stage_cells} "
             f"| {r['stages'].get('bookkeeping')} |"
         )
+    for r in results:
+        if r.get("rounds_batched_ms"):
+            theirs = r.get("median_previous_batched_ms")
+            ratio = f", {theirs / r['median_batched_ms']:.2f}x" if theirs else ""
+            print(f"\n{r['mode']}: batched, median of {len(r['rounds_batched_ms'])} interleaved rounds: "
+                  f"{r['median_batched_ms']} ms a user (rounds {r['rounds_batched_ms']}); previous "
+                  f"{theirs if theirs is not None else '-'} ms (rounds {r['rounds_previous_batched_ms']}){ratio}")
     embedded = [r for r in results if r["mode"] == "included" and r["embed_seconds"]]
     for r in embedded:
         print(f"\nembedding: {r['n']:,} truths in {r['embed_seconds']} s = {r['n'] / r['embed_seconds']:.0f} truths/s")
