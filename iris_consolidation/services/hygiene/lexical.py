@@ -31,6 +31,7 @@ from django.db.models import Q
 from ...conf import app_settings
 from ...models import Truth
 from ...text import tokens, tokens_of_each
+from ..pipeline import exact_search
 from ..pipeline.clustering import CandidateCluster
 
 
@@ -226,7 +227,8 @@ def _dense_pairs(
     # Only a token of two sets or more is in an intersection of two sets: the others'
     # columns (most of a user's words) are left out of the product; only its diagonal changes.
     incidence = incidence[:, incidence.sum(axis=0) >= 2]
-    shared = incidence @ incidence.T
+    with exact_search.blas_threads(n, n):
+        shared = incidence @ incidence.T
     kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
     codes = np.fromiter(map(kind_code.__getitem__, kinds), dtype=np.int64, count=n)
     # The pairs a < b of one kind that share a token, row after row.

@@ -98,9 +98,13 @@ def nearest_per_row(rows: np.ndarray, cols: np.ndarray, sims: np.ndarray, k: int
 _threadpools: Any = None
 
 
-def _blas_threads(seeds: int, truths: int) -> Any:
-    """A context that keeps BLAS to one thread when the products are small
-    (``ONE_THREAD_UP_TO``), else changes nothing (threadpoolctl)."""
+def blas_threads(seeds: int, truths: int) -> Any:
+    """A context for the products of ``seeds`` rows by ``truths`` columns that keeps BLAS
+    to one thread when they are small (``ONE_THREAD_UP_TO``), else changes nothing
+    (threadpoolctl). Two threads on a small product cost more than they save, and
+    OpenBLAS's second thread then spins for a while after each product: a batch of small
+    users took 8 ms of CPU a user for 4-5 ms of wall clock, taking the core another worker
+    or PostgreSQL would use."""
     global _threadpools
     if seeds * truths > ONE_THREAD_UP_TO:
         return contextlib.nullcontext()
@@ -121,7 +125,7 @@ def exact_pairs(users: UserVectors, *, threshold: float, memory_bytes: int) -> P
     truths when all are seeds, s x n when few are.
     """
     seed_positions = np.flatnonzero(users.can_seed)
-    with _blas_threads(seed_positions.shape[0], users.size):
+    with blas_threads(seed_positions.shape[0], users.size):
         return _exact_pairs(users, seed_positions, threshold=threshold, memory_bytes=memory_bytes)
 
 

@@ -345,10 +345,10 @@ def test_small_products_run_on_one_blas_thread_and_large_ones_keep_the_pool():
 
     before = blas_threads()
     assert before  # numpy's BLAS is loaded
-    with exact_search._blas_threads(100, 100):
+    with exact_search.blas_threads(100, 100):
         assert blas_threads() == [1] * len(before)
     assert blas_threads() == before
-    with exact_search._blas_threads(3_000, 3_000):
+    with exact_search.blas_threads(3_000, 3_000):
         assert blas_threads() == before
 
 
