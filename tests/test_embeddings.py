@@ -1,7 +1,11 @@
-"""The local embedder's token-bounded batches give the vectors of one-by-one calls, and of
-onnxruntime's default session with every text in one padded batch."""
+"""The local embedder's token-bounded batches, run one after another or side by side, give the
+vectors of one-by-one calls, and of onnxruntime's default session with every text in one
+padded batch."""
 
 from __future__ import annotations
+
+import os
+import threading
 
 import numpy as np
 import onnxruntime as ort
@@ -31,6 +35,33 @@ def test_sorted_batches_keep_the_input_order_and_the_vectors():
     assert np.allclose(together[:4], alone, atol=1e-5)
     assert np.allclose(together[4:8], alone, atol=1e-5)
     assert float(together[0] @ together[1]) < 0.9
+
+
+def test_batches_side_by_side_give_the_vectors_of_batches_one_after_another(monkeypatch):
+    texts = [f"{text} ({i})" for i in range(40) for text in TEXTS]  # 160 texts, about 20 batches
+    alone = LocalEmbedder(threads=1).embed(texts)
+    embedder = LocalEmbedder(threads=2)
+    threads_used: set[str] = set()
+    encode = LocalEmbedder._encode
+
+    def recording_encode(self, token_ids):
+        threads_used.add(threading.current_thread().name)
+        return encode(self, token_ids)
+
+    monkeypatch.setattr(LocalEmbedder, "_encode", recording_encode)
+
+    together = embedder.embed(texts)
+
+    assert threads_used and all(name.startswith("iris-embed") for name in threads_used)
+    assert np.max(np.abs(together - alone)) < 1e-6
+    assert float(together[0] @ together[4]) > float(together[0] @ together[1])  # rows stay in order
+
+
+def test_one_batch_a_core_by_default_and_one_in_queue_workers():
+    assert LocalEmbedder()._threads == len(os.sched_getaffinity(0))
+    embedder = LocalEmbedder(threads=1)
+    embedder.embed(TEXTS)
+    assert embedder._pool is None
 
 
 def test_vectors_match_onnxruntime_defaults_in_one_padded_batch():

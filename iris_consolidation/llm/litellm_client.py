@@ -364,12 +364,20 @@ class LiteLLMJudge:
         return replace(verdict, tokens=spend.tokens, cost=spend.cost, llm_calls=spend.calls, spend=spend)
 
 
+#: Texts per embedding request: a batch of ``EMBEDDING_BATCH_SIZE`` truths is sent in
+#: requests of at most this many, under the smallest caps of the common providers (Cohere
+#: 96 texts a request, Gemini 100; OpenAI 2,048).
+REQUEST_TEXTS = 64
+
+
 class LiteLLMEmbedder:
     """``Embedder`` over ``litellm.embedding``, asked for 384 dimensions where the
-    provider supports choosing them (OpenAI ``text-embedding-3-*`` and others).
+    provider supports choosing them (OpenAI ``text-embedding-3-*`` and others), in
+    requests of at most ``REQUEST_TEXTS`` texts.
 
     Raises ``EmbeddingDimensionMismatch`` if the model answers with another size and
-    ``EmbeddingError`` if the call fails.
+    ``EmbeddingError`` if a request fails (the vectors of the call's other requests are
+    dropped with it).
     """
 
     def __init__(self, *, model: str, api_base: str | None = None) -> None:
@@ -377,8 +385,14 @@ class LiteLLMEmbedder:
         self.api_base = api_base
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of ``texts``: shape ``(len(texts), 384)``, float32, in their order."""
         if not texts:
             return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
+        return np.concatenate(
+            [self._request(texts[start : start + REQUEST_TEXTS]) for start in range(0, len(texts), REQUEST_TEXTS)]
+        )
+
+    def _request(self, texts: Sequence[str]) -> np.ndarray:
         kwargs: dict[str, Any] = {
             "model": self.model_name,
             "input": list(texts),

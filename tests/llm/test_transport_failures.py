@@ -9,7 +9,7 @@ import pytest
 from iris_consolidation.embeddings import WRONG_DIMENSIONS
 from iris_consolidation.exceptions import EmbeddingDimensionMismatch, JudgeUnavailable
 from iris_consolidation.llm import get_judge_client
-from iris_consolidation.llm.litellm_client import LiteLLMEmbedder
+from iris_consolidation.llm.litellm_client import REQUEST_TEXTS, LiteLLMEmbedder
 from tests import llm_stub
 from tests.helpers import judge_request
 
@@ -55,6 +55,20 @@ def test_embedder_asks_text_embedding_3_models_for_384_dimensions(llm_server):
     assert request["json"]["input"] == ["Likes tea", "Works as a nurse"]
     assert vectors.shape == (2, 384)
     assert np.linalg.norm(vectors, axis=1) == pytest.approx([1.0, 1.0])
+
+
+def test_embedder_sends_a_long_batch_in_requests_of_at_most_request_texts(llm_server):
+    texts = [f"Fact number {i}" for i in range(2 * REQUEST_TEXTS + 22)]
+    embedder = LiteLLMEmbedder(model="openai/text-embedding-3-small", api_base=llm_server.url)
+
+    vectors = embedder.embed(texts)
+    requests = list(llm_server.requests)
+    one_by_one = np.concatenate([embedder.embed([text]) for text in texts[::37]])
+
+    assert [len(r["json"]["input"]) for r in requests] == [REQUEST_TEXTS, REQUEST_TEXTS, 22]
+    assert [text for r in requests for text in r["json"]["input"]] == texts
+    assert vectors.shape == (len(texts), 384)
+    assert np.array_equal(vectors[::37], one_by_one)
 
 
 def test_embedder_refuses_vectors_of_another_size(llm_server):
