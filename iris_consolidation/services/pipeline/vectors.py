@@ -2,8 +2,9 @@
 
 ``embed_missing`` embeds the user's live truths that lack an embedding from the
 embedder's model, batch by batch, each in its own short transaction (the only write of
-phase 1). ``load_user_vectors`` reads the user's live embedded truths in one query
-(pgvector's binary form, streamed through a server-side cursor) into numpy arrays:
+phase 1), written with a binary ``COPY`` (``save_embeddings``). ``load_user_vectors``
+reads the user's live embedded truths in one query (pgvector's binary form, streamed
+through a server-side cursor) into numpy arrays:
 ``UserVectors``. No neighbour search and no clustering here: those are in
 ``exact_search``, ``approximate_search`` and ``clustering``.
 """
@@ -13,16 +14,17 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import BinaryField, BooleanField, ExpressionWrapper, F, Func, Q
 
 from ...choices import protected_q
 from ...conf import app_settings
-from ...embeddings import Embedder
+from ...embeddings import Embedder, check_dimensions
 from ...models import EMBEDDING_DIMENSIONS, Truth
 
 
@@ -56,12 +58,15 @@ def embed_missing(
 
     Texts are taken shortest first, so a batch pads to a similar length, in batches
     of ``batch_size`` (default ``EMBEDDING_BATCH_SIZE``); each batch is written in its
-    own short transaction with ``bulk_update``, so a task stopped part way keeps what
-    it embedded. ``deadline`` (``time.monotonic()`` seconds) stops after the batch that
-    reaches it; ``missing_embeddings`` then tells what is left. ``on_batch(count,
-    seconds)`` is called after each committed batch (inside its transaction). Returns
-    how many truths were embedded. Raises ``EmbeddingError`` (nothing of the failing
-    batch is written).
+    own short transaction (``save_embeddings``), so a task stopped part way keeps what
+    it embedded. The next batch is embedded (in a helper thread) while this one is
+    written: the write is mostly the server's HNSW index insertions, about 1 ms a truth.
+    ``deadline`` (``time.monotonic()`` seconds) stops after the batch under way when it
+    passes; ``missing_embeddings`` then tells what is left. ``on_batch(count, seconds)``
+    is called after each committed batch (inside its transaction), ``seconds`` being the
+    wall clock since the previous batch was committed (their sum is the whole call's).
+    Returns how many truths were embedded. Raises ``EmbeddingError`` (nothing of the
+    failing batch is written).
     """
     batch_size = batch_size or app_settings.EMBEDDING_BATCH_SIZE
     pending = list(
@@ -71,23 +76,74 @@ def embed_missing(
         .values_list("id", "content")
     )
     pending.sort(key=lambda row: len(row[1]))
-    done = 0
-    for start in range(0, len(pending), batch_size):
-        began = time.monotonic()
-        batch = pending[start : start + batch_size]
-        vectors = embedder.embed([content for _, content in batch])
-        rows = [
-            Truth(id=pk, embedding=vector, embedding_model=embedder.model_name)
-            for (pk, _), vector in zip(batch, vectors, strict=True)
-        ]
-        with transaction.atomic():
-            Truth.all_objects.bulk_update(rows, ["embedding", "embedding_model"])
-            if on_batch is not None:
-                on_batch(len(rows), time.monotonic() - began)
-        done += len(rows)
-        if deadline is not None and time.monotonic() >= deadline:
-            break
+    batches = [pending[start : start + batch_size] for start in range(0, len(pending), batch_size)]
+    if not batches:
+        return 0
+    done, began = 0, time.monotonic()
+    with ThreadPoolExecutor(1, thread_name_prefix="iris-embed-ahead") as ahead:
+        embedding = ahead.submit(embedder.embed, [content for _, content in batches[0]])
+        for number, batch in enumerate(batches):
+            vectors = embedding.result()
+            last = number + 1 == len(batches) or (deadline is not None and time.monotonic() >= deadline)
+            if not last:
+                embedding = ahead.submit(embedder.embed, [content for _, content in batches[number + 1]])
+            with transaction.atomic():
+                save_embeddings([pk for pk, _ in batch], vectors, model_name=embedder.model_name)
+                if on_batch is not None:
+                    on_batch(len(batch), time.monotonic() - began)
+            done, began = done + len(batch), time.monotonic()
+            if last:
+                break
     return done
+
+
+#: One row of a binary ``COPY`` of (bigint, vector): PostgreSQL's binary copy format (a
+#: field count, then each field's length and value, big-endian) with pgvector's binary form
+#: of a vector (``vector_recv``: int16 dimensions, int16 unused, float4s).
+_COPY_ROW = np.dtype([
+    ("fields", ">i2"), ("id_length", ">i4"), ("id", ">i8"), ("vector_length", ">i4"),
+    ("dimensions", ">i2"), ("unused", ">i2"), ("vector", ">f4", (EMBEDDING_DIMENSIONS,)),
+])
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags 0, no header extension
+_COPY_TRAILER = b"\xff\xff"
+_STAGING = "iris_consolidation_new_embeddings"
+
+
+def save_embeddings(ids: Sequence[int], vectors: np.ndarray, *, model_name: str) -> None:
+    """Store ``vectors`` ((n, 384) float32) as the embeddings from ``model_name`` of the
+    truths ``ids`` (n,), in the caller's transaction.
+
+    On psycopg 3 the vectors go in binary through ``COPY`` into a temporary table, then one
+    ``UPDATE`` takes them from it (emptying it); else ``bulk_update``. For 5,120 truths in
+    batches of 256: 1.06 ms a truth against ``bulk_update``'s 2.97 (its ``CASE`` of one
+    branch per row, each vector formatted as text), most of what is left being the HNSW
+    index's insertions (4 December 2026). Raises ``EmbeddingDimensionMismatch`` (or
+    ``EmbeddingError`` for a count other than ``len(ids)``) before writing anything.
+    """
+    check_dimensions(vectors, expected_rows=len(ids), model_name=model_name)
+    if not is_psycopg3(connection):
+        rows = [Truth(id=pk, embedding=vector, embedding_model=model_name)
+                for pk, vector in zip(ids, vectors, strict=True)]
+        Truth.all_objects.bulk_update(rows, ["embedding", "embedding_model"])
+        return
+    rows = np.zeros(len(ids), dtype=_COPY_ROW)
+    rows["fields"], rows["id_length"], rows["id"] = 2, 8, ids
+    rows["vector_length"], rows["dimensions"] = 4 + 4 * EMBEDDING_DIMENSIONS, EMBEDDING_DIMENSIONS
+    rows["vector"] = vectors
+    table, key, embedding, model = (connection.ops.quote_name(name) for name in (
+        Truth._meta.db_table, Truth._meta.pk.column, Truth._meta.get_field("embedding").column,
+        Truth._meta.get_field("embedding_model").column))
+    with connection.cursor() as cursor, connection.wrap_database_errors:
+        cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGING} (id bigint, embedding vector) "
+                       "ON COMMIT DELETE ROWS")
+        with cursor.cursor.copy(f"COPY {_STAGING} (id, embedding) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
+        cursor.execute(
+            f"WITH new AS (DELETE FROM {_STAGING} RETURNING id, embedding) "
+            f"UPDATE {table} AS truth SET {embedding} = new.embedding, {model} = %s "
+            f"FROM new WHERE truth.{key} = new.id",
+            [model_name],
+        )
 
 
 def missing_embeddings(*, user_id: int, embedder: Embedder) -> int:

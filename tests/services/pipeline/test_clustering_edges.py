@@ -7,13 +7,17 @@ have cosine similarity cos(x - y).
 from __future__ import annotations
 
 import math
+import threading
+import time
 from datetime import timedelta
 
 import numpy as np
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, LocalEmbedder
+from iris_consolidation.exceptions import EmbeddingDimensionMismatch
 from iris_consolidation.models import Origin, RetiredReason, Truth
 from iris_consolidation.services.pipeline import clustering, vectors
 from tests.conftest import unit_vector, vector_at
@@ -384,6 +388,72 @@ def test_embed_missing_works_in_batches_and_skips_retired_truths(truth_factory):
     assert embedded == 5
     assert set(Truth.objects.values_list("embedding_model", flat=True)) == {LOCAL_MODEL_NAME}
     assert Truth.all_objects.get(pk=retired.pk).embedding is None
+
+
+def test_embed_missing_embeds_the_next_batch_while_writing_and_stops_at_the_deadline(truth_factory):
+    truths = [truth_factory(f"Fact number {i}" + "!" * i) for i in range(5)]  # shortest first: creation order
+    embedder = LocalEmbedder(threads=1)
+    calls, batches = [], []
+
+    class Recording:
+        model_name = embedder.model_name
+
+        def embed(self, texts):
+            calls.append((threading.current_thread().name, list(texts)))
+            return embedder.embed(texts)
+
+    started = time.monotonic()
+    embedded = vectors.embed_missing(
+        user_id=truths[0].user_id,
+        embedder=Recording(),
+        batch_size=2,
+        on_batch=lambda count, seconds: batches.append((count, seconds)),
+    )
+    elapsed = time.monotonic() - started
+
+    assert embedded == 5
+    assert [texts for _, texts in calls] == [[t.content for t in truths[i : i + 2]] for i in (0, 2, 4)]
+    assert all(name.startswith("iris-embed-ahead") for name, _ in calls)
+    assert [count for count, _ in batches] == [2, 2, 1]
+    assert 0 < sum(seconds for _, seconds in batches) <= elapsed
+    for truth in truths:
+        truth.refresh_from_db()
+        assert np.allclose(np.asarray(truth.embedding), embedder.embed([truth.content])[0], atol=1e-6)
+
+    Truth.all_objects.filter(user_id=truths[0].user_id).update(embedding=None, embedding_model="")
+    calls.clear()
+    passed = vectors.embed_missing(
+        user_id=truths[0].user_id, embedder=Recording(), batch_size=2, deadline=time.monotonic() - 1
+    )
+
+    assert passed == 2 and len(calls) == 1  # the batch under way is written; none is begun after it
+    assert Truth.objects.filter(embedding__isnull=False).count() == 2
+
+
+def test_saved_embeddings_are_the_exact_float32_vectors_of_the_given_truths(truth_factory):
+    first, second, other = (truth_factory(text) for text in ("Likes tea", "Owns a cat", "Plays chess"))
+    rng = np.random.default_rng(3)
+    new = rng.standard_normal((2, 384)).astype(np.float32)
+
+    with transaction.atomic():
+        vectors.save_embeddings([second.pk, first.pk], new, model_name="model-b")
+        vectors.save_embeddings([other.pk], new[:1], model_name="model-c")  # the staging table is empty again
+
+    rows = {t.pk: t for t in Truth.objects.all()}
+    assert np.array_equal(np.asarray(rows[second.pk].embedding, dtype=np.float32), new[0])
+    assert np.array_equal(np.asarray(rows[first.pk].embedding, dtype=np.float32), new[1])
+    assert np.array_equal(np.asarray(rows[other.pk].embedding, dtype=np.float32), new[0])
+    assert [rows[pk].embedding_model for pk in (first.pk, second.pk, other.pk)] == ["model-b", "model-b", "model-c"]
+
+
+def test_saving_vectors_of_another_size_writes_nothing(truth_factory):
+    truth = truth_factory("Likes tea", embedding=vector_at(1.0), embedding_model="model-a")
+
+    with pytest.raises(EmbeddingDimensionMismatch):
+        vectors.save_embeddings([truth.pk], np.ones((1, 512), dtype=np.float32), model_name="model-b")
+
+    truth.refresh_from_db()
+    assert (truth.embedding_model, list(truth.embedding)[0]) == ("model-a", pytest.approx(1.0))
 
 
 def test_embed_missing_replaces_embeddings_of_another_model(truth_factory):
