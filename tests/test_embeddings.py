@@ -37,31 +37,38 @@ def test_sorted_batches_keep_the_input_order_and_the_vectors():
     assert float(together[0] @ together[1]) < 0.9
 
 
-def test_batches_side_by_side_give_the_vectors_of_batches_one_after_another(monkeypatch):
-    texts = [f"{text} ({i})" for i in range(40) for text in TEXTS]  # 160 texts, about 20 batches
-    alone = LocalEmbedder(threads=1).embed(texts)
-    embedder = LocalEmbedder(threads=2)
-    threads_used: set[str] = set()
+def _record_threads(monkeypatch) -> set[str]:
+    """Names of the threads that run ``LocalEmbedder._encode`` (one model call each)."""
+    names: set[str] = set()
     encode = LocalEmbedder._encode
 
     def recording_encode(self, token_ids):
-        threads_used.add(threading.current_thread().name)
+        names.add(threading.current_thread().name)
         return encode(self, token_ids)
 
     monkeypatch.setattr(LocalEmbedder, "_encode", recording_encode)
+    return names
 
-    together = embedder.embed(texts)
+
+def test_batches_side_by_side_give_the_vectors_of_batches_one_after_another(monkeypatch):
+    texts = [f"{text} ({i})" for i in range(40) for text in TEXTS]  # 160 texts, about 20 batches
+    alone = LocalEmbedder(threads=1).embed(texts)
+    threads_used = _record_threads(monkeypatch)
+
+    together = LocalEmbedder(threads=2).embed(texts)
 
     assert threads_used and all(name.startswith("iris-embed") for name in threads_used)
     assert np.max(np.abs(together - alone)) < 1e-6
     assert float(together[0] @ together[4]) > float(together[0] @ together[1])  # rows stay in order
 
 
-def test_one_batch_a_core_by_default_and_one_in_queue_workers():
+def test_one_batch_a_core_by_default_and_the_calling_thread_alone_in_queue_workers(monkeypatch):
     assert LocalEmbedder()._threads == len(os.sched_getaffinity(0))
-    embedder = LocalEmbedder(threads=1)
-    embedder.embed(TEXTS)
-    assert embedder._pool is None
+    threads_used = _record_threads(monkeypatch)
+
+    LocalEmbedder(threads=1).embed(TEXTS * (BATCH_TOKENS // 8))
+
+    assert threads_used == {threading.current_thread().name}
 
 
 def test_vectors_match_onnxruntime_defaults_in_one_padded_batch():
