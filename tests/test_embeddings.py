@@ -63,12 +63,20 @@ def test_batches_side_by_side_give_the_vectors_of_batches_one_after_another(monk
 
 
 def test_one_batch_a_core_by_default_and_the_calling_thread_alone_in_queue_workers(monkeypatch):
-    assert LocalEmbedder()._threads == len(os.sched_getaffinity(0))
+    assert LocalEmbedder()._threads == len(os.sched_getaffinity(0))  # Linux, Python 3.11
     threads_used = _record_threads(monkeypatch)
 
     LocalEmbedder(threads=1).embed(TEXTS * (BATCH_TOKENS // 8))
 
     assert threads_used == {threading.current_thread().name}
+
+
+def test_without_cpu_affinity_every_core_counts(monkeypatch):
+    monkeypatch.delattr(os, "process_cpu_count", raising=False)
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # as on macOS and Windows
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+
+    assert LocalEmbedder()._threads == 6
 
 
 def test_vectors_match_onnxruntime_defaults_in_one_padded_batch():

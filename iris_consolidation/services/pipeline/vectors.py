@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import ProgrammingError, connection, transaction
 from django.db.models import BinaryField, BooleanField, ExpressionWrapper, F, Func, Q
 
 from ...choices import protected_q
@@ -59,8 +59,10 @@ def embed_missing(
     Texts are taken shortest first, so a batch pads to a similar length, in batches
     of ``batch_size`` (default ``EMBEDDING_BATCH_SIZE``); each batch is written in its
     own short transaction (``save_embeddings``), so a task stopped part way keeps what
-    it embedded. The next batch is embedded (in a helper thread) while this one is
-    written: the write is mostly the server's HNSW index insertions, about 1 ms a truth.
+    it embedded. The next batch is embedded while this one is written (the write is mostly
+    the server's HNSW index insertions, about 1 ms a truth): ``embedder.embed`` runs on a
+    helper thread, so an embedder that reads the database does so on its own connection,
+    outside the caller's transaction.
     ``deadline`` (``time.monotonic()`` seconds) stops after the batch under way when it
     passes; ``missing_embeddings`` then tells what is left. ``on_batch(count, seconds)``
     is called after each committed batch (inside its transaction), ``seconds`` being the
@@ -106,26 +108,50 @@ _COPY_ROW = np.dtype([
 ])
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags 0, no header extension
 _COPY_TRAILER = b"\xff\xff"
-_STAGING = "iris_consolidation_new_embeddings"
+_STAGING = "pg_temp.iris_consolidation_new_embeddings"
+#: PostgreSQL's error code when the role may not create temporary tables.
+_INSUFFICIENT_PRIVILEGE = "42501"
 
 
 def save_embeddings(ids: Sequence[int], vectors: np.ndarray, *, model_name: str) -> None:
     """Store ``vectors`` ((n, 384) float32) as the embeddings from ``model_name`` of the
-    truths ``ids`` (n,), in the caller's transaction.
+    truths ``ids`` (n,), in one transaction (the caller's, if any).
 
     On psycopg 3 the vectors go in binary through ``COPY`` into a temporary table, then one
-    ``UPDATE`` takes them from it (emptying it); else ``bulk_update``. For 5,120 truths in
-    batches of 256: 1.06 ms a truth against ``bulk_update``'s 2.97 (its ``CASE`` of one
-    branch per row, each vector formatted as text), most of what is left being the HNSW
-    index's insertions (4 December 2026). Raises ``EmbeddingDimensionMismatch`` (or
-    ``EmbeddingError`` for a count other than ``len(ids)``) before writing anything.
+    ``UPDATE`` takes them from it (emptying it); else, or where the database's role may not
+    create temporary tables, ``bulk_update``. For 5,120 truths in batches of 256: 1.06 ms a
+    truth against ``bulk_update``'s 2.97 (its ``CASE`` of one branch per row, each vector
+    formatted as text), most of what is left being the HNSW index's insertions (4 December
+    2026). Raises ``EmbeddingDimensionMismatch`` (or ``EmbeddingError`` for a count other
+    than ``len(ids)``) before writing anything.
     """
     check_dimensions(vectors, expected_rows=len(ids), model_name=model_name)
-    if not is_psycopg3(connection):
+    with transaction.atomic(savepoint=False):  # the staging rows last until the UPDATE
+        if is_psycopg3(connection) and _staging_table():
+            _copy_embeddings(ids, vectors, model_name=model_name)
+            return
         rows = [Truth(id=pk, embedding=vector, embedding_model=model_name)
                 for pk, vector in zip(ids, vectors, strict=True)]
         Truth.all_objects.bulk_update(rows, ["embedding", "embedding_model"])
-        return
+
+
+def _staging_table() -> bool:
+    """Create this session's staging table if it is not there; False where the role lacks
+    the ``TEMPORARY`` privilege (in a savepoint, so the refusal leaves the transaction
+    usable). Other errors are raised."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGING} (id bigint, embedding vector) "
+                           "ON COMMIT DELETE ROWS")
+    except ProgrammingError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != _INSUFFICIENT_PRIVILEGE:
+            raise
+        return False
+    return True
+
+
+def _copy_embeddings(ids: Sequence[int], vectors: np.ndarray, *, model_name: str) -> None:
+    """The binary ``COPY`` into the staging table and the ``UPDATE`` from it."""
     rows = np.zeros(len(ids), dtype=_COPY_ROW)
     rows["fields"], rows["id_length"], rows["id"] = 2, 8, ids
     rows["vector_length"], rows["dimensions"] = 4 + 4 * EMBEDDING_DIMENSIONS, EMBEDDING_DIMENSIONS
@@ -134,8 +160,6 @@ def save_embeddings(ids: Sequence[int], vectors: np.ndarray, *, model_name: str)
         Truth._meta.db_table, Truth._meta.pk.column, Truth._meta.get_field("embedding").column,
         Truth._meta.get_field("embedding_model").column))
     with connection.cursor() as cursor, connection.wrap_database_errors:
-        cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGING} (id bigint, embedding vector) "
-                       "ON COMMIT DELETE ROWS")
         with cursor.cursor.copy(f"COPY {_STAGING} (id, embedding) FROM STDIN (FORMAT BINARY)") as copy:
             copy.write(_COPY_HEADER + rows.tobytes() + _COPY_TRAILER)
         cursor.execute(

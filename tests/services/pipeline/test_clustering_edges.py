@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 import threading
 import time
+import uuid
 from datetime import timedelta
 
 import numpy as np
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, LocalEmbedder
@@ -454,6 +455,47 @@ def test_saving_vectors_of_another_size_writes_nothing(truth_factory):
 
     truth.refresh_from_db()
     assert (truth.embedding_model, list(truth.embedding)[0]) == ("model-a", pytest.approx(1.0))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_saved_embeddings_outside_a_transaction_are_written(truth_factory):
+    truth = truth_factory("Likes tea")
+    new = np.random.default_rng(4).standard_normal((1, 384)).astype(np.float32)
+
+    vectors.save_embeddings([truth.pk], new, model_name="model-b")  # autocommit: one transaction of its own
+
+    truth.refresh_from_db()
+    assert truth.embedding_model == "model-b"
+    assert np.array_equal(np.asarray(truth.embedding, dtype=np.float32), new[0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_role_without_the_temporary_privilege_saves_embeddings_all_the_same(truth_factory):
+    truth = truth_factory("Likes tea")
+    new = np.random.default_rng(6).standard_normal((1, 384)).astype(np.float32)
+    role, table = f"iris_no_temp_{uuid.uuid4().hex[:8]}", Truth._meta.db_table
+    database = connection.ops.quote_name(connection.settings_dict["NAME"])
+    connection.close()  # a new session: one that made a temporary table before is not asked again
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        if not cursor.fetchone()[0]:
+            pytest.skip("creating a role and revoking a database privilege needs a superuser")
+        cursor.execute(f"CREATE ROLE {role} NOLOGIN")
+        cursor.execute(f"GRANT SELECT, UPDATE ON {table} TO {role}")
+        cursor.execute(f"REVOKE TEMPORARY ON DATABASE {database} FROM PUBLIC")
+        cursor.execute(f"SET ROLE {role}")
+    try:
+        vectors.save_embeddings([truth.pk], new, model_name="model-b")
+    finally:
+        connection.close()
+        with connection.cursor() as cursor:
+            cursor.execute(f"GRANT TEMPORARY ON DATABASE {database} TO PUBLIC")
+            cursor.execute(f"REVOKE ALL ON {table} FROM {role}")
+            cursor.execute(f"DROP ROLE {role}")
+
+    truth.refresh_from_db()
+    assert truth.embedding_model == "model-b"
+    assert np.array_equal(np.asarray(truth.embedding, dtype=np.float32), new[0])
 
 
 def test_embed_missing_replaces_embeddings_of_another_model(truth_factory):
