@@ -99,7 +99,8 @@ class LocalEmbedder:
     queue workers (one worker a core). Whole batches side by side keep both cores of a
     2-core machine busier than onnxruntime splitting each small batch between threads:
     415-462 against 388-401 truths/s in calls of 64 truths, 485-523 in calls of 256
-    (``benchmarks/embedding.py``, 2,000 real truths, medians of three runs, 4 December 2026). The session's ``run`` is thread-safe.
+    (``benchmarks/embedding.py``, 2,000 real truths, medians of three runs, 4 December
+    2026). The session's ``run`` is thread-safe.
     """
 
     model_name = LOCAL_MODEL_NAME
