@@ -99,12 +99,13 @@ def embed_missing(
     return done
 
 
+#: pgvector's binary form of a vector (``vector_send`` writes it, ``vector_recv`` reads it):
+#: int16 dimensions, int16 unused, then big-endian float4s.
+_VECTOR = np.dtype([("dimensions", ">i2"), ("unused", ">i2"), ("values", ">f4", (EMBEDDING_DIMENSIONS,))])
 #: One row of a binary ``COPY`` of (bigint, vector): PostgreSQL's binary copy format (a
-#: field count, then each field's length and value, big-endian) with pgvector's binary form
-#: of a vector (``vector_recv``: int16 dimensions, int16 unused, float4s).
+#: field count, then each field's length and value, big-endian).
 _COPY_ROW = np.dtype([
-    ("fields", ">i2"), ("id_length", ">i4"), ("id", ">i8"), ("vector_length", ">i4"),
-    ("dimensions", ">i2"), ("unused", ">i2"), ("vector", ">f4", (EMBEDDING_DIMENSIONS,)),
+    ("fields", ">i2"), ("id_length", ">i4"), ("id", ">i8"), ("vector_length", ">i4"), ("vector", _VECTOR),
 ])
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags 0, no header extension
 _COPY_TRAILER = b"\xff\xff"
@@ -154,8 +155,8 @@ def _copy_embeddings(ids: Sequence[int], vectors: np.ndarray, *, model_name: str
     """The binary ``COPY`` into the staging table and the ``UPDATE`` from it."""
     rows = np.zeros(len(ids), dtype=_COPY_ROW)
     rows["fields"], rows["id_length"], rows["id"] = 2, 8, ids
-    rows["vector_length"], rows["dimensions"] = 4 + 4 * EMBEDDING_DIMENSIONS, EMBEDDING_DIMENSIONS
-    rows["vector"] = vectors
+    rows["vector_length"], rows["vector"]["dimensions"] = _VECTOR.itemsize, EMBEDDING_DIMENSIONS
+    rows["vector"]["values"] = vectors
     table, key, embedding, model = (connection.ops.quote_name(name) for name in (
         Truth._meta.db_table, Truth._meta.pk.column, Truth._meta.get_field("embedding").column,
         Truth._meta.get_field("embedding_model").column))
@@ -192,8 +193,7 @@ def load_user_vectors(
         .with_embedding()
         .annotate(
             can_seed=ExpressionWrapper(can_seed, output_field=BooleanField()),
-            # pgvector's binary form (vector_send): 2 bytes dimensions, 2 unused, then
-            # big-endian float4s; parsing it is far cheaper than the text form.
+            # pgvector's binary form (``_VECTOR``): parsing it is far cheaper than the text form.
             raw=Func(F("embedding"), function="vector_send", output_field=BinaryField()),
         )
         .order_by("created_at", "id")
@@ -238,10 +238,8 @@ def load_users_vectors(*, user_ids: Sequence[int]) -> dict[int, tuple[np.ndarray
 
 
 def _parse_vectors(raws: Sequence[Any]) -> np.ndarray:
-    """pgvector's binary form (``vector_send``) of each row: (n, 384) float32."""
-    width = EMBEDDING_DIMENSIONS + 1  # the 4-byte header read as one float4, dropped
-    block = np.frombuffer(b"".join(bytes(raw) for raw in raws), dtype=">f4").reshape(len(raws), width)
-    return block[:, 1:].astype(np.float32)
+    """pgvector's binary form (``_VECTOR``) of each row: (n, 384) float32."""
+    return np.frombuffer(b"".join(bytes(raw) for raw in raws), dtype=_VECTOR)["values"].astype(np.float32)
 
 
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:
