@@ -104,3 +104,33 @@ def test_report_mode_writes_nothing_and_decay_keeps_updated_at(truth_factory):
     after = Truth.all_objects.get(pk=t.pk)
     assert after.relevance == pytest.approx(0.5, rel=1e-3)
     assert after.updated_at == before.updated_at  # the cursor and freshness checks ignore decay
+
+
+def test_decay_rows_gives_each_row_the_formula_bit_for_bit():
+    """``decay_rows`` (the stage's loop) against ``baseline`` and ``decayed_relevance`` (the
+    formula) row by row: weight 0, a kind with no weight, a baseline in the future (no
+    time elapsed), an access later or earlier than the last decay, none of either."""
+    now = timezone.now()
+    weights = {"fact": 0.5, "working": 3.7, "frozen": 0.0}
+    marks = [None, now - timedelta(days=40, seconds=7), now - timedelta(hours=5), now + timedelta(days=1)]
+    rows, expected = [], {}
+    for pk, (kind, decayed, accessed) in enumerate(
+        (kind, decayed, accessed) for kind in ("fact", "working", "frozen", "other") for decayed in marks
+        for accessed in marks
+    ):
+        created = now - timedelta(days=300 + pk, microseconds=pk)
+        before = 1.0 - pk / 100
+        rows.append((pk, f"text {pk}", kind, before, created, decayed, accessed))
+        since = decay.baseline(Truth(created_at=created, last_decayed=decayed, last_accessed=accessed))
+        expected[pk] = decay.decayed_relevance(relevance=before, since=since, now=now,
+                                               weight=decay.weight_of(kind, weights), half_life_days=30.0)
+
+    result = decay.decay_rows(rows, now=now, weights=weights, half_life=30.0)
+
+    assert result.relevance == expected  # float equality: the same operations
+    assert result.examined == len(rows) == 64
+    unchanged = [pk for pk, (_, _, kind, before, *_) in enumerate(rows) if expected[pk] == before]
+    # The weight-0 kind's 16, and for each other kind the 7 rows whose baseline is in the future.
+    assert len(unchanged) == 16 + 3 * 7
+    assert result.changed == len(rows) - len(unchanged)
+    assert [f["truth_id"] for f in result.findings] == [pk for pk in expected if pk not in unchanged]
