@@ -22,8 +22,8 @@ Reads only.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
-from itertools import chain
+from collections.abc import Hashable, Sequence
+from itertools import chain, repeat
 
 import numpy as np
 from django.db.models import Q
@@ -104,18 +104,22 @@ def lexical_clusters(
     id_array = np.asarray(ids, dtype=np.int64)
     order = np.lexsort((id_array[members] if members.size else members, -scores, seeds))
     seeds, members, scores = seeds[order], members[order].tolist(), scores[order].tolist()
-    starts = np.searchsorted(seeds, np.arange(len(rows)), side="left").tolist()
-    ends = np.searchsorted(seeds, np.arange(len(rows)), side="right").tolist()
+    bounds = np.searchsorted(seeds, np.arange(len(rows) + 1), side="left")
+    partnered = np.flatnonzero(np.diff(bounds)).tolist()  # rows with a partner, in order
+    bounds = bounds.tolist()
     assigned = bytearray(len(rows))
     blocked = bytearray(len(rows))  # assigned, or taken by the other arm: never a member
     for row, pk in enumerate(ids):
         if pk in taken:
             blocked[row] = 1
     clusters: list[CandidateCluster] = []
-    for row, pk in enumerate(ids):
+    # A row with no partner changes nothing and makes no cluster of ``min_size`` >= 2: only
+    # the rows with partners are visited, in row order.
+    for row in partnered if min_size >= 2 else range(len(rows)):
+        pk = ids[row]
         if pk not in seed_ids or assigned[row] or not token_sets[row]:
             continue
-        chosen = [k for k in range(starts[row], ends[row]) if not blocked[members[k]]][: max_size - 1]
+        chosen = [k for k in range(bounds[row], bounds[row + 1]) if not blocked[members[k]]][: max_size - 1]
         if len(chosen) + 1 < min_size:
             continue
         assigned[row] = blocked[row] = 1
@@ -158,10 +162,9 @@ def jaccard_pairs(
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
     if n < 2:
         return empty
-    distinct = dict.fromkeys(chain.from_iterable(token_sets))
-    if n * n * len(distinct) <= DENSE_PAIRS_UP_TO:
-        return _dense_pairs(token_sets, kinds, threshold, vocabulary=distinct)
     frequency: Counter[str] = Counter(chain.from_iterable(token_sets))
+    if n * n * len(frequency) <= DENSE_PAIRS_UP_TO:
+        return _dense_pairs(token_sets, kinds, threshold, frequency=frequency)
     rank = {token: r for r, token in enumerate(sorted(frequency, key=lambda t: (frequency[t], t)))}
     vocabulary = max(len(rank), 1)
     kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
@@ -211,22 +214,23 @@ DENSE_PAIRS_UP_TO = 20_000_000
 
 
 def _dense_pairs(
-    token_sets: Sequence[frozenset[str]], kinds: Sequence[Hashable], threshold: float, *, vocabulary: Iterable[str]
+    token_sets: Sequence[frozenset[str]], kinds: Sequence[Hashable], threshold: float, *, frequency: Counter[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``jaccard_pairs`` by counting every intersection: a 0/1 matrix of sets x tokens
     times its transpose (float32, exact for counts below 2**24), then the same score
     ``|a ∩ b| / (|a| + |b| - |a ∩ b|)`` in float64 and the same filter, pairs in the
-    same (a, b) order. ``vocabulary``: every token of the sets, once."""
+    same (a, b) order. ``frequency``: the number of sets each token is in."""
     n = len(token_sets)
-    column = {token: c for c, token in enumerate(vocabulary)}
+    # Only a token of two sets or more is in an intersection of two sets: the others (most
+    # of a user's words) get no column; only the product's diagonal changes.
+    shared_tokens = [token for token, count in frequency.items() if count >= 2]
+    column = dict(zip(shared_tokens, range(len(shared_tokens)), strict=True))
     lengths = np.fromiter(map(len, token_sets), dtype=np.int64, count=n)
-    incidence = np.zeros((n, max(len(column), 1)), dtype=np.float32)
-    cells = np.fromiter(map(column.__getitem__, chain.from_iterable(token_sets)), dtype=np.int64,
+    cells = np.fromiter(map(column.get, chain.from_iterable(token_sets), repeat(-1)), dtype=np.int64,
                         count=int(lengths.sum()))
-    incidence[np.repeat(np.arange(n), lengths), cells] = 1.0
-    # Only a token of two sets or more is in an intersection of two sets: the others'
-    # columns (most of a user's words) are left out of the product; only its diagonal changes.
-    incidence = incidence[:, incidence.sum(axis=0) >= 2]
+    rows = np.repeat(np.arange(n), lengths)
+    incidence = np.zeros((n, max(len(column), 1)), dtype=np.float32)
+    incidence[rows[cells >= 0], cells[cells >= 0]] = 1.0
     with exact_search.blas_threads(n, n):
         shared = incidence @ incidence.T
     kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}

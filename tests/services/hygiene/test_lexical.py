@@ -143,6 +143,20 @@ def test_interleave_alternates_arms_and_drops_lexical_clusters_inside_a_semantic
     assert added == 3
 
 
+def test_a_truth_with_no_partner_is_a_cluster_only_when_one_member_is_enough():
+    """The greedy pass visits only the rows with a partner when a cluster needs two
+    members; with a minimum of one, every free seed is a cluster, as before."""
+    rows = [(1, "fact", "likes green tea a lot"), (2, "fact", "likes green tea a lot!"),
+            (3, "fact", "works night shifts"), (4, "fact", "Likes green tea, a lot"), (5, "fact", "owns a kayak")]
+    clusters = {
+        size: [c.member_ids for c in lexical.lexical_clusters(rows, user_id=7, seed_ids={1, 2, 3, 4, 5},
+                                                               threshold=0.6, max_size=2, min_size=size)]
+        for size in (1, 2)
+    }
+    assert clusters[2] == [(1, 2)]  # 4 is left alone: the cluster is full, and 4's partners are taken
+    assert clusters[1] == [(1, 2), (3,), (4,), (5,)]
+
+
 def test_a_pair_the_embedding_misses_is_judged_and_merged(truth_factory, user_factory, run_factory, embedder):
     user = user_factory()
     # Orthogonal vectors: no cosine cluster at any threshold; the same words.
