@@ -292,6 +292,11 @@ def _insert_results(results: Sequence[StageResult]) -> None:
                                 for how, value in zip(prepare, values_of(result), strict=True)])
 
 
+#: Key field classes (exactly these: a subclass may prepare its values in its own way) whose
+#: foreign keys ``_copy_preparer`` writes as the target field's values.
+_PLAIN_KEYS = (models.AutoField, models.BigAutoField, models.SmallAutoField, models.IntegerField,
+               models.BigIntegerField, models.UUIDField)
+
 #: Field classes whose values psycopg writes as Django would prepare them on PostgreSQL
 #: (``get_db_prep_save`` returns text, UUIDs and aware datetimes unchanged there; numbers
 #: go through ``int`` and ``float``, as its ``get_prep_value`` does).
@@ -302,16 +307,16 @@ def _copy_preparer(field: Any) -> Callable[[Any], Any] | None:
     """How ``field``'s values are written in a text ``COPY``: JSON as the text
     ``json.dumps`` gives (what Django's ``JSONField`` sends, without its adapter, which
     psycopg dumps again), numbers through ``int`` or ``float``, None for a value written
-    as is (``_AS_IS``), a foreign key's (not null) as its target field's, else Django's
-    ``get_db_prep_save`` (the user model's key may be a host project's own field type).
-    Chosen once per field, not once per value: the batch's insert took 0.50-0.52 against
-    0.57-0.60 ms a user of 100 truths (best of 12, three times, on a loaded machine, 4
-    December 2026)."""
+    as is (``_AS_IS``), a foreign key's (not null, to a ``_PLAIN_KEYS`` field) as its target
+    field's, else Django's ``get_db_prep_save`` (the user model's key may be a host
+    project's own field type). Chosen once per field, not once per value: the batch's
+    insert took 0.50-0.52 against 0.57-0.60 ms a user of 100 truths (best of 12, three
+    times, on a loaded machine, 4 December 2026)."""
     if isinstance(field, JSONField):
         encoder = field.encoder
         return lambda value: None if value is None else json.dumps(value, cls=encoder)
-    if field.many_to_one and not field.null:  # its target's value (``ForeignKey.get_db_prep_save``)
-        return _copy_preparer(field.target_field)
+    if field.many_to_one and not field.null and type(field.target_field) in _PLAIN_KEYS:
+        return _copy_preparer(field.target_field)  # its target's value (``ForeignKey.get_db_prep_save``)
     if not field.is_relation:
         if isinstance(field, (models.IntegerField, models.FloatField)):
             number = int if isinstance(field, models.IntegerField) else float

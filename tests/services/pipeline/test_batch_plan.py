@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
+from django.test.utils import CaptureQueriesContext, isolate_apps
 from django.utils import timezone
 
 from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, StageResult, Truth, UserPass
@@ -234,3 +234,41 @@ def test_another_driver_reads_and_writes_the_same_through_the_orm(user_factory, 
     assert clusters[1] == clusters[0]
     assert outcomes[1] == outcomes[0]
     assert len(outcomes[0]["results"]) == 7 * len(users)
+
+
+@isolate_apps("iris_consolidation")
+def test_the_copy_writes_a_foreign_key_as_django_prepares_it():
+    """A foreign key to a plain key field is written as its target's values (no call per
+    value); one to a key field of the host's own class goes through Django's
+    ``get_db_prep_save``, which calls that class's own preparation."""
+    import uuid
+
+    from django.db import models
+
+    class HexKey(models.CharField):  # a host's key: a UUID stored as 32 hex digits
+        def get_db_prep_value(self, value, connection, prepared=False):
+            return None if value is None else uuid.UUID(str(value)).hex
+
+    class Owner(models.Model):
+        id = HexKey(primary_key=True, max_length=32)
+
+        class Meta:
+            app_label = "iris_consolidation"
+
+    class Note(models.Model):
+        owner = models.ForeignKey(Owner, on_delete=models.CASCADE)
+
+        class Meta:
+            app_label = "iris_consolidation"
+
+    cases = [
+        (Note._meta.get_field("owner"), [uuid.UUID(int=5)]),
+        (StageResult._meta.get_field("run"), [uuid.UUID(int=7), uuid.uuid4()]),
+        (StageResult._meta.get_field("user"), [3, 2**40]),
+    ]
+    for field, values in cases:
+        prepare = batch_plan._copy_preparer(field)
+        for value in values:
+            assert (value if prepare is None else prepare(value)) == field.get_db_prep_save(value, connection)
+    assert batch_plan._copy_preparer(Note._meta.get_field("owner"))(uuid.UUID(int=5)) == "0" * 31 + "5"
+    assert batch_plan._copy_preparer(StageResult._meta.get_field("user")) is int  # no call to Django per value
