@@ -134,3 +134,11 @@ def test_decay_rows_gives_each_row_the_formula_bit_for_bit():
     assert len(unchanged) == 16 + 3 * 7
     assert result.changed == len(rows) - len(unchanged)
     assert [f["truth_id"] for f in result.findings] == [pk for pk in expected if pk not in unchanged]
+
+
+def test_decay_rows_reads_only_the_weights_of_the_kinds_it_meets():
+    now = timezone.now()
+    rows = [(1, "a", "fact", 0.8, now - timedelta(days=30), None, None)]
+    # "note" has no usable weight, but no row is a note: as with ``weight_of`` per row.
+    result = decay.decay_rows(rows, now=now, weights={"fact": 1, "note": None}, half_life=30.0)
+    assert result.relevance == {1: 0.8 * 0.5 ** ((now - rows[0][4]).total_seconds() / 86400.0 / 30.0)}
