@@ -228,9 +228,9 @@ def _dense_pairs(
     lengths = np.fromiter(map(len, token_sets), dtype=np.int64, count=n)
     cells = np.fromiter(map(column.get, chain.from_iterable(token_sets), repeat(-1)), dtype=np.int64,
                         count=int(lengths.sum()))
-    rows = np.repeat(np.arange(n), lengths)
+    shared_cell = cells >= 0
     incidence = np.zeros((n, max(len(column), 1)), dtype=np.float32)
-    incidence[rows[cells >= 0], cells[cells >= 0]] = 1.0
+    incidence[np.repeat(np.arange(n), lengths)[shared_cell], cells[shared_cell]] = 1.0
     with exact_search.blas_threads(n, n):
         shared = incidence @ incidence.T
     kind_code = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
