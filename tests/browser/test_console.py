@@ -162,25 +162,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_console_is_styled_with_debug_off_under_runserver(page, artifacts):
+def test_console_is_styled_with_debug_off_under_runserver(page, artifacts, tmp_path):
     """The README's way: ``manage.py runserver`` with DJANGO_DEBUG false serves the CSS."""
     port = _free_port()
     env = {**os.environ, "DJANGO_DEBUG": "false"}
-    server = subprocess.Popen(
-        [sys.executable, "manage.py", "runserver", "--noreload", "--skip-checks", f"127.0.0.1:{port}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    log = tmp_path / "runserver.log"
+    with log.open("wb") as output:
+        server = subprocess.Popen(
+            [sys.executable, "manage.py", "runserver", "--noreload", "--skip-checks", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     try:
         url = f"http://127.0.0.1:{port}"
-        for _ in range(100):
+        # The server is waited for while it runs (a loaded machine may take long to start it);
+        # if it stops, the test fails with what it printed.
+        deadline = time.monotonic() + 120
+        up = False
+        while not up and time.monotonic() < deadline and server.poll() is None:
             try:
                 urllib.request.urlopen(f"{url}/static/admin/css/base.css", timeout=1)
-                break
+                up = True
             except OSError:
                 time.sleep(0.2)
+        assert up, f"runserver did not serve (exit status {server.poll()}):\n{log.read_text()}"
         for path in ("/static/admin/css/base.css", "/static/iris_consolidation/admin.css"):
             with urllib.request.urlopen(url + path, timeout=5) as response:
                 assert response.status == 200 and "text/css" in response.headers["Content-Type"]
