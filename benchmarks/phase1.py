@@ -768,7 +768,8 @@ def main() -> None:
         print(
             f"| {r['mode']} | {r['n']:,} | {r['seconds']} | {r['reference_seconds']} ({r['reference_note']}) | "
             f"{ratio:.2f}x | {r['per_user_ms']} / {r['reference_per_user_ms']} | {r['path']} | {r['recall']:.4f} | "
-            f"{r['embed_seconds']} | {r['queries']:,} | {r['clusters']:,} | {r['peak_rss_mb']} | {r['all_stages_seconds'] or '-'} | {r['load']} |"
+            f"{r['embed_seconds']} | {r['queries']:,} | {r['clusters']:,} | {r['peak_rss_mb']} | "
+            f"{r['all_stages_seconds'] or '-'} | {r['load']} |"
         )
     print(
         "\n| case | truths | whole phase 1 s | previous s | ratio | per user ms | queries a user | "

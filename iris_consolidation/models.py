@@ -841,7 +841,9 @@ class SessionMessage(models.Model):
         ordering = ["session_id", "position"]
         constraints = [
             models.UniqueConstraint(fields=["session", "position"], name="session_message_once_per_position"),
-            models.CheckConstraint(condition=Q(role__in=[c.value for c in MessageRole]), name="session_message_role_valid"),
+            models.CheckConstraint(
+                condition=Q(role__in=[c.value for c in MessageRole]), name="session_message_role_valid"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -887,7 +889,9 @@ class LearnedRule(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="learned_rules")
     text = models.CharField(max_length=300, help_text="One line.")
-    fingerprint = models.CharField(max_length=64, help_text="sha256 of the normalised text; one rule per user and fingerprint.")
+    fingerprint = models.CharField(
+        max_length=64, help_text="sha256 of the normalised text; one rule per user and fingerprint."
+    )
     hand_authored = models.BooleanField(default=False, help_text="Written by the person; never changed by a stage.")
     source_truths = models.ManyToManyField(Truth, related_name="learned_rules", blank=True)
     reason = models.TextField(blank=True, help_text="The model's reason for the promotion.")

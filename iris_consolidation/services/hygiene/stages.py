@@ -13,11 +13,11 @@ counted, not judged) or ``apply``. A dry run turns every ``apply`` into ``report
 ``promote`` (``promotion.py``) run in phase 1 too, for each user, outside its
 transaction (they may call a model): mine first (so that new truths are cleaned,
 decayed and clustered in the same pass), relocate and promote once the clusters are
-built, not after the merges: the end of a run (``close_run``) holds
-the run's lock, where no model call may run; a truth relocated here leaves its cluster
-stale for phase 2, which re-reads every member under a lock. Their model calls use the run's LLM judge's client (``ask_json``); with the
-rule judge, mining uses the offline extractor, relocation the rule alone, and
-promotion reports "skipped: no LLM".
+built, not after the merges: the end of a run (``close_run``) holds the run's lock, where
+no model call may run; a truth relocated here leaves its cluster stale for phase 2, which
+re-reads every member under a lock. Their model calls use the run's LLM judge's client
+(``ask_json``); with the rule judge, mining uses the offline extractor, relocation the rule
+alone, and promotion reports "skipped: no LLM".
 
 Modes come from the run's stored settings (``run_settings.run_modes``:
 live settings over ``IRIS_CONSOLIDATION_NOISE`` / ``_DECAY`` / ``_LEXICAL`` /

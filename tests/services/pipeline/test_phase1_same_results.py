@@ -372,7 +372,9 @@ def _phase1_results(users: list[tuple[int, dict[int, int]]], embedder: Any) -> d
         }
     with override_settings(IRIS_CONSOLIDATION_NOISE="apply", IRIS_CONSOLIDATION_DECAY="apply",
                            IRIS_CONSOLIDATION_PRUNE="apply"):
-        applied = consolidation.create_run(trigger="command", execution="in_process", judge="rules", only="noise,decay,prune")
+        applied = consolidation.create_run(
+            trigger="command", execution="in_process", judge="rules", only="noise,decay,prune"
+        )
     applied.started_at = NOW
     applied.save(update_fields=["started_at"])
     for n, (user_id, positions) in enumerate(users):
