@@ -109,7 +109,7 @@ class UserPass:
     ``rows``: the user's live truths (``PASS_FIELDS``) in (created_at, id) order, read
     once on first use; a truth a stage retires is dropped from them (``forget``).
     ``facts``: see ``PassFacts``. ``vectors``: the user's live ``(ids, unit vectors)`` if
-    read with other users' (``vectors.load_users_vectors``), and ``seed_bound``: the
+    read with other users' (``vectors.users_vectors``), and ``seed_bound``: the
     ``(updated_at, id)`` after which truths seed (None: every consolidatable truth); the
     arms then take their vectors and seeds from the pass, not from a query.
     """

@@ -193,8 +193,7 @@ def load_user_vectors(
         .with_embedding()
         .annotate(
             can_seed=ExpressionWrapper(can_seed, output_field=BooleanField()),
-            # pgvector's binary form (``_VECTOR``): parsing it is far cheaper than the text form.
-            raw=Func(F("embedding"), function="vector_send", output_field=BinaryField()),
+            raw=binary_embedding(),
         )
         .order_by("created_at", "id")
         .values_list("id", "can_seed", "raw")
@@ -212,29 +211,29 @@ def load_user_vectors(
                        can_seed=np.asarray(seeds, dtype=bool))
 
 
-def load_users_vectors(*, user_ids: Sequence[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """The live embedded truths of several small users in one query and one round trip:
-    ``{user_id: (ids (n,) int64, vectors (n, 384) float32 unit rows)}`` in (created_at,
-    id) order; a user with none is left out. Which truths may seed is the caller's
-    (``stages.UserPass.user_vectors``). For users of at most ``FETCH_ROWS`` truths in all
-    (``dispatch.user_batches`` keeps a task's users under it); memory: 1,536 bytes a truth.
-    """
-    rows = (
-        Truth.objects.filter(user_id__in=list(user_ids))
-        .with_embedding()
-        .annotate(raw=Func(F("embedding"), function="vector_send", output_field=BinaryField()))
-        .order_by("user_id", "created_at", "id")
-        .values_list("user_id", "id", "raw")
-    )
-    fetched = [row for batch in stream_rows(rows, FETCH_ROWS, small=True) for row in batch]
-    if not fetched:
+def binary_embedding() -> Func:
+    """The ``embedding`` column in pgvector's binary form (``_VECTOR``, ``vector_send``),
+    as a ``bytea`` expression to annotate a ``Truth`` queryset with: far cheaper to parse
+    (``users_vectors``) than its text form. NULL for a truth with no embedding."""
+    return Func(F("embedding"), function="vector_send", output_field=BinaryField())
+
+
+def users_vectors(
+    owners: Sequence[int], ids: Sequence[int], raws: Sequence[Any]
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Several small users' embedded truths, read in one query grouped by user (each
+    user's rows together, in (created_at, id) order): ``owners``, ``ids`` and ``raws``
+    (``binary_embedding``) of each row, as ``{user_id: (ids (n,) int64, vectors (n, 384)
+    float32 unit rows)}``; a user with none is left out. Which truths may seed is the
+    caller's (``stages.UserPass.user_vectors``). Memory: 1,536 bytes a truth."""
+    if not raws:
         return {}
-    owners = np.asarray([row[0] for row in fetched], dtype=np.int64)
-    ids = np.asarray([row[1] for row in fetched], dtype=np.int64)
-    vectors = _unit_rows(_parse_vectors([row[2] for row in fetched]))
-    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
-    ends = np.r_[starts[1:], owners.shape[0]]
-    return {int(owners[a]): (ids[a:b], vectors[a:b]) for a, b in zip(starts, ends, strict=True)}
+    owner = np.asarray(owners, dtype=np.int64)
+    truth = np.asarray(ids, dtype=np.int64)
+    unit = _unit_rows(_parse_vectors(raws))
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    ends = np.r_[starts[1:], owner.shape[0]]
+    return {int(owner[a]): (truth[a:b], unit[a:b]) for a, b in zip(starts, ends, strict=True)}
 
 
 def _parse_vectors(raws: Sequence[Any]) -> np.ndarray:

@@ -114,10 +114,11 @@ def _count_queries(users: list[Any]) -> int:
 def test_a_batch_costs_the_same_few_queries_for_three_users_or_six(user_factory):
     users = _users(user_factory, count=6, per_user=20)
     few, more = _count_queries(users[:3]), _count_queries(users[:6])
-    # The run, the users' facts, truths, vectors and cursors; the cursor bounds and the
-    # counters (with the forecast, under the run's lock); inside a test, each transaction is
-    # also a savepoint and its release. The stage results go in one COPY, not seen here.
-    assert few == more == 13
+    # The run, the users' facts, truths with their vectors, and cursors; the cursor bounds
+    # and the counters (with the forecast, under the run's lock); inside a test, each
+    # transaction is also a savepoint and its release. The stage results go in one COPY,
+    # not seen here.
+    assert few == more == 12
 
 
 def test_a_user_that_raises_is_left_out_and_the_others_are_planned(user_factory, monkeypatch):
