@@ -85,7 +85,7 @@ def build_user_plans(
     after it (those users are ``not_started``), and the user embedding when it passes
     gets a plan that is not ``complete``. Raises ``ConsolidationRun.DoesNotExist``; a
     user's own error (``EmbeddingError``, a stage's) is in ``failed``, not raised.
-    Queries for a batch of users with nothing to embed: about seven in all, plus two
+    Queries for a batch of users with nothing to embed: about six in all, plus two
     a user (its savepoint)."""
     run = ConsolidationRun.objects.get(pk=run_id)
     batch = BatchPlan()

@@ -4,14 +4,24 @@ that never mix users, in a number of queries that does not grow with the batch."
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, isolate_apps
 from django.utils import timezone
 
-from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, StageResult, Truth, UserPass
+from iris_consolidation.conf import app_settings
+from iris_consolidation.models import (
+    EMBEDDING_DIMENSIONS,
+    ConsolidationCursor,
+    ConsolidationRun,
+    StageResult,
+    Truth,
+    UserPass,
+)
 from iris_consolidation.services.hygiene import stages
 from iris_consolidation.services.pipeline import batch_plan, consolidation, vectors
 from tests.services.pipeline.test_phase1_same_results import NOISY, _add_user_truths, _NoEmbedder, _phase1_module
@@ -273,3 +283,45 @@ def test_the_copy_writes_a_foreign_key_as_django_prepares_it():
             assert (value if prepare is None else prepare(value)) == field.get_db_prep_save(value, connection)
     assert batch_plan._copy_preparer(Note._meta.get_field("owner"))(uuid.UUID(int=5)) == "0" * 31 + "5"
     assert batch_plan._copy_preparer(StageResult._meta.get_field("user")) is int  # no call to Django per value
+
+
+@pytest.mark.parametrize("psycopg3", [True, False], ids=["psycopg3", "another driver"])
+def test_a_batch_reads_what_each_user_alone_reads(user_factory, monkeypatch, psycopg3):
+    """The batch's one query gives each user the rows and vectors its pass would read alone
+    (``stages.pass_rows``, ``vectors.load_user_vectors``): a truth without an embedding is in
+    the rows and not in the vectors, a retired truth in neither, and a user with no embedded
+    truth has no vectors."""
+    rng = np.random.default_rng(7)
+    now = timezone.now()
+    # Per user, whether each truth has an embedding and whether it is retired.
+    shapes = {"none": [], "bare": [(False, False)] * 3, "mixed": [(True, False), (False, False), (True, True),
+              (False, True), (True, False), (False, False)], "embedded": [(True, False)] * 4}
+    users = {name: user_factory(name) for name in shapes}
+    truths = []
+    for name, shape in shapes.items():
+        for i, (embedded, retired) in enumerate(shape):
+            truths.append(Truth(
+                user=users[name], content=f"{name} {i}", created_at=now - timedelta(hours=i % 2),
+                embedding=rng.standard_normal(EMBEDDING_DIMENSIONS).astype(np.float32) * 3 if embedded else None,
+                embedding_model="m" if embedded else "", retired_at=now if retired else None,
+                retired_reason="noise" if retired else "",
+            ))
+    Truth.all_objects.bulk_create(truths[::-1])  # ids against the created_at order
+    if not psycopg3:
+        monkeypatch.setattr(vectors, "is_psycopg3", lambda connection: False)
+    ids = [u.pk for u in users.values()]
+
+    rows, read = batch_plan._rows_and_vectors_of(ids)
+
+    assert {user_id: len(r) for user_id, r in rows.items()} == {
+        users["bare"].pk: 3, users["mixed"].pk: 4, users["embedded"].pk: 4}
+    assert sorted(read) == [users["mixed"].pk, users["embedded"].pk]
+    for user in users.values():
+        assert rows.get(user.pk, []) == list(stages.pass_rows(Truth.objects.for_user(user.pk)))
+        alone = vectors.load_user_vectors(user_id=user.pk, max_generation=app_settings.MAX_GENERATION, small=True)
+        got_ids, got_vectors = read.get(user.pk, batch_plan.NO_VECTORS)
+        assert got_ids.tolist() == alone.ids.tolist()
+        assert np.array_equal(got_vectors, alone.vectors)
+    mixed = [t for t in truths if t.user_id == users["mixed"].pk]
+    # Its live embedded truths, 0 and 4, have the same created_at: by id, 4 inserted first.
+    assert read[users["mixed"].pk][0].tolist() == [mixed[4].pk, mixed[0].pk]
