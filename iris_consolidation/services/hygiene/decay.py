@@ -70,11 +70,11 @@ def weight_of(kind: str, weights: Mapping[str, float]) -> float:
     return float(weights.get(kind, 1.0))
 
 
-def baseline(truth: Any) -> datetime:
-    """Where elapsed time starts: the later of ``last_decayed`` and ``last_accessed``,
-    else ``created_at``."""
-    marks = [t for t in (truth.last_decayed, truth.last_accessed) if t is not None]
-    return max(marks) if marks else truth.created_at
+def baseline(*, created_at: datetime, last_decayed: datetime | None, last_accessed: datetime | None) -> datetime:
+    """Where elapsed time starts for a truth: the later of ``last_decayed`` and
+    ``last_accessed``, else ``created_at``."""
+    marks = [t for t in (last_decayed, last_accessed) if t is not None]
+    return max(marks) if marks else created_at
 
 
 def decayed_relevance(
@@ -149,12 +149,9 @@ def decay_rows(
     examined = 0
     for pk, content, kind, before, created_at, last_decayed, last_accessed in rows:
         examined += 1
-        if last_decayed is not None and last_accessed is not None:
-            since = max(last_decayed, last_accessed)
-        else:
-            since = last_decayed or last_accessed or created_at
+        since = baseline(created_at=created_at, last_decayed=last_decayed, last_accessed=last_accessed)
         new = decayed_relevance(
-            relevance=before, since=since, now=now, weight=float(weights.get(kind, 1.0)), half_life_days=half_life
+            relevance=before, since=since, now=now, weight=weight_of(kind, weights), half_life_days=half_life
         )
         relevance[pk] = new
         if new != before:

@@ -112,7 +112,9 @@ def _reference_noise(user_id: int) -> list[dict[str, Any]]:
 def _reference_decay(user_id: int, now: Any) -> dict[int, float]:
     weights = decay.parse_weights(app_settings.DECAY_WEIGHTS)
     return {
-        t.pk: decay.decayed_relevance(relevance=t.relevance, since=decay.baseline(t), now=now,
+        t.pk: decay.decayed_relevance(relevance=t.relevance, now=now,
+                                      since=decay.baseline(created_at=t.created_at, last_decayed=t.last_decayed,
+                                                           last_accessed=t.last_accessed),
                                       weight=decay.weight_of(t.kind, weights),
                                       half_life_days=float(app_settings.HALF_LIFE_DAYS))
         for t in Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
