@@ -6,10 +6,11 @@ reads is read for the batch at once, and what it writes is written at once.
 Reads for the whole batch: the run; per user its consolidatable count and what its
 pass knows beforehand (``stages.PassFacts``), in one query; its stage results already
 recorded (a second delivery); its live truths and their vectors, in one query
-(``vectors.users_vectors``); and its cursor. Writes for the whole batch: the stage results in one insert, the users'
-``UserPass`` rows in one upsert; the run's counters are the caller's
-(``consolidation.count_user_plans``). Measured on 150 MSC users of about 21 truths
-(``benchmarks/phase1.py --msc``): 9 queries a user one by one, about 0.3 in a batch.
+(``vectors.users_vectors``); and its cursor. Writes for the whole batch: the stage
+results in one insert, the users' ``UserPass`` rows in one upsert; the run's counters
+are the caller's (``consolidation.count_user_plans``). Measured on 150 MSC users of
+about 21 truths (``benchmarks/phase1.py --msc``): 9 queries a user one by one, about 0.3
+in a batch.
 
 Each user is still isolated: its clusters are its own (every read is split by user, every
 cluster built from one user's rows), and its stages run in a savepoint of the batch's
