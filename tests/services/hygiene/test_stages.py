@@ -206,3 +206,29 @@ def test_the_registry_holds_every_stage_in_the_order_of_a_pass():
     assert [s.name for s in stages.REGISTRY if s.when is stages.When.AFTER_CLUSTERING and s.calls_model] == [
         "relocate", "promote"
     ]
+
+
+def test_a_pass_reads_its_rows_as_the_orm_gives_them(truth_factory, user_factory):
+    """``UserPass.rows``' binary read gives the values the ORM gives, field by field: dates
+    set and unset, a pointer, a pinned and a merged truth, text outside ASCII; retired
+    truths and other users' are left out, and the order is (created_at, id)."""
+    user, other = user_factory(), user_factory()
+    now = timezone.now()
+    truth_factory("Lives in Porto", user=user, origin=Origin.CONSOLIDATED, last_decayed=now - timedelta(days=3), relevance=0.41)
+    truth_factory("See the note on travel", user=user, tags=["note-pointer", "travel"],
+                  last_accessed=now - timedelta(hours=5))
+    truth_factory("Prefers tea", user=user, pinned=True, kind="preference")
+    truth_factory("Hat einen Hund namens Rex, 犬が好き", user=user, origin=Origin.CONSOLIDATED, generation=99)
+    truth_factory("Retired", user=user, retired_at=now, retired_reason=RetiredReason.NOISE)
+    truth_factory("Another user's", user=other)
+    Truth.objects.filter(user=user, content="Prefers tea").update(created_at=now - timedelta(days=60))
+    orm = list(stages.pass_rows(Truth.objects.for_user(user.pk)))
+
+    rows = stages.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
+
+    assert rows == orm
+    assert [row[2] for row in rows] == ["Prefers tea", "Lives in Porto", "See the note on travel",
+                                        "Hat einen Hund namens Rex, 犬が好き"]
+    assert [row[3] for row in rows] == [False, False, True, False]  # the pointer
+    assert [row[9] for row in rows] == [False, True, True, False]  # consolidatable
+    assert rows[1][4] == 0.41 and rows[1][6] == now - timedelta(days=3) and rows[2][7] is not None
