@@ -21,7 +21,7 @@ Reads only.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from itertools import chain, repeat
 
@@ -330,9 +330,20 @@ def interleave(
     semantic: Sequence[CandidateCluster], lexical: Sequence[CandidateCluster]
 ) -> tuple[list[CandidateCluster], int]:
     """The two arms' clusters alternated (semantic first), and how many lexical clusters
-    were added; a lexical cluster whose members all sit in one semantic cluster is dropped."""
+    were added; a lexical cluster whose members all sit in one semantic cluster is dropped.
+
+    Only the semantic clusters that hold a lexical cluster's seed can hold all of it, so
+    each is compared with those alone: a truth is in one semantic cluster, or a few (a
+    nearest pair's member is in another cluster too). Comparing each with every semantic
+    cluster took 2.3 s for a user of 100,000 truths (8,330 semantic clusters, 5 December
+    2026)."""
     covered = [set(c.member_ids) for c in semantic]
-    extra = [c for c in lexical if not any(set(c.member_ids) <= s for s in covered)]
+    holding: defaultdict[int, list[int]] = defaultdict(list)  # truth id -> its semantic clusters
+    for position, cluster in enumerate(semantic):
+        for pk in cluster.member_ids:
+            holding[pk].append(position)
+    extra = [c for c in lexical
+             if not any(set(c.member_ids) <= covered[p] for p in holding.get(c.member_ids[0], ()))]
     merged: list[CandidateCluster] = []
     for i in range(max(len(semantic), len(extra))):
         if i < len(semantic):

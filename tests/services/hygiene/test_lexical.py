@@ -3,6 +3,8 @@ a pair the embedding misses is judged; a Jaccard match alone never merges."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from django.utils import timezone
 
@@ -220,3 +222,22 @@ def test_the_rule_judge_reports_word_order_matches_without_merging():
 def test_vector_helper_sanity():
     # vector_at keeps the semantic arm's own tests meaningful next to these.
     assert float(vector_at(1.0)[0]) == 1.0
+
+
+def test_interleave_drops_what_a_comparison_with_every_semantic_cluster_drops():
+    """Interleaving compares a lexical cluster only with the semantic clusters holding its
+    seed: on random arms (a truth may be in several semantic clusters, as a nearest pair's
+    member is), it keeps and drops the same clusters as a comparison with every one."""
+    rng = random.Random(11)
+    dropped = 0
+    for _ in range(300):
+        semantic = [CandidateCluster(user_id=1, member_ids=tuple(rng.sample(range(12), rng.randint(2, 5))),
+                                     similarities=()) for _ in range(rng.randint(0, 6))]
+        lex = [CandidateCluster(user_id=1, member_ids=tuple(rng.sample(range(12), rng.randint(2, 3))),
+                                similarities=()) for _ in range(rng.randint(0, 6))]
+        kept = [c for c in lex if not any(set(c.member_ids) <= set(s.member_ids) for s in semantic)]
+        dropped += len(lex) - len(kept)
+        merged, added = lexical.interleave(semantic, lex)
+        assert [id(c) for c in merged if any(c is x for x in lex)] == [id(c) for c in kept]
+        assert added == len(kept)
+    assert dropped > 50  # the case is exercised
