@@ -5,12 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from iris_consolidation import run_settings
 from iris_consolidation.exceptions import InvalidInput, UndoRefused
 from iris_consolidation.models import LiveSettings, Origin, RetiredReason, StageResult, Truth, TruthChange
 from iris_consolidation.services.hygiene import retire, stages
+from iris_consolidation.services.pipeline import batch_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -214,7 +216,8 @@ def test_a_pass_reads_its_rows_as_the_orm_gives_them(truth_factory, user_factory
     truths and other users' are left out, and the order is (created_at, id)."""
     user, other = user_factory(), user_factory()
     now = timezone.now()
-    truth_factory("Lives in Porto", user=user, origin=Origin.CONSOLIDATED, last_decayed=now - timedelta(days=3), relevance=0.41)
+    truth_factory("Lives in Porto", user=user, origin=Origin.CONSOLIDATED, last_decayed=now - timedelta(days=3),
+                  relevance=0.41)
     truth_factory("See the note on travel", user=user, tags=["note-pointer", "travel"],
                   last_accessed=now - timedelta(hours=5))
     truth_factory("Prefers tea", user=user, pinned=True, kind="preference")
@@ -232,3 +235,25 @@ def test_a_pass_reads_its_rows_as_the_orm_gives_them(truth_factory, user_factory
     assert [row[3] for row in rows] == [False, False, True, False]  # the pointer
     assert [row[9] for row in rows] == [False, True, True, False]  # consolidatable
     assert rows[1][4] == 0.41 and rows[1][6] == now - timedelta(days=3) and rows[2][7] is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_host_with_naive_dates_gets_the_orms_rows(settings, truth_factory, user_factory):
+    """With ``USE_TZ = False`` psycopg's binary dates would be aware where the ORM's are naive
+    (decay would then fail to subtract them): a user's pass and a batch read through the ORM."""
+    settings.USE_TZ = False
+    settings.TIME_ZONE = "Europe/Lisbon"
+    connection.close()  # a connection made under these settings, as a host project's
+    try:
+        user = user_factory()
+        truth_factory("Lives in Porto", user=user, last_decayed=timezone.now() - timedelta(days=3))
+        orm = list(stages.pass_rows(Truth.objects.for_user(user.pk)))
+        assert orm[0][5].tzinfo is None
+
+        rows = stages.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
+        batch, _ = batch_plan._rows_and_vectors_of([user.pk])
+
+        assert rows == orm and batch[user.pk] == orm
+        assert rows[0][6].tzinfo is None
+    finally:
+        connection.close()  # the next test connects under its own settings
