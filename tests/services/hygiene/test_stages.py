@@ -212,8 +212,8 @@ def test_the_registry_holds_every_stage_in_the_order_of_a_pass():
 
 def test_a_pass_reads_its_rows_as_the_orm_gives_them(truth_factory, user_factory):
     """``UserPass.rows``' binary read gives the values the ORM gives, field by field: dates
-    set and unset, a pointer, a pinned and a merged truth, text outside ASCII; retired
-    truths and other users' are left out, and the order is (created_at, id)."""
+    set and unset, a pointer, a pinned truth and one past the generation cap, text outside
+    ASCII; retired truths and other users' are left out, and the order is (created_at, id)."""
     user, other = user_factory(), user_factory()
     now = timezone.now()
     truth_factory("Lives in Porto", user=user, origin=Origin.CONSOLIDATED, last_decayed=now - timedelta(days=3),
