@@ -83,7 +83,12 @@ class ReviewDraft:
         raise KeyError(alias)
 
 
-def _is_fresh(truth: Truth | None, row: dict[str, Any], *, retiring: bool, max_generation: int) -> bool:
+def is_fresh(truth: Truth | None, row: dict[str, Any], *, retiring: bool, max_generation: int) -> bool:
+    """Whether ``truth`` is still the member ``row`` of a review's snapshot: live, same
+    content and ``updated_at``, and, if the action would retire it, not protected now.
+
+    The one freshness rule: ``record_review`` applies it under row locks; a dry run's
+    page reads it to tell which previews have gone stale (``operations.dry_runs``)."""
     if truth is None or truth.retired_at is not None:
         return False
     if truth.content != row["content"] or truth.updated_at.isoformat() != row["updated_at"]:
@@ -223,7 +228,7 @@ def _refusal(work: _Application, action: Action, retiring: list[str]) -> Rejecti
         a
         for a in action.members()
         if a not in work.moved
-        and not _is_fresh(work.current[a], work.rows[a], retiring=a in retiring, max_generation=max_generation)
+        and not is_fresh(work.current[a], work.rows[a], retiring=a in retiring, max_generation=max_generation)
     ]
     if stale:
         return Rejection(action=action, code=Code.STALE_MEMBER, reason=STALE_MEMBER.format(alias=stale[0]))
