@@ -42,7 +42,8 @@ def dry(user_factory, truth_factory, run_factory):
     for axis, pair in zip((2, 4, 6), PAIRS, strict=True):
         for n, content in enumerate(pair):
             truth_factory(content, user=user, embedding=vector_at(1.0 - 0.03 * n, axis=axis))
-    run = execution.run_sync(run=run_factory(dry_run=True, user_id=user.pk), client=RuleJudge(), embedder=get_embedder())
+    run = run_factory(dry_run=True, user_id=user.pk)
+    run = execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
     assert run.merged == 3
     return run
 
