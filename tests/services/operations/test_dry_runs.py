@@ -248,3 +248,28 @@ def test_applying_a_dry_run_a_later_run_already_made_counts_its_clusters_stale_o
 
     assert run.reviews.get().outcome == ClusterReview.Outcome.STALE
     assert (run.stale, run.kept, run.rejected, run.merged, run.deferred, run.failed) == (1, 0, 0, 0, 0, 0)
+
+
+def test_an_application_takes_the_dry_runs_threshold_and_policy_and_the_lower_cap():
+    dry = ConsolidationRun(
+        dry_run=True,
+        effective_settings={"max_retirements_per_run": 5, "similarity_threshold": 0.6, "risk_policy": "verify"},
+    )
+    current = {
+        "max_retirements_per_run": 50,
+        "similarity_threshold": 0.8,
+        "risk_policy": "refuse",
+        "stage_modes": {"prune": "apply"},
+    }
+
+    stored = lifecycle.application_settings(dry=dry, current=current)
+
+    assert stored == {
+        "max_retirements_per_run": 5,  # the dry run's, lower than the live one
+        "similarity_threshold": 0.6,
+        "risk_policy": "verify",
+        "stage_modes": {"prune": "apply"},  # an application runs no stage; the live modes stand
+    }
+    assert lifecycle.application_settings(dry=dry, current={**current, "max_retirements_per_run": 2})[
+        "max_retirements_per_run"
+    ] == 2  # a cap lowered since the preview holds
