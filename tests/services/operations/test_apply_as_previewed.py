@@ -155,3 +155,23 @@ def test_an_invariant_still_refuses_on_apply_whatever_the_second_look_said(previ
     assert (run.merged, run.superseded, run.rejected) == (2, 1, 1)
     assert Truth.objects.filter(user=previewed["user"], content__in=CHESS).count() == 2
     assert not Truth.objects.filter(user=previewed["user"], content=HOME[0]).exists()  # the supersede applied
+
+
+def test_a_keeper_merge_is_not_applied_when_its_prepass_merge_went_stale(previewed):
+    """The model judged the pre-pass merge's result; with that merge refused as stale, the
+    model's merge naming its keeper is refused too, and both are listed."""
+    dry, truths = previewed["dry"], previewed["truths"]
+    run, _ = lifecycle.start_application(dry_run_id=dry.pk, actor="operator", execution="in_process")
+    changed = truths[TEA[1]]
+    changed.content = "drinks green tea every morning, cold."
+    changed.save()
+
+    run = execution.apply_sync(run=run, embedder=get_embedder())
+
+    refusals = run_display.application_refusals(selectors.list_application_refusals(application=run))
+    assert [r.code for r in refusals] == [validation.Code.STALE_MEMBER] * 2
+    assert f"#{changed.pk} changed or was retired" in refusals[0].reason
+    assert "stands for the result of a pre-pass merge that was not applied" in refusals[1].reason
+    assert (run.merged, run.superseded, run.stale) == (1, 1, 1)  # the chess merge and the supersede
+    tea = Truth.objects.filter(user=previewed["user"], pk__in=[t.pk for c, t in truths.items() if c in TEA])
+    assert tea.count() == 3  # every tea truth stays as it was
