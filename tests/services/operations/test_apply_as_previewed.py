@@ -104,6 +104,10 @@ def test_the_dry_run_previews_a_prepass_merge_a_keeper_merge_and_two_confirmed_s
         ("prepass", "merge", False),
     ]
     assert Truth.objects.filter(user=previewed["user"]).count() == 7  # nothing written
+    calls = previewed["server"].chat_requests()
+    (judge,) = [c for c in calls if not llm_stub.is_second_look_call(c["json"])]
+    assert len(llm_stub.StubLLMServer.clusters_of(judge)) == 3  # one batch: the three clusters in one call
+    assert len(calls) == 2  # and one second look for its two flagged actions
 
 
 def test_applying_an_llm_dry_run_does_exactly_what_it_previewed(previewed):
