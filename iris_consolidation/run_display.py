@@ -400,22 +400,106 @@ def kind_table(run: ConsolidationRun) -> tuple[list[str], list[tuple[str, list[i
     return kinds, rows
 
 
-def application_line(application: ConsolidationRun | None, *, started: bool = True) -> str:
+@dataclass(frozen=True, kw_only=True)
+class RefusalRow:
+    """Something refused when a dry run was applied: the action (truths by number), why,
+    the refusal's code, and the application's review that records it."""
+
+    review_id: int
+    action: str
+    reason: str
+    code: str
+
+
+def application_refusals(reviews: Iterable[ClusterReview]) -> list[RefusalRow]:
+    """One row per action an application refused (``review.rejections``) and per cluster
+    that failed (``review.error``), from the application's reviews
+    (``selectors.list_application_refusals``); truths by number, never by alias."""
+    rows = []
+    for review in reviews:
+        names = truth_names(review.snapshot)
+        for r in review.rejections or []:
+            rows.append(
+                RefusalRow(
+                    review_id=review.pk,
+                    action=_describe(r.get("action") or {}, names),
+                    reason=with_truth_numbers(str(r.get("reason", "")), names),
+                    code=str(r.get("code", "")),
+                )
+            )
+        if review.error:
+            members = ", ".join(names.values())
+            rows.append(
+                RefusalRow(
+                    review_id=review.pk,
+                    action=f"Cluster of {members}",
+                    reason=with_truth_numbers(review.error, names),
+                    code=review.failure or "failed",
+                )
+            )
+    return rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreviewChoice:
+    """A dry run's previewed cluster on the apply confirmation page: its review, user,
+    members and previewed actions (truths by number), and whether it has gone stale
+    (every action names a member changed since; not offered)."""
+
+    review_id: int
+    user: str
+    members: tuple[str, ...]
+    actions: tuple[str, ...]
+    stale: bool
+
+
+def preview_choices(previews: Iterable[ClusterReview], *, stale: set[int]) -> list[PreviewChoice]:
+    """One ``PreviewChoice`` per preview (``selectors.list_previews``); ``stale`` holds the ids
+    ``dry_runs.stale_previews`` found."""
+    choices = []
+    for review in previews:
+        names = truth_names(review.snapshot)
+        actions = []
+        for entry in review.applied_actions or []:
+            content = str(entry.get("content") or "")
+            actions.append(_describe(entry, names) + (f": “{content}”" if content else ""))
+        choices.append(
+            PreviewChoice(
+                review_id=review.pk,
+                user=str(review.user) if review.user_id else "",
+                members=tuple(
+                    f"{names.get(str(row['alias']), '?')} “{row['content']}”" for row in review.snapshot or ()
+                ),
+                actions=tuple(actions),
+                stale=review.pk in stale,
+            )
+        )
+    return choices
+
+
+def application_line(application: ConsolidationRun | None, *, started: bool = True, refused: int = 0) -> str:
     """What became of a dry run's application, from the application run's status and
     ``started`` (whether a worker has taken any of its jobs): queued (nothing applied
-    yet), applying, applied, or failed; "" for none."""
+    yet), applying, applied, or failed; "" for none. ``refused``: how many of its actions
+    or clusters were refused or failed on apply (``application_refusals``), said once it
+    has finished or is under way."""
     if application is None:
         return ""
     status = ConsolidationRun.Status
     if application.status == status.PENDING or (application.status == status.RUNNING and not started):
         return "Applying them is queued as run {run}: nothing is applied until a worker runs it."
+    refusals = (
+        f" {refused} action{'s were' if refused != 1 else ' was'} refused on apply (listed below)." if refused else ""
+    )
     if application.status == status.RUNNING:
-        return "They are being applied as run {run}."
+        return "They are being applied as run {run}." + refusals
     if application.status == status.FAILED:
-        return "Applying them as run {run} failed; see that run."
+        return "Applying them as run {run} failed; see that run." + refusals
     if application.status == status.PARTIAL:
-        return "They were applied as run {run}, where some clusters failed."
-    return "They were applied as run {run}."
+        return "They were applied as run {run}, where some clusters failed." + refusals
+    if refused:
+        return "They were applied as run {run};" + refusals
+    return "They were applied as run {run}; nothing was refused."
 
 
 def cost_text(*, cost: float, tokens: int) -> str:

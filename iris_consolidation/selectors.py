@@ -313,24 +313,23 @@ def get_application(*, run: ConsolidationRun) -> ConsolidationRun | None:
     return run.applications.order_by("created_at").first()
 
 
-def count_outdated_previews(*, run: ConsolidationRun) -> int:
-    """How many of dry run ``run``'s previews touch a truth that was retired or edited
-    after the preview was judged (one query).
+def list_previews(*, run: ConsolidationRun) -> QuerySet[ClusterReview]:
+    """Dry run ``run``'s previewed clusters (outcome preview), in the order they were
+    recorded, with their users (what applying it applies; ``dry_runs.stale_previews``)."""
+    previews = ClusterReview.objects.filter(run=run, outcome=ClusterReview.Outcome.PREVIEW)
+    return previews.select_related("user").order_by("id")
 
-    Applying such a preview finds it stale (``merging.record_review`` re-checks under
-    row locks and writes nothing for it), typically because a later real run already
-    made the same merges. The admin says so before offering to apply.
-    """
-    changed = Truth.all_objects.filter(reviews=OuterRef("pk")).filter(
-        Q(retired_at__isnull=False) | Q(updated_at__gt=OuterRef("created_at"))
-    )
+
+def list_application_refusals(*, application: ConsolidationRun) -> QuerySet[ClusterReview]:
+    """The reviews of ``application`` (the run that applied a dry run) where something was
+    refused or failed: an action refused (stale member, cap, an invariant) or a failed
+    cluster, in the order they were recorded."""
     return (
-        ClusterReview.objects.filter(run=run, outcome=ClusterReview.Outcome.PREVIEW)
-        .filter(Exists(changed))
-        .count()
+        ClusterReview.objects.filter(run=application)
+        .filter(~Q(rejections=[]) | ~Q(error=""))
+        .defer("raw_response")
+        .order_by("id")
     )
-
-
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -64,7 +64,10 @@ def test_an_application_still_queued_is_not_said_to_be_applied(user_factory):
 
     assert "queued" in queued and "nothing is applied" in queued and "were applied" not in queued
     assert running_untaken == queued and running == "They are being applied as run {run}."
-    assert run_display.application_line(application) == "They were applied as run {run}."
+    assert run_display.application_line(application) == "They were applied as run {run}; nothing was refused."
+    assert run_display.application_line(application, refused=2) == (
+        "They were applied as run {run}; 2 actions were refused on apply (listed below)."
+    )
 
 
 def test_a_partly_refused_review_is_badged_so_and_names_truths_by_number(user_factory):

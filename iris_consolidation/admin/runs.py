@@ -2,8 +2,9 @@
 
 A run's page shows its progress (refreshing itself while the run is in progress) and
 its cluster reviews; a dry run's page is marked as a preview and offers to apply its
-verdicts as a real run. Applying creates the run and enqueues its tasks; the work
-(re-validation, freshness checks, writes) happens in the queue.
+verdicts as a real run, whole or the clusters chosen on the confirmation page (stale ones are
+not offered), and lists what its application refused. Applying creates the run and enqueues its
+tasks; the work (invariants and freshness re-checked, writes) happens in the queue.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ REFRESH_SECONDS = 5
 REVIEWS_PER_PAGE = 50
 APPLY_QUEUED = (
     "Queued run {run} to apply {count} previewed verdict(s) of dry run {dry}; "
-    "each is re-validated and re-checked for freshness."
+    "each applies as previewed, re-checked for freshness and the invariants."
 )
 APPLY_TITLE = "Apply the verdicts of dry run {run}"
 #: Real runs by how their jobs are executed; a dry run is shown as a preview badge.
@@ -331,9 +332,6 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 request.GET.get("page")
             )
             counts = selectors.count_reviews_by_outcome(run=obj)
-            application = selectors.get_application(run=obj) if obj.dry_run else None
-            previews = counts.get(ClusterReview.Outcome.PREVIEW, 0)
-            refusal = dry_runs.apply_refusal(run=obj, application=application, previews=previews)
             progress = run_display.run_progress(obj)
             waiting = progress.in_progress and selectors.is_waiting_for_worker(
                 run=obj, overview=selectors.get_queue_overview()
@@ -348,7 +346,6 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 run=obj,
                 summary=run_display.run_summary(obj),
                 outcome_table=run_display.outcome_counts(obj),
-                outdated_warning=self._outdated_warning(obj, previews) if refusal is None else "",
                 progress=progress,
                 waiting_for_worker=(
                     run_display.WAITING_FOR_WORKER.format(silence=selectors.WORKER_SILENCE_SECONDS) if waiting else ""
@@ -358,23 +355,9 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 outcome=outcome,
                 outcome_counts=[(value, label, counts.get(value, 0)) for value, label in ClusterReview.Outcome.choices],
                 review_total=sum(counts.values()),
-                application=application,
-                application_line=(
-                    format_html(
-                        run_display.application_line(
-                            application,
-                            started=ConsolidationJob.objects.filter(run=application)
-                            .exclude(status=ConsolidationJob.Status.QUEUED, deliveries=0)
-                            .exists(),
-                        ),
-                        run=_run_link(application.pk),
-                    )
-                    if application
-                    else ""
-                ),
+                **self._applying(obj, previews=counts.get(ClusterReview.Outcome.PREVIEW, 0)),
                 retired_text=run_display.retired_text(obj)
                 or ("would retire no truth" if obj.dry_run else "no truth retired"),
-                apply_refusal=refusal,
                 can_apply=self.has_apply_permission(request),
                 can_retry=self.has_retry_permission(request) and obj.on_workers,
                 failed_jobs=selectors.count_failed_jobs(run=obj),
@@ -446,14 +429,55 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
 
     # --- applying a dry run ---------------------------------------------------------
 
-    def _outdated_warning(self, run: ConsolidationRun, previews: int) -> str:
-        """Say, before applying, how many previews a later change has made stale."""
-        outdated = selectors.count_outdated_previews(run=run)
-        return OUTDATED_PREVIEWS.format(outdated=outdated, previews=previews) if outdated else ""
+    def _applying(self, run: ConsolidationRun, *, previews: int) -> dict[str, Any]:
+        """The run page's part about applying a dry run: whether it can be (``apply_refusal``),
+        how many previews went stale, what its application did and refused (each refusal listed)."""
+        application = selectors.get_application(run=run) if run.dry_run else None
+        stale = self._stale(run, application, previews)
+        refusal = dry_runs.apply_refusal(run=run, application=application, previews=previews, stale=len(stale))
+        refusals = (
+            run_display.application_refusals(selectors.list_application_refusals(application=application))
+            if application
+            else []
+        )
+        line = ""
+        if application:
+            started = (
+                ConsolidationJob.objects.filter(run=application)
+                .exclude(status=ConsolidationJob.Status.QUEUED, deliveries=0)
+                .exists()
+            )
+            line = format_html(
+                run_display.application_line(application, started=started, refused=len(refusals)),
+                run=_run_link(application.pk),
+            )
+        return {
+            "application": application,
+            "application_line": line,
+            "application_refusals": refusals,
+            "apply_refusal": refusal,
+            "outdated_warning": self._outdated_warning(len(stale), previews) if refusal is None else "",
+        }
 
-    def _apply(self, request: HttpRequest, run: ConsolidationRun) -> ConsolidationRun | None:
+    @staticmethod
+    def _stale(run: ConsolidationRun, application: ConsolidationRun | None, previews: int) -> set[int]:
+        """The ids of ``run``'s previews a later change has made stale (only while it can be applied)."""
+        if not (run.dry_run and run.finished_at and application is None and previews):
+            return set()
+        return dry_runs.stale_previews(list(selectors.list_previews(run=run)))
+
+    @staticmethod
+    def _outdated_warning(stale: int, previews: int) -> str:
+        """Say, before applying, how many previews a later change has made stale."""
+        return OUTDATED_PREVIEWS.format(outdated=stale, previews=previews) if stale else ""
+
+    def _apply(
+        self, request: HttpRequest, run: ConsolidationRun, review_ids: list[int] | None = None
+    ) -> ConsolidationRun | None:
         try:
-            application, review_ids = lifecycle.start_application(dry_run_id=run.pk, actor=request.user.get_username())
+            application, review_ids = lifecycle.start_application(
+                dry_run_id=run.pk, actor=request.user.get_username(), review_ids=review_ids
+            )
         except ApplyRefused as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return None
@@ -468,26 +492,43 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             self._apply(request, run)
 
     def apply_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Confirm (GET) or start (POST) applying a dry run; needs the change permission on truths."""
+        """Confirm (GET: the previewed clusters, each with a box, stale ones not offered) or
+        start (POST) applying a dry run, whole or the clusters ticked; needs the change
+        permission on truths."""
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
             return missing_object(self, request, object_id)
         if not (self.has_view_permission(request, obj) and self.has_apply_permission(request)):
             raise PermissionDenied
         if request.method == "POST":
-            application = self._apply(request, obj)
+            application = self._apply(request, obj, _chosen_ids(request))
             return HttpResponseRedirect(change_url(application or obj))
-        previews = selectors.count_reviews_by_outcome(run=obj).get(ClusterReview.Outcome.PREVIEW, 0)
+        previews = list(selectors.list_previews(run=obj))
+        application = selectors.get_application(run=obj)
+        stale = self._stale(obj, application, len(previews))
         context = object_page(
             self,
             request,
             obj,
             title=APPLY_TITLE.format(run=str(obj.pk)[:8]),
             previews=obj.merged + obj.superseded,
-            outdated_warning=self._outdated_warning(obj, previews),
+            choices=run_display.preview_choices(previews, stale=stale),
+            apply_refusal=dry_runs.apply_refusal(
+                run=obj, application=application, previews=len(previews), stale=len(stale)
+            ),
+            outdated_warning=self._outdated_warning(len(stale), len(previews)),
             no_worker=no_worker_warning(),
         )
         return TemplateResponse(request, template_list(self.opts, "apply_confirmation.html"), context)
+
+
+def _chosen_ids(request: HttpRequest) -> list[int] | None:
+    """The preview ids ticked on the confirmation page (``review``), or None when the form
+    chose none explicitly (a POST without ``chosen``: apply every preview). An id that is
+    not a number is passed as -1, which ``dry_runs.choose_previews`` refuses as no preview."""
+    if "chosen" not in request.POST:
+        return None
+    return [int(v) if v.strip().isdigit() else -1 for v in request.POST.getlist("review")]
 
 
 @admin.register(ClusterReview)

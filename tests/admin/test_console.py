@@ -14,6 +14,7 @@ from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.llm.base import Action
 from iris_consolidation.models import ConsolidationRun, LineageEvent, LiveSettings, Truth
+from iris_consolidation.services.operations import dry_runs
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
 from tests.helpers import rules_run, waiting_run
@@ -139,19 +140,20 @@ def test_run_page_lists_changes_first_and_folds_kept_clusters(admin_client, user
     assert f'<details class="iris-kept-card"><summary>Review #{first.pk}: kept, no change' in reviews
 
 
-def test_dry_run_says_before_applying_that_a_later_run_made_its_merges(admin_client, user_factory):
+def test_dry_run_whose_every_preview_a_later_run_made_offers_no_apply(admin_client, user_factory):
     user = user_factory("alice")
     _tea(user)
     dry = rules_run(user, dry_run=True)
     assert dry.merged == 1
     rules_run(user)  # a real run makes the same merge: the preview is now stale
+    apply_url = reverse("admin:iris_consolidation_consolidationrun_apply", args=[dry.pk])
 
     page = admin_client.get(run_url(dry)).content.decode()
-    confirm = admin_client.get(reverse("admin:iris_consolidation_consolidationrun_apply", args=[dry.pk]))
+    confirm = admin_client.get(apply_url).content.decode()
 
-    warning = run_admin.OUTDATED_PREVIEWS.format(outdated=1, previews=1)
-    assert warning in page
-    assert warning in confirm.content.decode()
+    refusal = escape(dry_runs.ALL_STALE.format(run=str(dry.pk)[:8], previews=1))
+    assert refusal in page and apply_url not in page  # no "Apply" link
+    assert refusal in confirm and "Apply as a real run" not in confirm
 
 
 def test_a_fresh_dry_run_has_no_outdated_warning(admin_client, user_factory):

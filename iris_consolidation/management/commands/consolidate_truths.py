@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.progress import Progress
 
-from ... import inventory_display
+from ... import inventory_display, run_display, selectors
 from ...exceptions import LaunchFailed
 from ...lineage_display import truth_names, with_truth_numbers
 from ...models import ConsolidationRun
@@ -18,7 +18,10 @@ from ...services.queue import launch
 
 
 class Command(BaseCommand):
-    help = "Consolidate truths: queue a batch (default), or run it here with --sync or --dry-run."
+    help = (
+        "Consolidate truths: queue a batch (default), or run it here with --sync or --dry-run; "
+        "--apply RUN_ID applies a dry run as it was previewed."
+    )
 
     DISPATCHED = "Dispatched batch: {run_id}"
     NOTHING = (
@@ -28,6 +31,13 @@ class Command(BaseCommand):
     DRY_RUN_BANNER = "DRY RUN: clusters are judged and recorded; no truth is changed."
     FAILED_CLUSTERS = "{failed} cluster(s) failed; their truths are unchanged. See run {run_id} in the admin."
     STOPPED = launch.STOPPED
+    BAD_RUN_ID = launch.BAD_RUN_ID
+    UNKNOWN_RUN = launch.UNKNOWN_RUN
+    APPLY_ALONE = "--apply takes no {options}: it applies the dry run as it was previewed (add --sync to run it here)."
+    APPLIED = (
+        "Applied dry run {dry}: merged={merged} superseded={superseded} retired={retired} refused={refused} run={run}"
+    )
+    REFUSED = "  refused: {action}: {reason}"
     INTERRUPTED = launch.INTERRUPTED
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -40,6 +50,12 @@ class Command(BaseCommand):
             action="store_true",
             help="Forecast the run's judge calls, tokens and cost from phase 1 only: no judge call, "
             "nothing written, no API key needed.",
+        )
+        parser.add_argument(
+            "--apply",
+            metavar="RUN_ID",
+            help="Apply this dry run's previewed actions as a real run (queued; with --sync, here): no judge call, "
+            "each action re-checked for freshness and the invariants.",
         )
         parser.add_argument("--user", help="Only this user (id, or username: the user model's USERNAME_FIELD).")
         parser.add_argument("--threshold", help="Cosine similarity threshold in (0, 1] (default: the setting).")
@@ -62,6 +78,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         verbosity = options["verbosity"]
+        if options["apply"] is not None:
+            self._apply(options)
+            return
         progress = _Progress(self, verbosity=verbosity, dry_run=options["dry_run"])
         try:
             result = launch.launch(
@@ -85,6 +104,39 @@ class Command(BaseCommand):
                 self.stdout.write(inventory_display.window_line(run))
             return
         self._report(run, result.seconds, verbosity=verbosity)
+
+    #: Options of a pass that ``--apply`` does not take (it replays what the dry run decided).
+    PASS_OPTIONS = ("dry_run", "estimate", "user", "threshold", "since", "full", "only")
+
+    def _apply(self, options: dict[str, Any]) -> None:
+        """``--apply RUN_ID``: queue (or with ``--sync`` execute) the application of a dry run."""
+        given = [name for name in self.PASS_OPTIONS if options[name] not in (None, False)]
+        if given:
+            flags = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise CommandError(self.APPLY_ALONE.format(options=flags))
+        progress = _Progress(self, verbosity=options["verbosity"], dry_run=False)
+        try:
+            result = launch.apply_dry_run(run_id=options["apply"], sync=options["sync"], progress=progress)
+        except LaunchFailed as exc:
+            raise CommandError(str(exc), returncode=exc.exit_code) from exc
+        finally:
+            progress.close()
+        run = result.run
+        if result.queued:
+            self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
+            return
+        refusals = run_display.application_refusals(selectors.list_application_refusals(application=run))
+        if options["verbosity"] >= 1:
+            for row in refusals:
+                self.stdout.write(self.REFUSED.format(action=row.action, reason=row.reason))
+        self.stdout.write(
+            self.APPLIED.format(
+                dry=run.source_run_id, merged=run.merged, superseded=run.superseded, retired=run.retired,
+                refused=len(refusals), run=run.pk,
+            )
+        )
+        if run.failed:
+            raise CommandError(self.FAILED_CLUSTERS.format(failed=run.failed, run_id=run.pk))
 
     def _report(self, run: ConsolidationRun, seconds: float, *, verbosity: int) -> None:
         """What an in-process run did; ``FAILED_CLUSTERS`` (exit status 1) if a cluster failed."""

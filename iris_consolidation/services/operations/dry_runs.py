@@ -1,29 +1,44 @@
-"""Apply a dry run's verdicts as a real run, without asking the judge again.
+"""Apply a dry run as it was previewed: its accepted actions, not a second judgement.
 
 ``apply_refusal`` says whether a dry run can be applied; the queue's
 ``lifecycle.start_application`` then creates the applying run (``source_run`` points at the
-dry run) and starts one apply job per previewed cluster, each running ``apply_review``.
-``apply_review`` never trusts the preview: it rebuilds the judge's request from the
-review's snapshot, validates the verdict
-again with ``validation.validate`` (the rules may have changed since), and hands it
-to ``merging.record_review``, which re-reads the members under row locks and drops
-any action whose members changed, were retired or became protected since the dry
-run (freshness). No model is called; merged contents are embedded afresh.
+dry run) and starts one apply job per chosen preview, each running ``apply_review``.
+
+What a dry run decided for a cluster is stored on its preview review: ``applied_actions``
+holds the actions it accepted, in apply order (the pre-pass's first), each as the wire
+contract spells it with ``stage`` ("prepass" or "judge"), the ``signals`` the validator
+raised and the ``second_look`` answer that confirmed it, and ``truth_ids`` (alias -> truth
+id); ``snapshot`` holds the members as judged. ``previewed_decision`` reads that back as a
+``PreviewedDecision``. ``apply_review`` applies exactly those actions: signals are not read
+again and no second look is asked, so an action the dry run's second look confirmed, or a
+model's action naming a pre-pass keeper, applies as previewed. What is checked again:
+the invariants (``validation.check_invariants``: ids, protection, generation limit,
+direction, nothing lost; a model's action against the members as the pre-pass left them,
+as the dry run checked it) and, in ``merging.record_review`` under row locks, freshness
+(members unchanged since the preview, still consolidatable) and the retirement cap. Each
+refusal is recorded on the application's review and listed on the dry run's page
+(``application_refusals``). No model is called; merged contents are embedded afresh.
+
+``stale_previews`` says which previews no longer apply at all (every action names a
+member changed since), so that the admin offers only what can still be applied.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ...choices import MergeProtection
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ...llm.base import JudgeRequest, MemberView, Verdict
+from ...exceptions import ApplyRefused
+from ...llm.base import Action, JudgeRequest, MemberView, Signal, Verdict
 from ...llm.parsing import parse_action
-from ...models import ClusterReview, ConsolidationRun
-from ..pipeline import merging, validation
+from ...models import ClusterReview, ConsolidationRun, Truth
+from ..pipeline import judging, merging, validation
 
 logger = logging.getLogger(__name__)
 
@@ -31,17 +46,28 @@ NOT_A_DRY_RUN = "Run {run} is not a dry run; only a dry run's verdicts can be ap
 NOT_FINISHED = "Dry run {run} is still in progress; apply it once it has finished."
 NOTHING_TO_APPLY = "Dry run {run} proposed no change; there is nothing to apply."
 ALREADY_APPLIED = "Dry run {run} has already been applied as run {application}."
+ALL_STALE = (
+    "Every one of the {previews} previewed cluster(s) of dry run {run} has changed since it was judged "
+    "(a later run may already have made these merges); there is nothing left to apply."
+)
+NOTHING_CHOSEN = "No cluster of dry run {run} was chosen; tick at least one to apply."
+NOT_A_PREVIEW = "Review(s) {ids} are not previewed clusters of dry run {run}."
+#: The ``stage`` of a previewed action (``merging``): the deterministic pre-pass, or the judge.
+PREPASS = "prepass"
 
 
 def _short(run_id: Any) -> str:
     return str(run_id)[:8]
 
 
-def apply_refusal(*, run: ConsolidationRun, application: ConsolidationRun | None, previews: int) -> str | None:
+def apply_refusal(
+    *, run: ConsolidationRun, application: ConsolidationRun | None, previews: int, stale: int = 0
+) -> str | None:
     """Why ``run``'s verdicts cannot be applied now (a message below), or None if they can.
 
     ``application``: the run that already applied it, if any; ``previews``: how many
-    of its reviews have the outcome preview. Pure.
+    of its reviews have the outcome preview; ``stale``: how many of those no longer apply
+    at all (``stale_previews``). Pure.
     """
     if not run.dry_run:
         return NOT_A_DRY_RUN.format(run=_short(run.pk))
@@ -51,7 +77,28 @@ def apply_refusal(*, run: ConsolidationRun, application: ConsolidationRun | None
         return ALREADY_APPLIED.format(run=_short(run.pk), application=_short(application.pk))
     if not previews:
         return NOTHING_TO_APPLY.format(run=_short(run.pk))
+    if stale >= previews:
+        return ALL_STALE.format(run=_short(run.pk), previews=previews)
     return None
+
+
+def choose_previews(
+    *, run: ConsolidationRun, previews: Sequence[ClusterReview], review_ids: Iterable[int] | None
+) -> list[ClusterReview]:
+    """The previews of ``run`` an operator chose (``review_ids``; None: every one), in order.
+
+    Raises ``ApplyRefused`` (``NOTHING_CHOSEN``, ``NOT_A_PREVIEW``) for an empty choice or
+    an id that is not one of ``previews``. Pure.
+    """
+    if review_ids is None:
+        return list(previews)
+    chosen = {int(i) for i in review_ids}
+    if not chosen:
+        raise ApplyRefused(NOTHING_CHOSEN.format(run=_short(run.pk)))
+    unknown = chosen - {p.pk for p in previews}
+    if unknown:
+        raise ApplyRefused(NOT_A_PREVIEW.format(ids=", ".join(f"#{i}" for i in sorted(unknown)), run=_short(run.pk)))
+    return [p for p in previews if p.pk in chosen]
 
 
 def _request_from_snapshot(snapshot: list[dict[str, Any]]) -> JudgeRequest:
@@ -72,13 +119,91 @@ def _request_from_snapshot(snapshot: list[dict[str, Any]]) -> JudgeRequest:
     )
 
 
-def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterReview:
-    """Apply preview review ``review_id`` of ``run_id``'s dry run within run ``run_id``.
+@dataclass(frozen=True, kw_only=True)
+class PreviewedDecision:
+    """What a dry run decided for one cluster, read back from its preview review.
 
-    Re-validates, embeds new merged contents (outside any transaction), then records
-    through ``merging.record_review`` (one transaction, freshness re-checked under
-    row locks). Idempotent: the same review applied twice is recorded once. Returns
-    the new ``ClusterReview`` (outcome applied, stale or rejected). Raises
+    ``prepass`` and ``judged`` are the accepted actions in apply order (the pre-pass's,
+    then the judge's), each with the ``signals`` it raised and the ``second_look``
+    reason that confirmed it; ``request`` holds the members as judged (the snapshot).
+    """
+
+    request: JudgeRequest
+    prepass: tuple[Action, ...]
+    judged: tuple[Action, ...]
+
+
+def _stored_action(entry: dict[str, Any], raw: str) -> Action:
+    """One stored previewed action (``applied_actions`` entry) as an ``Action``, with its
+    signals and second look. Raises ``JudgeResponseInvalid`` for an entry that is not one."""
+    action = parse_action(entry, raw)
+    signals = tuple(
+        Signal(code=str(s.get("code", "")), concern=str(s.get("concern", "")))
+        for s in entry.get("signals") or ()
+        if isinstance(s, dict)
+    )
+    return Action(
+        action=action.action, reason=action.reason, ids=action.ids, content=action.content, old=action.old,
+        new=action.new, signals=signals, second_look=str(entry.get("second_look") or ""),
+    )
+
+
+def previewed_decision(preview: ClusterReview) -> PreviewedDecision:
+    """The ``PreviewedDecision`` stored on ``preview`` (see the module docstring). Raises
+    ``JudgeResponseInvalid`` if a stored action is not one."""
+    actions = [(entry.get("stage"), _stored_action(entry, preview.raw_response)) for entry in preview.applied_actions]
+    return PreviewedDecision(
+        request=_request_from_snapshot(preview.snapshot),
+        prepass=tuple(a for stage, a in actions if stage == PREPASS),
+        judged=tuple(a for stage, a in actions if stage != PREPASS),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rechecked:
+    """A previewed decision after the invariants were checked again: the actions still
+    standing, in apply order (``prepass`` of them first), the refusals, and for each
+    standing merge whether it makes a new truth (which needs an embedding)."""
+
+    accepted: tuple[Action, ...]
+    rejections: tuple[validation.Rejection, ...]
+    prepass: int
+    new_contents: tuple[str, ...]
+
+
+def recheck(decision: PreviewedDecision) -> Rechecked:
+    """Check ``decision``'s actions against the invariants again, as the dry run checked
+    them: the pre-pass's against the members as judged, the judge's against the members as
+    the standing pre-pass merges leave them (``judging.after_prepass``: a keeper stands for
+    its merge). No signal is read again. Pure."""
+    limits = {"max_length": app_settings.MAX_CONTENT_LENGTH, "max_generation": app_settings.MAX_GENERATION}
+    pre = validation.check_invariants(decision.request, decision.prepass, **limits)
+    merges = [a for a in pre.accepted if a.action == "merge"]
+    model_request = judging.after_prepass(decision.request, merges, max_generation=limits["max_generation"])
+    judged = validation.check_invariants(model_request, decision.judged, **limits)
+    new_contents = [
+        a.content.strip()
+        for request, result in ((decision.request, pre), (model_request, judged))
+        for a in result.accepted
+        if a.action == "merge" and MergeProtection.of_members(request.member(i) for i in a.ids).needs_embedding
+    ]
+    return Rechecked(
+        accepted=(*pre.accepted, *judged.accepted),
+        rejections=(*pre.rejections, *judged.rejections),
+        prepass=len(pre.accepted),
+        new_contents=tuple(dict.fromkeys(new_contents)),
+    )
+
+
+def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterReview:
+    """Apply preview review ``review_id`` of ``run_id``'s dry run within run ``run_id``:
+    exactly its previewed actions (``previewed_decision``), re-checked (``recheck``).
+
+    Embeds new merged contents (outside any transaction), then records through
+    ``merging.record_review`` (one transaction, freshness and the run's cap re-checked
+    under row locks). The new review's ``rejections`` are the refusals of this
+    application only. Idempotent: the same review applied twice is recorded once.
+    Returns the new ``ClusterReview`` (outcome applied, stale or rejected). Raises
     ``ClusterReview.DoesNotExist`` if the review is not part of the source dry run,
     ``EmbeddingError`` if the embedder fails.
     """
@@ -87,10 +212,9 @@ def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterR
     existing = run.reviews.filter(key=preview.key).first()
     if existing is not None:
         return existing
-    request = _request_from_snapshot(preview.snapshot)
-    actions = tuple(parse_action(item, preview.raw_response) for item in preview.actions)
+    checked = recheck(previewed_decision(preview))
     verdict = Verdict(
-        actions=actions,
+        actions=tuple(parse_action(item, preview.raw_response) for item in preview.actions),
         reasoning=preview.reasoning,
         raw=preview.raw_response,
         model=preview.model,
@@ -98,17 +222,9 @@ def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterR
         llm_calls=0,  # the dry run paid for the judge; nothing is asked again
         attempts=0,
     )
-    result = validation.validate(
-        request, actions, max_length=app_settings.MAX_CONTENT_LENGTH, max_generation=app_settings.MAX_GENERATION
-    )
-    new_contents = [
-        a.content.strip()
-        for a in result.accepted
-        if a.action == "merge" and MergeProtection.of_members(request.member(i) for i in a.ids).needs_embedding
-    ]
     embeddings: dict[str, Any] = {}
-    if new_contents:
-        embeddings = dict(zip(new_contents, embedder.embed(new_contents), strict=True))
+    if checked.new_contents:
+        embeddings = dict(zip(checked.new_contents, embedder.embed(list(checked.new_contents)), strict=True))
     draft = merging.ReviewDraft(
         run_id=run.pk,
         user_id=preview.user_id,
@@ -117,8 +233,45 @@ def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterR
         similarities=dict(preview.similarities),
         judge=preview.judge,
         verdict=verdict,
-        accepted=result.accepted,
-        rejections=result.rejections,
+        accepted=checked.accepted,
+        rejections=checked.rejections,
+        prepass=checked.prepass,
         embeddings=embeddings,
     )
     return merging.record_review(draft=draft, dry_run=False, embedding_model=embedder.model_name)
+
+
+def _members(entry: dict[str, Any]) -> list[str]:
+    """The aliases a stored action names."""
+    if entry.get("action") == "merge":
+        return [str(a) for a in entry.get("ids") or ()]
+    return [*(str(a) for a in entry.get("old") or ()), str(entry.get("new", ""))]
+
+
+def _action_stale(entry: dict[str, Any], rows: dict[str, dict[str, Any]], truths: dict[int, Truth]) -> bool:
+    """Whether a previewed action names a member changed since the preview (``merging.is_fresh``;
+    a member it would retire must also still be consolidatable)."""
+    for alias in _members(entry):
+        row = rows.get(alias)
+        if row is None:
+            return True
+        retiring = alias != entry.get("new") and not row.get("protected")
+        truth = truths.get(int(row["id"]))
+        if not merging.is_fresh(truth, row, retiring=retiring, max_generation=app_settings.MAX_GENERATION):
+            return True
+    return False
+
+
+def stale_previews(previews: Sequence[ClusterReview]) -> set[int]:
+    """The ids of ``previews`` that would apply nothing now: each of their previewed
+    actions names a member changed, retired or protected since (one query). A preview
+    with one action still fresh is not stale (that action would apply)."""
+    ids = {int(row["id"]) for p in previews for row in p.snapshot or () if row.get("id") is not None}
+    truths = {t.pk: t for t in Truth.all_objects.filter(pk__in=ids).defer("embedding")}
+    stale = set()
+    for preview in previews:
+        rows = {str(row["alias"]): row for row in preview.snapshot or () if "alias" in row}
+        entries = preview.applied_actions or []
+        if entries and all(_action_stale(e, rows, truths) for e in entries):
+            stale.add(preview.pk)
+    return stale

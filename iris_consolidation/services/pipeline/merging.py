@@ -33,6 +33,10 @@ from .validation import Code, Rejection
 logger = logging.getLogger(__name__)
 
 STALE_MEMBER = "{alias!r} changed or was retired after the judge saw it; the action was dropped."
+UNMERGED = (
+    "{alias!r} stands for the result of a pre-pass merge that was not applied (see its refusal); "
+    "the action, judged on that result, was dropped."
+)
 CAP_REACHED = (
     "The run reached its cap of {cap} retirements (IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN); "
     "this action waits for the next run."
@@ -83,7 +87,12 @@ class ReviewDraft:
         raise KeyError(alias)
 
 
-def _is_fresh(truth: Truth | None, row: dict[str, Any], *, retiring: bool, max_generation: int) -> bool:
+def is_fresh(truth: Truth | None, row: dict[str, Any], *, retiring: bool, max_generation: int) -> bool:
+    """Whether ``truth`` is still the member ``row`` of a review's snapshot: live, same
+    content and ``updated_at``, and, if the action would retire it, not protected now.
+
+    The one freshness rule: ``record_review`` applies it under row locks; a dry run's
+    page reads it to tell which previews have gone stale (``operations.dry_runs``)."""
     if truth is None or truth.retired_at is not None:
         return False
     if truth.content != row["content"] or truth.updated_at.isoformat() != row["updated_at"]:
@@ -165,6 +174,9 @@ class _Application:
     rows: dict[str, dict[str, Any]]
     current: dict[str, Truth | None]
     moved: set[str] = field(default_factory=set)
+    #: Members of a pre-pass merge that was refused: a later action naming one acted on
+    #: the merge's result, which does not exist, so it is refused too (as stale).
+    unmerged: set[str] = field(default_factory=set)
     rejections: list[Rejection] = field(default_factory=list)
     applied: list[dict[str, Any]] = field(default_factory=list)
     retired_count: int = 0
@@ -219,11 +231,14 @@ def _refusal(work: _Application, action: Action, retiring: list[str]) -> Rejecti
     """Why ``action`` cannot be applied now (a member changed or became protected since
     the judge saw it, or the run's retirement cap), or None."""
     max_generation = app_settings.MAX_GENERATION
+    unmerged = [a for a in action.members() if a in work.unmerged]
+    if unmerged:
+        return Rejection(action=action, code=Code.STALE_MEMBER, reason=UNMERGED.format(alias=unmerged[0]))
     stale = [
         a
         for a in action.members()
         if a not in work.moved
-        and not _is_fresh(work.current[a], work.rows[a], retiring=a in retiring, max_generation=max_generation)
+        and not is_fresh(work.current[a], work.rows[a], retiring=a in retiring, max_generation=max_generation)
     ]
     if stale:
         return Rejection(action=action, code=Code.STALE_MEMBER, reason=STALE_MEMBER.format(alias=stale[0]))
@@ -255,6 +270,8 @@ def _apply(work: _Application, index: int, action: Action) -> None:
     refusal = _refusal(work, action, retiring)
     if refusal is not None:
         work.rejections.append(refusal)
+        if index < work.draft.prepass and action.action == "merge":
+            work.unmerged.update(action.ids)
         return
     entry: dict[str, Any] = {
         **action.as_wire(),

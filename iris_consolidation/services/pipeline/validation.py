@@ -515,6 +515,32 @@ def validate(
     conservative default), else accepted with its ``signals`` set. A member named by
     an accepted action cannot be named by a later one. Pure: no database, no model.
     """
+    return _split(
+        request, actions, max_length=max_length, max_generation=max_generation, refuse_signals=refuse_signals
+    )
+
+
+def check_invariants(
+    request: JudgeRequest, actions: tuple[Action, ...], *, max_length: int, max_generation: int
+) -> ValidationResult:
+    """The invariants alone, in order, for actions whose signals were already read and
+    answered (applying a dry run: ``services/operations/dry_runs``); see the module docstring.
+
+    Signals are not read again: an accepted action keeps its ``signals`` and ``second_look``
+    as they are. A member named by an accepted action cannot be named by a later one. Pure.
+    """
+    return _split(request, actions, max_length=max_length, max_generation=max_generation, refuse_signals=None)
+
+
+def _split(
+    request: JudgeRequest,
+    actions: tuple[Action, ...],
+    *,
+    max_length: int,
+    max_generation: int,
+    refuse_signals: bool | None,
+) -> ValidationResult:
+    """``validate``'s loop; ``refuse_signals`` None reads no signal (``check_invariants``)."""
     known = text.known_names(m.content for m in request.members)
     used: set[str] = set()
     accepted: list[Action] = []
@@ -526,6 +552,10 @@ def validate(
         )
         if refusal is not None:
             rejections.append(Rejection(action=action, code=refusal[0], reason=refusal[1]))
+            continue
+        if refuse_signals is None:
+            accepted.append(action)
+            used.update(named)
             continue
         findings = findings_of(action, request)
         if findings and refuse_signals:

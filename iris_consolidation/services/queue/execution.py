@@ -151,3 +151,32 @@ def run_sync(
     lifecycle.refresh_run(run.pk)
     run.refresh_from_db()
     return run
+
+
+def apply_sync(
+    *,
+    run: ConsolidationRun,
+    embedder: Embedder,
+    progress: ProgressCallback | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], datetime] = timezone.now,
+) -> ConsolidationRun:
+    """Run every apply job of ``run`` (the application of a dry run, started in process by
+    ``lifecycle.start_application``) in this process, one preview at a time, through the
+    workers' function (``workers.apply_review_job``); returns the refreshed run.
+
+    ``progress("cluster", i, n, review)`` is called after each. Raises what applying
+    raises (e.g. ``EmbeddingError``); the caller fails the run (``lifecycle.fail_run``).
+    """
+
+    def apply(job: Job, _clock: Callable[[], datetime]) -> dict[str, Any]:
+        return workers.apply_review_job(job, embedder=embedder)
+
+    jobs = list(Job.objects.in_run(run.pk).filter(kind=Job.Kind.APPLY).order_by("id"))
+    for i, job in enumerate(jobs, start=1):
+        finished = _run_job(job, apply, sleep=sleep, clock=clock)
+        if progress:
+            progress("cluster", i, len(jobs), ClusterReview.objects.filter(pk=finished.review_id).first())
+    lifecycle.refresh_run(run.pk)
+    run.refresh_from_db()
+    return run

@@ -10,6 +10,8 @@ shows what happens).
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
@@ -17,15 +19,16 @@ from django.db import connection
 
 from ... import run_settings, selectors
 from ...embeddings import get_embedder
-from ...exceptions import EmbeddingError, InvalidInput, LaunchFailed
+from ...exceptions import ApplyRefused, EmbeddingError, InvalidInput, LaunchFailed
 from ...llm import get_judge_client
-from ...llm.base import JudgeClient
 from ...models import ConsolidationRun
 from ..pipeline import consolidation, forecast
 from . import execution, lifecycle
 from .execution import ProgressCallback
 
 STOPPED = "Stopped by an error: run {run_id} is marked failed ({error})."
+BAD_RUN_ID = "{value!r} is not a run id; give the UUID printed by consolidate_truths or shown in the admin."
+UNKNOWN_RUN = "No consolidation run has the id {value}."
 INTERRUPTED = (
     "Interrupted: run {run_id} is marked failed. Clusters applied before the interrupt stay applied "
     "(each in its own transaction); the rest are unchanged and the next run picks them up."
@@ -91,14 +94,52 @@ def launch(
     if progress:
         progress("start", 0, 0, run)
     started = time.monotonic()
-    run = _run_here(run, client=client, progress=progress)
+    run = _run_here(
+        run, work=lambda: execution.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
+    )
     return Launched(run=run, seconds=time.monotonic() - started)
 
 
-def _run_here(run: ConsolidationRun, *, client: JudgeClient, progress: ProgressCallback | None) -> ConsolidationRun:
-    """``execution.run_sync``, failing the run on any error (see ``launch``)."""
+def apply_dry_run(
+    *, run_id: str, sync: bool = False, actor: str = "command", progress: ProgressCallback | None = None
+) -> Launched:
+    """Apply dry run ``run_id`` (its UUID, as text) as ``consolidate_truths --apply`` does:
+    queue the application (``lifecycle.start_application``, every preview), or with ``sync``
+    execute it here (``execution.apply_sync``: ``progress("start", 0, 0, run)`` first, then
+    one "cluster" event per preview applied).
+
+    Raises ``LaunchFailed``: ``not_started`` with ``BAD_RUN_ID``, ``UNKNOWN_RUN`` or the
+    reason ``dry_runs.apply_refusal`` gives (not a dry run, unfinished, already applied,
+    nothing to apply, every preview stale); nothing is written then. ``embedding`` or
+    ``interrupted`` for an application stopped here (marked failed, as ``launch``).
+    """
+    value = str(run_id).strip()
     try:
-        return execution.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
+        pk = uuid.UUID(value)
+    except ValueError:
+        raise LaunchFailed(BAD_RUN_ID.format(value=value), code=LaunchFailed.NOT_STARTED) from None
+    if not ConsolidationRun.objects.filter(pk=pk).exists():
+        raise LaunchFailed(UNKNOWN_RUN.format(value=value), code=LaunchFailed.NOT_STARTED)
+    execution_mode = ConsolidationRun.Execution.IN_PROCESS if sync else ConsolidationRun.Execution.QUEUED
+    try:
+        run, _ = lifecycle.start_application(
+            dry_run_id=pk, actor=actor, trigger=ConsolidationRun.Trigger.COMMAND, execution=execution_mode
+        )
+    except ApplyRefused as exc:
+        raise LaunchFailed(str(exc), code=LaunchFailed.NOT_STARTED) from exc
+    if not sync:
+        return Launched(run=run, queued=True)
+    if progress:
+        progress("start", 0, 0, run)
+    started = time.monotonic()
+    run = _run_here(run, work=lambda: execution.apply_sync(run=run, embedder=get_embedder(), progress=progress))
+    return Launched(run=run, seconds=time.monotonic() - started)
+
+
+def _run_here(run: ConsolidationRun, *, work: Callable[[], ConsolidationRun]) -> ConsolidationRun:
+    """``work()`` (executing ``run`` in this process), failing the run on any error (see ``launch``)."""
+    try:
+        return work()
     except EmbeddingError as exc:
         lifecycle.fail_run(run.pk, note=str(exc))
         raise LaunchFailed(str(exc), code=LaunchFailed.EMBEDDING) from exc

@@ -73,36 +73,75 @@ def start_run(
     return user_ids
 
 
-def start_application(*, dry_run_id: Any, actor: str) -> tuple[ConsolidationRun, list[int]]:
+def start_application(
+    *,
+    dry_run_id: Any,
+    actor: str,
+    review_ids: Sequence[int] | None = None,
+    trigger: str = ConsolidationRun.Trigger.ADMIN,
+    execution: str = ConsolidationRun.Execution.QUEUED,
+) -> tuple[ConsolidationRun, list[int]]:
     """Create and start the run that applies dry run ``dry_run_id``; return it and the
-    preview review ids.
+    preview review ids it applies.
 
-    The run is made like any run (``consolidation.create_run``: the live settings in
-    force, e.g. the retirement cap, are stored on it) and started like any run
-    (``start_run`` with the previews); it is finished, recovered and retried by its jobs
-    like any run. Transaction: one, locking the dry run's row, so two clicks make one
-    application. Raises ``ApplyRefused`` (``dry_runs.apply_refusal``'s reasons) and
-    writes nothing then.
+    ``review_ids`` chooses some of the dry run's previewed clusters (None: every one); a
+    dry run is applied once, whole or in part. The run is made like any run
+    (``consolidation.create_run``) and carries the dry run's stored settings
+    (``application_settings``); it is started like any run (``start_run`` with the
+    previews) and finished, recovered and retried by its jobs like any run. ``execution``
+    in process: its jobs are left for ``execution.apply_sync``. Transaction: one, locking
+    the dry run's row, so two clicks make one application. Raises ``ApplyRefused``
+    (``dry_runs.apply_refusal``'s and ``dry_runs.choose_previews``' reasons; every preview
+    stale counts only for a whole application) and writes nothing then.
     """
     with transaction.atomic():
         dry = ConsolidationRun.objects.select_for_update().get(pk=dry_run_id)
         previews = list(dry.reviews.filter(outcome=ClusterReview.Outcome.PREVIEW).order_by("id"))
+        stale = len(dry_runs.stale_previews(previews)) if dry.dry_run and review_ids is None else 0
         refusal = dry_runs.apply_refusal(
-            run=dry, application=dry.applications.order_by("created_at").first(), previews=len(previews)
+            run=dry, application=dry.applications.order_by("created_at").first(), previews=len(previews), stale=stale
         )
         if refusal is not None:
             raise ApplyRefused(refusal)
+        chosen = dry_runs.choose_previews(run=dry, previews=previews, review_ids=review_ids)
         run = consolidation.create_run(
-            trigger=ConsolidationRun.Trigger.ADMIN,
+            trigger=trigger,
+            execution=execution,
             threshold=dry.threshold,
             judge=dry.judge,
             user_id=dry.user_filter_id,
             source_run=dry,
-            notes=f"Applies the verdicts of dry run {dry.pk}; requested by {actor}.",
+            notes=f"Applies {_scope(chosen, previews)} of dry run {dry.pk}; requested by {actor}.",
         )
-        start_run(run, previews=previews)
-    logger.info("run %s applies dry run %s (%d clusters)", run.pk, dry.pk, len(previews))
-    return run, [p.pk for p in previews]
+        run.effective_settings = application_settings(dry=dry, current=run.effective_settings or {})
+        run.save(update_fields=["effective_settings"])
+        start_run(run, previews=chosen)
+    logger.info("run %s applies dry run %s (%d of %d clusters)", run.pk, dry.pk, len(chosen), len(previews))
+    return run, [p.pk for p in chosen]
+
+
+def _scope(chosen: Sequence[ClusterReview], previews: Sequence[ClusterReview]) -> str:
+    if len(chosen) == len(previews):
+        return "the verdicts"
+    return f"the verdicts of {len(chosen)} of {len(previews)} previewed clusters"
+
+
+#: The stored settings an application takes from its dry run: what the preview was judged under.
+FROM_DRY_RUN = ("similarity_threshold", "risk_policy")
+
+
+def application_settings(*, dry: ConsolidationRun, current: dict[str, Any]) -> dict[str, Any]:
+    """The settings stored on the application of dry run ``dry``: ``current`` (the live
+    settings now, as ``create_run`` stored them) with the dry run's ``FROM_DRY_RUN``, and the
+    lower of the two retirement caps: applying a preview never loosens a cap set since.
+    Stage modes stay ``current``'s (an application runs no stage). Pure."""
+    previewed = dry.effective_settings or {}
+    stored = {**current, **{k: previewed[k] for k in FROM_DRY_RUN if k in previewed}}
+    caps = [int(c) for c in (current.get("max_retirements_per_run"), previewed.get("max_retirements_per_run"))
+            if c is not None]
+    if caps:
+        stored["max_retirements_per_run"] = min(caps)
+    return stored
 
 
 def _finished_status(by_kind: Counter[tuple[str, str]]) -> str:

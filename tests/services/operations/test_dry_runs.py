@@ -1,5 +1,5 @@
-"""services.dry_runs: a dry run's verdicts applied as a real run, re-validated and
-re-checked for freshness; queued through tasks (sync queue in tests)."""
+"""services.dry_runs: a dry run's verdicts applied as a real run, exactly as previewed,
+re-checked for freshness and the invariants; queued through tasks (sync queue in tests)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from django.test import TestCase
 from django.utils import timezone
 
+from iris_consolidation import run_display, selectors
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, get_embedder
 from iris_consolidation.exceptions import ApplyRefused
 from iris_consolidation.llm.rules import RuleJudge
@@ -60,6 +61,17 @@ def _apply(dry):
     return run
 
 
+def _start(dry, **kwargs):
+    """Start applying ``dry`` in process without running its jobs yet (``_finish`` runs
+    them): what a change between the confirmation page and the worker looks like."""
+    run, _ = lifecycle.start_application(dry_run_id=dry.pk, actor="operator", execution="in_process", **kwargs)
+    return run
+
+
+def _finish(run):
+    return execution.apply_sync(run=run, embedder=get_embedder())
+
+
 def test_applying_a_dry_run_merges_what_it_previewed(previewed):
     run = _apply(previewed["dry"])
 
@@ -77,34 +89,51 @@ def test_applying_a_dry_run_merges_what_it_previewed(previewed):
         assert source.retired_reason == RetiredReason.MERGED and source.superseded_by_id == merged.pk
 
 
-def test_a_member_changed_since_the_dry_run_makes_its_cluster_stale(previewed):
+def test_a_member_changed_since_the_dry_run_makes_its_cluster_stale_and_is_listed(previewed):
+    run = _start(previewed["dry"])
     second = previewed["second"]
     second.content = "Drinks green tea every morning, without sugar"
     second.save()
 
-    run = _apply(previewed["dry"])
+    run = _finish(run)
 
     review = run.reviews.get()
     assert review.outcome == ClusterReview.Outcome.STALE and not review.applied
     assert [r["code"] for r in review.rejections] == [validation.Code.STALE_MEMBER]
     assert Truth.objects.filter(user=previewed["user"]).count() == 2  # nothing retired, nothing made
+    (refusal,) = run_display.application_refusals(selectors.list_application_refusals(application=run))
+    names = {previewed["first"].pk, previewed["second"].pk}
+    assert refusal.action == "Merge " + " + ".join(f"#{pk}" for pk in sorted(names))
+    assert refusal.code == validation.Code.STALE_MEMBER and f"#{second.pk}" in refusal.reason
 
 
 def test_a_member_pinned_since_the_dry_run_is_not_retired(previewed):
+    run = _start(previewed["dry"])
     curation.set_pinned(truth_ids=[previewed["first"].pk], pinned=True)
 
-    run = _apply(previewed["dry"])
+    run = _finish(run)
 
     assert run.reviews.get().outcome == ClusterReview.Outcome.STALE
     assert Truth.objects.filter(user=previewed["user"]).count() == 2
 
 
-def test_the_verdict_is_validated_again_before_it_is_applied(previewed):
-    # A recorded verdict the validator refuses (here it invents a place no member
-    # states, as if the rules had tightened since the dry run) is never applied.
+def test_a_dry_run_whose_every_preview_went_stale_is_not_applied(previewed):
+    curation.set_pinned(truth_ids=[previewed["first"].pk], pinned=True)
+    dry = previewed["dry"]
+
+    with pytest.raises(ApplyRefused) as refused:
+        lifecycle.start_application(dry_run_id=dry.pk, actor="operator")
+
+    assert str(refused.value) == dry_runs.ALL_STALE.format(run=str(dry.pk)[:8], previews=1)
+    assert not ConsolidationRun.objects.filter(source_run=dry).exists()
+
+
+def test_the_previewed_actions_are_checked_against_the_invariants_again(previewed):
+    # A stored previewed action the invariants refuse (here it invents a place no member
+    # states, as if the record had been altered since the dry run) is never applied.
     preview = previewed["dry"].reviews.get()
-    preview.actions = [{**preview.actions[0], "content": "Drinks green tea every morning in Lisbon"}]
-    preview.save(update_fields=["actions"])
+    preview.applied_actions = [{**preview.applied_actions[0], "content": "Drinks green tea every morning in Lisbon"}]
+    preview.save(update_fields=["applied_actions"])
 
     run = _apply(previewed["dry"])
 
@@ -209,12 +238,38 @@ def test_a_failed_application_job_is_retried_like_any_run(previewed, settings):
 
 def test_applying_a_dry_run_a_later_run_already_made_counts_its_clusters_stale_once(previewed, run_factory):
     """Such an application used to show "kept 1, rejected 1" and no stale count."""
+    run = _start(previewed["dry"])
     real = execution.run_sync(
         run=run_factory(execution="queued", user_id=previewed["user"].pk), client=RuleJudge(), embedder=get_embedder()
     )
     assert real.merged == 1  # the same merge, made for real
 
-    run = _apply(previewed["dry"])
+    run = _finish(run)
 
     assert run.reviews.get().outcome == ClusterReview.Outcome.STALE
     assert (run.stale, run.kept, run.rejected, run.merged, run.deferred, run.failed) == (1, 0, 0, 0, 0, 0)
+
+
+def test_an_application_takes_the_dry_runs_threshold_and_policy_and_the_lower_cap():
+    dry = ConsolidationRun(
+        dry_run=True,
+        effective_settings={"max_retirements_per_run": 5, "similarity_threshold": 0.6, "risk_policy": "verify"},
+    )
+    current = {
+        "max_retirements_per_run": 50,
+        "similarity_threshold": 0.8,
+        "risk_policy": "refuse",
+        "stage_modes": {"prune": "apply"},
+    }
+
+    stored = lifecycle.application_settings(dry=dry, current=current)
+
+    assert stored == {
+        "max_retirements_per_run": 5,  # the dry run's, lower than the live one
+        "similarity_threshold": 0.6,
+        "risk_policy": "verify",
+        "stage_modes": {"prune": "apply"},  # an application runs no stage; the live modes stand
+    }
+    assert lifecycle.application_settings(dry=dry, current={**current, "max_retirements_per_run": 2})[
+        "max_retirements_per_run"
+    ] == 2  # a cap lowered since the preview holds
