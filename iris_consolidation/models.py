@@ -780,7 +780,8 @@ class StageResult(models.Model):
 
     Written once per (run, user, stage) by ``services/hygiene/stages.py``; the run's
     report sums them. ``findings`` lists the truths concerned (id, content, reason,
-    figures), at most ``MAX_FINDINGS`` of them; ``affected`` counts them all.
+    figures), at most ``MAX_FINDINGS`` of them; ``affected`` counts them all, ``refused``
+    those a cap held back (prune's share cap: left live, listed as ``refused``).
     """
 
     MAX_FINDINGS = 200

@@ -278,7 +278,6 @@ class LiveSettingsForm(forms.ModelForm):
             share=float(app_settings.MAX_PRUNE_SHARE if share is None else share),
             decay_on=(data.get("decay_mode") or str(app_settings.DECAY)) != StageMode.OFF,
         )
-        self.prune_preview = preview
         raise forms.ValidationError(PRUNE_PREVIEW.format(preview=preview.text(), confirm=CONFIRM_PRUNE))
 
     def _prune_applied_before(self) -> bool:

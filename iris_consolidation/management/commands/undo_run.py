@@ -46,7 +46,12 @@ class Command(BaseCommand):
             else:
                 self.stderr.write(self.REFUSED.format(label=outcome.step.label(), reason=outcome.reason))
         short = str(result.run_id)[:8]
-        self.stdout.write(self.style.SUCCESS(self.SUMMARY.format(
-            run=short, undone=len(result.undone), refused=len(result.refused), restored=len(result.restored_ids))))
+        self.stdout.write(
+            self.style.SUCCESS(
+                self.SUMMARY.format(
+                    run=short, undone=len(result.undone), refused=len(result.refused), restored=len(result.restored_ids)
+                )
+            )
+        )
         if result.refused:
             raise CommandError(self.SOME_REFUSED.format(refused=len(result.refused), run=short), returncode=1)

@@ -10,9 +10,11 @@ to ``now``: the clock starts no earlier than when this installation first held t
 (``held_since``: loaded, mined, written by the host or made by a merge), so disuse is only
 what the product has seen. A truth stated long ago (``created_at``: LoCoMo's 2023, an
 import's own dates) and loaded today starts at full relevance, and a truth mined in a
-pass (dated by its session) is not decayed, or pruned, by that same pass. Because the exponent adds up over intervals, decaying
-hourly, daily or once over the same span gives the same relevance (up to float
-rounding), and a second pass at the same time changes nothing. A use reported with
+pass (dated by its session) is not decayed, or pruned, by that same pass.
+
+Because the exponent adds up over intervals, decaying hourly, daily or once over the
+same span gives the same relevance (up to float rounding), and a second pass at the
+same time changes nothing. A use reported with
 ``record_access`` restarts the clock from that use (the access baseline), without
 restoring what had decayed before it. Weights come from ``IRIS_CONSOLIDATION_DECAY_WEIGHTS``
 (kinds not listed: 1). Protected truths (pinned, of origin user or agent, or at the

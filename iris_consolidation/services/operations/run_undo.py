@@ -115,8 +115,9 @@ def list_steps(*, run: ConsolidationRun) -> list[RunStep]:
     by_review: dict[int, list[tuple[int, int, datetime]]] = {}
     steps: list[RunStep] = []
     rows = TruthChange.objects.filter(run=run, action=TruthChange.Action.RETIRED).order_by("created_at", "id")
-    for change_id, truth_id, review_id, reason, at in rows.values_list("id", "truth_id", "review_id", "reason",
-                                                                         "created_at"):
+    for change_id, truth_id, review_id, reason, at in rows.values_list(
+        "id", "truth_id", "review_id", "reason", "created_at"
+    ):
         if review_id is not None:
             by_review.setdefault(review_id, []).append((change_id, truth_id, at))
             continue
@@ -124,19 +125,33 @@ def list_steps(*, run: ConsolidationRun) -> list[RunStep]:
         if kind is not None:
             steps.append(RunStep(kind=kind, truth_ids=(truth_id,), at=at, last_change=change_id))
     for review_id, changes in by_review.items():
-        steps.append(RunStep(kind="review", review_id=review_id, truth_ids=tuple(sorted({t for _, t, _ in changes})),
-                             at=max(at for _, _, at in changes), last_change=max(c for c, _, _ in changes)))
+        steps.append(
+            RunStep(
+                kind="review",
+                review_id=review_id,
+                truth_ids=tuple(sorted({t for _, t, _ in changes})),
+                at=max(at for _, _, at in changes),
+                last_change=max(c for c, _, _ in changes),
+            )
+        )
     return sorted(steps, key=lambda s: (s.at, s.last_change), reverse=True)
 
 
 def _changed_since(step: RunStep) -> str:
     """Why a stage step is unsafe (a later audit row on its truth), or ""."""
-    later = (TruthChange.objects.filter(truth_id__in=step.truth_ids, pk__gt=step.last_change)
-             .order_by("-created_at", "-id").first())
+    later = (
+        TruthChange.objects.filter(truth_id__in=step.truth_ids, pk__gt=step.last_change)
+        .order_by("-created_at", "-id")
+        .first()
+    )
     if later is None:
         return ""
-    return CHANGED_SINCE.format(truth=later.truth_id, action=later.get_action_display().lower(),
-                                actor=later.actor or "someone", when=f"{later.created_at:%Y-%m-%d %H:%M}")
+    return CHANGED_SINCE.format(
+        truth=later.truth_id,
+        action=later.get_action_display().lower(),
+        actor=later.actor or "someone",
+        when=f"{later.created_at:%Y-%m-%d %H:%M}",
+    )
 
 
 def plan_run_undo(*, run: ConsolidationRun) -> list[StepOutcome]:
@@ -207,6 +222,7 @@ def undo_run(*, run_id: object, actor: str, reason: str) -> RunUndoResult:
     result = RunUndoResult(run_id=run.pk)
     for step in steps:
         result.outcomes.append(_undo_step(step, actor=actor, reason=reason))
-    logger.info("run %s undone by %s: %d steps undone, %d refused", run.pk, actor, len(result.undone),
-                len(result.refused))
+    logger.info(
+        "run %s undone by %s: %d steps undone, %d refused", run.pk, actor, len(result.undone), len(result.refused)
+    )
     return result

@@ -9,7 +9,8 @@ What a merge's result holds, from its sources:
 - ``last_accessed``: the freshest (latest) of the sources'.
 ``last_decayed`` is the latest too, so decay does not count twice the time the sources
 already decayed over; ``held_since`` is the earliest (the installation held the fact since
-its first source came), so a merge does not restart the decay clock of what it merges. Called by ``merging`` inside its transaction.
+its first source came), so a merge does not restart the decay clock of what it merges. Called
+by ``merging`` inside its transaction.
 """
 
 from __future__ import annotations

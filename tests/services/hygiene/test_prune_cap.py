@@ -86,12 +86,17 @@ def test_a_truly_stale_user_is_pruned_up_to_the_cap_and_no_further(truth_factory
     settings.IRIS_CONSOLIDATION_PRUNE = "apply"
     long_ago = timezone.now() - timedelta(days=400)
     stale_user, fresh_user = user_factory(), user_factory()
-    stale = [truth_factory(f"Went to concert number {i}", user=stale_user, created_at=long_ago, kind="working",
-                           relevance=0.5 + i / 100)
-             for i in range(30)]
+    stale = [
+        truth_factory(
+            f"Went to concert number {i}", user=stale_user, created_at=long_ago, kind="working", relevance=0.5 + i / 100
+        )
+        for i in range(30)
+    ]
     api.record_access([t.pk for t in stale], at=long_ago + timedelta(days=1))
-    fresh = [truth_factory(f"Likes walk number {i}", user=fresh_user, created_at=long_ago, held_since=timezone.now())
-             for i in range(12)]
+    fresh = [
+        truth_factory(f"Likes walk number {i}", user=fresh_user, created_at=long_ago, held_since=timezone.now())
+        for i in range(12)
+    ]
     run = _started(run_factory())
     for user in (stale_user, fresh_user):
         stages.run_at(stages.When.BEFORE_CLUSTERING, run, user.pk)
@@ -101,7 +106,8 @@ def test_a_truly_stale_user_is_pruned_up_to_the_cap_and_no_further(truth_factory
     pruned = set(Truth.all_objects.filter(retired_reason=RetiredReason.PRUNED).values_list("id", flat=True))
     assert pruned == {t.pk for t in stale[:3]}  # the lowest relevance first
     assert sum(f["refused"] for f in result.findings) == 27 and not any(
-        f["refused"] and f["retired"] for f in result.findings)
+        f["refused"] and f["retired"] for f in result.findings
+    )
     assert all(Truth.objects.filter(pk=t.pk).exists() for t in fresh)
     run.refresh_from_db()
     assert run.retired == 3
@@ -140,11 +146,15 @@ def test_a_mined_truth_dated_by_its_old_session_is_not_pruned_by_its_own_pass(us
 @pytest.mark.parametrize(
     ("counts", "expected"),
     [
-        ({"found": 62, "live": 63, "share": 0.1, "refused": 56},
-         "would prune 62 of 63 truths, 98%: above the cap of 10%, 56 refused"),
+        (
+            {"found": 62, "live": 63, "share": 0.1, "refused": 56},
+            "would prune 62 of 63 truths, 98%: above the cap of 10%, 56 refused",
+        ),
         ({"found": 3, "live": 63, "share": 0.1, "refused": 0}, "would prune 3 of 63 truths, 5% (cap 10%)"),
-        ({"found": 62, "live": 63, "share": 0.1, "refused": 56, "pruned": 6},
-         "pruned 6 of 63 truths, 10%; 56 more refused: above the cap of 10%"),
+        (
+            {"found": 62, "live": 63, "share": 0.1, "refused": 56, "pruned": 6},
+            "pruned 6 of 63 truths, 10%; 56 more refused: above the cap of 10%",
+        ),
         ({"found": 1, "live": 1000, "share": 0.1, "refused": 0}, "would prune 1 of 1000 truths, <1% (cap 10%)"),
         ({"found": 0, "live": 63, "share": 0.1, "refused": 0}, ""),
     ],
@@ -169,3 +179,45 @@ def test_reports_state_the_prune_share_and_cap(truth_factory, user_factory, run_
     assert text in stage_phrases(run)
     assert f"      {text} (1 user held back by the cap)" in stage_lines(run.inventory["stages"])
     assert Truth.objects.filter(user=user).count() == 20  # report mode changes nothing
+
+
+def test_the_live_settings_show_what_the_next_pass_would_prune_before_saving_prune_as_apply(
+    truth_factory, user_factory, admin_client
+):
+    """Prune switched to apply: the page shows the next pass's prune with the settings being
+    saved (here a cap of 20%) and saves only once confirmed; a save that leaves prune in
+    apply asks nothing again."""
+    from django.urls import reverse
+
+    stale, fresh = user_factory(), user_factory()
+    old = timezone.now() - timedelta(days=800)
+    for i in range(20):
+        truth_factory(f"Old thing {i}", user=stale, created_at=old)
+    for i in range(5):
+        truth_factory(f"New thing {i}", user=fresh, held_since=timezone.now())
+    url = reverse("admin:iris_consolidation_livesettings_add")
+    fields = {
+        "enabled": "unknown",
+        "scheduled_dry_run_only": "unknown",
+        "prune_mode": "apply",
+        "decay_mode": "apply",
+        "max_prune_share": "0.2",
+    }
+    asked = admin_client.post(url, fields)
+    assert asked.status_code == 200 and not LiveSettings.objects.exists()
+    assert (
+        "the next pass would prune 20 of 25 truths, 80%: above the cap of 20%, 16 refused; 4 would be "
+        "pruned, 1 user held back by the cap"
+    ) in asked.content.decode()
+    saved = admin_client.post(url, {**fields, "confirm_prune": "on"})
+    assert saved.status_code == 302
+    assert run_settings.get_effective_settings().stage_modes["prune"] == "apply"
+    assert run_settings.get_effective_settings().max_prune_share == 0.2
+    change = reverse("admin:iris_consolidation_livesettings_change", args=[1])
+    assert admin_client.post(change, {**fields, "max_prune_share": "0.1"}).status_code == 302
+    assert LiveSettings.objects.get().max_prune_share == 0.1
+    # Prune back in report mode: switching it to apply asks again.
+    assert admin_client.post(change, {**fields, "prune_mode": "report"}).status_code == 302
+    assert admin_client.post(change, fields).status_code == 200
+    assert LiveSettings.objects.get().prune_mode == "report"
+    assert Truth.objects.count() == 25  # a preview changes nothing

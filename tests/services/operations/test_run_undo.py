@@ -22,8 +22,13 @@ pytestmark = pytest.mark.django_db
 
 
 def _prune(truths, run):
-    return retire.retire(truth_ids=[t.pk for t in truths], reason=RetiredReason.PRUNED,
-                         note={t.pk: "below the floor" for t in truths}, run=run, actor="hygiene:prune")
+    return retire.retire(
+        truth_ids=[t.pk for t in truths],
+        reason=RetiredReason.PRUNED,
+        note={t.pk: "below the floor" for t in truths},
+        run=run,
+        actor="hygiene:prune",
+    )
 
 
 @pytest.fixture
@@ -33,11 +38,13 @@ def busy_run(user_factory):
     user = user_factory("rui")
     n, a, b, p = lb.originals(user, 4)
     old = Truth.objects.create(user=user, content="Lives in Lisbon", created_at=timezone.now() - timedelta(days=9))
-    new = Truth.objects.create(user=user, content="Moved to Berlin in May",
-                               created_at=timezone.now() - timedelta(days=2))
+    new = Truth.objects.create(
+        user=user, content="Moved to Berlin in May", created_at=timezone.now() - timedelta(days=2)
+    )
     run = lb.new_run()
-    retire.retire(truth_ids=[n.pk], reason=RetiredReason.NOISE, note={n.pk: "heartbeat"}, run=run,
-                  actor="hygiene:noise")
+    retire.retire(
+        truth_ids=[n.pk], reason=RetiredReason.NOISE, note={n.pk: "heartbeat"}, run=run, actor="hygiene:noise"
+    )
     ab = lb.merge([a, b], content="Has a son named Tomas", run=run)
     lb.supersede(old, new, run=run, reasoning="t2 is a later state change that replaces t1.")
     _prune([p, ab], run)
@@ -62,7 +69,8 @@ def test_undo_of_a_run_brings_back_every_truth_it_retired_newest_step_first(busy
     # One audit row per truth brought back (and one for the merge result the undo retires).
     rows = list(TruthChange.objects.order_by("id")[before:].values_list("truth_id", "action", "actor", "reason"))
     assert sorted((t, a) for t, a, _, _ in rows) == sorted(
-        [(busy_run[k].pk, "restored") for k in ("n", "a", "b", "old", "p", "ab")] + [(ab.pk, "undone")])
+        [(busy_run[k].pk, "restored") for k in ("n", "a", "b", "old", "p", "ab")] + [(ab.pk, "undone")]
+    )
     assert {(actor, reason) for _, _, actor, reason in rows} == {("ops", "the whole run was wrong")}
 
 
@@ -87,12 +95,17 @@ def test_steps_a_later_change_made_unsafe_are_refused_and_listed_the_others_undo
 
     planned = run_undo.plan_run_undo(run=run)
     assert [(o.step.kind, o.step.truth_ids, o.done) for o in planned] == [
-        ("prune", (q.pk,), True), ("prune", (p.pk,), False), ("review", (a.pk, b.pk), False)]
+        ("prune", (q.pk,), True),
+        ("prune", (p.pk,), False),
+        ("review", (a.pk, b.pk), False),
+    ]
 
     result = run_undo.undo_run(run_id=run.pk, actor="ops", reason="undo the run")
     refused = {o.step.label(): o.reason for o in result.refused}
-    assert set(refused) == {f"prune of truth #{p.pk}", f"review #{ab.lineage_in.first().review_id} "
-                            f"(retired #{a.pk}, #{b.pk})"}
+    assert set(refused) == {
+        f"prune of truth #{p.pk}",
+        f"review #{ab.lineage_in.first().review_id} (retired #{a.pk}, #{b.pk})",
+    }
     assert f"consolidated further into truth #{abc.pk}" in refused[next(k for k in refused if "review" in k)]
     assert "restored by ana" in refused[f"prune of truth #{p.pk}"]
     assert [o.step.truth_ids for o in result.undone] == [(q.pk,)]
@@ -130,8 +143,9 @@ def test_the_command_lists_each_step_and_fails_when_some_were_refused(busy_run):
         call_command("undo_run", "nope", "--reason", "x")
 
 
-def test_the_admin_confirms_then_undoes_the_run_and_needs_the_change_permission(busy_run, admin_client, client,
-                                                                               user_factory):
+def test_the_admin_confirms_then_undoes_the_run_and_needs_the_change_permission(
+    busy_run, admin_client, client, user_factory
+):
     from django.contrib.auth.models import Permission
 
     run = busy_run["run"]
