@@ -150,6 +150,8 @@ def test_the_admin_confirms_then_undoes_the_run_and_needs_the_change_permission(
 
     run = busy_run["run"]
     url = reverse("admin:iris_consolidation_consolidationrun_undo", args=[run.pk])
+    run_page = admin_client.get(reverse("admin:iris_consolidation_consolidationrun_change", args=[run.pk]))
+    assert f'href="{url}"' in run_page.content.decode()  # "Undo this run" on the run's page
     page = admin_client.get(url)
     assert page.status_code == 200
     html = page.content.decode()
