@@ -141,6 +141,11 @@ DEFAULTS: dict[str, Any] = {
     "JACCARD_THRESHOLD": 0.6,
     # Relevance or quality below which the prune stage retires a truth.
     "PRUNE_FLOOR": 0.05,
+    # Most of a user's live truths one pass may prune, as a share in [0, 1]: the prune
+    # stage retires the lowest-scoring candidates up to floor(share x live truths) and
+    # refuses (and reports) the rest, so no setting or import wipes a memory at once.
+    # 10%: a user of 100 truths loses at most 10 a pass. The live settings override it.
+    "MAX_PRUNE_SHARE": 0.10,
     # Modes of the stages of a pass: "off", "report" (listed, nothing changed) or "apply".
     # Stages that retire truths default to report. Decay
     # too: it rewrites every truth's relevance on every pass, with no audit row and no undo

@@ -227,6 +227,10 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
             lines.append(
                 f"      {item['suspects']} suspect(s) left for a model (the rule judge retires the sure tier only)"
             )
+        if stage == "prune" and item.get("text"):
+            capped = item.get("users_capped", 0)
+            held = f" ({capped} user{'s' if capped != 1 else ''} held back by the cap)" if capped else ""
+            lines.append(f"      {item['text']}{held}")
         if stage == "mine" and item.get("window"):
             lines.append("      " + mining_line(item))
         if stage == "promote" and item.get("skipped"):

@@ -87,6 +87,11 @@ class Truth(models.Model):
     access_count = models.PositiveIntegerField(default=0, help_text="Uses the host reported (record_access).")
     last_accessed = models.DateTimeField(null=True, blank=True, help_text="Last use the host reported.")
     last_decayed = models.DateTimeField(null=True, blank=True, help_text="Pass time of the last decay.")
+    held_since = models.DateTimeField(
+        default=timezone.now,
+        help_text="When this installation first held the truth (loaded, mined, written or made by a merge); "
+        "decay counts no disuse before it. created_at keeps the date the truth was stated.",
+    )
     validated = models.BooleanField(default=False, help_text="Confirmed by the host (mark_validated).")
     tags = models.JSONField(default=list, blank=True, help_text="List of strings; a merge keeps the union.")
     # --- mining: a mined truth's evidence ---
@@ -567,6 +572,12 @@ class LiveSettings(models.Model):
         blank=True,
         help_text="Most truths one run may retire. Empty: IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN.",
     )
+    max_prune_share = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Most of a user's live truths one pass may prune, a share from 0 to 1 (0.1: 10%). "
+        "Empty: IRIS_CONSOLIDATION_MAX_PRUNE_SHARE.",
+    )
     similarity_threshold = models.FloatField(
         null=True, blank=True, help_text="Cosine similarity in (0, 1]. Empty: IRIS_CONSOLIDATION_SIMILARITY_THRESHOLD."
     )
@@ -635,6 +646,10 @@ class LiveSettings(models.Model):
             models.CheckConstraint(
                 condition=Q(max_cost_per_run__isnull=True) | Q(max_cost_per_run__gte=0),
                 name="live_settings_max_cost_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_prune_share__isnull=True) | Q(max_prune_share__gte=0) & Q(max_prune_share__lte=1),
+                name="live_settings_prune_share_in_range",
             ),
         ]
 
@@ -765,7 +780,8 @@ class StageResult(models.Model):
 
     Written once per (run, user, stage) by ``services/hygiene/stages.py``; the run's
     report sums them. ``findings`` lists the truths concerned (id, content, reason,
-    figures), at most ``MAX_FINDINGS`` of them; ``affected`` counts them all.
+    figures), at most ``MAX_FINDINGS`` of them; ``affected`` counts them all, ``refused``
+    those a cap held back (prune's share cap: left live, listed as ``refused``).
     """
 
     MAX_FINDINGS = 200
@@ -781,6 +797,9 @@ class StageResult(models.Model):
         default=0, help_text="Truths retired or decayed (apply), or that would be (report); clusters found."
     )
     applied = models.PositiveIntegerField(default=0, help_text="Of those, changed in the database.")
+    refused = models.PositiveIntegerField(
+        default=0, help_text="Of those, held back by a cap and left live (prune: the share cap)."
+    )
     seconds = models.FloatField(default=0.0)
     findings = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -373,13 +373,17 @@ STAGE_PHRASES = {
 
 def stage_phrases(run: ConsolidationRun) -> list[str]:
     """What the run's hygiene stages changed (or, in report mode and dry runs, would
-    change), from ``inventory["stages"]``: e.g. ``["25 truths mined"]``."""
+    change), from ``inventory["stages"]``: e.g. ``["25 truths mined"]``. Prune says its
+    counts with their share and its cap (``prune.share_text``) where the report has them."""
     report = (run.inventory or {}).get("stages") or {}
     phrases = []
     for stage, (done, would) in STAGE_PHRASES.items():
         item = report.get(stage) or {}
         applied = int(item.get("applied", 0) or 0)
         found = int(item.get("affected", 0) or 0)
+        if stage == "prune" and item.get("text") and (found or applied):
+            phrases.append(str(item["text"]))
+            continue
         if applied and not run.dry_run:
             phrases.append(done.format(n=applied, s="s" if applied != 1 else ""))
         elif found and (run.dry_run or item.get("mode") != "apply"):

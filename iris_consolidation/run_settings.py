@@ -10,8 +10,8 @@ Live settings: the admin-editable record that overrides the Django settings' def
 (no cache), so an edit in the admin takes effect on the next run without a restart;
 an empty field falls back to the Django setting (``conf.py``). A run stores what was
 in force when it was created (``ConsolidationRun.effective_settings``) and reads
-its threshold, allowlist, retirement cap, cost cap and stage modes from there
-(``retirement_cap``, ``allowed_user_ids``, ``max_cost``, ``run_modes``), so one run
+its threshold, allowlist, retirement cap, prune cap, cost cap and stage modes from there
+(``retirement_cap``, ``prune_share``, ``allowed_user_ids``, ``max_cost``, ``run_modes``), so one run
 never mixes two configurations. The schedule (``scheduling.start_scheduled_run``)
 reads ``enabled``, the interval and "scheduled passes dry-run only" from here.
 
@@ -20,6 +20,7 @@ Reads only; every layer that needs these values imports this module.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ from .exceptions import InvalidInput, InvalidThreshold
 from .models import ConsolidationRun, LiveSettings, StageMode
 
 BAD_THRESHOLD = "The threshold must be a number in (0, 1], e.g. 0.75; got {value!r}."
+BAD_PRUNE_SHARE = "IRIS_CONSOLIDATION_MAX_PRUNE_SHARE must be a number from 0 to 1, e.g. 0.1 for 10%; got {value!r}."
 
 
 def validate_threshold(value: Any) -> float:
@@ -134,6 +136,8 @@ class EffectiveSettings:
     max_retirements_per_run: int
     similarity_threshold: float
     max_cost_per_run: float | None = None
+    #: Most of a user's live truths one pass may prune (``prune_share``).
+    max_prune_share: float = 0.1
     overridden: tuple[str, ...] = ()
     #: Mode of each stage of a pass (``services/hygiene/stages.py``): off, report or apply.
     stage_modes: dict[str, str] = field(default_factory=dict)
@@ -181,6 +185,7 @@ def get_effective_settings() -> EffectiveSettings:
         "max_retirements_per_run": int(app_settings.MAX_RETIREMENTS_PER_RUN),
         "similarity_threshold": float(app_settings.SIMILARITY_THRESHOLD),
         "max_cost_per_run": _cost(app_settings.MAX_COST_PER_RUN),
+        "max_prune_share": validate_prune_share(app_settings.MAX_PRUNE_SHARE),
         "risk_policy": str(app_settings.RISK_POLICY),
     }
     overridden: list[str] = []
@@ -192,6 +197,7 @@ def get_effective_settings() -> EffectiveSettings:
             "max_retirements_per_run",
             "similarity_threshold",
             "max_cost_per_run",
+            "max_prune_share",
         ):
             value = getattr(row, name)
             if value is not None:
@@ -219,6 +225,31 @@ def retirement_cap(run: ConsolidationRun) -> int:
     """The run's cap on retirements: from its stored settings, else the Django setting."""
     value = (run.effective_settings or {}).get("max_retirements_per_run")
     return int(value) if value is not None else int(app_settings.MAX_RETIREMENTS_PER_RUN)
+
+
+def validate_prune_share(value: Any) -> float:
+    """``value`` as a float in [0, 1] (a share of a user's live truths); raises
+    ``ImproperlyConfigured`` (message ``BAD_PRUNE_SHARE``) otherwise."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ImproperlyConfigured(BAD_PRUNE_SHARE.format(value=value)) from None
+    if not 0.0 <= number <= 1.0:
+        raise ImproperlyConfigured(BAD_PRUNE_SHARE.format(value=value))
+    return number
+
+
+def prune_share(run: ConsolidationRun) -> float:
+    """The run's prune cap, a share of each user's live truths: from its stored settings,
+    else the Django setting (``MAX_PRUNE_SHARE``; a run made before the cap existed takes it)."""
+    value = (run.effective_settings or {}).get("max_prune_share")
+    return validate_prune_share(value if value is not None else app_settings.MAX_PRUNE_SHARE)
+
+
+def prune_allowance(*, share: float, live: int) -> int:
+    """How many of ``live`` truths a pass may prune under ``share``: ``floor(share x live)``
+    (at most the share, never rounded up; a tiny epsilon keeps 0.1 x 30 at 3, not 2)."""
+    return max(0, math.floor(share * live + 1e-9))
 
 
 def allowed_user_ids(run: ConsolidationRun) -> tuple[int, ...]:

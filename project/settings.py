@@ -164,6 +164,7 @@ _IRIS = {
     "DECAY_WEIGHTS": env.str,
     "JACCARD_THRESHOLD": env.float,
     "PRUNE_FLOOR": env.float,
+    "MAX_PRUNE_SHARE": env.float,
     "NOISE": env.str,
     "DECAY": env.str,
     "LEXICAL": env.str,

@@ -142,7 +142,8 @@ def user_factory(django_user_model: Any) -> Any:
 
 @pytest.fixture
 def truth_factory(user_factory: Any) -> Any:
-    """``truth_factory(content, user=..., embedding=..., **fields)``; times increase per call."""
+    """``truth_factory(content, user=..., embedding=..., **fields)``; times increase per call.
+    ``held_since`` defaults to ``created_at`` (the host wrote the truth when it was stated)."""
     from django.utils import timezone
 
     from iris_consolidation.models import Truth
@@ -155,6 +156,8 @@ def truth_factory(user_factory: Any) -> Any:
             state["user"] = state["user"] or user_factory()
             user = state["user"]
         fields.setdefault("created_at", state["t0"] + timedelta(minutes=state["n"]))
+        # A factory truth was written by the host when it was stated: held since then.
+        fields.setdefault("held_since", fields["created_at"])
         if embedding is not None:
             fields.setdefault("embedding_model", "all-MiniLM-L6-v2-onnx-int8")
         return Truth.objects.create(user=user, content=content, embedding=embedding, **fields)

@@ -12,15 +12,17 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import selectors
 from ..conf import app_settings
 from ..exceptions import InvalidThreshold
 from ..lineage_display import actor_words
-from ..models import ConsolidationCursor, LiveSettings, TruthChange, UserPass, VerdictCacheEntry
+from ..models import ConsolidationCursor, LiveSettings, StageMode, TruthChange, UserPass, VerdictCacheEntry
 from ..run_settings import get_effective_settings, validate_threshold
 from ..selectors import named_users, user_search_fields
+from ..services.hygiene import prune
 from .base import FramedDenialMixin, ReadOnlyAdmin, can_view_truths, change_url
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote
@@ -151,6 +153,12 @@ class VerdictCacheEntryAdmin(InternalAdmin):
 THRESHOLD_RANGE = "The similarity threshold is a cosine similarity: above 0 and at most 1 (for example 0.75)."
 INTERVAL_RANGE = "Hours between scheduled runs must be 1 or more; leave it empty to use the default."
 COST_RANGE = "The budget per run is in USD: 0 or more; leave it empty for no cap."
+SHARE_RANGE = "The prune cap is a share of a user's truths from 0 to 1 (0.1 is 10%); leave it empty to use the default."
+PRUNE_PREVIEW = (
+    "With these settings the next pass {preview}. Tick “{confirm}” and save again to apply prune, "
+    "or keep it in report mode."
+)
+CONFIRM_PRUNE = "I have read what the next pass would prune"
 NO_RECORD_TITLE = "Live settings: none saved yet, the defaults below are in force"
 UNKNOWN_USERS = "No user named {names}. Check the spelling; separate names with commas."
 USE_DEFAULT = "Use the default (currently {value})"
@@ -180,6 +188,12 @@ class LiveSettingsForm(forms.ModelForm):
         "Empty: use the default ({default}).",
     )
 
+    confirm_prune = forms.BooleanField(
+        label=CONFIRM_PRUNE,
+        required=False,
+        help_text="Asked when prune is switched to apply: the page first shows what the next pass would prune.",
+    )
+
     class Meta:
         model = LiveSettings
         exclude = ["allowed_users"]
@@ -191,6 +205,7 @@ class LiveSettingsForm(forms.ModelForm):
             "scheduled_dry_run_only": app_settings.SCHEDULED_DRY_RUN_ONLY,
             "interval_hours": app_settings.SCHEDULE_INTERVAL_HOURS or "every schedule slot",
             "max_retirements_per_run": app_settings.MAX_RETIREMENTS_PER_RUN,
+            "max_prune_share": app_settings.MAX_PRUNE_SHARE,
             "similarity_threshold": app_settings.SIMILARITY_THRESHOLD,
             "max_cost_per_run": (
                 "no cap" if app_settings.MAX_COST_PER_RUN is None else f"{app_settings.MAX_COST_PER_RUN:g} USD"
@@ -239,6 +254,36 @@ class LiveSettingsForm(forms.ModelForm):
             raise forms.ValidationError(COST_RANGE)  # before the table's constraint says it in its own words
         return value
 
+    def clean_max_prune_share(self) -> float | None:
+        value = self.cleaned_data.get("max_prune_share")
+        if value is not None and not 0 <= value <= 1:
+            raise forms.ValidationError(SHARE_RANGE)
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        """Prune switched to apply is saved only once the page has shown what the next
+        pass would prune with the settings being saved (``prune.preview``, reads only)."""
+        data = super().clean()
+        if self.errors or data.get("confirm_prune"):
+            return data
+        new_mode = data.get("prune_mode") or str(app_settings.PRUNE)
+        if new_mode != StageMode.APPLY or self._prune_applied_before():
+            return data
+        share = data.get("max_prune_share")
+        users = data.get("allowed_usernames") or []
+        user_ids = [u.pk for u in users] or selectors.list_user_ids_to_consolidate(
+            user_id=None, max_generation=app_settings.MAX_GENERATION, min_truths=1)
+        preview = prune.preview(
+            user_ids=user_ids, now=timezone.now(),
+            share=float(app_settings.MAX_PRUNE_SHARE if share is None else share),
+            decay_on=(data.get("decay_mode") or str(app_settings.DECAY)) != StageMode.OFF,
+        )
+        raise forms.ValidationError(PRUNE_PREVIEW.format(preview=preview.text(), confirm=CONFIRM_PRUNE))
+
+    def _prune_applied_before(self) -> bool:
+        """Whether prune was already in apply mode with the record as saved (no new risk)."""
+        return get_effective_settings().stage_modes.get("prune") == StageMode.APPLY
+
     def clean_interval_hours(self) -> int | None:
         value = self.cleaned_data.get("interval_hours")
         if value is not None and value < 1:
@@ -265,11 +310,13 @@ class LiveSettingsAdmin(FramedDenialMixin, admin.ModelAdmin):
         "scheduled_dry_run_only",
         "allowed_usernames",
         "max_retirements_per_run",
+        "max_prune_share",
         "similarity_threshold",
         "max_cost_per_run",
         "risk_policy",
         ("mine_mode", "noise_mode", "decay_mode", "lexical_mode"),
         ("semantic_mode", "relocate_mode", "promote_mode", "prune_mode"),
+        "confirm_prune",
         "in_force",
         "updated_at",
     ]
@@ -320,6 +367,7 @@ class LiveSettingsAdmin(FramedDenialMixin, admin.ModelAdmin):
             f"interval: {f'{effective.interval_hours} h' if effective.interval_hours else 'every schedule slot'}; "
             f"scheduled passes dry-run only: {_yes_no(effective.scheduled_dry_run_only)}; users: {users}; "
             f"at most {effective.max_retirements_per_run} retirements per run; "
+            f"prune at most {effective.max_prune_share:.0%} of a user's truths per pass; "
             f"similarity threshold: {effective.similarity_threshold}; "
             "budget per run: "
             f"{'none' if effective.max_cost_per_run is None else f'{effective.max_cost_per_run:g} USD'}; "

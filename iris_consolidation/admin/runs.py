@@ -31,7 +31,7 @@ from ..services.operations import dry_runs
 from ..services.pipeline.forecast import Forecast
 from ..services.queue import cancel, lifecycle, recovery
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
-from .undo import ReviewUndoMixin
+from .undo import ReviewUndoMixin, RunUndoMixin
 
 #: Seconds between refreshes of an in-progress run's page.
 REFRESH_SECONDS = 5
@@ -116,7 +116,7 @@ def _run_link(run_id: Any) -> str:
 
 
 @admin.register(ConsolidationRun)
-class ConsolidationRunAdmin(ReadOnlyAdmin):
+class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
     """Runs, newest first; a run's page holds its reviews."""
 
     # Compact enough for a 1360 px screen with the filter column: the
@@ -134,7 +134,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
     list_display_links = ["short_id"]
     list_filter = [KindFilter, "status", "trigger", "judge_kind"]
     list_select_related = ["user_filter"]
-    actions = ["apply_dry_runs", "retry_failed_clusters"]
+    actions = ["apply_dry_runs", "retry_failed_clusters", "undo_selected_run"]
     fieldsets = [
         (
             None,

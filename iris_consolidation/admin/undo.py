@@ -1,4 +1,4 @@
-"""Undo pages: "Undo this consolidation" on a truth or on a review.
+"""Undo pages: "Undo this consolidation" on a truth or on a review, and "Undo this run".
 
 GET shows what will change and asks for a reason; POST calls ``services.operations.undo`` and
 reports with a message. Both need the change permission on truths. A refusal (nothing
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -23,7 +23,7 @@ from ..exceptions import ConsolidatedFurther, UndoRefused
 from ..models import ClusterReview, RetiredReason, Truth
 from ..selectors import UndoStep
 from ..services.hygiene import retire
-from ..services.operations import undo
+from ..services.operations import run_undo, undo
 from .base import can_change_truths, change_url, missing_object, object_page, template_list, url_name
 
 UNDONE = "Undone: {restored} truth(s) are live again ({ids}); {fate}."
@@ -163,3 +163,66 @@ class ReviewUndoMixin(_UndoPage):
 
     def _title(self, obj: ClusterReview) -> str:
         return TITLE_REVIEW.format(pk=obj.pk)
+
+
+TITLE_RUN = "Undo run {run}: bring back every truth it retired or merged"
+RUN_UNDONE = "Run {run} undone: {undone} step(s), {restored} truth(s) live again."
+RUN_REFUSED = "Refused: {label}: {reason}"
+CHOOSE_ONE_RUN = "Choose one run to undo: each undo has its own confirmation page."
+
+
+class RunUndoMixin:
+    """``<id>/undo/`` on the run admin, and an action leading there: undo every step of the
+    run, newest first (``services.operations.run_undo``). GET lists the steps, those a later
+    change made unsafe marked, and asks for a reason; POST undoes them and lists the refused
+    ones in a message. Needs the change permission on truths, as every undo page."""
+
+    def get_urls(self) -> list[Any]:
+        admin: Any = self
+        page = path("<path:object_id>/undo/", admin.admin_site.admin_view(self.run_undo_view),
+                    name=url_name(admin.opts, "undo"))
+        return [page, *super().get_urls()]  # type: ignore[misc]
+
+    def has_undo_permission(self, request: HttpRequest) -> bool:
+        """Undoing a run changes truths: the change permission on truths."""
+        return can_change_truths(request)
+
+    @admin.action(description="Undo the selected run (asks for confirmation)", permissions=["undo"])
+    def undo_selected_run(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        """Lead to the selected run's undo page (one run at a time)."""
+        admin: Any = self
+        runs = list(queryset[:2])
+        if len(runs) != 1:
+            admin.message_user(request, CHOOSE_ONE_RUN, messages.ERROR)
+            return None
+        return HttpResponseRedirect(reverse(f"admin:{url_name(admin.opts, 'undo')}", args=[runs[0].pk]))
+
+    def run_undo_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Confirm (GET) or perform (POST) the undo of a whole run."""
+        admin: Any = self
+        run = admin.get_object(request, unquote(object_id))
+        if run is None:
+            return missing_object(admin, request, object_id)
+        if not (admin.has_view_permission(request, run) and self.has_undo_permission(request)):
+            raise PermissionDenied
+        try:
+            planned = run_undo.plan_run_undo(run=run)
+        except UndoRefused as exc:
+            messages.error(request, str(exc))
+            return HttpResponseRedirect(change_url(run))
+        form = UndoForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                result = run_undo.undo_run(run_id=run.pk, actor=request.user.get_username(),
+                                           reason=form.cleaned_data["reason"])
+            except UndoRefused as exc:
+                messages.error(request, str(exc))
+                return HttpResponseRedirect(change_url(run))
+            messages.success(request, RUN_UNDONE.format(run=str(run.pk)[:8], undone=len(result.undone),
+                                                        restored=len(result.restored_ids)))
+            for outcome in result.refused:
+                messages.error(request, RUN_REFUSED.format(label=outcome.step.label(), reason=outcome.reason))
+            return HttpResponseRedirect(change_url(run))
+        context = object_page(admin, request, run, title=TITLE_RUN.format(run=str(run.pk)[:8]), planned=planned,
+                              refused=sum(1 for p in planned if not p.done), form=form, truth_opts=Truth._meta)
+        return TemplateResponse(request, template_list(admin.opts, "run_undo_confirmation.html"), context)

@@ -5,10 +5,16 @@ For each live, consolidatable truth of a user, at the pass time ``now``:
     relevance = relevance x 0.5 ^ (elapsed days x weight(kind) / HALF_LIFE_DAYS)
     last_decayed = now
 
-``elapsed`` runs from the later of ``last_decayed`` and ``last_accessed`` (else from
-``created_at``) to ``now``. Because the exponent adds up over intervals, decaying
-hourly, daily or once over the same span gives the same relevance (up to float
-rounding), and a second pass at the same time changes nothing. A use reported with
+``elapsed`` runs from the latest of ``held_since``, ``last_decayed`` and ``last_accessed``
+to ``now``: the clock starts no earlier than when this installation first held the truth
+(``held_since``: loaded, mined, written by the host or made by a merge), so disuse is only
+what the product has seen. A truth stated long ago (``created_at``: LoCoMo's 2023, an
+import's own dates) and loaded today starts at full relevance, and a truth mined in a
+pass (dated by its session) is not decayed, or pruned, by that same pass.
+
+Because the exponent adds up over intervals, decaying hourly, daily or once over the
+same span gives the same relevance (up to float rounding), and a second pass at the
+same time changes nothing. A use reported with
 ``record_access`` restarts the clock from that use (the access baseline), without
 restoring what had decayed before it. Weights come from ``IRIS_CONSOLIDATION_DECAY_WEIGHTS``
 (kinds not listed: 1). Protected truths (pinned, of origin user or agent, or at the
@@ -70,11 +76,11 @@ def weight_of(kind: str, weights: Mapping[str, float]) -> float:
     return float(weights.get(kind, 1.0))
 
 
-def baseline(*, created_at: datetime, last_decayed: datetime | None, last_accessed: datetime | None) -> datetime:
-    """Where elapsed time starts for a truth: the later of ``last_decayed`` and
-    ``last_accessed``, else ``created_at``."""
-    marks = [t for t in (last_decayed, last_accessed) if t is not None]
-    return max(marks) if marks else created_at
+def baseline(*, held_since: datetime, last_decayed: datetime | None, last_accessed: datetime | None) -> datetime:
+    """Where elapsed time starts for a truth: the latest of ``held_since`` (when the
+    installation first held it), ``last_decayed`` and ``last_accessed``. A use or a decay
+    dated before the truth was held (an import's own history) does not move it earlier."""
+    return max(t for t in (held_since, last_decayed, last_accessed) if t is not None)
 
 
 def decayed_relevance(
@@ -99,7 +105,7 @@ class DecayResult:
 
 
 #: The columns ``decay_user`` reads, in the order of its rows.
-_FIELDS = ("id", "content", "kind", "relevance", "created_at", "last_decayed", "last_accessed")
+_FIELDS = ("id", "content", "kind", "relevance", "held_since", "last_decayed", "last_accessed")
 
 
 def decay_user(*, user_id: int, now: datetime, write: bool) -> DecayResult:
@@ -139,7 +145,7 @@ def decay_rows(
     rows: Iterable[tuple[Any, ...]], *, now: datetime, weights: Mapping[str, float] | None = None,
     half_life: float | None = None,
 ) -> DecayResult:
-    """Decay over ``(id, content, kind, relevance, created_at, last_decayed, last_accessed)``
+    """Decay over ``(id, content, kind, relevance, held_since, last_decayed, last_accessed)``
     rows (``_FIELDS``), ``baseline`` and ``decayed_relevance`` per row: no model instance per truth."""
     weights = parse_weights(app_settings.DECAY_WEIGHTS) if weights is None else weights
     half_life = float(app_settings.HALF_LIFE_DAYS) if half_life is None else half_life
@@ -147,9 +153,9 @@ def decay_rows(
     findings: list[dict[str, Any]] = []
     changed = 0
     examined = 0
-    for pk, content, kind, before, created_at, last_decayed, last_accessed in rows:
+    for pk, content, kind, before, held_since, last_decayed, last_accessed in rows:
         examined += 1
-        since = baseline(created_at=created_at, last_decayed=last_decayed, last_accessed=last_accessed)
+        since = baseline(held_since=held_since, last_decayed=last_decayed, last_accessed=last_accessed)
         new = decayed_relevance(
             relevance=before, since=since, now=now, weight=weight_of(kind, weights), half_life_days=half_life
         )

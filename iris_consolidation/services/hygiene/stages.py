@@ -47,7 +47,7 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q, Sum
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, Sum
 
 from ...choices import protected_q
 from ...conf import app_settings
@@ -56,7 +56,7 @@ from ...exceptions import JudgeMisconfigured
 from ...llm import get_judge_client
 from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
-from ...run_settings import run_modes
+from ...run_settings import prune_share, run_modes
 from ..pipeline import clustering, vectors
 from . import decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
 
@@ -71,7 +71,7 @@ def pass_time(run: ConsolidationRun) -> datetime:
 
 
 #: The columns of a ``UserPass`` row, in order (``UserPass.rows``).
-PASS_FIELDS = ("id", "kind", "content", "pointer", "relevance", "created_at", "last_decayed", "last_accessed",
+PASS_FIELDS = ("id", "kind", "content", "pointer", "relevance", "held_since", "last_decayed", "last_accessed",
                "updated_at", "consolidatable")
 
 
@@ -227,7 +227,7 @@ def current_pass(run: ConsolidationRun, user_id: int) -> UserPass | None:
 
 def _record(
     run: ConsolidationRun, user_id: int, stage: str, mode: str, *, examined: int, affected: int, applied: int,
-    seconds: float, findings: list[dict[str, Any]], immediate: bool = False,
+    seconds: float, findings: list[dict[str, Any]], immediate: bool = False, refused: int = 0,
 ) -> StageResult:
     """Record a stage's result: at once (``immediate``, or no buffered ``UserPass``), or
     with the pass's other results (``UserPass.flush``)."""
@@ -235,7 +235,7 @@ def _record(
     if shared is not None and shared.buffered and not immediate:
         result = StageResult(
             run=run, user_id=user_id, stage=stage, mode=mode, examined=examined, affected=affected,
-            applied=applied, seconds=round(seconds, 6), findings=findings[: StageResult.MAX_FINDINGS],
+            applied=applied, refused=refused, seconds=round(seconds, 6), findings=findings[: StageResult.MAX_FINDINGS],
         )
         shared.pending.append(result)
         shared.results[stage] = result
@@ -244,7 +244,8 @@ def _record(
         with transaction.atomic():
             return StageResult.objects.create(
                 run=run, user_id=user_id, stage=stage, mode=mode, examined=examined, affected=affected,
-                applied=applied, seconds=round(seconds, 6), findings=findings[: StageResult.MAX_FINDINGS],
+                applied=applied, refused=refused, seconds=round(seconds, 6),
+                findings=findings[: StageResult.MAX_FINDINGS],
             )
     except IntegrityError:
         return StageResult.objects.get(run=run, user_id=user_id, stage=stage)
@@ -533,6 +534,11 @@ def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
     is the value the decay stage writes in apply mode) whenever decay is configured, even
     when ``--only`` left the decay stage out of this run: ``--only prune`` finds what a
     whole pass's prune finds. Only decay switched off in the settings means no decay.
+
+    The prune cap (``prune.within_cap``, ``run_settings.prune_share``): the lowest-scoring
+    candidates up to the run's share of the truths examined (the user's live truths that
+    prune may retire) are pruned in apply mode, the rest refused: ``refused`` counts them
+    and each finding says ``retired`` and ``refused``.
     """
     mode, existing = _start(run, user_id, "prune")
     if mode == StageMode.OFF or existing is not None:
@@ -544,29 +550,35 @@ def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
     if configured.get("decay", StageMode.OFF) != StageMode.OFF:
         relevance = decay.decay_user(user_id=user_id, now=now, write=False).relevance
     examined, found = prune.find_candidates(user_id=user_id, now=now, relevance=relevance)
+    within, refused = prune.within_cap(found, live=examined, share=prune_share(run))
+    refused_ids = {c.truth.pk for c in refused}
     applied: list[int] = []
-    if mode == StageMode.APPLY and found:
+    if mode == StageMode.APPLY and within:
         applied = retire.retire(
-            truth_ids=[c.truth.pk for c in found], reason=RetiredReason.PRUNED,
-            note={c.truth.pk: c.note() for c in found}, run=run, actor=ACTOR.format(stage="prune"),
+            truth_ids=[c.truth.pk for c in within], reason=RetiredReason.PRUNED,
+            note={c.truth.pk: c.note() for c in within}, run=run, actor=ACTOR.format(stage="prune"),
         )
     findings = [
         {"truth_id": c.truth.pk, "content": c.truth.content, "relevance": round(c.relevance, 6),
-         "quality": round(c.quality, 6), "retired": c.truth.pk in applied}
+         "quality": round(c.quality, 6), "retired": c.truth.pk in applied, "refused": c.truth.pk in refused_ids}
         for c in found
     ]
     return _record(run, user_id, "prune", mode, examined=examined, affected=len(found), applied=len(applied),
-                   seconds=time.monotonic() - started, findings=findings)
+                   refused=len(refused), seconds=time.monotonic() - started, findings=findings)
 
 
 def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
-    """Per stage: mode, examined, affected, applied, seconds and a few findings (for the report)."""
+    """Per stage: mode, examined, affected, applied, refused, seconds and a few findings (for
+    the report); prune adds its cap (``cap``: the share), the users it held back
+    (``users_capped``) and its counts in words with their share (``text``, ``prune.share_text``)."""
     modes = run_modes(run)
     rows = StageResult.objects.filter(run=run)
     totals = {
         r["stage"]: r
         for r in rows.values("stage").annotate(
-            examined=Sum("examined"), affected=Sum("affected"), applied=Sum("applied"), seconds=Sum("seconds")
+            examined=Sum("examined"), affected=Sum("affected"), applied=Sum("applied"), seconds=Sum("seconds"),
+            # Named apart from the field: an aggregate named "refused" would shadow it in the filter.
+            refused_total=Sum("refused"), capped=Count("id", filter=Q(refused__gt=0)),
         ).order_by()
     }
     # One query for the findings of every stage that lists examples or reports more.
@@ -582,8 +594,15 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
             "examined": int(total["examined"]) if total else 0,
             "affected": int(total["affected"]) if total else 0,
             "applied": int(total["applied"]) if total else 0,
+            "refused": int(total["refused_total"] or 0) if total else 0,
             "seconds": round(float(total["seconds"]), 3) if total else 0.0,
         }
+        if stage.name == "prune":
+            share = prune_share(run)
+            applying = item["mode"] == StageMode.APPLY
+            item.update(cap=share, users_capped=int(total["capped"]) if total else 0, text=prune.share_text(
+                found=item["affected"], live=item["examined"], share=share, refused=item["refused"],
+                pruned=item["applied"] if applying else None))
         results = listed.get(stage.name, [])
         if stage.examples:
             shown: list[dict[str, Any]] = []

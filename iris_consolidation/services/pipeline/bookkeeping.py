@@ -8,7 +8,9 @@ What a merge's result holds, from its sources:
   (a merge of n sources into a new truth retires n - 1 duplicates of it);
 - ``last_accessed``: the freshest (latest) of the sources'.
 ``last_decayed`` is the latest too, so decay does not count twice the time the sources
-already decayed over. Called by ``merging`` inside its transaction.
+already decayed over; ``held_since`` is the earliest (the installation held the fact since
+its first source came), so a merge does not restart the decay clock of what it merges. Called
+by ``merging`` inside its transaction.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def merged_fields(sources: Sequence[Truth], *, retired: int) -> dict[str, Any]:
         "relevance": round(min(1.0, relevance), 12),
         "last_accessed": _latest([s.last_accessed for s in sources]),
         "last_decayed": _latest([s.last_decayed for s in sources]),
+        "held_since": min(s.held_since for s in sources),
     }
 
 
@@ -55,7 +58,9 @@ def absorb(keeper: Truth, *, sources: Sequence[Truth], retired: int) -> None:
     """Give ``keeper`` (a protected member that survives the merge, in ``sources``) the
     merge's bookkeeping; its content and ``updated_at`` stay (a queryset update)."""
     fields = merged_fields(sources, retired=retired)
-    fields.pop("last_decayed")  # a protected truth never decays
+    # A protected truth never decays; the keeper stays the truth it was.
+    fields.pop("last_decayed")
+    fields.pop("held_since")
     for name, value in fields.items():
         setattr(keeper, name, value)
     Truth.all_objects.filter(pk=keeper.pk).update(**fields)

@@ -121,7 +121,7 @@ def test_decay_rows_gives_each_row_the_formula_bit_for_bit():
         created = now - timedelta(days=300 + pk, microseconds=pk)
         before = 1.0 - pk / 100
         rows.append((pk, f"text {pk}", kind, before, created, decayed, accessed))
-        since = decay.baseline(created_at=created, last_decayed=decayed, last_accessed=accessed)
+        since = decay.baseline(held_since=created, last_decayed=decayed, last_accessed=accessed)
         expected[pk] = decay.decayed_relevance(relevance=before, since=since, now=now,
                                                weight=decay.weight_of(kind, weights), half_life_days=30.0)
 

@@ -83,6 +83,7 @@ def test_a_pass_runs_every_stage_and_reports_each(mixed):
 def test_apply_modes_retire_noise_first_and_prune_last(mixed, settings):
     settings.IRIS_CONSOLIDATION_NOISE = "apply"
     settings.IRIS_CONSOLIDATION_PRUNE = "apply"
+    settings.IRIS_CONSOLIDATION_MAX_PRUNE_SHARE = 1.0  # a user of six truths: no cap (test_prune_cap.py)
     run_command("--sync", "--full")
     run = ConsolidationRun.objects.get()
     assert Truth.all_objects.get(pk=mixed["noise"].pk).retired_reason == RetiredReason.NOISE
@@ -122,6 +123,7 @@ def test_a_dry_run_reports_every_stage_and_changes_no_truth(mixed, settings):
 
 def test_the_queued_path_runs_the_stages_too(mixed, settings, django_capture_on_commit_callbacks):
     settings.IRIS_CONSOLIDATION_PRUNE = "apply"
+    settings.IRIS_CONSOLIDATION_MAX_PRUNE_SHARE = 1.0
     run = consolidation.create_run(trigger="command", judge="rules", full=True)
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)

@@ -106,6 +106,7 @@ def test_prune_in_a_dry_run_uses_decay_computed_not_written(aging, run_factory, 
 def test_prune_apply_retires_below_the_floor_only_and_undo_restores(aging, run_factory, settings):
     settings.IRIS_CONSOLIDATION_PRUNE = "apply"
     settings.IRIS_CONSOLIDATION_PRUNE_FLOOR = 0.05
+    settings.IRIS_CONSOLIDATION_MAX_PRUNE_SHARE = 1.0  # the floor alone (the cap: test_prune_cap.py)
     run = _started(run_factory())
     user_id = aging["old"].user_id
     stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
@@ -123,6 +124,7 @@ def test_prune_apply_retires_below_the_floor_only_and_undo_restores(aging, run_f
 def test_prune_retirements_respect_the_runs_cap(truth_factory, user_factory, run_factory, settings):
     settings.IRIS_CONSOLIDATION_PRUNE = "apply"
     settings.IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN = 2
+    settings.IRIS_CONSOLIDATION_MAX_PRUNE_SHARE = 1.0  # the run's cap alone
     user = user_factory()
     for i in range(4):
         truth_factory(f"Old thing {i}", user=user, relevance=0.01)
@@ -169,10 +171,11 @@ def test_live_settings_switch_each_stage_and_are_stored_on_the_run(run_factory, 
 def test_admin_live_settings_switch_a_stage_mode(admin_client):
     from django.urls import reverse
 
-    saved = admin_client.post(
-        reverse("admin:iris_consolidation_livesettings_add"),
-        {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "apply", "noise_mode": "off"},
-    )
+    fields = {"enabled": "unknown", "scheduled_dry_run_only": "unknown", "prune_mode": "apply", "noise_mode": "off"}
+    # Prune to apply is saved once the page has shown what the next pass would prune.
+    asked = admin_client.post(reverse("admin:iris_consolidation_livesettings_add"), fields)
+    assert asked.status_code == 200 and not LiveSettings.objects.exists()
+    saved = admin_client.post(reverse("admin:iris_consolidation_livesettings_add"), {**fields, "confirm_prune": "on"})
     assert saved.status_code == 302
     assert run_settings.get_effective_settings().stage_modes["prune"] == "apply"
     page = admin_client.get(reverse("admin:iris_consolidation_livesettings_change", args=[1])).content.decode()

@@ -56,7 +56,8 @@ class _NoEmbedder:
 
 def _add_user_truths(user: Any, texts: list[str], *, vectors: Any = None, seed: int = 1) -> list[Truth]:
     """``texts`` as one user's truths with varied kinds, ages, relevance and use marks (the
-    inputs of decay), a few pinned (protected: they may join, never seed or decay)."""
+    inputs of decay; held since they were stated), a few pinned (protected: they may join,
+    never seed or decay)."""
     rng = random.Random(seed)
     now = timezone.now()
     rows = []
@@ -67,7 +68,7 @@ def _add_user_truths(user: Any, texts: list[str], *, vectors: Any = None, seed: 
             fields = {"embedding": vectors[i], "embedding_model": LOCAL_MODEL_NAME}
         roll = rng.random()
         rows.append(Truth(
-            user=user, content=text, kind=rng.choice(KINDS), created_at=created, source=f"t:{i}",
+            user=user, content=text, kind=rng.choice(KINDS), created_at=created, held_since=created, source=f"t:{i}",
             relevance=round(rng.uniform(0.05, 1.0), 4), pinned=rng.random() < 0.03,
             last_decayed=created + timedelta(days=rng.uniform(0, 30)) if roll < 0.4 else None,
             last_accessed=created + timedelta(days=rng.uniform(0, 60)) if 0.2 < roll < 0.6 else None,
@@ -113,7 +114,7 @@ def _reference_decay(user_id: int, now: Any) -> dict[int, float]:
     weights = decay.parse_weights(app_settings.DECAY_WEIGHTS)
     return {
         t.pk: decay.decayed_relevance(relevance=t.relevance, now=now,
-                                      since=decay.baseline(created_at=t.created_at, last_decayed=t.last_decayed,
+                                      since=decay.baseline(held_since=t.held_since, last_decayed=t.last_decayed,
                                                            last_accessed=t.last_accessed),
                                       weight=decay.weight_of(t.kind, weights),
                                       half_life_days=float(app_settings.HALF_LIFE_DAYS))
@@ -323,7 +324,8 @@ def _create(user_factory: Any, data: list[tuple[str, list[dict[str, Any]]]]) -> 
             if row.get("embedding") is not None:
                 fields.update(embedding=row["embedding"], embedding_model=LOCAL_MODEL_NAME)
             truths.append(Truth(
-                user=user, content=row["content"], kind=rng.choice(KINDS), created_at=created, source=f"r:{i}",
+                user=user, content=row["content"], kind=rng.choice(KINDS), created_at=created, held_since=created,
+                source=f"r:{i}",
                 relevance=round(rng.uniform(0.02, 1.0), 4), access_count=rng.choice((0, 0, 1, 3)),
                 validated=rng.random() < 0.1,
                 last_decayed=created + timedelta(days=rng.uniform(0, 30)) if roll < 0.4 else None,
@@ -349,7 +351,9 @@ def _named(value: Any, positions: dict[int, int], key: str = "") -> Any:
 def _stage_results(run: Any, user_id: int, positions: dict[int, int]) -> dict[str, Any]:
     found = {}
     for r in StageResult.objects.filter(run=run, user_id=user_id).order_by("stage"):
-        findings = _named(r.findings, positions)
+        # ``refused`` (the prune cap's) came after the reference; the runs here have no cap.
+        findings = _named([{k: v for k, v in f.items() if k != "refused"} if r.stage == "prune" else f
+                           for f in r.findings], positions)
         if r.stage == "decay":  # listed in the table's order: compared sorted
             findings = sorted(findings, key=lambda f: f["truth_id"])
         found[r.stage] = {"mode": r.mode, "examined": r.examined, "affected": r.affected, "applied": r.applied,
@@ -359,8 +363,11 @@ def _stage_results(run: Any, user_id: int, positions: dict[int, int]) -> dict[st
 
 def _phase1_results(users: list[tuple[int, dict[int, int]]], embedder: Any) -> dict[str, Any]:
     """A dry run's phase 1 (and its prune report) per user, then an apply pass of noise,
-    decay and prune: clusters, stage results, retirements and relevance after."""
-    dry = consolidation.create_run(trigger="command", dry_run=True, judge="rules")
+    decay and prune: clusters, stage results, retirements and relevance after. The truths
+    are held since they were stated, and the prune cap is lifted (share 1): the reference
+    was recorded before either existed."""
+    with override_settings(IRIS_CONSOLIDATION_MAX_PRUNE_SHARE=1.0):
+        dry = consolidation.create_run(trigger="command", dry_run=True, judge="rules")
     dry.started_at = NOW
     dry.save(update_fields=["started_at"])
     results: dict[str, Any] = {}
@@ -373,7 +380,7 @@ def _phase1_results(users: list[tuple[int, dict[int, int]]], embedder: Any) -> d
             "dry_run": _stage_results(dry, user_id, positions),
         }
     with override_settings(IRIS_CONSOLIDATION_NOISE="apply", IRIS_CONSOLIDATION_DECAY="apply",
-                           IRIS_CONSOLIDATION_PRUNE="apply"):
+                           IRIS_CONSOLIDATION_PRUNE="apply", IRIS_CONSOLIDATION_MAX_PRUNE_SHARE=1.0):
         applied = consolidation.create_run(
             trigger="command", execution="in_process", judge="rules", only="noise,decay,prune"
         )
