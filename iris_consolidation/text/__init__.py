@@ -29,9 +29,9 @@ from .names import contains_detail, dates, details, known_names, names_not_dates
 from .negation import invented_negations, lost_negations, negations, polarity, polarity_key
 from .normalising import no_space_runs, normalise, share_script_text, tokens, tokens_of_each, uncovered
 from .quantities import is_number, numbers, values
-from .rewordings import covered_by, equivalences, stated_cover, vouched
+from .rewordings import covered_by, equivalences, stated_between, stated_cover, vouched
 from .stems import content_stems, has_phrase, same_stem, stem, unstated_stems, words_of_stems
-from .wordorder import moved_phrase
+from .wordorder import list_reordered, moved_phrase
 
 __all__ = [
     "change_marker",
@@ -48,6 +48,7 @@ __all__ = [
     "is_number",
     "known_names",
     "lost_negations",
+    "list_reordered",
     "lost_words",
     "moved_phrase",
     "names_not_dates",
@@ -64,6 +65,7 @@ __all__ = [
     "same_stem",
     "share_script_text",
     "shares_only_details",
+    "stated_between",
     "stated_cover",
     "stem",
     "states_change",

@@ -21,7 +21,8 @@ A rate limit (``JudgeRateLimited``) propagates so that the caller waits and retr
 
 3. **Second look** (risk policy ``verify``, the default with a model): every action of
    the batch that passed the invariants but raised a signal goes back to the model in
-   ONE call (``llm/second_look.py``); only a confirmation with a reason applies it. A
+   ONE call (``llm/second_look.py``); only a confirmation with a reason applies it (or the
+   part of it the confirmation names, checked again against the invariants). A
    withdrawal, a missing or unreadable answer, a failed or rate-limited call keep its
    truths as they are, recorded with a ``SECOND_LOOK_*`` code. Policy ``refuse`` refuses
    on signals (as the rule judge and the pre-pass always do); ``accept`` applies them
@@ -49,6 +50,8 @@ JUDGE_INVALID = "The judge's reply was not a verdict for {aliases} even after bi
 PREPASS_REASONING = "Pre-pass (no model call): {reasoning}"
 SECOND_LOOK_WITHDRAWN = "The second look withdrew the action: {reason}"
 SECOND_LOOK_MISSING = "The second look gave no confirmation for the action (concern: {concern})."
+SECOND_LOOK_PART = "The second look confirmed only {part}; {rest} stay as they are: {reason}"
+SECOND_LOOK_NOT_A_PART = "The second look confirmed {part}, which is not a part of the action; nothing applies: {reason}"
 SECOND_LOOK_FAILED = "The second look could not be asked ({error}); the action is kept for a later run."
 DEFERRED = "Deferred: the run's budget (IRIS_CONSOLIDATION_MAX_COST_PER_RUN) was spent before this cluster was judged."
 
@@ -430,6 +433,10 @@ def _second_look(
             answer = answers.get(check.alias) if check is not None else None
             if check is None:
                 accepted.append(action)
+            elif answer is not None and answer.confirmed and answer.part:
+                kept, refused = _confirmed_part(action, answer, requests[i])
+                accepted.extend(kept)
+                rejections.extend(refused)
             elif answer is not None and answer.confirmed:
                 accepted.append(replace(action, second_look=answer.reason))
             elif answer is not None and answer.verdict == "withdraw":
@@ -459,6 +466,40 @@ def _second_look(
             unsettled=bool(error),
         )
     return updated
+
+
+def _confirmed_part(
+    action: Action, answer: second_look.Answer, request: JudgeRequest
+) -> tuple[list[Action], list[validation.Rejection]]:
+    """The part of ``action`` that a second look confirmed (``answer.part``), as the
+    actions to apply and the rejections to record.
+
+    The part must be a part of the action: a subset of a supersede's old truths, or two or
+    more of a merge's truths (with the answer's content, else the action's). It passes the
+    validator's invariants again, so a confirmation cannot carry what the validator refuses
+    (a merged text that drops or invents a detail for the part it names). The rest of the
+    action is recorded as withdrawn; its truths stay as they are."""
+    part = answer.part
+    if action.action == "supersede":
+        whole = action.old
+        narrowed = replace(action, old=part, signals=(), second_look=answer.reason)
+    else:
+        whole = action.ids
+        content = answer.content or action.content
+        narrowed = replace(action, ids=part, content=content, signals=(), second_look=answer.reason)
+    if not set(part) <= set(whole):
+        reason = SECOND_LOOK_NOT_A_PART.format(part=", ".join(part), reason=answer.reason)
+        return [], [validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_MISSING, reason=reason)]
+    if set(part) == set(whole) and narrowed.content == action.content:
+        return [replace(action, second_look=answer.reason)], []
+    result = _validate(request, (narrowed,), refuse_signals=False)
+    rest = [alias for alias in whole if alias not in part]
+    refused = list(result.rejections)
+    if rest:
+        reason = SECOND_LOOK_PART.format(part=", ".join(part), rest=", ".join(rest), reason=answer.reason)
+        refused.append(validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_WITHDRAWN, reason=reason))
+    # The part keeps its own signals (those the second look was asked about, as they apply to it).
+    return [replace(a, second_look=answer.reason) for a in result.accepted], refused
 
 
 def _prepass(request: JudgeRequest) -> tuple[tuple[Verdict, validation.ValidationResult, Judgement], JudgeRequest]:

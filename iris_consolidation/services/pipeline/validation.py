@@ -19,7 +19,10 @@ need no trust in any model and alone keep a hostile one harmless:
   a synonym the judge states in its reason ("source word = content word"); a negation of
   a source is kept (as a word, a stated synonym, or a negative sentence); the content
   adds no number, date, name, negation or content word that no source stated, and uses
-  no source's words in another order that swaps who does what;
+  no source's words in another order that swaps who does what (a list's items in another
+  order, or a phrase moved to the front, swap nothing); a name, place or identifier may be
+  reworded by a synonym the judge states whose one side stands in the source and the other
+  in the content ("IBM = International Business Machines");
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``): the statement made last wins.
 
@@ -233,6 +236,17 @@ def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
         and names_a != names_b
         and set(text.tokens(a)) == set(text.tokens(b))
         and not text.moved_phrase(a, b)  # "Met Alice in Paris" / "In Paris met Alice"
+        and not text.list_reordered(a, b)  # "Visited Alice and Bob" / "Visited Bob and Alice"
+    )
+
+
+def _reordered(member: str, content: str) -> bool:
+    """Whether ``content`` uses ``member``'s words in an order that may change who does what:
+    not a phrase moved to the front, nor a list's items in another order (``text.wordorder``)."""
+    return (
+        text.reordered(member, content)
+        and not text.moved_phrase(member, content)
+        and not text.list_reordered(member, content)
     )
 
 
@@ -307,10 +321,15 @@ def _content_invariant(
     # they may hold a number ("every six months" = "twice a year") or a negation.
     covered = text.stated_cover(content, reason)
     for member in members:
+        # A name, place or identifier reworded by a stated synonym whose one side stands
+        # in this member and the other in the content ("IBM" = "International Business Machines").
+        renamed = text.stated_between(member.content, content, reason)
         for detail in sorted(text.details(member.content, known=known)):
             if text.contains_detail(content, detail):
                 continue
             if text.is_number(detail) and text.covered_by(detail, covered):
+                continue
+            if not text.is_number(detail) and _named_in(detail, renamed):
                 continue
             return Code.LOST_DETAIL, LOST_DETAIL.format(detail=detail, alias=member.alias)
         lost = text.lost_negations(member.content, content, covered=covered)
@@ -318,7 +337,7 @@ def _content_invariant(
             return Code.LOST_NEGATION, LOST_NEGATION.format(words=_quoted(lost), alias=member.alias)
         if _role_swap(member.content, content, known=known):
             return Code.ROLE_SWAP, ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
-        if text.reordered(member.content, content) and not text.moved_phrase(member.content, content):
+        if _reordered(member.content, content):
             return Code.REORDERED, REORDERED.format(alias=member.alias)
         lost = text.lost_words(member.content, content, reason=reason, known=known)
         if lost:
@@ -330,15 +349,24 @@ def _content_invariant(
     if invented:
         return Code.INVENTED_NEGATION, INVENTED_NEGATION.format(words=_quoted(invented))
     said = set().union(*(text.details(m.content, known=known) for m in members))
+    renamed = [p for m in members for p in text.stated_between(content, m.content, reason)]
     for detail in sorted(text.details(content, known=known) - said):
-        if not any(text.contains_detail(m.content, detail) for m in members):
-            return Code.INVENTED_DETAIL, INVENTED_DETAIL.format(detail=detail)
+        if any(text.contains_detail(m.content, detail) for m in members):
+            continue
+        if not text.is_number(detail) and _named_in(detail, renamed):
+            continue
+        return Code.INVENTED_DETAIL, INVENTED_DETAIL.format(detail=detail)
     vouched = text.vouched(reason, sources)
     unstated = {w for w in text.unstated_stems(content, sources) if not text.covered_by(w, vouched)}
     if unstated:
         words = _quoted(text.words_of_stems(content, unstated) or unstated)
         return Code.INVENTED_WORDS, INVENTED_WORDS.format(words=words)
     return None
+
+
+def _named_in(detail: str, phrases: list[str]) -> bool:
+    """Whether the name ``detail`` stands in one of ``phrases`` (a side of a stated synonym)."""
+    return any(text.contains_detail(phrase, detail) for phrase in phrases)
 
 
 def _content_signals(content: str, members: list[MemberView]) -> list[Finding]:

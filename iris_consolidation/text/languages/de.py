@@ -9,4 +9,5 @@ GERMAN = Language(
     stemmer="german",
     stopwords=frozenset("der das ein eine ist sind und im mit zu von dem den des".split()),
     negations=frozenset({"nicht", "kein", "keine", "keinen", "keiner", "nie", "niemals"}),
+    conjunctions=frozenset("und oder".split()),
 )

@@ -243,6 +243,7 @@ ENGLISH = Language(
         """only just even not no never always almost nearly hardly barely scarcely also too either neither nor
         all both mostly mainly merely solely especially""".split()
     ),
+    conjunctions=frozenset({"and", "or"}),
     copulas=frozenset({"is", "was"}),
     definite=frozenset({"the", "my", "his", "her", "their", "our", "your"}),
     indefinite=frozenset({"a", "an", "some", "any", "many", "most", "few", "several", "all", "every", "each", "no"}),

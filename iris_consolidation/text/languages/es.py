@@ -45,4 +45,5 @@ SPANISH = Language(
             "veinte": 20,
         }
     ),  # fmt: skip
+    conjunctions=frozenset("y e o u".split()),
 )

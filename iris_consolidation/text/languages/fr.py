@@ -11,4 +11,5 @@ FRENCH = Language(
     stopwords=frozenset("le la les un une des du est et au aux avec pour sur il elle ils elles".split()),
     articles=frozenset("le la les un une des".split()),
     negations=frozenset({"pas", "jamais", "non"}),
+    conjunctions=frozenset("et ou".split()),
 )

@@ -9,4 +9,5 @@ ITALIAN = Language(
     stemmer="italian",
     stopwords=frozenset("il lo gli le è sono di del della nel nella con per e".split()),
     negations=frozenset({"non"}),
+    conjunctions=frozenset("e ed o".split()),
 )

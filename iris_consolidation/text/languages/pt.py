@@ -54,4 +54,5 @@ PORTUGUESE = Language(
             "vinte": 20,
         }
     ),  # fmt: skip
+    conjunctions=frozenset("e ou".split()),
 )
