@@ -93,6 +93,17 @@ ENGLISH = Language(
         "immigrated",
         "emigrated",
         "relocated",
+        # A thing swapped, repaired or broken, a role changed ("Swapped to a standing desk",
+        # "The car broke down again", "Was promoted to lead designer").
+        "swapped",
+        "repaired",
+        "broke down",
+        "broken down",
+        "promoted",
+        "demoted",
+        "renamed",
+        "upgraded",
+        "downgraded",
     ),  # fmt: skip
     # Events let a supersede through but do not block a merge: "Enjoys visiting new places"
     # restates "Likes to travel".
@@ -110,6 +121,15 @@ ENGLISH = Language(
         "retired",
         "sold",
         "was moved",
+        # Informal corrections: the later statement says the earlier one was wrong.
+        "actually",
+        "was wrong",
+        "were wrong",
+        "correction",
+        "corrected",
+        "turns out",
+        "turned out",
+        "final",
     ),  # fmt: skip
     time_ended=(
         "until",
