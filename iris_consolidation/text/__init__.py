@@ -24,7 +24,7 @@ adding a pack (see ``languages/__init__.py``). Pure; no database.
 from __future__ import annotations
 
 from .changes import change_marker, ended_marker, reports_change, states_change, time_ended
-from .content import contrast, lost_words, parallel, reordered, shares_only_details
+from .content import contrast, lost_words, parallel, reordered, share_frame, shares_only_details
 from .names import contains_detail, dates, details, known_names, names_not_dates, proper_names
 from .negation import invented_negations, lost_negations, negations, polarity, polarity_key
 from .normalising import no_space_runs, normalise, share_script_text, tokens, tokens_of_each, uncovered
@@ -64,6 +64,7 @@ __all__ = [
     "reports_change",
     "same_stem",
     "share_script_text",
+    "share_frame",
     "shares_only_details",
     "stated_between",
     "stated_cover",

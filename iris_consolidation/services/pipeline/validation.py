@@ -30,9 +30,10 @@ need no trust in any model and alone keep a hostile one harmless:
 differs, different names, numbers or dates, one reports a change or an ended span and
 the other does not, the same frame with different fillers (a contrast, or one frame
 filled twice), members that share only a name, a chain (three or more members, two of
-which share nothing), a supersede with no change word, or several old members that are
-different statements. With ``refuse_signals`` (the rule judge, the pre-pass, and the
-``refuse`` risk policy) the first signal refuses the action, as the invariants do;
+which share nothing), a supersede with no change word, a supersede whose new member shares
+no word, name or number with an old one, or several old members that are different
+statements. With ``refuse_signals`` (the rule judge, the pre-pass, and the ``refuse`` risk
+policy) the first signal refuses the action, as the invariants do;
 otherwise the action is accepted with its ``signals`` attached, for the second look
 (``judging``) to confirm or withdraw. Each signal's message is in plain words, naming
 the truths by alias and quoting their differing words.
@@ -98,6 +99,9 @@ SUPERSEDE_BACKWARDS = "{old!r} was stated after {new!r}; the newer statement nev
 SUPERSEDE_NO_CHANGE = (
     "{new!r} does not say that anything changed (e.g. moved, now, no longer); {old!r} stays as a fact of its own."
 )
+SUPERSEDE_UNRELATED = (
+    "{new!r} shares no word, name or number with {old!r}; a later truth about another attribute retires nothing."
+)
 SUPERSEDE_MIXED = (
     "{a!r} and {b!r} are different statements; one change supersedes one statement (and its restatements), "
     "not several facts at once."
@@ -117,6 +121,7 @@ CONCERN_CONTRAST = "{a} says {words_a} where {b} says {words_b}; their other wor
 CONCERN_CHAINED = "{a} and {b} share no word, name or number."
 CONCERN_DETAILS_ONLY = "{a} and {b} share only {details}."
 CONCERN_NO_CHANGE = "{new} does not say that anything changed or that {old} was wrong."
+CONCERN_UNRELATED = "{new} shares no word, name or number with {old}: it may be about another attribute."
 CONCERN_MIXED = "{a} and {b}, both to be retired, say different things."
 #: A signal as the checks find it: (code, refusal message, concern).
 Finding = tuple["Code", str, str]
@@ -161,6 +166,7 @@ class Code(StrEnum):
     SUPERSEDE_BACKWARDS = "supersede_backwards"
     SUPERSEDE_NO_CHANGE = "supersede_no_change"
     SUPERSEDE_MIXED = "supersede_mixed"
+    SUPERSEDE_UNRELATED = "supersede_unrelated"
     # Written by ``judging`` after the second look (``llm/second_look.py``).
     SECOND_LOOK_WITHDRAWN = "second_look_withdrawn"
     SECOND_LOOK_MISSING = "second_look_missing"
@@ -186,6 +192,7 @@ SIGNALS = frozenset(
         Code.DETAILS_ONLY,
         Code.SUPERSEDE_NO_CHANGE,
         Code.SUPERSEDE_MIXED,
+        Code.SUPERSEDE_UNRELATED,
     }
 )
 #: Codes a second look writes for an action it did not confirm.
@@ -454,7 +461,8 @@ def _supersede_invariant(action: Action, request: JudgeRequest) -> Refusal | Non
 
 
 def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> list[Finding]:
-    """A supersede whose new member states no change, or whose old members are different
+    """A supersede whose new member states no change, whose new member shares no word, name
+    or number with an old one (another attribute), or whose old members are different
     statements: one of each two must hold every content word and detail of the other,
     so that a change about honey in tea does not retire "Drinks tea every afternoon"."""
     found: list[Finding] = []
@@ -469,7 +477,24 @@ def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozense
             if _pair_signals(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
                 message = SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
                 found.append((Code.SUPERSEDE_MIXED, message, CONCERN_MIXED.format(a=a.alias, b=b.alias)))
+    # A change word says that something changed, not that it is the old truth's attribute:
+    # "Actually, the gym closes at nine" retires nothing of "Is a junior designer".
+    unrelated = [m.alias for m in members if not _related(m.content, new.content, known=known)]
+    if unrelated:
+        olds = ", ".join(unrelated)
+        message = SUPERSEDE_UNRELATED.format(new=action.new, old=olds)
+        found.append((Code.SUPERSEDE_UNRELATED, message, CONCERN_UNRELATED.format(new=action.new, old=olds)))
     return found
+
+
+def _related(old: str, new: str, *, known: frozenset[str]) -> bool:
+    """Whether ``new`` may be about ``old``'s attribute: they share a content word, a detail
+    or a frame ("Lives in Lisbon" / "Moved to Berlin"). A text in a script without spaces
+    counts as related: one character in common says too little either way ("住在上海" /
+    "搬到了杭州" share none and are one attribute)."""
+    if text.no_space_runs(old) or text.no_space_runs(new):
+        return True
+    return _share(old, new, known=known) or text.share_frame(old, new)
 
 
 def _covers(a: MemberView, b: MemberView, *, known: frozenset[str]) -> bool:

@@ -159,7 +159,7 @@ ENGLISH = Language(
     # "Work as a nurse" and "My job is nursing" are one frame with nothing swapped.
     contrast_frames=(
         frozenset({"job", "work", "employ", "profess", "occup", "career"}),
-        frozenset({"move", "reloc", "immigr", "emigr"}),
+        frozenset({"move", "reloc", "immigr", "emigr", "live"}),
         frozenset({"eager", "excit"}),
     ),
     phrase_equivalences=(
