@@ -28,9 +28,12 @@ STEMMER = snowballstemmer.stemmer(next(p.stemmer for p in LEXICON.packs if p.ste
 
 @functools.lru_cache(maxsize=8192)
 def stem(word: str) -> str:
-    """The Snowball English stem of a lower-case word; preference words share "like"."""
+    """The Snowball English stem of a lower-case word, a word joined by hyphens or apostrophes
+    stemmed part by part; preference words share "like"."""
     if word in LEXICON.preference_words:
         return "like"
+    if _JOINED.search(word):  # each part stemmed: "part-time" is "part-time", its parts "part" and "time"
+        return "".join(p if _JOINED.fullmatch(p) else STEMMER.stemWord(p) for p in re.split("([-'])", word))
     return STEMMER.stemWord(word)
 
 
@@ -76,7 +79,7 @@ def _present(stem_: str, others: set[str]) -> bool:
     if any(same_stem(stem_, o) for o in others):
         return True
     parts = [p for p in _JOINED.split(stem_) if len(p) > 1]
-    return len(parts) > 1 and all(any(same_stem(stem(p), o) or same_stem(p, o) for o in others) for p in parts)
+    return len(parts) > 1 and all(any(same_stem(p, o) for o in others) for p in parts)
 
 
 def missing(stems: set[str], others: set[str]) -> set[str]:
