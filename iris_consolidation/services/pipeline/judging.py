@@ -51,7 +51,7 @@ PREPASS_REASONING = "Pre-pass (no model call): {reasoning}"
 SECOND_LOOK_WITHDRAWN = "The second look withdrew the action: {reason}"
 SECOND_LOOK_MISSING = "The second look gave no confirmation for the action (concern: {concern})."
 SECOND_LOOK_PART = "The second look confirmed only {part}; {rest} stay as they are: {reason}"
-SECOND_LOOK_NOT_A_PART = "The second look confirmed {part}, which is not a part of the action; nothing applies: {reason}"
+SECOND_LOOK_NOT_A_PART = "The second look confirmed {part}, not a part of the action; nothing applies: {reason}"
 SECOND_LOOK_FAILED = "The second look could not be asked ({error}); the action is kept for a later run."
 DEFERRED = "Deferred: the run's budget (IRIS_CONSOLIDATION_MAX_COST_PER_RUN) was spent before this cluster was judged."
 

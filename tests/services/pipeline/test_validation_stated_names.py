@@ -115,9 +115,7 @@ def test_a_hyphenated_word_keeps_its_parts_and_its_parts_keep_it():
 
 
 def test_a_hyphenated_word_dropped_is_still_lost():
-    assert _invariant_codes(("Is a part-time tutor", "Tutors part time"), "Is a tutor", "same") == [
-        v.Code.LOST_WORDS
-    ]
+    assert _invariant_codes(("Is a part-time tutor", "Tutors part time"), "Is a tutor", "same") == [v.Code.LOST_WORDS]
     # One part kept is not the word kept.
     contents = ("Follows a low-sodium diet", "Eats a low-sodium diet")
     assert _invariant_codes(contents, "Follows a low diet", "eats = follows") == [v.Code.LOST_WORDS]
