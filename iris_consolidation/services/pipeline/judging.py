@@ -433,27 +433,10 @@ def _second_look(
             answer = answers.get(check.alias) if check is not None else None
             if check is None:
                 accepted.append(action)
-            elif answer is not None and answer.confirmed and answer.part:
-                kept, refused = _confirmed_part(action, answer, requests[i])
-                accepted.extend(kept)
-                rejections.extend(refused)
-            elif answer is not None and answer.confirmed:
-                accepted.append(replace(action, second_look=answer.reason))
-            elif answer is not None and answer.verdict == "withdraw":
-                reason = SECOND_LOOK_WITHDRAWN.format(reason=answer.reason or "no reason given")
-                rejections.append(
-                    validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_WITHDRAWN, reason=reason)
-                )
-            elif error:
-                reason = SECOND_LOOK_FAILED.format(error=error)
-                rejections.append(
-                    validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_FAILED, reason=reason)
-                )
-            else:
-                reason = SECOND_LOOK_MISSING.format(concern=check.concern)
-                rejections.append(
-                    validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_MISSING, reason=reason)
-                )
+                continue
+            kept, refused = _answered(action, check, answer, error, requests[i])
+            accepted.extend(kept)
+            rejections.extend(refused)
         verdict = judgement.verdict
         if verdict is not None and raw:
             verdict = replace(verdict, raw="\n---\n".join(r for r in (verdict.raw, raw) if r))
@@ -466,6 +449,27 @@ def _second_look(
             unsettled=bool(error),
         )
     return updated
+
+
+def _answered(
+    action: Action, check: second_look.Check, answer: second_look.Answer | None, error: str, request: JudgeRequest
+) -> tuple[list[Action], list[validation.Rejection]]:
+    """What the second look's ``answer`` to ``check`` makes of its ``action``: the actions to
+    apply (the action confirmed, or the part of it confirmed) and the rejections to record
+    (withdrawn, failed when the call failed with ``error``, else missing)."""
+    if answer is not None and answer.confirmed and answer.part:
+        return _confirmed_part(action, answer, request)
+    if answer is not None and answer.confirmed:
+        return [replace(action, second_look=answer.reason)], []
+    if answer is not None and answer.verdict == "withdraw":
+        code, reason = validation.Code.SECOND_LOOK_WITHDRAWN, SECOND_LOOK_WITHDRAWN.format(
+            reason=answer.reason or "no reason given"
+        )
+    elif error:
+        code, reason = validation.Code.SECOND_LOOK_FAILED, SECOND_LOOK_FAILED.format(error=error)
+    else:
+        code, reason = validation.Code.SECOND_LOOK_MISSING, SECOND_LOOK_MISSING.format(concern=check.concern)
+    return [], [validation.Rejection(action=action, code=code, reason=reason)]
 
 
 def _confirmed_part(
