@@ -483,17 +483,16 @@ def _confirmed_part(
     validator's invariants again, so a confirmation cannot carry what the validator refuses
     (a merged text that drops or invents a detail for the part it names). The rest of the
     action is recorded as withdrawn; its truths stay as they are."""
-    part = answer.part
+    whole = action.old if action.action == "supersede" else action.ids
+    if not set(answer.part) <= set(whole):
+        reason = SECOND_LOOK_NOT_A_PART.format(part=", ".join(answer.part), reason=answer.reason)
+        return [], [validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_MISSING, reason=reason)]
+    part = tuple(alias for alias in whole if alias in answer.part)  # in the action's order
     if action.action == "supersede":
-        whole = action.old
         narrowed = replace(action, old=part, signals=(), second_look=answer.reason)
     else:
-        whole = action.ids
         content = answer.content or action.content
         narrowed = replace(action, ids=part, content=content, signals=(), second_look=answer.reason)
-    if not set(part) <= set(whole):
-        reason = SECOND_LOOK_NOT_A_PART.format(part=", ".join(part), reason=answer.reason)
-        return [], [validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_MISSING, reason=reason)]
     if set(part) == set(whole) and narrowed.content == action.content:
         return [replace(action, second_look=answer.reason)], []
     result = _validate(request, (narrowed,), refuse_signals=False)
