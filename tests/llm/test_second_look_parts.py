@@ -143,3 +143,26 @@ def test_the_parser_reads_the_confirmed_part_strictly(entry, expected):
     else:
         assert answers["v1"].part == expected
         assert answers["v1"].content == ("x" if "content" in entry else "")
+
+
+def test_a_name_reworded_by_a_stated_synonym_merges_on_confirmation_and_a_dropped_name_never(llm_server, truth_factory):
+    """ "NHS" = "National Health Service" stated: the names signal goes to the second look,
+    whose confirmation applies the merge. Its twin states no synonym: the invariant refuses
+    it before any second look, whatever the model would answer."""
+    contents = ("Works for the NHS", "Works for the National Health Service")
+    stated = merge_dict(["t1", "t2"], contents[1], "NHS = 'National Health Service'")
+    truths = _truths(truth_factory, contents)
+
+    review = _run(llm_server, truths, stated, ("confirm", "one employer, its acronym and its name"))
+
+    assert review.outcome == ClusterReview.Outcome.APPLIED
+    assert [s["code"] for s in review.applied_actions[0]["signals"]] == [Code.NAMES_DIFFER]
+    assert list(Truth.objects.filter(user=truths[0].user).values_list("content", flat=True)) == [contents[1]]
+
+    twin = _truths(truth_factory, contents)
+    before = truth_state()
+    careless = merge_dict(["t1", "t2"], contents[1], "They are the same fact.")
+    review = _run(llm_server, twin, careless, ("confirm", "trust me"))
+
+    assert truth_state() == before
+    assert [r["code"] for r in review.rejections] == [Code.LOST_DETAIL]
