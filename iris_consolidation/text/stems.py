@@ -78,8 +78,8 @@ def _present(stem_: str, others: set[str]) -> bool:
     in ``others`` ("positive-reinforc" is kept by "posit" and "reinforc")."""
     if any(same_stem(stem_, o) for o in others):
         return True
-    parts = [p for p in _JOINED.split(stem_) if len(p) > 1]
-    return len(parts) > 1 and all(any(same_stem(p, o) for o in others) for p in parts)
+    parts = [p for p in _JOINED.split(stem_) if len(p) > 1]  # "l'hôpital": "hôpital"
+    return bool(_JOINED.search(stem_)) and bool(parts) and all(any(same_stem(p, o) for o in others) for p in parts)
 
 
 def missing(stems: set[str], others: set[str]) -> set[str]:
