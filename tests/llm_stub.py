@@ -18,7 +18,8 @@ with ``text(json.dumps({...}))`` replies.
 Second looks (``{"checks": [...]}`` between ``<checks>`` tags, ``checks_of`` reads them)
 are answered by ``second_looks``: "withdraw" (the default: a test that scripts only the
 judge sees what the validator's signals alone let through), "confirm", a function of the
-checks returning ``{alias: (verdict, reason)}``, or None to answer them from the script
+checks returning ``{alias: (verdict, reason)}`` (a third item, a dict, adds fields such as a
+partial confirmation's ``old`` or ``ids``), or None to answer them from the script
 or ``handler`` like any call (errors, garbage, timeouts).
 
 ``hostile(mode)`` is a ``handler`` that plays a careless or hostile model: it reads
@@ -104,7 +105,7 @@ class StubLLMServer(ChatServer):
         self.requests: list[dict[str, Any]] = []
         self.embedding_dimensions = 384
         #: How second looks are answered (see the module docstring).
-        self.second_looks: str | Callable[[list[dict[str, Any]]], dict[str, tuple[str, str]]] | None = "withdraw"
+        self.second_looks: str | Callable[[list[dict[str, Any]]], dict[str, tuple[Any, ...]]] | None = "withdraw"
         self._lock = threading.Lock()
 
     def respond(self, path: str, payload: dict[str, Any], headers: dict[str, str]) -> Response:
@@ -348,7 +349,12 @@ def checks_of(payload: dict[str, Any]) -> list[dict[str, Any]]:
     return json.loads(content[start:end])["checks"]
 
 
-def second_look_reply(answers: dict[str, tuple[str, str]]) -> Reply:
-    """A reply to a second look: ``{alias: (verdict, reason)}``, in that order."""
-    entries = [{"id": alias, "verdict": verdict, "reason": reason} for alias, (verdict, reason) in answers.items()]
+def second_look_reply(answers: dict[str, tuple[Any, ...]]) -> Reply:
+    """A reply to a second look: ``{alias: (verdict, reason)}``, in that order; a third
+    item, a dict, adds its fields to the entry (a partial confirmation's ``old``, ``ids``
+    or ``content``)."""
+    entries = [
+        {"id": alias, "verdict": answer[0], "reason": answer[1], **(answer[2] if len(answer) > 2 else {})}
+        for alias, answer in answers.items()
+    ]
     return text(json.dumps({"checks": entries}))

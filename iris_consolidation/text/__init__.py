@@ -24,14 +24,14 @@ adding a pack (see ``languages/__init__.py``). Pure; no database.
 from __future__ import annotations
 
 from .changes import change_marker, ended_marker, reports_change, states_change, time_ended
-from .content import contrast, lost_words, parallel, reordered, shares_only_details
+from .content import contrast, lost_words, parallel, reordered, share_frame, shares_only_details
 from .names import contains_detail, dates, details, known_names, names_not_dates, proper_names
 from .negation import invented_negations, lost_negations, negations, polarity, polarity_key
 from .normalising import no_space_runs, normalise, share_script_text, tokens, tokens_of_each, uncovered
 from .quantities import is_number, numbers, values
-from .rewordings import covered_by, equivalences, stated_cover, vouched
+from .rewordings import covered_by, equivalences, stated_between, stated_cover, vouched
 from .stems import content_stems, has_phrase, same_stem, stem, unstated_stems, words_of_stems
-from .wordorder import moved_phrase
+from .wordorder import list_reordered, moved_phrase
 
 __all__ = [
     "change_marker",
@@ -48,6 +48,7 @@ __all__ = [
     "is_number",
     "known_names",
     "lost_negations",
+    "list_reordered",
     "lost_words",
     "moved_phrase",
     "names_not_dates",
@@ -63,7 +64,9 @@ __all__ = [
     "reports_change",
     "same_stem",
     "share_script_text",
+    "share_frame",
     "shares_only_details",
+    "stated_between",
     "stated_cover",
     "stem",
     "states_change",

@@ -212,6 +212,16 @@ def parallel(a: str, b: str, *, known: frozenset[str] = frozenset()) -> tuple[se
     return slots_a, slots_b
 
 
+def share_frame(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` each have a stem of one ``LEXICON.contrast_frames`` group ("Lives in
+    Lisbon" / "Moved to Berlin": where one lives; "Works as a nurse" / "Changed jobs")."""
+    stems_a, stems_b = content_stems(a), content_stems(b)
+    return any(
+        any(same_stem(x, g) for x in stems_a for g in group) and any(same_stem(y, g) for y in stems_b for g in group)
+        for group in LEXICON.contrast_frames
+    )
+
+
 def _one_frame(stems: set[str]) -> set[str]:
     """``stems`` with each ``LEXICON.contrast_frames`` stem replaced by its group's first one
     in sorted order ("work" and "job" both read "career")."""

@@ -13,20 +13,43 @@ from .normalising import fold, no_space_runs, normalise, tokens, uncovered
 from .quantities import values
 from .stems import content_stems, has_phrase, missing, same_stem, stem
 
-#: A reason states a synonym as ``word = synonym`` (either side a word or a quoted
-#: phrase; "means" and "->" also join them).
+#: A reason states a synonym as ``word = synonym``: either side a quoted phrase or words
+#: without quotes ("black coffee = 黑咖啡"); "means" and "->" also join them.
 # A quoted phrase may hold an apostrophe inside a word ('it's important'); a note in
 # brackets may follow it ("'finds inspiration' (t24) = 'watches'").
-_PHRASE = r"""(?:["“'‘](?:[^"”'’]|['’](?=\w))+["”'’]|[^\s=,;:"“”'‘’()]+)"""
+_QUOTED = r"""["“'‘](?:[^"”'’]|['’](?=\w))+["”'’]"""
+# A word without quotes: no separator of the reason (",", ";", ":", brackets, a full stop
+# that ends a sentence, "=", "->", "→"), and not the word "means".
+_BARE_WORD = r"""(?!means\b)(?:[^\s=,;:"“”'‘’()→.<>-]|\.(?=\S)|-(?!>))+"""
+_BARE = rf"{_BARE_WORD}(?:[ \t]+{_BARE_WORD})*"
+_EQUIVALENCE = re.compile(rf"""({_QUOTED}|{_BARE})(?:\s*\([^)]*\))?\s*(?:=|->|→|\bmeans\b)\s*({_QUOTED}|{_BARE})""")
+_QUOTES = "\"“”'‘’ "
+#: Most words of a side without quotes read as a synonym (the reason's words before it
+#: are its sentence, not the synonym: "both say black coffee = 黑咖啡").
+BARE_SIDE_WORDS = 5
 
 
-_EQUIVALENCE = re.compile(rf"""({_PHRASE})(?:\s*\([^)]*\))?\s*(?:=|->|→|means)\s*({_PHRASE})""")
+def _sides(side: str, *, left: bool) -> list[str]:
+    """The phrases a side of a stated synonym may be: a quoted side as written; words
+    without quotes as each run of up to ``BARE_SIDE_WORDS`` of them that touches the "="
+    (the left side's endings, the right side's beginnings), longest first."""
+    if side[:1] in _QUOTES:
+        return [side.strip(_QUOTES)]
+    words = side.split()
+    runs = range(min(len(words), BARE_SIDE_WORDS), 0, -1)
+    return [" ".join(words[-n:] if left else words[:n]) for n in runs]
 
 
 def equivalences(reason: str) -> list[tuple[str, str]]:
     """The synonyms a judge states in ``reason``: ``'father of a boy' = 'son'`` gives
-    ("father of a boy", "son"); ``gatos = cats`` gives ("gatos", "cats")."""
-    return [(a.strip("\"“”'‘’ "), b.strip("\"“”'‘’ ")) for a, b in _EQUIVALENCE.findall(fold(reason))]
+    ("father of a boy", "son"); ``gatos = cats`` gives ("gatos", "cats"). A side written
+    without quotes gives each reading of ``_sides`` ("both drink black coffee = 黑咖啡"
+    gives ("black coffee", "黑咖啡") among others, longest first): a rule takes the pair
+    whose sides stand where it looks, so "black" is not left out of the synonym."""
+    pairs: list[tuple[str, str]] = []
+    for a, b in _EQUIVALENCE.findall(fold(reason)):
+        pairs += [(x, y) for x in _sides(a, left=True) for y in _sides(b, left=False)]
+    return list(dict.fromkeys(pairs))
 
 
 def kept(phrase: str, content: str, content_stems_: set[str]) -> bool:
@@ -63,6 +86,21 @@ def stated_cover(content: str, reason: str) -> list[str]:
         if kept(a, content, have):
             covered.append(b)
     return covered
+
+
+def stated_between(source: str, content: str, reason: str) -> list[str]:
+    """The source-side phrases of the synonyms the judge states in ``reason`` whose
+    source side stands in ``source`` and whose other side stands in ``content``, each as
+    a whole phrase (``has_phrase``; either side may be the source's): how a name, a
+    place or an identifier may be reworded ("IBM" = "International Business Machines",
+    "München" = "Munich", "K8s" = "Kubernetes"). Stricter than ``stated_cover``, which
+    asks only that the content keep the other side."""
+    return [
+        x
+        for a, b in equivalences(reason)
+        for x, y in ((a, b), (b, a))
+        if has_phrase(source, x) and has_phrase(content, y)
+    ]
 
 
 def covered_by(word: str, phrases: Iterable[str]) -> bool:

@@ -12,6 +12,7 @@ synonym "gatos = cats" no longer matched the member's "gatos": ``docs/architectu
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable
 
 import snowballstemmer
@@ -27,9 +28,12 @@ STEMMER = snowballstemmer.stemmer(next(p.stemmer for p in LEXICON.packs if p.ste
 
 @functools.lru_cache(maxsize=8192)
 def stem(word: str) -> str:
-    """The Snowball English stem of a lower-case word; preference words share "like"."""
+    """The Snowball English stem of a lower-case word, a word joined by hyphens or apostrophes
+    stemmed part by part; preference words share "like"."""
     if word in LEXICON.preference_words:
         return "like"
+    if _JOINED.search(word):  # each part stemmed: "part-time" is "part-time", its parts "part" and "time"
+        return "".join(p if _JOINED.fullmatch(p) else STEMMER.stemWord(p) for p in re.split("([-'])", word))
     return STEMMER.stemWord(word)
 
 
@@ -48,6 +52,9 @@ def content_stems(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
     without spaces are left out: ``uncovered`` compares them."""
     skip = set(exclude)
     words = [t.removesuffix("'s") for t in tokens(text)]  # "user's" -> "user"
+    # A word joined by hyphens or apostrophes counts whole and by its parts of two letters
+    # or more ("positive-reinforcement" says "reinforcement"; "l'hôpital" says "hôpital").
+    words += [p for t in words if _JOINED.search(t) for p in _JOINED.split(t) if len(p) > 1]
     return {
         stem(singular(t))
         for t in words
@@ -62,8 +69,23 @@ def content_stems(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
     }
 
 
+#: What joins the parts of one word ("positive-reinforcement", "rock'n'roll").
+_JOINED = re.compile("[-']")
+
+
+def _present(stem_: str, others: set[str]) -> bool:
+    """Whether ``stem_`` or, for a joined word, each of its parts has a word of its family
+    in ``others`` ("positive-reinforc" is kept by "posit" and "reinforc")."""
+    if any(same_stem(stem_, o) for o in others):
+        return True
+    parts = [p for p in _JOINED.split(stem_) if len(p) > 1]  # "l'hôpital": "hôpital"
+    return bool(_JOINED.search(stem_)) and bool(parts) and all(any(same_stem(p, o) for o in others) for p in parts)
+
+
 def missing(stems: set[str], others: set[str]) -> set[str]:
-    return {s for s in stems if not any(same_stem(s, o) for o in others)}
+    """The stems of ``stems`` with no word of their family in ``others`` (a joined word
+    counts as present when each of its parts is, ``_present``)."""
+    return {s for s in stems if not _present(s, others)}
 
 
 def words_of_stems(text: str, stems: Iterable[str]) -> list[str]:

@@ -31,6 +31,14 @@ the one word-order pair in the MSC truths). Identity reads the same both ways; c
 statements do not ("Dogs are animals", "A dog is an animal": plural copula or an
 indefinite side, never taken).
 
+A third form is a **list in another order**: the two texts are the same but for one
+stretch (``list_reordered``), and that stretch is a list of items joined by a conjunction
+(``LEXICON.conjunctions``: "and", "or", "e", "und", ...) and commas, the same items in
+another order ("Likes hiking and swimming" / "Likes swimming and hiking"; "Runs on Mondays
+and swims on Fridays" / "Swims on Fridays and runs on Mondays"). An item is kept whole,
+so "Alice manages Bob and Carol" / "Bob manages Alice and Carol" is no list reordered (its
+items differ), and "Alice manages Bob" has no list at all.
+
 A swap of two participants needs two moves (or a moved run that starts with a noun), so it
 never qualifies: "Alice manages Bob" / "Bob manages Alice" and the golden set's G13 stay
 apart whatever a model says. Everything else the validator checks still applies (polarity,
@@ -42,7 +50,7 @@ from __future__ import annotations
 import functools
 
 from .languages import LEXICON
-from .normalising import tokens
+from .normalising import fold, tokens
 
 #: Longest text (in words) compared; longer ones are never a moved phrase (cost is cubic).
 MAX_WORDS = 60
@@ -89,3 +97,55 @@ def _moved(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
                 if rest[:k] + run + rest[k:] == b:
                     return True
     return False
+
+
+def list_reordered(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with the items of one list in another order (module
+    docstring): the words before and after the list are equal, and the list's items,
+    split at conjunctions and commas, are the same items counted. False for equal word
+    orders, different words, or no conjunction in the stretch that differs."""
+    words_a, words_b = _list_words(a), _list_words(b)
+    if words_a == words_b or sorted(words_a) != sorted(words_b):
+        return False
+    prefix = 0
+    while words_a[prefix] == words_b[prefix]:
+        prefix += 1
+    suffix = 0
+    while words_a[-1 - suffix] == words_b[-1 - suffix]:
+        suffix += 1
+    # The stretch that differs may start or end inside an item ("Likes green tea and green
+    # apples" / "Likes green apples and green tea" differ from "tea"): try it widened.
+    for start in range(prefix, -1, -1):
+        for end in range(suffix, -1, -1):
+            middle_a, middle_b = words_a[start : len(words_a) - end], words_b[start : len(words_b) - end]
+            if any(w in LEXICON.conjunctions for w in middle_a) and sorted(_items(middle_a)) == sorted(
+                _items(middle_b)
+            ):
+                return True
+    return False
+
+
+#: The comma, kept as a word by ``_list_words``: it parts the items of a list.
+_COMMA = ","
+_SEPARATORS = LEXICON.conjunctions | {_COMMA}
+
+
+def _list_words(text: str) -> list[str]:
+    """The tokens of ``text`` with each comma kept as a word of its own."""
+    return [w for part in fold(text).split(_COMMA) for w in (*tokens(part), _COMMA)][:-1]
+
+
+def _items(words: list[str]) -> list[tuple[str, ...]]:
+    """The items of a list: the runs of ``words`` between separators (empty runs dropped)."""
+    items: list[tuple[str, ...]] = []
+    current: list[str] = []
+    for word in words:
+        if word in _SEPARATORS:
+            if current:
+                items.append(tuple(current))
+            current = []
+        else:
+            current.append(word)
+    if current:
+        items.append(tuple(current))
+    return items

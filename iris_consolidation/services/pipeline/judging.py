@@ -21,7 +21,8 @@ A rate limit (``JudgeRateLimited``) propagates so that the caller waits and retr
 
 3. **Second look** (risk policy ``verify``, the default with a model): every action of
    the batch that passed the invariants but raised a signal goes back to the model in
-   ONE call (``llm/second_look.py``); only a confirmation with a reason applies it. A
+   ONE call (``llm/second_look.py``); only a confirmation with a reason applies it (or the
+   part of it the confirmation names, checked again against the invariants). A
    withdrawal, a missing or unreadable answer, a failed or rate-limited call keep its
    truths as they are, recorded with a ``SECOND_LOOK_*`` code. Policy ``refuse`` refuses
    on signals (as the rule judge and the pre-pass always do); ``accept`` applies them
@@ -49,6 +50,8 @@ JUDGE_INVALID = "The judge's reply was not a verdict for {aliases} even after bi
 PREPASS_REASONING = "Pre-pass (no model call): {reasoning}"
 SECOND_LOOK_WITHDRAWN = "The second look withdrew the action: {reason}"
 SECOND_LOOK_MISSING = "The second look gave no confirmation for the action (concern: {concern})."
+SECOND_LOOK_PART = "The second look confirmed only {part}; {rest} stay as they are: {reason}"
+SECOND_LOOK_NOT_A_PART = "The second look confirmed {part}, not a part of the action; nothing applies: {reason}"
 SECOND_LOOK_FAILED = "The second look could not be asked ({error}); the action is kept for a later run."
 DEFERRED = "Deferred: the run's budget (IRIS_CONSOLIDATION_MAX_COST_PER_RUN) was spent before this cluster was judged."
 
@@ -430,23 +433,10 @@ def _second_look(
             answer = answers.get(check.alias) if check is not None else None
             if check is None:
                 accepted.append(action)
-            elif answer is not None and answer.confirmed:
-                accepted.append(replace(action, second_look=answer.reason))
-            elif answer is not None and answer.verdict == "withdraw":
-                reason = SECOND_LOOK_WITHDRAWN.format(reason=answer.reason or "no reason given")
-                rejections.append(
-                    validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_WITHDRAWN, reason=reason)
-                )
-            elif error:
-                reason = SECOND_LOOK_FAILED.format(error=error)
-                rejections.append(
-                    validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_FAILED, reason=reason)
-                )
-            else:
-                reason = SECOND_LOOK_MISSING.format(concern=check.concern)
-                rejections.append(
-                    validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_MISSING, reason=reason)
-                )
+                continue
+            kept, refused = _answered(action, check, answer, error, requests[i])
+            accepted.extend(kept)
+            rejections.extend(refused)
         verdict = judgement.verdict
         if verdict is not None and raw:
             verdict = replace(verdict, raw="\n---\n".join(r for r in (verdict.raw, raw) if r))
@@ -459,6 +449,60 @@ def _second_look(
             unsettled=bool(error),
         )
     return updated
+
+
+def _answered(
+    action: Action, check: second_look.Check, answer: second_look.Answer | None, error: str, request: JudgeRequest
+) -> tuple[list[Action], list[validation.Rejection]]:
+    """What the second look's ``answer`` to ``check`` makes of its ``action``: the actions to
+    apply (the action confirmed, or the part of it confirmed) and the rejections to record
+    (withdrawn, failed when the call failed with ``error``, else missing)."""
+    if answer is not None and answer.confirmed and answer.part:
+        return _confirmed_part(action, answer, request)
+    if answer is not None and answer.confirmed:
+        return [replace(action, second_look=answer.reason)], []
+    if answer is not None and answer.verdict == "withdraw":
+        code, reason = validation.Code.SECOND_LOOK_WITHDRAWN, SECOND_LOOK_WITHDRAWN.format(
+            reason=answer.reason or "no reason given"
+        )
+    elif error:
+        code, reason = validation.Code.SECOND_LOOK_FAILED, SECOND_LOOK_FAILED.format(error=error)
+    else:
+        code, reason = validation.Code.SECOND_LOOK_MISSING, SECOND_LOOK_MISSING.format(concern=check.concern)
+    return [], [validation.Rejection(action=action, code=code, reason=reason)]
+
+
+def _confirmed_part(
+    action: Action, answer: second_look.Answer, request: JudgeRequest
+) -> tuple[list[Action], list[validation.Rejection]]:
+    """The part of ``action`` that a second look confirmed (``answer.part``), as the
+    actions to apply and the rejections to record.
+
+    The part must be a part of the action: a subset of a supersede's old truths, or two or
+    more of a merge's truths (with the answer's content, else the action's). It passes the
+    validator's invariants again, so a confirmation cannot carry what the validator refuses
+    (a merged text that drops or invents a detail for the part it names). The rest of the
+    action is recorded as withdrawn; its truths stay as they are."""
+    whole = action.old if action.action == "supersede" else action.ids
+    if not set(answer.part) <= set(whole):
+        reason = SECOND_LOOK_NOT_A_PART.format(part=", ".join(answer.part), reason=answer.reason)
+        return [], [validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_MISSING, reason=reason)]
+    part = tuple(alias for alias in whole if alias in answer.part)  # in the action's order
+    if action.action == "supersede":
+        narrowed = replace(action, old=part, signals=(), second_look=answer.reason)
+    else:
+        content = answer.content or action.content
+        narrowed = replace(action, ids=part, content=content, signals=(), second_look=answer.reason)
+    if set(part) == set(whole) and narrowed.content == action.content:
+        return [replace(action, second_look=answer.reason)], []
+    result = _validate(request, (narrowed,), refuse_signals=False)
+    rest = [alias for alias in whole if alias not in part]
+    refused = list(result.rejections)
+    if rest:
+        reason = SECOND_LOOK_PART.format(part=", ".join(part), rest=", ".join(rest), reason=answer.reason)
+        refused.append(validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_WITHDRAWN, reason=reason))
+    # The part keeps its own signals (those the second look was asked about, as they apply to it).
+    return [replace(a, second_look=answer.reason) for a in result.accepted], refused
 
 
 def _prepass(request: JudgeRequest) -> tuple[tuple[Verdict, validation.ValidationResult, Judgement], JudgeRequest]:

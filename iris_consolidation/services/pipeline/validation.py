@@ -19,7 +19,10 @@ need no trust in any model and alone keep a hostile one harmless:
   a synonym the judge states in its reason ("source word = content word"); a negation of
   a source is kept (as a word, a stated synonym, or a negative sentence); the content
   adds no number, date, name, negation or content word that no source stated, and uses
-  no source's words in another order that swaps who does what;
+  no source's words in another order that swaps who does what (a list's items in another
+  order, or a phrase moved to the front, swap nothing); a name, place or identifier may be
+  reworded by a synonym the judge states whose one side stands in the source and the other
+  in the content ("IBM = International Business Machines");
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``): the statement made last wins.
 
@@ -27,9 +30,10 @@ need no trust in any model and alone keep a hostile one harmless:
 differs, different names, numbers or dates, one reports a change or an ended span and
 the other does not, the same frame with different fillers (a contrast, or one frame
 filled twice), members that share only a name, a chain (three or more members, two of
-which share nothing), a supersede with no change word, or several old members that are
-different statements. With ``refuse_signals`` (the rule judge, the pre-pass, and the
-``refuse`` risk policy) the first signal refuses the action, as the invariants do;
+which share nothing), a supersede with no change word, a supersede whose new member shares
+no word, name or number with an old one, or several old members that are different
+statements. With ``refuse_signals`` (the rule judge, the pre-pass, and the ``refuse`` risk
+policy) the first signal refuses the action, as the invariants do;
 otherwise the action is accepted with its ``signals`` attached, for the second look
 (``judging``) to confirm or withdraw. Each signal's message is in plain words, naming
 the truths by alias and quoting their differing words.
@@ -95,6 +99,9 @@ SUPERSEDE_BACKWARDS = "{old!r} was stated after {new!r}; the newer statement nev
 SUPERSEDE_NO_CHANGE = (
     "{new!r} does not say that anything changed (e.g. moved, now, no longer); {old!r} stays as a fact of its own."
 )
+SUPERSEDE_UNRELATED = (
+    "{new!r} shares no word, name or number with {old!r}; a later truth about another attribute retires nothing."
+)
 SUPERSEDE_MIXED = (
     "{a!r} and {b!r} are different statements; one change supersedes one statement (and its restatements), "
     "not several facts at once."
@@ -114,6 +121,7 @@ CONCERN_CONTRAST = "{a} says {words_a} where {b} says {words_b}; their other wor
 CONCERN_CHAINED = "{a} and {b} share no word, name or number."
 CONCERN_DETAILS_ONLY = "{a} and {b} share only {details}."
 CONCERN_NO_CHANGE = "{new} does not say that anything changed or that {old} was wrong."
+CONCERN_UNRELATED = "{new} shares no word, name or number with {old}: it may be about another attribute."
 CONCERN_MIXED = "{a} and {b}, both to be retired, say different things."
 #: A signal as the checks find it: (code, refusal message, concern).
 Finding = tuple["Code", str, str]
@@ -158,6 +166,7 @@ class Code(StrEnum):
     SUPERSEDE_BACKWARDS = "supersede_backwards"
     SUPERSEDE_NO_CHANGE = "supersede_no_change"
     SUPERSEDE_MIXED = "supersede_mixed"
+    SUPERSEDE_UNRELATED = "supersede_unrelated"
     # Written by ``judging`` after the second look (``llm/second_look.py``).
     SECOND_LOOK_WITHDRAWN = "second_look_withdrawn"
     SECOND_LOOK_MISSING = "second_look_missing"
@@ -183,6 +192,7 @@ SIGNALS = frozenset(
         Code.DETAILS_ONLY,
         Code.SUPERSEDE_NO_CHANGE,
         Code.SUPERSEDE_MIXED,
+        Code.SUPERSEDE_UNRELATED,
     }
 )
 #: Codes a second look writes for an action it did not confirm.
@@ -233,6 +243,17 @@ def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
         and names_a != names_b
         and set(text.tokens(a)) == set(text.tokens(b))
         and not text.moved_phrase(a, b)  # "Met Alice in Paris" / "In Paris met Alice"
+        and not text.list_reordered(a, b)  # "Visited Alice and Bob" / "Visited Bob and Alice"
+    )
+
+
+def _reordered(member: str, content: str) -> bool:
+    """Whether ``content`` uses ``member``'s words in an order that may change who does what:
+    not a phrase moved to the front, nor a list's items in another order (``text.wordorder``)."""
+    return (
+        text.reordered(member, content)
+        and not text.moved_phrase(member, content)
+        and not text.list_reordered(member, content)
     )
 
 
@@ -307,10 +328,15 @@ def _content_invariant(
     # they may hold a number ("every six months" = "twice a year") or a negation.
     covered = text.stated_cover(content, reason)
     for member in members:
+        # A name, place or identifier reworded by a stated synonym whose one side stands
+        # in this member and the other in the content ("IBM" = "International Business Machines").
+        renamed = text.stated_between(member.content, content, reason)
         for detail in sorted(text.details(member.content, known=known)):
             if text.contains_detail(content, detail):
                 continue
             if text.is_number(detail) and text.covered_by(detail, covered):
+                continue
+            if not text.is_number(detail) and _named_in(detail, renamed):
                 continue
             return Code.LOST_DETAIL, LOST_DETAIL.format(detail=detail, alias=member.alias)
         lost = text.lost_negations(member.content, content, covered=covered)
@@ -318,7 +344,7 @@ def _content_invariant(
             return Code.LOST_NEGATION, LOST_NEGATION.format(words=_quoted(lost), alias=member.alias)
         if _role_swap(member.content, content, known=known):
             return Code.ROLE_SWAP, ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
-        if text.reordered(member.content, content) and not text.moved_phrase(member.content, content):
+        if _reordered(member.content, content):
             return Code.REORDERED, REORDERED.format(alias=member.alias)
         lost = text.lost_words(member.content, content, reason=reason, known=known)
         if lost:
@@ -330,15 +356,24 @@ def _content_invariant(
     if invented:
         return Code.INVENTED_NEGATION, INVENTED_NEGATION.format(words=_quoted(invented))
     said = set().union(*(text.details(m.content, known=known) for m in members))
+    renamed = [p for m in members for p in text.stated_between(content, m.content, reason)]
     for detail in sorted(text.details(content, known=known) - said):
-        if not any(text.contains_detail(m.content, detail) for m in members):
-            return Code.INVENTED_DETAIL, INVENTED_DETAIL.format(detail=detail)
+        if any(text.contains_detail(m.content, detail) for m in members):
+            continue
+        if not text.is_number(detail) and _named_in(detail, renamed):
+            continue
+        return Code.INVENTED_DETAIL, INVENTED_DETAIL.format(detail=detail)
     vouched = text.vouched(reason, sources)
     unstated = {w for w in text.unstated_stems(content, sources) if not text.covered_by(w, vouched)}
     if unstated:
         words = _quoted(text.words_of_stems(content, unstated) or unstated)
         return Code.INVENTED_WORDS, INVENTED_WORDS.format(words=words)
     return None
+
+
+def _named_in(detail: str, phrases: list[str]) -> bool:
+    """Whether the name ``detail`` stands in one of ``phrases`` (a side of a stated synonym)."""
+    return any(text.contains_detail(phrase, detail) for phrase in phrases)
 
 
 def _content_signals(content: str, members: list[MemberView]) -> list[Finding]:
@@ -426,7 +461,8 @@ def _supersede_invariant(action: Action, request: JudgeRequest) -> Refusal | Non
 
 
 def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> list[Finding]:
-    """A supersede whose new member states no change, or whose old members are different
+    """A supersede whose new member states no change, whose new member shares no word, name
+    or number with an old one (another attribute), or whose old members are different
     statements: one of each two must hold every content word and detail of the other,
     so that a change about honey in tea does not retire "Drinks tea every afternoon"."""
     found: list[Finding] = []
@@ -441,7 +477,24 @@ def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozense
             if _pair_signals(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
                 message = SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
                 found.append((Code.SUPERSEDE_MIXED, message, CONCERN_MIXED.format(a=a.alias, b=b.alias)))
+    # A change word says that something changed, not that it is the old truth's attribute:
+    # "Actually, the gym closes at nine" retires nothing of "Is a junior designer".
+    unrelated = [m.alias for m in members if not _related(m.content, new.content, known=known)]
+    if unrelated:
+        olds = ", ".join(unrelated)
+        message = SUPERSEDE_UNRELATED.format(new=action.new, old=olds)
+        found.append((Code.SUPERSEDE_UNRELATED, message, CONCERN_UNRELATED.format(new=action.new, old=olds)))
     return found
+
+
+def _related(old: str, new: str, *, known: frozenset[str]) -> bool:
+    """Whether ``new`` may be about ``old``'s attribute: they share a content word, a detail
+    or a frame ("Lives in Lisbon" / "Moved to Berlin"). A text in a script without spaces
+    counts as related: one character in common says too little either way ("住在上海" /
+    "搬到了杭州" share none and are one attribute)."""
+    if text.no_space_runs(old) or text.no_space_runs(new):
+        return True
+    return _share(old, new, known=known) or text.share_frame(old, new)
 
 
 def _covers(a: MemberView, b: MemberView, *, known: frozenset[str]) -> bool:

@@ -87,6 +87,7 @@ class Lexicon:
     prepositions: frozenset[str]
     time_words: frozenset[str]
     scope_words: frozenset[str]
+    conjunctions: frozenset[str]
     copulas: frozenset[str]
     definite: frozenset[str]
     indefinite: frozenset[str]
@@ -167,6 +168,7 @@ def derive(packs: Iterable[Language]) -> Lexicon:
         prepositions=_union(packs, "prepositions"),
         time_words=_union(packs, "time_words"),
         scope_words=_union(packs, "scope_words"),
+        conjunctions=_union(packs, "conjunctions"),
         copulas=_union(packs, "copulas"),
         definite=_union(packs, "definite"),
         indefinite=_union(packs, "indefinite"),

@@ -132,6 +132,8 @@ class Language:
     time_words: frozenset[str] = frozenset()
     #: Words whose meaning depends on where they stand ("only", "not").
     scope_words: frozenset[str] = frozenset()
+    #: Words that join the items of a list ("and", "or"): items in another order say the same.
+    conjunctions: frozenset[str] = frozenset()
     #: Singular copulas of an equative ("is"), and the words that start a definite or an
     #: indefinite side of one ("my", "the" / "a", "some").
     copulas: frozenset[str] = frozenset()

@@ -93,6 +93,17 @@ ENGLISH = Language(
         "immigrated",
         "emigrated",
         "relocated",
+        # A thing swapped, repaired or broken, a role changed ("Swapped to a standing desk",
+        # "The car broke down again", "Was promoted to lead designer").
+        "swapped",
+        "repaired",
+        "broke down",
+        "broken down",
+        "promoted",
+        "demoted",
+        "renamed",
+        "upgraded",
+        "downgraded",
     ),  # fmt: skip
     # Events let a supersede through but do not block a merge: "Enjoys visiting new places"
     # restates "Likes to travel".
@@ -110,6 +121,15 @@ ENGLISH = Language(
         "retired",
         "sold",
         "was moved",
+        # Informal corrections: the later statement says the earlier one was wrong.
+        "actually",
+        "was wrong",
+        "were wrong",
+        "correction",
+        "corrected",
+        "turns out",
+        "turned out",
+        "final",
     ),  # fmt: skip
     time_ended=(
         "until",
@@ -139,7 +159,7 @@ ENGLISH = Language(
     # "Work as a nurse" and "My job is nursing" are one frame with nothing swapped.
     contrast_frames=(
         frozenset({"job", "work", "employ", "profess", "occup", "career"}),
-        frozenset({"move", "reloc", "immigr", "emigr"}),
+        frozenset({"move", "reloc", "immigr", "emigr", "live"}),
         frozenset({"eager", "excit"}),
     ),
     phrase_equivalences=(
@@ -243,6 +263,7 @@ ENGLISH = Language(
         """only just even not no never always almost nearly hardly barely scarcely also too either neither nor
         all both mostly mainly merely solely especially""".split()
     ),
+    conjunctions=frozenset({"and", "or"}),
     copulas=frozenset({"is", "was"}),
     definite=frozenset({"the", "my", "his", "her", "their", "our", "your"}),
     indefinite=frozenset({"a", "an", "some", "any", "many", "most", "few", "several", "all", "every", "each", "no"}),

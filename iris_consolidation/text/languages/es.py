@@ -19,8 +19,19 @@ SPANISH = Language(
     negative_verbs=frozenset("odia odio detesta detesto evita".split()),
     ended_negations=("ya no",),
     preference_words=frozenset("gusta gustan encanta encantan prefiere prefiero".split()),
-    reported_changes=("ahora", "ya no", "se mudó", "dejó"),
-    change_events=("cambió",),
+    reported_changes=(
+        "ahora",
+        "ya no",
+        "se mudó",
+        "dejó",
+        "reparado",
+        "reparada",
+        "reparó",
+        "ascendido",
+        "ascendida",
+    ),  # fmt: skip
+    # "changed", "actually", "I was wrong".
+    change_events=("cambió", "en realidad", "me equivoqué", "me equivocaba"),
     time_ended=("ya no", "dejó de", "solía"),
     job_frames=("trabaja como",),
     phrase_equivalences=(
@@ -45,4 +56,5 @@ SPANISH = Language(
             "veinte": 20,
         }
     ),  # fmt: skip
+    conjunctions=frozenset("y e o u".split()),
 )

@@ -9,4 +9,18 @@ ITALIAN = Language(
     stemmer="italian",
     stopwords=frozenset("il lo gli le è sono di del della nel nella con per e".split()),
     negations=frozenset({"non"}),
+    # "now", "moved", "changed", "repaired", "promoted".
+    reported_changes=(
+        "adesso",
+        "trasferito",
+        "trasferita",
+        "cambiato",
+        "riparato",
+        "riparata",
+        "promosso",
+        "promossa",
+    ),  # fmt: skip
+    # "actually", "I was wrong".
+    change_events=("in realtà", "mi sbagliavo", "mi ero sbagliato", "mi ero sbagliata"),
+    conjunctions=frozenset("e ed o".split()),
 )

@@ -18,6 +18,8 @@ JAPANESE = Language(
     preference_words=("好き",),
     # "now", "no longer", "moved", "quit", "formerly".
     reported_changes=("今は", "もう", "引っ越", "辞め", "以前は"),
+    # "repaired", "promoted", "actually", "correction".
+    change_events=("修理", "昇進", "実は", "訂正"),
     time_ended=("もう", "辞め"),
     phrase_equivalences=(
         ("ジョギング", "ランニング"),

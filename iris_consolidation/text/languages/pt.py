@@ -25,8 +25,24 @@ PORTUGUESE = Language(
     negative_verbs=frozenset("odeia odeio detesta detesto evita".split()),
     ended_negations=("já não",),
     preference_words=frozenset("gosta gosto gostam adora adoro prefere prefiro".split()),
-    reported_changes=("agora", "já não", "mudou", "mudou-se", "saiu", "deixou"),
-    change_events=("passou a",),
+    reported_changes=(
+        "agora",
+        "já não",
+        "mudou",
+        "mudou-se",
+        "mudei",
+        "saiu",
+        "deixou",
+        "trocou",
+        "consertado",
+        "consertada",
+        "reparado",
+        "reparada",
+        "promovido",
+        "promovida",
+    ),  # fmt: skip
+    # "started to", "actually", "I was wrong", "in the end".
+    change_events=("passou a", "na verdade", "me enganei", "enganei-me", "afinal"),
     time_ended=("já não", "deixou de", "costumava"),
     job_frames=("trabalha como",),
     phrase_equivalences=(
@@ -54,4 +70,5 @@ PORTUGUESE = Language(
             "vinte": 20,
         }
     ),  # fmt: skip
+    conjunctions=frozenset("e ou".split()),
 )

@@ -15,5 +15,7 @@ THAI = Language(
     preference_words=("ชอบ",),
     # "now", "moved", "quit", "formerly".
     reported_changes=("ตอนนี้", "ย้าย", "เลิก", "เคย"),
+    # "repaired", "promoted", "actually".
+    change_events=("ซ่อม", "เลื่อนตำแหน่ง", "ที่จริง"),
     time_ended=("เลิก", "เคย"),
 )

@@ -17,6 +17,8 @@ CHINESE = Language(
     preference_words=("喜欢", "喜歡"),
     # "now", "no longer", "moved to", "quit", "switched to", "formerly".
     reported_changes=("现在", "現在", "不再", "搬到", "搬去", "辞职", "辭職", "换成", "改成", "以前", "曾经", "曾經"),
+    # "repaired", "promoted", "actually", "misspoke", "in the end".
+    change_events=("修好", "升职", "升職", "其实", "其實", "说错", "說錯", "最终", "最終"),
     time_ended=("不再", "以前", "曾经", "曾經", "辞职", "辭職"),
     phrase_equivalences=(
         ("男孩的父亲", "儿子"),

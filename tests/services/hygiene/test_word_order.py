@@ -41,7 +41,7 @@ SWAPPED = [
     ("Moved from Paris to Berlin", "Moved from Berlin to Paris"),
     ("Showed the kid the dog", "Showed the dog the kid"),
     ("Prefers cats to dogs", "Prefers dogs to cats"),
-    ("Alice and Bob are friends", "Bob and Alice are friends"),
+    ("Alice and Bob visited Carol", "Carol and Bob visited Alice"),  # a list's item swapped with a role
     ("Works as an accountant at Birch", "Birch as an accountant at Works"),
     ("A dog is an animal", "An animal is a dog"),
     ("Alice from Paris married Bob", "Alice married Bob from Paris"),  # who is from Paris
@@ -50,6 +50,14 @@ SWAPPED = [
     ("Works with Bob for Alice", "Works for Alice with Bob"),
     ("Dogs are animals", "Animals are dogs"),
     ("The cat is a pet", "A pet is the cat"),
+]
+
+#: Same words, the items of one list in another order: the same statement.
+LISTED = [
+    ("Alice and Bob are friends", "Bob and Alice are friends"),
+    ("Collects stamps, coins and old maps", "Collects old maps, stamps and coins"),
+    ("Bakes bread on Saturdays and cycles on Sundays", "Cycles on Sundays and bakes bread on Saturdays"),
+    ("Fala inglês e alemão", "Fala alemão e inglês"),
 ]
 
 
@@ -72,9 +80,20 @@ def test_a_moved_phrase_is_a_mergeable_word_order_match(a, b):
         assert [r.reason for r in result.rejections] == [] and len(result.accepted) == 1
 
 
+@pytest.mark.parametrize(("a", "b"), LISTED)
+def test_a_list_in_another_order_merges(a, b):
+    """The order of a list's items carries no role: an LLM judge's merge stands (the rule
+    judge and the pre-pass still leave the pair to a model: they merge only equal words in order)."""
+    assert text.list_reordered(a, b) and text.list_reordered(b, a)
+    for content in (a, b):
+        result = v.validate(_request(a, b), (_merge(content),), max_length=500, max_generation=5)
+        assert [r.reason for r in result.rejections] == [] and len(result.accepted) == 1
+
+
 @pytest.mark.parametrize(("a", "b"), SWAPPED)
 def test_a_role_or_scope_swap_never_merges(a, b):
     assert not text.moved_phrase(a, b) and not text.moved_phrase(b, a)
+    assert not text.list_reordered(a, b) and not text.list_reordered(b, a)
     for content in (a, b):
         result = v.validate(_request(a, b), (_merge(content),), max_length=500, max_generation=5)
         assert result.accepted == ()
