@@ -9,37 +9,22 @@ loaded: no queries, no URLs (templates build those), no HTML.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from .choices import JudgeKind, judge_identity
+from .llm.base import ALIAS, truth_names, with_truth_numbers  # noqa: F401  (the presenters' names for them)
 from .models import ConsolidationRun, LineageEvent, RetiredReason, Truth
 from .selectors import LineageGraph
 from .services.pipeline.judging import PREPASS_REASONING
 
 # --- the judge's words in the operator's: truth numbers for aliases ---------------------
 
-#: A judge's alias (``t1``, ``'t4'``, ``"t12"``) as a word of a reason or reasoning.
-ALIAS = re.compile(r"""(['"]?)\b(t\d+)\b\1""")
 #: How the pre-pass's part of a review's reasoning begins (``judging.PREPASS_REASONING``).
 PREPASS_PREFIX = PREPASS_REASONING.split("{", 1)[0]
 PREPASS_LABEL = PREPASS_PREFIX.rstrip(": ")
-
-
-def truth_names(snapshot: Sequence[Mapping[str, Any]] | None) -> dict[str, str]:
-    """``{"t1": "#12", ...}`` from a review's member snapshot (the aliases of its call)."""
-    return {str(row["alias"]): f"#{row['id']}" for row in snapshot or () if "alias" in row and "id" in row}
-
-
-def with_truth_numbers(text: str, names: Mapping[str, str]) -> str:
-    """``text`` with each alias of ``names`` (quoted or not) replaced by its truth number;
-    words that are not the review's aliases are left alone."""
-    if not text or not names:
-        return text
-    return ALIAS.sub(lambda m: names.get(m.group(2), m.group(0)), text)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,6 +36,7 @@ from django_q.status import Stat
 from .choices import WEEKLY_SCHEDULE
 from .conf import app_settings
 from .exceptions import UnknownUser
+from .llm.base import truth_names, with_truth_numbers
 from .models import (
     ClusterReview,
     ConsolidationJob,
@@ -214,6 +215,13 @@ class UndoStep:
     @property
     def source_ids(self) -> tuple[int, ...]:
         return tuple(sorted(e.source_id for e in self.events))
+
+    @property
+    def reasoning(self) -> str:
+        """The review's reasoning with truth numbers for its call's aliases ("" without a review)."""
+        if self.review is None:
+            return ""
+        return with_truth_numbers(self.review.reasoning, truth_names(self.review.snapshot))
 
     @property
     def action(self) -> str:
