@@ -666,6 +666,30 @@ def count_failed_jobs_by_run(*, runs: list[ConsolidationRun]) -> dict[Any, int]:
     return {row["run_id"]: row["n"] for row in rows}
 
 
+def list_failure_causes(*, run: ConsolidationRun, limit: int = 3) -> list[tuple[str, int, str]]:
+    """Why ``run``'s work failed: ``(error, count, "cluster")`` of its failed reviews, the
+    commonest ``limit`` first; else ``(error, count, "job")`` of its failed jobs (a phase 1
+    that failed). Two queries at most."""
+    rows = (
+        ClusterReview.objects.filter(run=run, outcome=ClusterReview.Outcome.FAILED)
+        .exclude(error="")
+        .values("error")
+        .annotate(n=Count("id"))
+        .order_by("-n", "error")[:limit]
+    )
+    causes = [(row["error"], row["n"], "cluster") for row in rows]
+    if causes or run.status == ConsolidationRun.Status.CANCELLED:
+        return causes
+    jobs = (
+        ConsolidationJob.objects.filter(run=run, status=ConsolidationJob.Status.FAILED)
+        .exclude(error="")
+        .values("error")
+        .annotate(n=Count("id"))
+        .order_by("-n", "error")[:limit]
+    )
+    return [(row["error"], row["n"], "job") for row in jobs]
+
+
 def count_run_jobs(*, run: ConsolidationRun) -> int:
     """Every job of ``run``, whatever its status (one query)."""
     return ConsolidationJob.objects.filter(run=run).count()

@@ -359,6 +359,8 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 can_cancel=waiting and can_change_truths(request),
                 # The run's notes, one event a line: the cancel and retries with who and when among them.
                 history=[line.strip() for line in (obj.notes or "").splitlines() if line.strip()],
+                failure_causes=selectors.list_failure_causes(run=obj) if obj.failed or obj.status in (
+                    ConsolidationRun.Status.FAILED, ConsolidationRun.Status.PARTIAL) else [],
                 run=obj,
                 summary=run_display.run_summary(obj),
                 outcome_table=run_display.outcome_counts(obj),
