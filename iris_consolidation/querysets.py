@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection, models
-from datetime import datetime
-
 from django.db.models import Case, Count, ExpressionWrapper, F, FloatField, Func, Q, Value, When
 from django.db.models.functions import Cast, Coalesce, Concat, Greatest, Least, Ln, Power
 from pgvector.django import CosineDistance

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
 from .inventory_display import checkpoint_line, human_when, window_line
 from .lineage_display import (
     ReasoningPart,

@@ -12,6 +12,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
+from django.core.cache.backends.dummy import DummyCache
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import (
@@ -19,7 +21,6 @@ from django.db.models import (
     Count,
     Exists,
     IntegerField,
-    Max,
     Model,
     OuterRef,
     Prefetch,
@@ -30,6 +31,7 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
+from django_q.brokers import Broker, get_broker
 from django_q.models import Schedule
 from django_q.status import Stat
 
@@ -564,10 +566,6 @@ def heartbeat_visible() -> bool:
     Django cache ``Q_CLUSTER["cache"]`` (default "default"), which reaches other
     processes unless it is a per-process one (local memory) or none (dummy).
     """
-    from django.core.cache.backends.dummy import DummyCache
-    from django.core.cache.backends.locmem import LocMemCache
-    from django_q.brokers import Broker, get_broker
-
     try:
         broker = get_broker()
     except Exception:  # a broker that cannot be built shows no heartbeat

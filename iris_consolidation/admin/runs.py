@@ -351,6 +351,7 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 run=obj, overview=selectors.get_queue_overview()
             )
             obj.waiting_for_worker = waiting  # type: ignore[attr-defined]  # read by status_display
+            failing = obj.failed or obj.status in (ConsolidationRun.Status.FAILED, ConsolidationRun.Status.PARTIAL)
             status = "waiting for a worker" if waiting else ("cancelled" if cancel.is_cancelled(obj) else "")
             if status:
                 kind = "Dry run" if obj.dry_run else "Real run"
@@ -359,16 +360,13 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 can_cancel=waiting and can_change_truths(request),
                 # The run's notes, one event a line: the cancel and retries with who and when among them.
                 history=[line.strip() for line in (obj.notes or "").splitlines() if line.strip()],
-                failure_causes=selectors.list_failure_causes(run=obj) if obj.failed or obj.status in (
-                    ConsolidationRun.Status.FAILED, ConsolidationRun.Status.PARTIAL) else [],
+                failure_causes=selectors.list_failure_causes(run=obj) if failing else [],
                 run=obj,
                 summary=run_display.run_summary(obj),
                 outcome_table=run_display.outcome_counts(obj),
                 outdated_warning=self._outdated_warning(obj, previews) if refusal is None else "",
                 progress=progress,
-                waiting_for_worker=(
-                    run_display.WAITING_FOR_WORKER if waiting else ""
-                ),
+                waiting_for_worker=(run_display.WAITING_FOR_WORKER if waiting else ""),
                 refresh_seconds=REFRESH_SECONDS,
                 review_page=page,
                 outcome=outcome,
@@ -466,8 +464,13 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
                 self._retry(request, run)
             return None
         failed = selectors.count_failed_jobs_by_run(runs=runs)
-        rows = [(run, self._retry_refusal(run, failed.get(run.pk, 0))
-                 or RETRY_MANY_LINE.format(failed=failed.get(run.pk, 0))) for run in runs]
+        rows = [
+            (
+                run,
+                self._retry_refusal(run, failed.get(run.pk, 0)) or RETRY_MANY_LINE.format(failed=failed.get(run.pk, 0)),
+            )
+            for run in runs
+        ]
         retryable = [run for run in runs if not self._retry_refusal(run, failed.get(run.pk, 0))]
         return self._confirmation(
             request,
@@ -526,9 +529,9 @@ class ConsolidationRunAdmin(ReadOnlyAdmin):
             obj,
             title=CANCEL_TITLE.format(run=str(obj.pk)[:8]),
             step="Cancel",
-            lines=[refusal] if refusal else [
-                CANCEL_LINES[0].format(count=selectors.count_run_jobs(run=obj)), CANCEL_LINES[1]
-            ],
+            lines=[refusal]
+            if refusal
+            else [CANCEL_LINES[0].format(count=selectors.count_run_jobs(run=obj)), CANCEL_LINES[1]],
             confirm_label="" if refusal else "Yes, cancel this run",
         )
 

@@ -288,7 +288,7 @@ def test_the_list_filters_by_relevance_and_quality_band(admin_client, truth_fact
     response = admin_client.get(CHANGELIST, params)
 
     assert _ids(response) == {made[name].pk for name in expected}
-    assert f'?{next(iter(params))}=' in response.content.decode()  # the filter is offered in the sidebar
+    assert f"?{next(iter(params))}=" in response.content.decode()  # the filter is offered in the sidebar
 
 
 def test_the_quality_filter_computes_in_sql_what_quality_of_computes(truth_factory):

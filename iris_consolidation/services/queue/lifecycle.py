@@ -158,7 +158,9 @@ def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
     return run.status
 
 
-def fail_run(run_id: Any, *, note: str, now: datetime | None = None, status: str = ConsolidationRun.Status.FAILED) -> int:
+def fail_run(
+    run_id: Any, *, note: str, now: datetime | None = None, status: str = ConsolidationRun.Status.FAILED
+) -> int:
     """Fail run ``run_id`` and its unfinished jobs with ``note`` (appended to the run's
     notes: those already there say what happened before); returns how many jobs.
     ``status`` is the run's end: failed, or cancelled (``cancel.cancel_waiting_run``:

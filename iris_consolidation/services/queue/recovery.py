@@ -37,7 +37,9 @@ CANCELLED_NOT_RETRIED = (
     "Start a new run instead."
 )
 #: The line a retry adds to the run's history.
-RETRIED = "Retried by {actor} at {when}: re-queued {count} failed job(s), each judged again on its members as they are now."
+RETRIED = (
+    "Retried by {actor} at {when}: re-queued {count} failed job(s), each judged again on its members as they are now."
+)
 
 
 def _recover_lost(job_id: int, now: datetime) -> Any:
