@@ -544,6 +544,13 @@ def actor_words(actor: str) -> str:
     return actor
 
 
+def numbered_reason(record: Any) -> str:
+    """The ``reason`` of a lineage event or audit row with truth numbers for its review's
+    aliases: rows are written so, and rows recorded earlier kept the judge's ``t1``."""
+    review = record.review if record.review_id else None
+    return with_truth_numbers(record.reason, truth_names(review.snapshot if review is not None else None))
+
+
 def history_rows(history: Any) -> list[HistoryRow]:
     """The ``selectors.TruthHistory`` of a truth as one timeline, newest first.
 
@@ -559,7 +566,7 @@ def history_rows(history: Any) -> list[HistoryRow]:
                 at=change.created_at,
                 what=change.get_action_display(),
                 actor=actor_words(change.actor),
-                reason=change.reason,
+                reason=numbered_reason(change),
                 review_id=change.review_id,
                 run_id=change.run_id,
             )
@@ -579,7 +586,7 @@ def history_rows(history: Any) -> list[HistoryRow]:
                 at=event.created_at,
                 what=what,
                 actor=actor_words(event.actor),
-                reason=event.reason,
+                reason=numbered_reason(event),
                 other_id=other,
                 review_id=event.review_id,
                 run_id=event.review.run_id if event.review is not None else None,

@@ -433,14 +433,15 @@ def get_truth_history(*, truth: Truth) -> TruthHistory:
     changes = (
         TruthChange.objects.filter(truth_id=truth.pk)
         .select_related("review", "run")
-        .defer("review__raw_response", "review__snapshot")
+        # The snapshot names a review's aliases: rows recorded with them are shown with truth numbers.
+        .defer("review__raw_response")
         .order_by("created_at", "id")
     )
     events = (
         LineageEvent.objects.filter(Q(source_id=truth.pk) | Q(result_id=truth.pk))
         .filter(source__user_id=truth.user_id, result__user_id=truth.user_id)
         .select_related("source", "result", "review")
-        .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot")
+        .defer("source__embedding", "result__embedding", "review__raw_response")
         .order_by("created_at", "id")
     )
     edits = (

@@ -22,7 +22,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from .. import inventory_display, run_display, selectors
+from .. import inventory_display, lineage_display, run_display, selectors
 from ..exceptions import ApplyRefused, CancelRefused, RetryRefused
 from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 from ..services.hygiene import stages
@@ -665,6 +665,7 @@ class LineageEventAdmin(ReadOnlyAdmin):
     list_filter = ["action"]
     list_select_related = ["source", "result", "review"]
     search_fields = ["reason", "actor"]
+    readonly_fields = ["reason_display"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[LineageEvent]:
         return (
@@ -672,3 +673,12 @@ class LineageEventAdmin(ReadOnlyAdmin):
             .get_queryset(request)
             .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot")
         )
+
+    def get_fields(self, request: HttpRequest, obj: LineageEvent | None = None) -> list[str]:
+        # The reason as operators read it: truth numbers, never the judge's call-local aliases.
+        fields = [f for f in super().get_fields(request, obj) if f != "reason_display"]
+        return ["reason_display" if f == "reason" else f for f in fields]
+
+    @admin.display(description="reason")
+    def reason_display(self, obj: LineageEvent) -> str:
+        return lineage_display.numbered_reason(obj)

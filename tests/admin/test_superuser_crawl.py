@@ -158,3 +158,37 @@ def test_a_superuser_reaches_every_page_without_an_error_and_never_sees_a_label(
     for page in ("/add/", "/undo/", "/lineage/", "/history/", "lineageevent/", "clusterreview/", "truthchange/"):
         assert page in visited, page  # the crawl reached the console's pages
     assert ConsolidationRun.objects.filter(status="cancelled").exists()
+
+
+def test_rows_recorded_with_the_judges_labels_are_shown_with_truth_numbers(
+    admin_client, llm_server, truth_factory, user_factory
+):
+    """Lineage events and audit rows written before reasons carried truth numbers kept the
+    call's labels: the pages number them from the review's snapshot."""
+    from django.urls import reverse
+
+    from iris_consolidation.models import LineageEvent, TruthChange
+
+    ((a, b),) = make_pairs(truth_factory, user_factory("alice"), 1)
+    llm_server.second_looks = "confirm"
+    from tests import llm_stub
+
+    llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t2"], "fact 0 a and b", "x")])]
+    run_pass()
+    event = LineageEvent.objects.filter(source=a).get()
+    LineageEvent.objects.filter(review=event.review).update(reason="t1 and t2 state one fact.")
+    TruthChange.objects.filter(review=event.review).update(reason="t1 and t2 state one fact.")
+    numbered = f"#{a.pk} and #{b.pk} state one fact."
+    pages = [
+        reverse("admin:iris_consolidation_lineageevent_change", args=[event.pk]),
+        reverse("admin:iris_consolidation_truthchange_changelist"),
+        reverse("admin:iris_consolidation_truthchange_change", args=[TruthChange.objects.filter(truth=a).last().pk]),
+        reverse("admin:iris_consolidation_truth_history", args=[a.pk]),
+    ]
+
+    for url in pages:
+        page = _Page()
+        page.feed(admin_client.get(url).content.decode())
+        text = " ".join(page.text)
+        assert numbered in text, url
+        assert not LABEL.search(text), (url, LABEL.findall(text))
