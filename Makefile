@@ -31,6 +31,7 @@ demo: install
 	@test -f "$(DEMO_DATA)" || { echo "make demo: no truths file at $(DEMO_DATA); set DEMO_DATA=path/to/file.truths.jsonl" >&2; exit 2; }
 	@echo "== migrate"
 	@$(PY) manage.py migrate --verbosity 0
+	@$(PY) manage.py createcachetable
 	@echo "== load $(DEMO_DATA)"
 	@$(PY) manage.py load_truths "$(DEMO_DATA)"
 	@if [ -n "$(DEMO_SESSIONS)" ]; then \

@@ -160,6 +160,8 @@ class RunStatus(models.TextChoices):
     DONE = "done", "Done"
     PARTIAL = "partial", "Partial (some clusters failed)"
     FAILED = "failed", "Failed"
+    #: Cancelled by an operator before any worker took a job: nothing was applied, nothing to retry.
+    CANCELLED = "cancelled", "Cancelled"
 
 
 class ReviewOutcome(models.TextChoices):

@@ -98,6 +98,10 @@ class CancelRefused(IrisConsolidationError):
     """A run that cannot be cancelled (finished, or some of its work has started); nothing was changed."""
 
 
+class RetryRefused(IrisConsolidationError):
+    """A run whose jobs cannot be retried (a cancelled run: nothing of it failed); nothing was changed."""
+
+
 class ApplyRefused(IrisConsolidationError):
     """A dry run whose verdicts cannot be applied (not a dry run, unfinished, already applied, empty)."""
 

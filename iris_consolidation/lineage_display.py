@@ -9,37 +9,22 @@ loaded: no queries, no URLs (templates build those), no HTML.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from .choices import JudgeKind, judge_identity
+from .llm.base import ALIAS, truth_names, with_truth_numbers  # noqa: F401  (the presenters' names for them)
 from .models import ConsolidationRun, LineageEvent, RetiredReason, Truth
 from .selectors import LineageGraph
 from .services.pipeline.judging import PREPASS_REASONING
 
 # --- the judge's words in the operator's: truth numbers for aliases ---------------------
 
-#: A judge's alias (``t1``, ``'t4'``, ``"t12"``) as a word of a reason or reasoning.
-ALIAS = re.compile(r"""(['"]?)\b(t\d+)\b\1""")
 #: How the pre-pass's part of a review's reasoning begins (``judging.PREPASS_REASONING``).
 PREPASS_PREFIX = PREPASS_REASONING.split("{", 1)[0]
 PREPASS_LABEL = PREPASS_PREFIX.rstrip(": ")
-
-
-def truth_names(snapshot: Sequence[Mapping[str, Any]] | None) -> dict[str, str]:
-    """``{"t1": "#12", ...}`` from a review's member snapshot (the aliases of its call)."""
-    return {str(row["alias"]): f"#{row['id']}" for row in snapshot or () if "alias" in row and "id" in row}
-
-
-def with_truth_numbers(text: str, names: Mapping[str, str]) -> str:
-    """``text`` with each alias of ``names`` (quoted or not) replaced by its truth number;
-    words that are not the review's aliases are left alone."""
-    if not text or not names:
-        return text
-    return ALIAS.sub(lambda m: names.get(m.group(2), m.group(0)), text)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -559,6 +544,13 @@ def actor_words(actor: str) -> str:
     return actor
 
 
+def numbered_reason(record: Any) -> str:
+    """The ``reason`` of a lineage event or audit row with truth numbers for its review's
+    aliases: rows are written so, and rows recorded earlier kept the judge's ``t1``."""
+    review = record.review if record.review_id else None
+    return with_truth_numbers(record.reason, truth_names(review.snapshot if review is not None else None))
+
+
 def history_rows(history: Any) -> list[HistoryRow]:
     """The ``selectors.TruthHistory`` of a truth as one timeline, newest first.
 
@@ -574,7 +566,7 @@ def history_rows(history: Any) -> list[HistoryRow]:
                 at=change.created_at,
                 what=change.get_action_display(),
                 actor=actor_words(change.actor),
-                reason=change.reason,
+                reason=numbered_reason(change),
                 review_id=change.review_id,
                 run_id=change.run_id,
             )
@@ -594,7 +586,7 @@ def history_rows(history: Any) -> list[HistoryRow]:
                 at=event.created_at,
                 what=what,
                 actor=actor_words(event.actor),
-                reason=event.reason,
+                reason=numbered_reason(event),
                 other_id=other,
                 review_id=event.review_id,
                 run_id=event.review.run_id if event.review is not None else None,

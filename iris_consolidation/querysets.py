@@ -7,14 +7,17 @@ distance is ``1 - cosine similarity``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection, models
-from django.db.models import Case, Count, F, Func, Q, Value, When
-from django.db.models.functions import Concat
+from django.db.models import Case, Count, ExpressionWrapper, F, FloatField, Func, Q, Value, When
+from django.db.models.functions import Cast, Coalesce, Concat, Greatest, Least, Ln, Power
 from pgvector.django import CosineDistance
 
+from . import quality
 from .choices import JobKind, JobStatus, RunStatus, protected_q
 
 if TYPE_CHECKING:
@@ -50,6 +53,37 @@ class TruthQuerySet(models.QuerySet["Truth"]):
     def missing_embedding(self, *, model_name: str) -> TruthQuerySet:
         """Truths with no embedding, or one made by another model than ``model_name``."""
         return self.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model_name))
+
+    def with_quality(self, *, now: datetime, half_life_days: float) -> TruthQuerySet:
+        """Annotate ``quality_now``: ``quality.quality`` at ``now`` computed in SQL, term by
+        term (relevance clamped, log-scaled uses, recency halving every ``half_life_days``
+        from the last use or else ``created_at``, validated), so the admin can filter by it."""
+        real = FloatField()
+        relevance = Least(Value(1.0), Greatest(Value(0.0), Cast("relevance", real)))
+        uses = Least(
+            Value(1.0),
+            ExpressionWrapper(
+                Ln(Value(1.0) + Greatest(Cast("access_count", real), Value(0.0)))
+                / Value(math.log1p(quality.ACCESS_SATURATION)),
+                output_field=real,
+            ),
+        )
+        seconds = Func(
+            Value(now) - Coalesce("last_accessed", "created_at"),
+            template="EXTRACT(EPOCH FROM %(expressions)s)",
+            output_field=real,
+        )
+        days = Greatest(Value(0.0), ExpressionWrapper(seconds / Value(86400.0), output_field=real))
+        recency = Power(Value(0.5), ExpressionWrapper(days / Value(float(half_life_days)), output_field=real))
+        validated = Case(When(validated=True, then=Value(1.0)), default=Value(0.0), output_field=real)
+        score = ExpressionWrapper(
+            Value(quality.WEIGHT_RELEVANCE) * relevance
+            + Value(quality.WEIGHT_ACCESS) * uses
+            + Value(quality.WEIGHT_RECENCY) * recency
+            + Value(quality.WEIGHT_VALIDATED) * validated,
+            output_field=real,
+        )
+        return self.annotate(quality_now=Least(Value(1.0), Greatest(Value(0.0), score)))
 
     def with_embedding(self) -> TruthQuerySet:
         return self.filter(embedding__isnull=False)

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
 from .inventory_display import checkpoint_line, human_when, window_line
 from .lineage_display import (
     ReasoningPart,
@@ -633,34 +631,32 @@ def run_summary(run: ConsolidationRun) -> RunSummary:
 
 # --- the queue: workers and jobs ---------------------------------------------
 
-NO_WORKER = "No worker seen: queued runs wait until one runs (manage.py qcluster)."
+NO_WORKER = "none seen: no qcluster reports its heartbeat, so queued runs wait until one runs (manage.py qcluster)."
+HEARTBEAT_HIDDEN = (
+    "unknown: django-q2 keeps the workers' heartbeat in a per-process cache here (Q_CLUSTER[\"cache\"] is local "
+    "memory), so no worker can be seen; give it a shared cache (the database cache, as the project's settings do)."
+)
 WAITING_FOR_WORKER = (
-    "No worker has taken or finished a job in the last {silence} s, and this run's jobs are queued. "
+    "No worker is running (no qcluster reports its heartbeat), and this run's jobs are queued. "
     "Start one with manage.py qcluster; this page stops refreshing until then."
 )
 
 
-def _ago(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s ago"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min ago"
-    return f"{seconds / 3600:.1f} h ago"
+def worker_text(overview: Any) -> str:
+    """The "Workers" row from the workers' heartbeat: each live qcluster with its state
+    (idle, working, ...), else "none seen", or "unknown" when the heartbeat cannot be read."""
+    if overview.clusters:
+        return "; ".join(
+            f"qcluster {c.cluster_id[:8]} on {c.host}: {c.workers} worker{'s' if c.workers != 1 else ''}, "
+            f"{c.status.lower()}"
+            for c in overview.clusters
+        )
+    return NO_WORKER if overview.heartbeat else HEARTBEAT_HIDDEN
 
 
 def queue_lines(overview: Any, *, now: datetime | None = None) -> list[tuple[str, str]]:
-    """The queue's state as (label, text) rows: workers, jobs, throughput; pure."""
-    now = now or timezone.now()
-    if overview.clusters:
-        workers = "; ".join(
-            f"qcluster {c.cluster_id[:8]} on {c.host}: {c.workers} worker{'s' if c.workers != 1 else ''}, {c.status}"
-            for c in overview.clusters
-        )
-    elif overview.worker_seen:
-        workers = f"a worker took or finished a job {_ago((now - overview.last_seen).total_seconds())}"
-    else:
-        last = f" (last job {_ago((now - overview.last_seen).total_seconds())})" if overview.last_seen else ""
-        workers = NO_WORKER + last
+    """The queue's state as (label, text) rows: workers (their heartbeat), jobs, throughput; pure."""
+    workers = worker_text(overview)
     jobs = overview.jobs
     return [
         ("Workers", workers),

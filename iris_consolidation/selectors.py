@@ -12,6 +12,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
+from django.core.cache.backends.dummy import DummyCache
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import (
@@ -19,7 +21,6 @@ from django.db.models import (
     Count,
     Exists,
     IntegerField,
-    Max,
     Model,
     OuterRef,
     Prefetch,
@@ -30,12 +31,14 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
+from django_q.brokers import Broker, get_broker
 from django_q.models import Schedule
 from django_q.status import Stat
 
 from .choices import WEEKLY_SCHEDULE
 from .conf import app_settings
 from .exceptions import UnknownUser
+from .llm.base import truth_names, with_truth_numbers
 from .models import (
     ClusterReview,
     ConsolidationJob,
@@ -214,6 +217,13 @@ class UndoStep:
     @property
     def source_ids(self) -> tuple[int, ...]:
         return tuple(sorted(e.source_id for e in self.events))
+
+    @property
+    def reasoning(self) -> str:
+        """The review's reasoning with truth numbers for its call's aliases ("" without a review)."""
+        if self.review is None:
+            return ""
+        return with_truth_numbers(self.review.reasoning, truth_names(self.review.snapshot))
 
     @property
     def action(self) -> str:
@@ -422,14 +432,15 @@ def get_truth_history(*, truth: Truth) -> TruthHistory:
     changes = (
         TruthChange.objects.filter(truth_id=truth.pk)
         .select_related("review", "run")
-        .defer("review__raw_response", "review__snapshot")
+        # The snapshot names a review's aliases: rows recorded with them are shown with truth numbers.
+        .defer("review__raw_response")
         .order_by("created_at", "id")
     )
     events = (
         LineageEvent.objects.filter(Q(source_id=truth.pk) | Q(result_id=truth.pk))
         .filter(source__user_id=truth.user_id, result__user_id=truth.user_id)
         .select_related("source", "result", "review")
-        .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot")
+        .defer("source__embedding", "result__embedding", "review__raw_response")
         .order_by("created_at", "id")
     )
     edits = (
@@ -497,11 +508,13 @@ def get_users_by_username(*, names: list[str]) -> tuple[list[Model], list[str]]:
 
 # --- workers and jobs: the console's queue view ------------------------------
 
-#: Seconds without a job taken or finished after which no worker counts as seen.
-WORKER_SILENCE_SECONDS = 120
-#: Seconds a queued job may wait before its run counts as waiting for a worker: a live
-#: worker polls the ORM broker every second or so, so this is generous.
+#: Seconds a queued job may wait before its run counts as waiting for a worker when the
+#: workers' heartbeat cannot be read (``heartbeat_visible``): a live worker polls the ORM
+#: broker every second or so, so this is generous. With the heartbeat visible a run
+#: waits as soon as no qcluster is alive.
 WORKER_GRACE_SECONDS = 30
+#: A qcluster's status once it stopped (django-q2's ``Conf.STOPPED``): its last heartbeat, not a live worker.
+STOPPED = "Stopped"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -519,26 +532,53 @@ class WorkerCluster:
 class QueueOverview:
     """What the workers are doing, for the run list and ``consolidation_status``.
 
-    ``clusters``: the qclusters django-q2 reports (empty when its statistics live in a
-    per-process cache, as with the ORM broker and Django's default local-memory cache);
-    ``last_seen``: the latest moment a worker took or finished one of our jobs;
-    ``jobs``: jobs of runs in progress by status (queued, running, waiting) plus failed
-    jobs of any run (what "retry failed clusters" would re-queue); ``done_last_hour``:
+    ``clusters``: the live qclusters, from the heartbeat django-q2's sentinel saves every
+    half second with a 3 s expiry (``Stat.get_all``); ``heartbeat``: whether that
+    heartbeat can be read here at all (``heartbeat_visible``: False when django-q2 keeps
+    it in a per-process cache, so no worker could ever be seen); ``jobs``: jobs of runs
+    in progress by status (queued, running, waiting) plus failed jobs of any run but a
+    cancelled one (what "retry failed clusters" would re-queue); ``done_last_hour``:
     jobs of queued runs that workers finished in the last hour (throughput; in-process
-    jobs are no worker's).
+    jobs are no worker's). No job timestamp says whether a worker is alive: a cancel
+    closes jobs too, and an idle worker touches none.
     """
 
     clusters: tuple[WorkerCluster, ...]
-    last_seen: datetime | None
-    worker_seen: bool
+    heartbeat: bool
     jobs: dict[str, int]
     done_last_hour: int
+
+    @property
+    def worker_seen(self) -> bool:
+        """Whether a live qcluster reports its heartbeat."""
+        return bool(self.clusters)
+
+    @property
+    def no_worker(self) -> bool:
+        """Whether it is known that no worker runs: the heartbeat is readable and none beats."""
+        return self.heartbeat and not self.clusters
+
+
+def heartbeat_visible() -> bool:
+    """Whether the workers' heartbeat (django-q2's cluster statistics) reaches this process.
+
+    A broker with a store of its own (Redis) shares it; the ORM broker keeps it in the
+    Django cache ``Q_CLUSTER["cache"]`` (default "default"), which reaches other
+    processes unless it is a per-process one (local memory) or none (dummy).
+    """
+    try:
+        broker = get_broker()
+    except Exception:  # a broker that cannot be built shows no heartbeat
+        return False
+    if type(broker).get_stats is not Broker.get_stats:
+        return True
+    return broker.cache is not None and not isinstance(broker.cache, (LocMemCache, DummyCache))
 
 
 def _django_q_clusters() -> tuple[WorkerCluster, ...]:
     try:
         stats = Stat.get_all()
-    except Exception:  # a broker that cannot be reached reports no cluster
+    except Exception:  # a broker or cache that cannot be reached reports no cluster
         return ()
     return tuple(
         WorkerCluster(
@@ -549,45 +589,45 @@ def _django_q_clusters() -> tuple[WorkerCluster, ...]:
             uptime_seconds=s.uptime() if s.tob else 0.0,
         )
         for s in stats
+        if str(s.status) != STOPPED
     )
 
 
 def get_queue_overview(*, now: datetime | None = None) -> QueueOverview:
-    """Workers alive, jobs waiting, running and failed, throughput (one query plus
-    django-q2's statistics); reads only."""
+    """Workers alive (their heartbeat), jobs waiting, running and failed, throughput (one
+    query plus django-q2's statistics); reads only."""
     now = now or timezone.now()
     status = ConsolidationJob.Status
     in_flight = Q(run__status__in=[ConsolidationRun.Status.PENDING, ConsolidationRun.Status.RUNNING])
-    # Jobs of a run executed in process (``--sync``, a dry run from the command) are no
-    # worker's: they must not say a worker is alive.
     by_workers = Q(run__execution=ConsolidationRun.Execution.QUEUED)
     row = ConsolidationJob.objects.aggregate(
-        started=Max("started_at", filter=by_workers),
-        finished=Max("finished_at", filter=by_workers),
         queued=Count("id", filter=in_flight & Q(status=status.QUEUED)),
         running=Count("id", filter=in_flight & Q(status=status.RUNNING)),
         waiting=Count("id", filter=in_flight & Q(status=status.WAITING)),
-        failed=Count("id", filter=Q(status=status.FAILED)),
+        # A cancelled run's jobs were closed unrun: not failures, nothing to retry.
+        failed=Count("id", filter=Q(status=status.FAILED) & ~Q(run__status=ConsolidationRun.Status.CANCELLED)),
         # Workers' throughput: in-process jobs beside "no worker seen" read as a contradiction.
         done_last_hour=Count(
             "id", filter=by_workers & Q(status=status.DONE, finished_at__gte=now - timedelta(hours=1))
         ),
     )
-    last_seen = max((t for t in (row["started"], row["finished"]) if t is not None), default=None)
-    clusters = _django_q_clusters()
-    recent = last_seen is not None and (now - last_seen).total_seconds() <= WORKER_SILENCE_SECONDS
     return QueueOverview(
-        clusters=clusters,
-        last_seen=last_seen,
-        worker_seen=bool(clusters) or recent,
+        clusters=_django_q_clusters(),
+        heartbeat=heartbeat_visible(),
         jobs={name: int(row[name]) for name in ("queued", "running", "waiting", "failed")},
         done_last_hour=int(row["done_last_hour"]),
     )
 
 
+def worker_grace_seconds(overview: QueueOverview) -> int:
+    """Seconds a queued job waits before its run counts as waiting for a worker: none when
+    the heartbeat says no worker runs, ``WORKER_GRACE_SECONDS`` when it cannot be read."""
+    return 0 if overview.heartbeat else WORKER_GRACE_SECONDS
+
+
 def is_waiting_for_worker(*, run: ConsolidationRun, overview: QueueOverview, now: datetime | None = None) -> bool:
-    """Whether ``run`` is in progress with jobs queued for more than
-    ``WORKER_GRACE_SECONDS`` while no worker has been seen (one query).
+    """Whether ``run`` is in progress with jobs queued while no worker is alive (at once
+    when the heartbeat is readable, else past ``WORKER_GRACE_SECONDS``; one query).
 
     A run in progress with no ``qcluster`` alive used to show "Running" for ever; this
     is what the run page and ``consolidation_status`` say instead.
@@ -600,10 +640,54 @@ def is_waiting_for_worker(*, run: ConsolidationRun, overview: QueueOverview, now
     return ConsolidationJob.objects.filter(
         run=run,
         status=ConsolidationJob.Status.QUEUED,
-        created_at__lte=now - timedelta(seconds=WORKER_GRACE_SECONDS),
+        created_at__lte=now - timedelta(seconds=worker_grace_seconds(overview)),
     ).exists()
 
 
+def _retryable_failed_jobs() -> QuerySet[ConsolidationJob]:
+    # A cancelled run's jobs were closed unrun (as failed, with the cancel's note): nothing to retry.
+    return ConsolidationJob.objects.filter(status=ConsolidationJob.Status.FAILED).exclude(
+        run__status=ConsolidationRun.Status.CANCELLED
+    )
+
+
 def count_failed_jobs(*, run: ConsolidationRun) -> int:
-    """Failed jobs of ``run``: what "retry failed clusters" re-queues (one query)."""
+    """Failed jobs of ``run``: what "retry failed clusters" re-queues; 0 for a cancelled run (one query)."""
+    if run.status == ConsolidationRun.Status.CANCELLED:
+        return 0
     return ConsolidationJob.objects.filter(run=run, status=ConsolidationJob.Status.FAILED).count()
+
+
+def count_failed_jobs_by_run(*, runs: list[ConsolidationRun]) -> dict[Any, int]:
+    """``{run id: failed jobs}`` for ``runs`` (``count_failed_jobs`` for each, in one query)."""
+    rows = _retryable_failed_jobs().filter(run__in=runs).values("run_id").annotate(n=Count("id")).order_by()
+    return {row["run_id"]: row["n"] for row in rows}
+
+
+def list_failure_causes(*, run: ConsolidationRun, limit: int = 3) -> list[tuple[str, int, str]]:
+    """Why ``run``'s work failed: ``(error, count, "cluster")`` of its failed reviews, the
+    commonest ``limit`` first; else ``(error, count, "job")`` of its failed jobs (a phase 1
+    that failed). Two queries at most."""
+    rows = (
+        ClusterReview.objects.filter(run=run, outcome=ClusterReview.Outcome.FAILED)
+        .exclude(error="")
+        .values("error")
+        .annotate(n=Count("id"))
+        .order_by("-n", "error")[:limit]
+    )
+    causes = [(row["error"], row["n"], "cluster") for row in rows]
+    if causes or run.status == ConsolidationRun.Status.CANCELLED:
+        return causes
+    jobs = (
+        ConsolidationJob.objects.filter(run=run, status=ConsolidationJob.Status.FAILED)
+        .exclude(error="")
+        .values("error")
+        .annotate(n=Count("id"))
+        .order_by("-n", "error")[:limit]
+    )
+    return [(row["error"], row["n"], "job") for row in jobs]
+
+
+def count_run_jobs(*, run: ConsolidationRun) -> int:
+    """Every job of ``run``, whatever its status (one query)."""
+    return ConsolidationJob.objects.filter(run=run).count()

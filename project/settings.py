@@ -125,6 +125,15 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
+    # The workers' heartbeat (django-q2's cluster statistics, saved every half second with
+    # a 3 s expiry) lives in a Django cache with the ORM broker: a shared one, so the
+    # console sees idle workers. Its table is made by `manage.py createcachetable`.
+    Q_CLUSTER["cache"] = "django_q"
+
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "django_q": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "iris_django_q_cache"},
+}
 
 # --- iris_consolidation (defaults and meaning in iris_consolidation/conf.py) ------
 _IRIS = {

@@ -142,9 +142,11 @@ def test_a_waiting_run_is_cancelled_with_its_jobs(user_factory):
     count = cancel.cancel_waiting_run(run_id=run.pk, actor="operator")
 
     run.refresh_from_db()
-    assert count == 1 and run.status == "failed" and cancel.is_cancelled(run)
-    assert "Cancelled by operator" in run.notes
+    assert count == 1 and run.status == "cancelled" and cancel.is_cancelled(run)
+    assert "Cancelled by operator at " in run.notes and "1 queued job(s) will not run" in run.notes
+    # Its jobs are closed (with the cancel's note), yet nothing of the run counts as failed.
     assert list(ConsolidationJob.objects.filter(run=run).values_list("status", flat=True)) == ["failed"]
+    assert selectors.count_failed_jobs(run=run) == 0 and selectors.get_queue_overview().jobs["failed"] == 0
 
 
 def test_a_run_a_worker_has_started_is_not_cancelled(user_factory):

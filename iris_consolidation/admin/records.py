@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .. import selectors
+from .. import lineage_display, selectors
 from ..conf import app_settings
 from ..exceptions import InvalidThreshold
 from ..lineage_display import actor_words
@@ -27,7 +27,7 @@ from .base import FramedDenialMixin, ReadOnlyAdmin, can_view_truths, change_url
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote
 #: it): personal data, shown only to staff who may also view truths.
-TRUTH_TEXT = frozenset({"truth", "content", "reason", "short_reason"})
+TRUTH_TEXT = frozenset({"truth", "content", "reason", "reason_display", "short_reason"})
 
 
 @admin.register(TruthChange)
@@ -53,9 +53,14 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     ]
     list_filter = ["action", "created_at", "actor"]
     search_fields = ["content", "reason", *user_search_fields(), "=truth__id"]
-    list_select_related = ["truth", "user"]
+    # The review's snapshot names the aliases of reasons recorded before truth numbers.
+    list_select_related = ["truth", "user", "review"]
     date_hierarchy = "created_at"
     raw_id_fields = ["truth", "user", "review", "run"]
+    readonly_fields = ["reason_display"]
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).defer("review__raw_response")
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Its own permission opens it too: the columns below keep truth text behind the truths' gate.
@@ -73,7 +78,9 @@ class TruthChangeAdmin(ReadOnlyAdmin):
         return [f for f in self.search_fields if can_view_truths(request) or f not in ("content", "reason")]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        fields = list(super().get_fields(request, obj))
+        # The reason as operators read it: truth numbers, never the judge's call-local aliases.
+        fields = [f for f in super().get_fields(request, obj) if f != "reason_display"]
+        fields = ["reason_display" if f == "reason" else f for f in fields]
         if can_view_truths(request):
             return fields
         return ["truth_number" if f == "truth" else f for f in fields if f not in TRUTH_TEXT - {"truth"}]
@@ -85,7 +92,12 @@ class TruthChangeAdmin(ReadOnlyAdmin):
 
     @admin.display(description="reason")
     def short_reason(self, obj: TruthChange) -> str:
-        return obj.reason if len(obj.reason) <= 60 else obj.reason[:57] + "..."
+        reason = lineage_display.numbered_reason(obj)
+        return reason if len(reason) <= 60 else reason[:57] + "..."
+
+    @admin.display(description="reason")
+    def reason_display(self, obj: TruthChange) -> str:
+        return lineage_display.numbered_reason(obj)
 
     @admin.display(description="truth", ordering="truth_id")
     def truth_display(self, obj: TruthChange) -> str:

@@ -23,8 +23,8 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from .. import inventory_display, run_display, selectors
-from ..exceptions import ApplyRefused, CancelRefused
+from .. import inventory_display, lineage_display, run_display, selectors
+from ..exceptions import ApplyRefused, CancelRefused, RetryRefused
 from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
 from ..services.hygiene import stages
 from ..services.operations import dry_runs
@@ -47,8 +47,22 @@ EXECUTION_LABELS = {
     ConsolidationRun.Execution.IN_PROCESS: "Real run (in process)",
 }
 CANCELLED = "Run {run} cancelled: its {count} queued job(s) will not run; nothing was applied."
+CANCEL_TITLE = "Cancel run {run}?"
+CANCEL_LINES = (
+    "No worker has taken any of this run's {count} queued job(s). Cancelling closes them unrun: the run ends "
+    "\u201ccancelled\u201d, nothing is applied, and it cannot be retried (start a new run instead).",
+    "The cancel is written to the run's history with your name and the time.",
+)
+RETRY_TITLE = "Retry the failed clusters of run {run}?"
+RETRY_LINES = (
+    "This re-queues the run's {count} failed job(s). Each cluster is judged again on its members as they are "
+    "now (re-read, re-validated, freshness re-checked when written); with an LLM judge that means new model calls.",
+    "The retry is written to the run's history with your name and the time.",
+)
+RETRY_MANY_TITLE = "Retry the failed clusters of {count} run(s)?"
+RETRY_MANY_LINE = "{failed} failed job(s)"
 NO_WORKER_QUEUED = (
-    "No worker has been seen in the last {minutes} minutes: the queued run waits until one runs "
+    "No worker is running (no qcluster reports its heartbeat): the queued run waits until one runs "
     "(manage.py qcluster). A waiting run can be cancelled from its page."
 )
 RETRIED = "Run {run}: re-queued {count} failed job(s); each cluster is judged again on its members as they are now."
@@ -98,10 +112,9 @@ def _readable_stage_report(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def no_worker_warning() -> str:
-    """``NO_WORKER_QUEUED`` when no worker has been seen lately (``selectors.get_queue_overview``), else ""."""
-    if selectors.get_queue_overview().worker_seen:
-        return ""
-    return NO_WORKER_QUEUED.format(minutes=max(1, round(selectors.WORKER_SILENCE_SECONDS / 60)))
+    """``NO_WORKER_QUEUED`` when the workers' heartbeat says none runs (``selectors.get_queue_overview``),
+    else "" (a live worker, idle or busy, or a heartbeat that cannot be read)."""
+    return NO_WORKER_QUEUED if selectors.get_queue_overview().no_worker else ""
 
 
 def warn_if_no_worker(model_admin: Any, request: HttpRequest) -> None:
@@ -191,12 +204,13 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
         runs = super().get_queryset(request).select_related("user_filter", "source_run")
         overview = getattr(request, "iris_queue", None)
         if overview is not None and not overview.worker_seen:
-            # No worker seen: a run in progress with a job queued past the grace period waits for one.
+            # No worker alive: a run in progress with a job queued (past the grace, if the
+            # heartbeat cannot be read) waits for one.
             stuck = ConsolidationJob.objects.filter(
                 run=OuterRef("pk"),
                 run__execution=ConsolidationRun.Execution.QUEUED,
                 status=ConsolidationJob.Status.QUEUED,
-                created_at__lte=timezone.now() - timedelta(seconds=selectors.WORKER_GRACE_SECONDS),
+                created_at__lte=timezone.now() - timedelta(seconds=selectors.worker_grace_seconds(overview)),
             )
             runs = runs.annotate(waiting_for_worker=Exists(stuck))
         return runs
@@ -249,8 +263,6 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
             ConsolidationRun.Status.RUNNING,
         ):
             return format_html('<span class="iris-badge iris-badge-stale">{}</span>', "waiting for a worker")
-        if cancel.is_cancelled(obj):
-            return "Cancelled"
         return obj.get_status_display()
 
     @admin.display(description="LLM", ordering="tokens")
@@ -337,19 +349,21 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
                 run=obj, overview=selectors.get_queue_overview()
             )
             obj.waiting_for_worker = waiting  # type: ignore[attr-defined]  # read by status_display
+            failing = obj.failed or obj.status in (ConsolidationRun.Status.FAILED, ConsolidationRun.Status.PARTIAL)
             status = "waiting for a worker" if waiting else ("cancelled" if cancel.is_cancelled(obj) else "")
             if status:
                 kind = "Dry run" if obj.dry_run else "Real run"
                 context["subtitle"] = f"Run {str(obj.pk)[:8]} ({kind}, {status})"
             context.update(
                 can_cancel=waiting and can_change_truths(request),
+                # The run's notes, one event a line: the cancel and retries with who and when among them.
+                history=[line.strip() for line in (obj.notes or "").splitlines() if line.strip()],
+                failure_causes=selectors.list_failure_causes(run=obj) if failing else [],
                 run=obj,
                 summary=run_display.run_summary(obj),
                 outcome_table=run_display.outcome_counts(obj),
                 progress=progress,
-                waiting_for_worker=(
-                    run_display.WAITING_FOR_WORKER.format(silence=selectors.WORKER_SILENCE_SECONDS) if waiting else ""
-                ),
+                waiting_for_worker=(run_display.WAITING_FOR_WORKER if waiting else ""),
                 refresh_seconds=REFRESH_SECONDS,
                 review_page=page,
                 outcome=outcome,
@@ -381,24 +395,80 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
         return can_change_truths(request)
 
     def _retry(self, request: HttpRequest, run: ConsolidationRun) -> None:
-        """Re-queue ``run``'s failed jobs through ``recovery.retry_failed`` (as ``retry_consolidation``)."""
+        """Re-queue ``run``'s failed jobs through ``recovery.retry_failed`` (as ``retry_consolidation``),
+        which writes the retry to the run's history."""
         short = str(run.pk)[:8]
         if not run.on_workers:
             self.message_user(request, RETRY_NOT_QUEUED.format(run=short, mode=run.kind_label), messages.ERROR)
             return
-        count = recovery.retry_failed(run.pk)
+        try:
+            count = recovery.retry_failed(run.pk, actor=request.user.get_username())
+        except RetryRefused as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
         if count:
             self.message_user(request, RETRIED.format(run=short, count=count), messages.SUCCESS)
+            warn_if_no_worker(self, request)
         else:
             self.message_user(request, NOTHING_TO_RETRY.format(run=short), messages.WARNING)
 
+    def _confirmation(self, request: HttpRequest, obj: ConsolidationRun | None, **extra: Any) -> TemplateResponse:
+        """The confirmation page of a cancel or a retry (``run_action_confirmation.html``)."""
+        if obj is not None:
+            context = object_page(self, request, obj, **extra)
+        else:
+            request.current_app = self.admin_site.name
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "subtitle": None,
+                "module_name": str(self.opts.verbose_name_plural).capitalize(),
+                **extra,
+            }
+        return TemplateResponse(request, template_list(self.opts, "run_action_confirmation.html"), context)
+
+    def _retry_refusal(self, run: ConsolidationRun, failed: int) -> str:
+        """Why ``run`` cannot be retried ("" when it can), in the words ``_retry`` reports."""
+        short = str(run.pk)[:8]
+        if cancel.is_cancelled(run):
+            return recovery.CANCELLED_NOT_RETRIED.format(run=short)
+        if not run.on_workers:
+            return RETRY_NOT_QUEUED.format(run=short, mode=run.kind_label)
+        return "" if failed else NOTHING_TO_RETRY.format(run=short)
+
     @admin.action(description="Retry the failed clusters of the selected runs", permissions=["retry"])
-    def retry_failed_clusters(self, request: HttpRequest, queryset: QuerySet[ConsolidationRun]) -> None:
-        for run in queryset.order_by("created_at"):
-            self._retry(request, run)
+    def retry_failed_clusters(
+        self, request: HttpRequest, queryset: QuerySet[ConsolidationRun]
+    ) -> TemplateResponse | None:
+        """Ask first (a page listing each run and what a retry does to it), then retry on "post"."""
+        runs = list(queryset.order_by("created_at"))
+        if request.POST.get("post") == "yes":
+            for run in runs:
+                self._retry(request, run)
+            return None
+        failed = selectors.count_failed_jobs_by_run(runs=runs)
+        rows = [
+            (
+                run,
+                self._retry_refusal(run, failed.get(run.pk, 0)) or RETRY_MANY_LINE.format(failed=failed.get(run.pk, 0)),
+            )
+            for run in runs
+        ]
+        retryable = [run for run in runs if not self._retry_refusal(run, failed.get(run.pk, 0))]
+        return self._confirmation(
+            request,
+            None,
+            title=RETRY_MANY_TITLE.format(count=len(retryable)),
+            step="Retry",
+            lines=[RETRY_LINES[0].format(count=sum(failed.get(r.pk, 0) for r in retryable)), RETRY_LINES[1]],
+            runs=rows,
+            confirm_label="Yes, retry them" if retryable else "",
+            hidden=[("action", "retry_failed_clusters"), ("post", "yes")]
+            + [(admin.helpers.ACTION_CHECKBOX_NAME, str(run.pk)) for run in runs],
+        )
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """POST: re-queue the run's failed clusters, then back to its page (GET only redirects)."""
+        """Confirm (GET) or re-queue (POST) the run's failed clusters; needs the change permission on truths."""
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
             return missing_object(self, request, object_id)
@@ -406,13 +476,23 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
             raise PermissionDenied
         if request.method == "POST":
             self._retry(request, obj)
-        return HttpResponseRedirect(change_url(obj))
+            return HttpResponseRedirect(change_url(obj))
+        failed = selectors.count_failed_jobs(run=obj)
+        refusal = self._retry_refusal(obj, failed)
+        return self._confirmation(
+            request,
+            obj,
+            title=RETRY_TITLE.format(run=str(obj.pk)[:8]),
+            step="Retry",
+            lines=[refusal] if refusal else [RETRY_LINES[0].format(count=failed), RETRY_LINES[1]],
+            confirm_label="" if refusal else "Yes, retry the failed clusters",
+        )
 
     # --- cancelling a run that waits for a worker ------------------------------------
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """POST: cancel a queued run no worker has started (``cancel.cancel_waiting_run``),
-        then back to its page; needs the change permission on truths (GET only redirects)."""
+        """Confirm (GET) or cancel (POST) a queued run no worker has started
+        (``cancel.cancel_waiting_run``); needs the change permission on truths."""
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
             return missing_object(self, request, object_id)
@@ -425,7 +505,18 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
                 self.message_user(request, str(exc), messages.ERROR)
             else:
                 self.message_user(request, CANCELLED.format(run=str(obj.pk)[:8], count=count), messages.SUCCESS)
-        return HttpResponseRedirect(change_url(obj))
+            return HttpResponseRedirect(change_url(obj))
+        refusal = cancel.cancel_refusal(obj)
+        return self._confirmation(
+            request,
+            obj,
+            title=CANCEL_TITLE.format(run=str(obj.pk)[:8]),
+            step="Cancel",
+            lines=[refusal]
+            if refusal
+            else [CANCEL_LINES[0].format(count=selectors.count_run_jobs(run=obj)), CANCEL_LINES[1]],
+            confirm_label="" if refusal else "Yes, cancel this run",
+        )
 
     # --- applying a dry run ---------------------------------------------------------
 
@@ -615,6 +706,7 @@ class LineageEventAdmin(ReadOnlyAdmin):
     list_filter = ["action"]
     list_select_related = ["source", "result", "review"]
     search_fields = ["reason", "actor"]
+    readonly_fields = ["reason_display"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[LineageEvent]:
         return (
@@ -622,3 +714,12 @@ class LineageEventAdmin(ReadOnlyAdmin):
             .get_queryset(request)
             .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot")
         )
+
+    def get_fields(self, request: HttpRequest, obj: LineageEvent | None = None) -> list[str]:
+        # The reason as operators read it: truth numbers, never the judge's call-local aliases.
+        fields = [f for f in super().get_fields(request, obj) if f != "reason_display"]
+        return ["reason_display" if f == "reason" else f for f in fields]
+
+    @admin.display(description="reason")
+    def reason_display(self, obj: LineageEvent) -> str:
+        return lineage_display.numbered_reason(obj)

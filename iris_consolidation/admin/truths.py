@@ -20,6 +20,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from .. import lineage_display, selectors, tasks
+from ..conf import app_settings
 from ..exceptions import InvalidInput
 from ..llm import get_judge_client
 from ..models import EMBEDDING_DIMENSIONS, ConsolidationRun, Truth
@@ -130,11 +131,10 @@ class UserFilter(admin.SimpleListFilter):
         return queryset.filter(**{selectors.user_name_lookup(): name})
 
 
-class ScoreFilter(admin.SimpleListFilter):
-    """Distillation score in quarters."""
+class BandFilter(admin.SimpleListFilter):
+    """A 0..1 value of truths in quarters (``field``, a column or an annotation)."""
 
-    title = "score"
-    parameter_name = "score"
+    field = "score"
     RANGES = {"0": (None, 0.25), "1": (0.25, 0.5), "2": (0.5, 0.75), "3": (0.75, None)}
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -143,12 +143,43 @@ class ScoreFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
         if self.value() not in self.RANGES:
             return queryset
+        queryset = self.prepare(queryset)
         low, high = self.RANGES[self.value()]
         if low is not None:
-            queryset = queryset.filter(score__gte=low)
+            queryset = queryset.filter(**{f"{self.field}__gte": low})
         if high is not None:
-            queryset = queryset.filter(score__lt=high)
+            queryset = queryset.filter(**{f"{self.field}__lt": high})
         return queryset
+
+    def prepare(self, queryset: Any) -> Any:
+        """The queryset with ``field`` on it (a column needs nothing)."""
+        return queryset
+
+
+class ScoreFilter(BandFilter):
+    """Distillation score in quarters."""
+
+    title = "score"
+    parameter_name = "score"
+
+
+class RelevanceFilter(BandFilter):
+    """Relevance (lowered by decay, raised by merges) in quarters: the hygiene findings per truth."""
+
+    title = "relevance"
+    parameter_name = "relevance"
+    field = "relevance"
+
+
+class QualityFilter(BandFilter):
+    """Composite quality now (``quality.py``, computed in SQL by ``with_quality``) in quarters."""
+
+    title = "quality"
+    parameter_name = "quality"
+    field = "quality_now"
+
+    def prepare(self, queryset: Any) -> Any:
+        return queryset.with_quality(now=timezone.now(), half_life_days=float(app_settings.HALF_LIFE_DAYS))
 
 
 @admin.register(Truth)
@@ -180,6 +211,8 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
         "pinned",
         "generation",
         ScoreFilter,
+        RelevanceFilter,
+        QualityFilter,
         "kind",
         "created_at",
     ]
@@ -257,8 +290,7 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
 
     def get_readonly_fields(self, request: HttpRequest, obj: Truth | None = None) -> list[str]:
         if obj is None:
-            return ["embedding_status", *self.HYGIENE_FIELDS, "retired_at", "retired_reason", "superseded_by",
-                    "made_at", "updated_at"]
+            return []  # the add page shows only what an operator writes (ADD_FIELDSETS)
         if obj.retired_at is not None:
             # A retired truth is history: shown, never edited.
             return ["user", "content", "kind", "pinned", "score", "source", *self.HISTORY_FIELDS]
@@ -267,9 +299,14 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
             return ["user", "content", "content_note", *self.HISTORY_FIELDS]
         return ["user", *self.HISTORY_FIELDS]
 
+    #: The add page: what an operator writes; the rest is the pipeline's bookkeeping, shown once saved.
+    ADD_FIELDSETS = [(None, {"fields": ["user", "content", "kind", "pinned", "score", "source"]})]
+
     def get_fieldsets(self, request: HttpRequest, obj: Truth | None = None) -> Any:
+        if obj is None:
+            return self.ADD_FIELDSETS
         fieldsets = super().get_fieldsets(request, obj)
-        if obj is None or obj.generation == 0 or obj.retired_at is not None:
+        if obj.generation == 0 or obj.retired_at is not None:
             return fieldsets
         (name, options), *rest = fieldsets
         fields = list(options["fields"])
@@ -284,7 +321,11 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
         return False  # nothing is ever deleted: consolidation retires
 
     def save_model(self, request: HttpRequest, obj: Truth, form: Any, change: bool) -> None:
-        if change and "content" in form.changed_data:
+        if not change:
+            # A truth written by hand is audited like any other creation.
+            curation.add_truth(truth=obj, actor=request.user.get_username())
+            return
+        if "content" in form.changed_data:
             # The old vector describes the old text; the next run embeds the new one.
             obj.embedding = None
             obj.embedding_model = ""

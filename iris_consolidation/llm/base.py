@@ -7,10 +7,28 @@ actions over aliases; members named in no action are kept.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
+
+#: A judge's alias (``t1``, ``'t4'``, ``"t12"``) as a word of a reason or reasoning.
+ALIAS = re.compile(r"""(['"]?)\b(t\d+)\b\1""")
+
+
+def truth_names(snapshot: Sequence[Mapping[str, Any]] | None) -> dict[str, str]:
+    """``{"t1": "#12", ...}`` from a review's member snapshot (the aliases of its call)."""
+    return {str(row["alias"]): f"#{row['id']}" for row in snapshot or () if "alias" in row and "id" in row}
+
+
+def with_truth_numbers(text: str, names: Mapping[str, str]) -> str:
+    """``text`` with each alias of ``names`` (quoted or not) replaced by its truth number
+    (``#12``): an alias is valid for one call, so nothing an operator reads keeps one.
+    Words that are not the call's aliases are left alone."""
+    if not text or not names:
+        return text
+    return ALIAS.sub(lambda m: names.get(m.group(2), m.group(0)), text)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -66,6 +66,32 @@ def _check_environment(model: str, api_base: str | None) -> None:
         raise JudgeMisconfigured(MISSING_KEY.format(model=model, keys=", ".join(missing)))
 
 
+#: Exceptions under which litellm hides that the server was never reached (a refused
+#: connection arrives as litellm's InternalServerError 500 over openai's APIConnectionError).
+_NOT_REACHED = ("APIConnectionError", "ConnectError", "ConnectTimeout")
+
+
+def failure_cause(exc: BaseException) -> str:
+    """What went wrong with a model call, in a few words an operator can act on: the root
+    of the exception chain ("could not be reached: connection refused", "timed out"),
+    else the error's class and HTTP status ("InternalServerError (HTTP 500)"). Never the
+    request, so never a key."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and link not in chain and len(chain) < 12:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    root = chain[-1]
+    if isinstance(root, OSError) and root.strerror:
+        return f"could not be reached: {root.strerror.lower()}"
+    if any(type(e).__name__ in _NOT_REACHED for e in chain):
+        return f"could not be reached: {type(root).__name__}"
+    if any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain):
+        return "timed out"
+    status = getattr(exc, "status_code", None)
+    return f"{type(exc).__name__} (HTTP {status})" if status else type(exc).__name__
+
+
 def _retry_after(exc: Exception) -> float | None:
     """Seconds to wait from a 429's ``retry-after`` or provider reset headers, if any."""
     response = getattr(exc, "response", None)
@@ -232,13 +258,13 @@ class LiteLLMJudge:
         except litellm.RateLimitError as exc:
             raise JudgeRateLimited(f"Rate limited by {model}: {exc}", retry_after=_retry_after(exc)) from exc
         except (litellm.Timeout, litellm.APIConnectionError) as exc:
-            raise JudgeUnavailable(f"{model} did not answer: {type(exc).__name__}") from exc
+            raise JudgeUnavailable(f"{model} did not answer: {failure_cause(exc)}") from exc
         except litellm.AuthenticationError as exc:
             raise JudgeUnavailable(f"{model} refused the credentials (authentication error).") from exc
         except litellm.exceptions.APIError as exc:  # 500s, bad gateway, ...
-            raise JudgeUnavailable(f"{model} failed: {type(exc).__name__}") from exc
+            raise JudgeUnavailable(f"{model} failed: {failure_cause(exc)}") from exc
         except openai.OpenAIError as exc:  # every other status litellm maps (500, 400, ...)
-            raise JudgeUnavailable(f"{model} failed: {type(exc).__name__}") from exc
+            raise JudgeUnavailable(f"{model} failed: {failure_cause(exc)}") from exc
 
     def _ask(
         self, messages: list[dict[str, Any]], parse: Callable[[str], T], *, what: str, model: str | None = None

@@ -277,11 +277,13 @@ def test_queued_run_with_no_worker_says_it_is_waiting_for_one(admin_client, user
     html = admin_client.get(run_url(run)).content.decode()
 
     assert "Waiting for a worker." in html
-    assert escape(run_display.WAITING_FOR_WORKER.format(silence=selectors.WORKER_SILENCE_SECONDS)) in html
+    assert escape(run_display.WAITING_FOR_WORKER) in html
     assert 'http-equiv="refresh"' not in html  # no endless refreshing
 
 
-def test_queued_run_is_not_waiting_when_a_worker_took_a_job_recently(admin_client, user_factory):
+def test_a_job_a_worker_took_recently_does_not_make_a_worker_alive(admin_client, user_factory):
+    """Job timestamps say nothing of a worker now (a cancel closes jobs too; a --sync run's
+    are no worker's): only the workers' heartbeat does, and none beats here."""
     from django.utils import timezone
 
     from iris_consolidation.models import ConsolidationJob
@@ -290,42 +292,31 @@ def test_queued_run_is_not_waiting_when_a_worker_took_a_job_recently(admin_clien
     run = waiting_run(user, minutes=5)
     other = lb.new_run(execution="queued", user_id=user.pk)
     ConsolidationJob.objects.create(
-        run=other, kind="user", key="user:x", user=user, status="done", started_at=timezone.now()
-    )
-
-    html = admin_client.get(run_url(run)).content.decode()
-
-    assert "Waiting for a worker." not in html
-    assert 'http-equiv="refresh"' in html
-
-
-def test_a_sync_runs_jobs_do_not_count_as_a_worker_seen(admin_client, user_factory):
-    """A fresh user's trial: with no qcluster running, consolidation_status said "a worker
-    took or finished a job 31 s ago" after a --sync run, and a waiting run looked served."""
-    from django.utils import timezone
-
-    from iris_consolidation.models import ConsolidationJob
-
-    user = user_factory("alice")
-    run = waiting_run(user, minutes=5)
-    in_process = lb.new_run(user_id=user.pk)
-    in_process.execution = "in_process"
-    in_process.save(update_fields=["execution"])
-    ConsolidationJob.objects.create(
-        run=in_process, kind="user", key="user:x", user=user, status="done", started_at=timezone.now(),
+        run=other, kind="user", key="user:x", user=user, status="done", started_at=timezone.now(),
         finished_at=timezone.now(),
     )
 
     overview = selectors.get_queue_overview()
 
-    assert overview.last_seen is None and not overview.worker_seen
+    assert overview.heartbeat and not overview.worker_seen and overview.no_worker
     assert "Waiting for a worker." in admin_client.get(run_url(run)).content.decode()
 
 
-def test_a_run_just_queued_is_not_yet_waiting_for_a_worker(user_factory):
+def test_a_run_just_queued_waits_for_a_worker_at_once_when_no_heartbeat_beats(user_factory):
     run = waiting_run(user_factory("alice"), minutes=0)
 
-    assert not selectors.is_waiting_for_worker(run=run, overview=selectors.get_queue_overview())
+    assert selectors.is_waiting_for_worker(run=run, overview=selectors.get_queue_overview())
+
+
+def test_a_run_just_queued_is_given_a_grace_when_the_heartbeat_cannot_be_read(user_factory, monkeypatch):
+    run = waiting_run(user_factory("alice"), minutes=0)
+    monkeypatch.setattr(selectors, "heartbeat_visible", lambda: False)
+
+    overview = selectors.get_queue_overview()
+
+    assert not overview.heartbeat and not overview.no_worker
+    assert not selectors.is_waiting_for_worker(run=run, overview=overview)
+    assert run_display.HEARTBEAT_HIDDEN in dict(run_display.queue_lines(overview))["Workers"]
 
 
 def test_run_list_shows_workers_jobs_and_throughput(admin_client, user_factory):
@@ -346,7 +337,7 @@ def test_run_list_shows_workers_jobs_and_throughput(admin_client, user_factory):
 
     assert "1 queued, 0 running, 0 waiting (rate limited), 1 failed" in html
     assert "3 jobs done in the last hour" in html
-    assert "a worker took or finished a job" in html
+    assert escape(run_display.NO_WORKER) in html and "took or finished a job" not in html
 
 
 # --- retrying failed clusters from the admin ------------------------------------------------
@@ -376,7 +367,8 @@ def test_retry_action_on_the_run_list_requeues_failed_clusters(
 ):
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client.post(
-            RUNS, {"action": "retry_failed_clusters", "_selected_action": [str(failed_run.pk)]}, follow=True
+            RUNS, {"action": "retry_failed_clusters", "_selected_action": [str(failed_run.pk)], "post": "yes"},
+            follow=True,
         )
 
     failed_run.refresh_from_db()

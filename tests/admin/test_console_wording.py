@@ -84,7 +84,7 @@ def test_a_waiting_run_page_says_so_in_its_title_and_cancels(admin_client, user_
     assert f"<title>Run {str(run.pk)[:8]} (Real run, waiting for a worker)" in page
     assert "Cancel this run" in page
     run.refresh_from_db()
-    assert response.status_code == 302 and run.status == "failed"
+    assert response.status_code == 302 and run.status == "cancelled"
     after = admin_client.get(page_url).content.decode()
     assert "(Real run, cancelled)" in after and "Cancel this run" not in after
 

@@ -183,8 +183,8 @@ def test_queue_dry_run_creates_one_preview_run_per_user_of_the_selection(
     ]
     message, *warnings = _messages(response)
     assert message.startswith("Queued a dry run for 2 user(s): ")
-    # The tests' queue runs jobs in this process, and no worker was seen before: the warning says so.
-    assert warnings == [run_admin.NO_WORKER_QUEUED.format(minutes=2)]
+    # The tests' queue runs jobs in this process, and no worker's heartbeat beats: the warning says so.
+    assert warnings == [run_admin.NO_WORKER_QUEUED]
     for run in runs:
         assert reverse("admin:iris_consolidation_consolidationrun_change", args=[run.pk]) in message
         assert run.merged == 1  # the sync queue of the tests ran it
@@ -249,3 +249,80 @@ def test_list_query_count_does_not_grow_with_rows(admin_client, user_factory):
     assert len(_ids(response)) == 100
     assert len(many) == len(few)
     assert len(many) <= 12
+
+
+# --- relevance and quality bands; adding a truth by hand ------------------------------------
+
+
+def _hygiene_truths(truth_factory):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    return {
+        # relevance 0.1, never used, stated a year ago: quality about 0.05
+        "faded": truth_factory("Faded one", relevance=0.1, created_at=now - timedelta(days=365)),
+        # relevance 0.6, used 3 times a day ago: about 0.27 + 0.09 + 0.15
+        "used": truth_factory("Used one", relevance=0.6, access_count=3, last_accessed=now - timedelta(days=1)),
+        # relevance 1, used 200 times just now, validated: 1.0
+        "best": truth_factory("Best one", relevance=1.0, access_count=200, last_accessed=now, validated=True),
+    }
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"relevance": "0"}, {"faded"}),
+        ({"relevance": "2"}, {"used"}),
+        ({"relevance": "3"}, {"best"}),
+        ({"quality": "0"}, {"faded"}),
+        ({"quality": "2"}, {"used"}),
+        ({"quality": "3"}, {"best"}),
+        ({"quality": "1"}, set()),
+    ],
+)
+def test_the_list_filters_by_relevance_and_quality_band(admin_client, truth_factory, params, expected):
+    made = _hygiene_truths(truth_factory)
+
+    response = admin_client.get(CHANGELIST, params)
+
+    assert _ids(response) == {made[name].pk for name in expected}
+    assert f"?{next(iter(params))}=" in response.content.decode()  # the filter is offered in the sidebar
+
+
+def test_the_quality_filter_computes_in_sql_what_quality_of_computes(truth_factory):
+    from django.utils import timezone
+
+    from iris_consolidation.conf import app_settings
+    from iris_consolidation.quality import quality_of
+
+    made = _hygiene_truths(truth_factory)
+    now = timezone.now()
+
+    rows = Truth.all_objects.with_quality(now=now, half_life_days=float(app_settings.HALF_LIFE_DAYS))
+
+    by_id = {t.pk: t.quality_now for t in rows.filter(pk__in=[t.pk for t in made.values()])}
+    for truth in made.values():
+        assert by_id[truth.pk] == pytest.approx(quality_of(truth, now=now), abs=1e-6)
+    assert len({round(q, 2) for q in by_id.values()}) == 3
+
+
+def test_add_truth_page_works_and_audits_the_creation(admin_client, user_factory):
+    from iris_consolidation.models import TruthChange
+
+    alice = user_factory("alice")
+    add = reverse("admin:iris_consolidation_truth_add")
+
+    page = admin_client.get(add)
+    response = admin_client.post(
+        add, {"user": alice.pk, "content": "Keeps bees", "kind": "fact", "score": "0.5", "source": ""}
+    )
+
+    assert page.status_code == 200 and 'name="content"' in page.content.decode()
+    assert response.status_code == 302, response.content.decode()[:2000]
+    truth = Truth.objects.get(content="Keeps bees")
+    assert (truth.user, truth.score, truth.embedding) == (alice, 0.5, None)
+    change = TruthChange.objects.get(truth=truth)
+    assert (change.action, change.actor) == ("created", "admin")
+    assert admin_client.get(reverse("admin:iris_consolidation_truth_change", args=[truth.pk])).status_code == 200

@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from iris_consolidation.admin import undo as undo_admin
 from iris_consolidation.admin.base import MISSING_OBJECT
+from iris_consolidation.llm.base import truth_names
 from iris_consolidation.models import LineageEvent, RetiredReason, Truth
 from iris_consolidation.services.operations import undo
 from tests import lineage_builder as lb
@@ -31,7 +32,12 @@ def test_confirmation_lists_what_comes_back_and_what_is_retired(admin_client, tw
     assert undo_admin.TITLE_TRUTH.format(pk=abc.pk) in html
     assert f"Truth #{abc.pk} will be <strong>retired</strong>" in html
     assert ab.content in html and c.content in html
-    assert "t1 is already a merge; t2 adds nothing new about Tomas, so they merge." in html
+    # The judge's reasoning with truth numbers for its call's labels (t1, t2 name nothing outside the call).
+    review = LineageEvent.objects.filter(result=abc).first().review
+    names = truth_names(review.snapshot)
+    assert set(names.values()) == {f"#{ab.pk}", f"#{c.pk}"}
+    reasoning = f"{names['t1']} is already a merge; {names['t2']} adds nothing new about Tomas, so they merge."
+    assert reasoning in html and "t1 is already" not in html
     assert Truth.all_objects.get(pk=abc.pk).retired_at is None  # GET writes nothing
 
 

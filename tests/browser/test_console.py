@@ -247,7 +247,7 @@ def test_a_queued_run_with_no_worker_says_so(logged_in, live_server, user_factor
     page.screenshot(path=str(artifacts / "console-run-no-worker.png"), full_page=True)
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/")
-    expect(page.locator(".iris-queue")).to_contain_text("No worker seen")
+    expect(page.locator(".iris-queue")).to_contain_text("none seen")
     expect(page.locator(".iris-queue")).to_contain_text("1 queued, 0 running")
     expect(page.locator("#result_list td.field-status_display")).to_have_text("waiting for a worker")
     page.screenshot(path=str(artifacts / "console-run-list-no-worker.png"), full_page=True)

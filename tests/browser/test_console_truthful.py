@@ -145,11 +145,15 @@ def test_a_waiting_run_is_cancelled_from_its_page(logged_in, live_server, user_f
     assert "waiting for a worker" in page.title() and "Running" not in page.title()
     expect(page.locator(".iris-no-worker")).to_contain_text("Or cancel it")
     page.screenshot(path=str(artifacts / "truthful-waiting-run.png"), full_page=True)
-    page.get_by_role("button", name="Cancel this run").click()
+    page.get_by_role("link", name="Cancel this run…").click()
+    expect(page.locator("#content-main")).to_contain_text("Cancelling closes them unrun")
+    assert ConsolidationJob.objects.get(run=run).status == "queued"  # asking changed nothing
+    page.get_by_role("button", name="Yes, cancel this run").click()
 
     expect(page.locator(".messagelist")).to_contain_text("cancelled: its 1 queued job(s) will not run")
     expect(page.locator(".fieldBox.field-status_display .readonly")).to_have_text("Cancelled")
-    expect(page.get_by_role("button", name="Cancel this run")).to_have_count(0)
+    expect(page.locator(".iris-run-history")).to_contain_text("Cancelled by ")
+    expect(page.get_by_role("link", name="Cancel this run…")).to_have_count(0)
     assert ConsolidationJob.objects.get(run=run).status == "failed"
 
 

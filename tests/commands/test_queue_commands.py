@@ -9,6 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django_q.models import Schedule
 
+from iris_consolidation import run_display
 from iris_consolidation.management.commands.consolidation_status import Command as Status
 from iris_consolidation.management.commands.retry_consolidation import Command as Retry
 from iris_consolidation.models import ConsolidationJob, ConsolidationRun
@@ -83,10 +84,11 @@ def test_status_shows_the_last_run_the_next_due_and_what_is_in_flight(failed_run
     assert lines[2] == Status.IN_FLIGHT.format(count=1)
     assert lines[3].endswith("jobs queued=1 running=0 waiting=0 done=0 failed=0")
     assert lines[4] == Status.FLIGHT_EMBEDDED.format(users_done=0, users=0, embedded=0)
-    assert lines[5].startswith("Workers: a worker took or finished a job")  # the failed run's jobs ran here
+    # The failed run's jobs ran here, yet only a heartbeat says a worker is alive: none beats.
+    assert lines[5] == f"Workers: {run_display.NO_WORKER}"
     assert lines[6] == "Jobs: 1 queued, 0 running, 0 waiting (rate limited), 1 failed"
     assert lines[7].startswith("Throughput: ")
-    assert lines[8] == Status.BY_STATUS.format(counts="pending=0 running=1 done=0 partial=0 failed=1")
+    assert lines[8] == Status.BY_STATUS.format(counts="pending=0 running=1 done=0 partial=0 failed=1 cancelled=0")
     assert lines[9] == Status.LOCK_FREE
 
 
@@ -104,7 +106,7 @@ def test_status_says_a_run_waits_for_a_worker_when_none_is_seen(user_factory):
     out = _run("consolidation_status")
 
     assert f"  {run.pk} (command, {Status.WAITING_FOR_WORKER}) started" in out
-    assert "Workers: No worker seen: queued runs wait until one runs (manage.py qcluster)." in out
+    assert f"Workers: {run_display.NO_WORKER}" in out
 
 
 def test_status_says_when_the_weekly_run_is_overdue():

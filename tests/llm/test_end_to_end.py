@@ -126,7 +126,7 @@ def test_a_failing_judge_leaves_truths_as_they_were_and_exits_non_zero(llm_serve
     assert parse_summary(out.getvalue())["failed"] == "1"
     review = ClusterReview.objects.get()
     assert review.outcome == "failed"
-    assert review.error == JUDGE_UNAVAILABLE.format(error="openai/stub-judge failed: InternalServerError")
+    assert review.error == JUDGE_UNAVAILABLE.format(error="openai/stub-judge failed: InternalServerError (HTTP 500)")
     assert review.failure == ClusterReview.Failure.UNAVAILABLE
     # One finish rule for every run (its jobs): nothing judged is failed, as for a queued run.
     assert run.status == ConsolidationRun.Status.FAILED

@@ -79,3 +79,17 @@ def test_embedder_refuses_vectors_of_another_size(llm_server):
         embedder.embed(["Likes tea"])
 
     assert str(info.value) == WRONG_DIMENSIONS.format(model="openai/any-embedder", got=1536, expected=384)
+
+
+def test_a_refused_connection_names_its_cause_not_the_wrapper_class(llm_server, settings):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed on leaving: connecting is refused
+    settings.IRIS_CONSOLIDATION_LLM_API_BASE = f"http://127.0.0.1:{port}/v1"
+
+    with pytest.raises(JudgeUnavailable) as info:
+        get_judge_client().judge(NURSES)
+
+    assert str(info.value) == "openai/stub-judge failed: could not be reached: connection refused"

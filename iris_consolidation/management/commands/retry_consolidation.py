@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ...exceptions import RetryRefused
 from ...models import ConsolidationRun
 from ...services.queue import recovery
 
@@ -39,7 +40,10 @@ class Command(BaseCommand):
             raise CommandError(self.UNKNOWN_RUN.format(value=value))
         if not run.on_workers:
             raise CommandError(self.NOT_QUEUED.format(run_id=run.pk, mode=run.kind_label))
-        count = recovery.retry_failed(run.pk)
+        try:
+            count = recovery.retry_failed(run.pk, actor="retry_consolidation")
+        except RetryRefused as exc:
+            raise CommandError(str(exc)) from None
         if not count:
             self.stdout.write(self.NOTHING.format(run_id=run.pk))
             return

@@ -1,4 +1,4 @@
-"""Operators' direct edits of truths that are not consolidation: pinning.
+"""Operators' direct edits of truths that are not consolidation: pinning, adding a truth.
 
 A pinned truth is protected: consolidation may show it to the judge but never retires
 or rewords it (``choices.is_protected``).
@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import transaction
 from django.utils import timezone
 
 from ...models import Truth
+from ..pipeline import truth_events
+
+#: The reason of the audit row of a truth an operator added in the admin.
+ADDED_BY_HAND = "Added by hand in the admin."
 
 
 def set_pinned(*, truth_ids: Iterable[int], pinned: bool) -> int:
@@ -25,3 +30,16 @@ def set_pinned(*, truth_ids: Iterable[int], pinned: bool) -> int:
         .exclude(pinned=pinned)
         .update(pinned=pinned, updated_at=timezone.now())
     )
+
+
+def add_truth(*, truth: Truth, actor: str) -> Truth:
+    """Save the new ``truth`` an operator wrote (the admin's add page) and audit its
+    creation (``truth_events``: a ``TruthChange`` "created" by ``actor``, its signal after
+    commit). Its ``created_at`` is when the user stated it (now unless given); it has no
+    embedding yet, so the next pass embeds it. Transaction: one."""
+    with transaction.atomic():
+        truth.save()
+        truth_events.record_changes(
+            [truth_events.Change(truth=truth, action=truth_events.CREATED, reason=ADDED_BY_HAND)], actor=actor
+        )
+    return truth

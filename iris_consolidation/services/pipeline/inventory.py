@@ -24,6 +24,7 @@ from typing import Any
 
 from django.db.models import Count, Q
 
+from ...llm.base import truth_names, with_truth_numbers
 from ...models import ConsolidationRun, Truth
 from ...run_settings import allowed_user_ids
 from ..hygiene import stages
@@ -94,7 +95,8 @@ def significant_changes(run: ConsolidationRun, *, limit: int = MAX_CHANGES) -> l
                     "score": round(score, 6),
                     "content": text,
                     "sources": [m.get("content", "") for m in members],
-                    "reason": entry.get("reason", ""),
+                    # Truth numbers for the call's aliases: operators read this (run page, command).
+                    "reason": with_truth_numbers(entry.get("reason", ""), truth_names(review.snapshot)),
                     "applied": bool(review.applied),
                 }
             )

@@ -36,7 +36,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ...choices import MergeProtection, RiskPolicy
+from ...choices import MergeProtection, RiskPolicy, judge_identity
 from ...conf import app_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable, ModelCallError
 from ...llm import rules, second_look
@@ -343,7 +343,9 @@ def decide_batch(
         if len(model_request.members) < 2:
             judgements[index] = prepass_only
         elif not model_allowed:
-            judgements[index] = replace(prepass_only, failed=tuple(m.alias for m in model_request.members))
+            judgements[index] = _named_model(
+                replace(prepass_only, failed=tuple(m.alias for m in model_request.members)), client
+            )
         else:
             model_requests[index] = model_request
     states = {i: _Bisection() for i in model_requests}
@@ -364,7 +366,8 @@ def decide_batch(
         judgements.update(_deferred([i for i in pending if i not in done], states))
     except JudgeUnavailable as exc:
         left = [i for i in pending if i not in done]
-        judgements.update(_unavailable(left, exc, states, model_requests, {i: prepasses[i][2] for i in left}))
+        failed = _unavailable(left, exc, states, model_requests, {i: prepasses[i][2] for i in left})
+        judgements.update({i: _named_model(j, client) for i, j in failed.items()})
     for i in done:
         judgements[i] = _judged(
             requests[i], prepasses[i][0], prepasses[i][1], states[i], refuse_signals=policy == "refuse"
@@ -534,6 +537,15 @@ def _deferred(left: list[int], states: dict[int, _Bisection]) -> dict[int, Judge
         )
         for i in left
     }
+
+
+def _named_model(judgement: Judgement, client: JudgeClient) -> Judgement:
+    """A judgement the model failed (or was not asked) for, naming the judge's model: its
+    only verdict is the pre-pass's ("rules"), which would name the rule judge instead."""
+    model = judge_identity(getattr(client, "name", ""))[1]
+    if judgement.verdict is None or not model:
+        return judgement
+    return replace(judgement, verdict=replace(judgement.verdict, model=model))
 
 
 def _unavailable(

@@ -24,7 +24,7 @@ from django.utils import timezone
 from ... import run_settings
 from ...choices import MergeProtection
 from ...conf import app_settings
-from ...llm.base import Action, Spend, Verdict
+from ...llm.base import Action, Spend, Verdict, with_truth_numbers
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
 from ...querysets import spend_counters
 from . import bookkeeping, truth_events
@@ -289,6 +289,8 @@ def _write_action(work: _Application, action: Action, *, keeper: str | None, ret
     never reworded), the retired sources pointing at it, their lineage events. Returns
     the truth that stands for the action's members now."""
     sources = [work.current[a] for a in action.members()]
+    # The records keep truth numbers, never the call's aliases (valid for one call only).
+    why = with_truth_numbers(action.reason, {alias: f"#{row['id']}" for alias, row in work.rows.items()})
     if action.action == "merge":
         if keeper is not None:
             result = work.current[keeper]
@@ -298,7 +300,7 @@ def _write_action(work: _Application, action: Action, *, keeper: str | None, ret
         else:
             embedding = work.draft.embeddings.get(action.content.strip())
             result = _merged_truth(action, sources, embedding, work.embedding_model)
-            work.changed.append((result, "created", action.reason))
+            work.changed.append((result, "created", why))
         reason, kind = RetiredReason.MERGED, LineageEvent.Action.MERGE
     else:
         result = work.current[action.new]
@@ -306,10 +308,8 @@ def _write_action(work: _Application, action: Action, *, keeper: str | None, ret
     for alias in retiring:
         source = work.current[alias]
         _retire(source, into=result, reason=reason, now=work.now)
-        work.changed.append((source, "retired", action.reason))
-        work.events.append(
-            LineageEvent(action=kind, source=source, result=result, reason=action.reason, actor=work.actor)
-        )
+        work.changed.append((source, "retired", why))
+        work.events.append(LineageEvent(action=kind, source=source, result=result, reason=why, actor=work.actor))
     if action.action == "merge":
         for alias in action.ids:
             work.current[alias] = result

@@ -197,9 +197,13 @@ def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
     return run.status
 
 
-def fail_run(run_id: Any, *, note: str, now: datetime | None = None) -> int:
+def fail_run(
+    run_id: Any, *, note: str, now: datetime | None = None, status: str = ConsolidationRun.Status.FAILED
+) -> int:
     """Fail run ``run_id`` and its unfinished jobs with ``note`` (appended to the run's
     notes: those already there say what happened before); returns how many jobs.
+    ``status`` is the run's end: failed, or cancelled (``cancel.cancel_waiting_run``:
+    its jobs are closed as failed with the note, and its run is never retried).
 
     The one failure of a run: its process stopped (``consolidate_truths``: the embedder
     failed, Ctrl-C, a closed pipe) or its holder died (``abandon_run``). One transaction
@@ -221,10 +225,10 @@ def fail_run(run_id: Any, *, note: str, now: datetime | None = None) -> int:
             job.save()
         ConsolidationRun.objects.filter(pk=run_id).add_note(note)
         run.refresh_from_db(fields=["notes"])
-        run.status, run.finished_at = ConsolidationRun.Status.FAILED, now
+        run.status, run.finished_at = status, now
         inventory.complete(run)
         run.save(update_fields=["status", "finished_at", "inventory"])
-    logger.warning("run %s failed: %s", run_id, note)
+    logger.warning("run %s %s: %s", run_id, status, note)
     return len(active)
 
 

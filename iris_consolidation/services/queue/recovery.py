@@ -16,8 +16,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from ...exceptions import RetryRefused
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
 from . import dispatch
+from .cancel import history_time
 from .delivery import PHASE2, WORKER_LOST, count_fault, requeue_locked
 from .lifecycle import refresh_run
 
@@ -29,6 +31,15 @@ Status = ConsolidationJob.Status
 #: Seconds a queued job may be out of the broker's queue (fetched by a worker) before
 #: it is sent again, and a waiting job may stay past its time before recovery sends it.
 LOST_MESSAGE_GRACE = 30
+#: A cancelled run's refusal: its jobs were closed unrun, not failed.
+CANCELLED_NOT_RETRIED = (
+    "Run {run} was cancelled before any worker took a job: nothing of it failed, so there is nothing to retry. "
+    "Start a new run instead."
+)
+#: The line a retry adds to the run's history.
+RETRIED = (
+    "Retried by {actor} at {when}: re-queued {count} failed job(s), each judged again on its members as they are now."
+)
 
 
 def _recover_lost(job_id: int, now: datetime) -> Any:
@@ -99,19 +110,23 @@ def recover(*, broker_idle: Callable[[], bool], run_id: Any = None, now: datetim
     return result
 
 
-def retry_failed(run_id: Any, *, now: datetime | None = None) -> int:
-    """Re-queue the failed jobs of a run (``retry_consolidation``); returns how many.
+def retry_failed(run_id: Any, *, actor: str = "retry_consolidation", now: datetime | None = None) -> int:
+    """Re-queue the failed jobs of a run (``retry_consolidation``, the admin's retry);
+    returns how many, and adds ``RETRIED`` (naming ``actor``) to the run's history.
 
     Each goes to a new round: a fresh retry window and fault count, and a new review key,
     so the cluster is judged again on its members as they are now (re-read, re-validated,
     freshness re-checked at write). The failed reviews stay as history; the run's
     ``failed`` and ``clusters_done`` counters drop by them and the run is running again,
-    on the queue whoever executed it before.
+    on the queue whoever executed it before. Raises ``RetryRefused`` (and changes
+    nothing) for a cancelled run.
     """
     now = now or timezone.now()
     with transaction.atomic():
         failed = list(Job.objects.select_for_update().in_run(run_id).filter(status=Status.FAILED))
         run = ConsolidationRun.objects.select_for_update().get(pk=run_id)
+        if run.status == ConsolidationRun.Status.CANCELLED:
+            raise RetryRefused(CANCELLED_NOT_RETRIED.format(run=str(run.pk)[:8]))
         if not failed:
             return 0
         keys = [j.review_key() for j in failed if j.kind in PHASE2]
@@ -133,5 +148,8 @@ def retry_failed(run_id: Any, *, now: datetime | None = None) -> int:
         run.status = ConsolidationRun.Status.RUNNING
         run.finished_at = None
         run.save(update_fields=["failed", "clusters_done", "status", "finished_at"])
+        ConsolidationRun.objects.filter(pk=run.pk).add_note(
+            RETRIED.format(actor=actor, when=history_time(now), count=len(failed))
+        )
     logger.info("run %s: %d failed jobs re-queued", run_id, len(failed))
     return len(failed)

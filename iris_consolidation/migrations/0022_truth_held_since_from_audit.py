@@ -20,7 +20,7 @@ def held_since_from_audit(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("iris_consolidation", "0021_h37a_held_since_prune_share"),
+        ("iris_consolidation", "0021_truth_held_since_prune_share"),
     ]
 
     operations = [migrations.RunPython(held_since_from_audit, reverse_code=migrations.RunPython.noop)]
