@@ -136,18 +136,27 @@ def cost_text(run: ConsolidationRun) -> str:
     return COST_UNKNOWN if run.unpriced else f"{run.cost:.4f}"
 
 
+def judge_calls(run: ConsolidationRun) -> int:
+    """The judge's model calls (second looks included): the run's calls less those of the
+    stages around it (mining, noise, relocation, promotion; ``stage_calls``)."""
+    return max(0, run.llm_calls - run.stage_calls)
+
+
 def clusters_per_call(run: ConsolidationRun) -> float:
-    """Clusters sent to the model per model call (0.0 without calls)."""
-    return run.model_clusters / run.llm_calls if run.llm_calls else 0.0
+    """Clusters sent to the model per judge call (0.0 without one): the judge's batching,
+    whatever the stages around it asked."""
+    calls = judge_calls(run)
+    return run.model_clusters / calls if calls else 0.0
 
 
 def spend_fields(run: ConsolidationRun) -> str:
-    """``key=value`` figures of a run's judge economics for the summary line: calls,
-    clusters per call, prompt tokens not cached / cached, completion tokens, cost (USD
+    """``key=value`` figures of a run's model economics for the summary line: calls (all, then
+    the judge's and the stages'), clusters per judge call, prompt tokens not cached / cached, completion tokens, cost (USD
     or "unknown"), clusters deferred by the budget."""
     uncached = max(0, run.prompt_tokens - run.cached_tokens)
     return (
-        f"llm_calls={run.llm_calls} clusters_per_call={clusters_per_call(run):.2f} "
+        f"llm_calls={run.llm_calls} judge_calls={judge_calls(run)} stage_calls={run.stage_calls} "
+        f"clusters_per_call={clusters_per_call(run):.2f} "
         f"prompt_tokens={uncached} cached_tokens={run.cached_tokens} completion_tokens={run.completion_tokens} "
         f"cost={cost_text(run)} deferred={run.deferred}"
     )
@@ -205,6 +214,22 @@ def mining_line(item: dict[str, Any]) -> str:
     )
 
 
+def asked_line(item: dict[str, Any]) -> str:
+    """What relocation or promotion asked the model (``stages._part2_report``'s counts): so
+    that a user never asked reads differently from one whose truths were all left as they were."""
+    if item.get("extractor") == "rules":
+        return "the model was not asked: no LLM judge, the rule decided"
+    remembered = item.get("remembered", 0)
+    memory = f"; {_n(remembered, 'truth')} answered from memory (not asked again)" if remembered else ""
+    if not item.get("calls"):
+        why = "every candidate's answer is remembered" if remembered else "no candidate"
+        return f"the model was not asked: {why}{memory}"
+    return (
+        f"the model was asked about {_n(item.get('asked', 0), 'truth')} in {_n(item['calls'], 'call')} "
+        f"({item.get('users_asked', 0)} of {_n(item.get('users', 0), 'user')}){memory}"
+    )
+
+
 def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
     """One line per stage (mode, counts, seconds); at ``verbosity`` >= 2 the first examples
     of what noise and prune retired or would retire (noise: with the tier that flagged
@@ -231,6 +256,8 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
             lines.append("      " + mining_line(item))
         if stage == "promote" and item.get("skipped"):
             lines.append(f"      {item['skipped']}")
+        elif stage in ("relocate", "promote") and "asked" in item:
+            lines.append("      " + asked_line(item))
         if stage in ("mine", "relocate", "promote") and item.get("errors"):
             lines.append(f"      model errors: {len(item['errors'])} (first: {item['errors'][0]})")
         if verbosity >= 2 and stage in ("mine", "relocate", "promote"):

@@ -131,7 +131,8 @@ class UserPass:
     ``facts``: see ``PassFacts``. ``vectors``: the user's live ``(ids, unit vectors)`` if
     read with other users' (``vectors.users_vectors``), and ``seed_bound``: the
     ``(updated_at, id)`` after which truths seed (None: every consolidatable truth); the
-    arms then take their vectors and seeds from the pass, not from a query.
+    arms then take their vectors and seeds from the pass, not from a query. ``mined``:
+    truths the mine stage added in this pass.
     """
 
     run_id: Any
@@ -143,6 +144,9 @@ class UserPass:
     _rows: list[tuple[Any, ...]] | None = None
     vectors: tuple[np.ndarray, np.ndarray] | None = None
     seed_bound: tuple[datetime, int] | None = None
+    #: Truths the mine stage added in this pass (not in a delivery before): the pass counts
+    #: them with the truths it read before mining (``ConsolidationRun.truths``).
+    mined: int = 0
 
     @property
     def rows(self) -> list[tuple[Any, ...]]:
@@ -392,6 +396,8 @@ def run_mine(
     with transaction.atomic() if write else contextlib.nullcontext():
         if write:
             mining.write(run=run, user_id=user_id, result=result, embedder=embedder)
+            if shared is not None:
+                shared.mined += len(result.added)
         examined = len(result.added) + len(result.skipped)
         # New truths and their result commit together; a pass that added none may wait.
         return _record(run, user_id, "mine", mode, examined=examined, affected=len(result.added),
@@ -411,7 +417,8 @@ def run_relocate(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN)
     rows = [(r[0], r[2], r[3]) for r in shared.consolidatable()] if shared is not None else None
     decided = relocation.plan(run=run, user_id=user_id, client=client, rows=rows)
     findings: list[dict[str, Any]] = [{"errors": decided.errors, "refused": decided.refused,
-                                       "extractor": "llm" if client is not None else "rules"}]
+                                       "extractor": "llm" if client is not None else "rules",
+                                       **decided.asked_head()}]
     applied = 0
     for move in decided.moves:
         item: dict[str, Any] = {"truth_id": move.truth.pk, "content": move.truth.content, "title": move.title,
@@ -439,7 +446,8 @@ def run_promote(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) 
     result, rules = promotion.plan(run=run, user_id=user_id, client=client)
     added = promotion.append(run=run, user_id=user_id, rules=rules, result=result, write=mode == StageMode.APPLY,
                              model=getattr(client, "model", ""))
-    head = {"skipped": result.skipped, "errors": result.errors, "refused": result.refused}
+    head = {"skipped": result.skipped, "errors": result.errors, "refused": result.refused,
+            "extractor": "llm" if client is not None else "rules", **result.asked_head()}
     return _record(run, user_id, "promote", mode, examined=result.offered, affected=added,
                    applied=added if mode == StageMode.APPLY else 0, seconds=time.monotonic() - started,
                    findings=[head, *result.proposals])
@@ -621,7 +629,9 @@ def _noise_report(results: Sequence[StageResult], *, examples: int) -> dict[str,
 
 def _part2_report(stage: str, results: Sequence[StageResult], *, examples: int) -> dict[str, Any]:
     """The extra report of mine (window, sessions, added / skipped with reasons),
-    relocate and promote (errors, refused model entries, examples); none without results."""
+    relocate and promote (errors, refused model entries, examples; what the model was asked:
+    ``asked`` truths in ``calls`` calls for ``users_asked`` of ``users`` users,
+    ``remembered`` answered from memory, ``extractor`` llm or rules); none without results."""
     if not results:
         return {}
     extra: dict[str, Any] = {"examples": [], "errors": []}
@@ -639,6 +649,14 @@ def _part2_report(stage: str, results: Sequence[StageResult], *, examples: int) 
             items = [i for i in items if i.get("outcome") != "skipped"]
         if stage == "promote" and head.get("skipped"):
             extra["skipped"] = head["skipped"]
+        if stage in ("relocate", "promote"):
+            # What the model was asked (rows written before these counts carry none: 0).
+            for key in ("asked", "calls", "remembered"):
+                extra[key] = extra.get(key, 0) + int(head.get(key) or 0)
+            extra["users_asked"] = extra.get("users_asked", 0) + (1 if head.get("calls") else 0)
+            extra["users"] = extra.get("users", 0) + 1
+            if head.get("extractor"):
+                extra["extractor"] = head["extractor"] if extra.get("extractor") in (None, head["extractor"]) else "mixed"
         extra["examples"].extend(items[: max(0, examples - len(extra["examples"]))])
     if stage == "mine":
         extra.update(sessions=sessions, messages=messages, skipped_examples=skipped[:examples])

@@ -223,8 +223,8 @@ def build_user_plan(
         if not (small and offline_after):
             stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
     return finished_plan(
-        run, user_id=user_id, clusters=clusters, truths=truths, embedded=embedded, embed_seconds=embed_seconds,
-        cluster_seconds=cluster_seconds, seeds=seeds,
+        run, user_id=user_id, clusters=clusters, truths=truths + shared.mined, embedded=embedded,
+        embed_seconds=embed_seconds, cluster_seconds=cluster_seconds, seeds=seeds,
     )
 
 
