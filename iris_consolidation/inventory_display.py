@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from .models import ConsolidationRun
-from .services.pipeline.forecast import Forecast
+from .services.pipeline.forecast import STAGES, Forecast
 
 #: Position of each stage in a pass (services/hygiene/stages.py: STAGES), for display.
 STAGE_ORDER = {name: i for i, name in enumerate(("mine", "noise", "decay", "lexical", "semantic", "relocate",
@@ -88,12 +88,18 @@ FORECAST = (
     "Forecast: users={users} clusters={clusters} (verdict cache {cached}, pre-pass {prepass}, to the model "
     "{to_model}) calls={calls} at {per_call} clusters per call and ~{second_looks} second looks, "
     "prompt tokens {prompt_tokens}, completion tokens "
-    "~{completion_tokens}, cost {cost}"
+    "~{completion_tokens}{stages}; model_calls={model_calls} prompt tokens {all_prompt} completion tokens "
+    "~{all_completion}, cost {cost}"
 )
+#: One stage's part of the forecast line.
+FORECAST_STAGE = "{name} calls={calls} tokens {prompt}+~{completion}"
+#: A dry run makes its stages' calls (report mode asks the model too): they are counted, not forecast.
+STAGES_NOT_FORECAST = "; stages: made by the dry run, not forecast (see stage_calls)"
 
 
 def forecast_line(forecast: Forecast) -> str:
-    """One line: what the pass would ask of the judge, and its price (``forecast.py``)."""
+    """One line: what the pass would ask of the judge and of each stage around it, every
+    call's sum (``model_calls``) and its price (``forecast.py``)."""
     cost = forecast.cost()
     if not forecast.model:
         money = "$0 (rule judge: no model call)"
@@ -101,7 +107,18 @@ def forecast_line(forecast: Forecast) -> str:
         money = f"{NO_PRICE} ({forecast.model})"
     else:
         money = f"${cost:.4f} at {forecast.model} (litellm's price map, no prompt-cache discount)"
-    return FORECAST.format(**{**forecast.as_dict(), "cost": money})
+    if forecast.stages_forecast:
+        parts = []
+        for name in STAGES:
+            calls, prompt, completion = forecast.stage(name)
+            parts.append(FORECAST_STAGE.format(name=name, calls=calls, prompt=prompt, completion=completion))
+        stages = "; stages: " + ", ".join(parts)
+    else:
+        stages = STAGES_NOT_FORECAST if forecast.model else ""
+    prompt, completion = forecast.total_tokens()
+    return FORECAST.format(**{**forecast.as_dict(), "cost": money, "stages": stages,
+                              "model_calls": forecast.model_calls(), "all_prompt": prompt,
+                              "all_completion": completion})
 
 
 def _n(count: int, word: str) -> str:

@@ -57,7 +57,7 @@ from ...llm import get_judge_client
 from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
 from ...run_settings import run_modes
-from ..pipeline import clustering, vectors
+from ..pipeline import clustering, forecast, vectors
 from . import decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
 
 logger = logging.getLogger(__name__)
@@ -268,7 +268,11 @@ def _start(run: ConsolidationRun, user_id: int, stage: str) -> tuple[str, StageR
 def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate]], NoiseReply] | None:
     """The model's noise classification for ``run`` (``LiteLLMJudge.classify_noise``), or
     None: the run's judge asks no model (the rule judge), or the judge in the settings is
-    not the run's (a run keeps the judge it was made with)."""
+    not the run's (a run keeps the judge it was made with). While a pass is forecast: the
+    forecast's recorder (``forecast.StageRecorder``: the request is counted, not sent)."""
+    recorder = forecast.recorder()
+    if recorder is not None:
+        return recorder.classify_noise
     if run.judge_kind == ConsolidationRun.JudgeKind.RULES:
         return None
     try:
@@ -364,7 +368,11 @@ FROM_RUN: Any = object()
 
 def model_client(run: ConsolidationRun) -> Any | None:
     """The client of the part-2 stages' model calls: the LLM judge (an object with
-    ``ask_json``) when the run's judge is one, else None (offline: the rules)."""
+    ``ask_json``) when the run's judge is one, else None (offline: the rules). While a pass
+    is forecast: the forecast's recorder (``forecast.StageRecorder``), whatever the run's judge."""
+    recorder = forecast.recorder()
+    if recorder is not None:
+        return recorder
     if not run.judge_model:
         return None
     try:
