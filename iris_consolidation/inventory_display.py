@@ -213,13 +213,14 @@ def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:
 
 MINING = (
     "Mining: window {since} .. {until} ({how}); sessions {sessions}, user messages {messages}; extractor {extractor}; "
-    "added {added}, skipped {skipped}{reasons}"
+    "added {added}, skipped {skipped}{reasons}{deferred}"
 )
 
 
 def mining_line(item: dict[str, Any]) -> str:
     """One line of the mine stage's report: window, sessions analysed, added and skipped
-    (with the count of each reason); "would add" counts in report mode and dry runs."""
+    (with the count of each reason), sessions the run's budget deferred; "would add" counts
+    in report mode and dry runs."""
     window = item.get("window") or {}
     reasons = item.get("skipped_by_reason") or {}
     shown = " (" + ", ".join(f"{why}: {n}" for why, n in sorted(reasons.items())) + ")" if reasons else ""
@@ -228,7 +229,12 @@ def mining_line(item: dict[str, Any]) -> str:
         since=_when(window.get("since")), until=_when(window.get("until")), how=window.get("how", "-"),
         sessions=item.get("sessions", 0), messages=item.get("messages", 0), extractor=item.get("extractor") or "-",
         added=added, skipped=item["examined"] - item["affected"], reasons=shown,
+        deferred=f"; deferred {_n(item['deferred'], 'session')} (budget)" if item.get("deferred") else "",
     )
+
+
+#: Why a stage's work was deferred (``services/hygiene/budget.py``: each stage's ceiling).
+BUDGET_DEFERRED = "the run's budget, IRIS_CONSOLIDATION_MAX_COST_PER_RUN, reached the stage's ceiling"
 
 
 def asked_line(item: dict[str, Any]) -> str:
@@ -275,6 +281,9 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
             lines.append(f"      {item['skipped']}")
         elif stage in ("relocate", "promote") and "asked" in item:
             lines.append("      " + asked_line(item))
+        if item.get("deferred"):
+            what = "session" if stage == "mine" else "truth"
+            lines.append(f"      deferred: {_n(item['deferred'], what)} left for a later pass ({BUDGET_DEFERRED})")
         if stage in ("mine", "relocate", "promote") and item.get("errors"):
             lines.append(f"      model errors: {len(item['errors'])} (first: {item['errors'][0]})")
         if verbosity >= 2 and stage in ("mine", "relocate", "promote"):

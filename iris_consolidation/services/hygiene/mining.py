@@ -50,7 +50,7 @@ from ...llm import hygiene as prompts
 from ...models import ChatSession, ConsolidationRun, MessageRole, Origin, SessionMessage, Truth
 from ...querysets import set_hnsw_search
 from ..pipeline import truth_events
-from . import extraction
+from . import budget, extraction
 
 logger = logging.getLogger(__name__)
 
@@ -120,10 +120,13 @@ class MiningResult:
     skipped: list[Candidate] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     extractor: str = "rules"
+    #: Sessions left for a later pass: the run's budget reached mining's ceiling (``budget``).
+    deferred: list[str] = field(default_factory=list)
 
     def findings(self, *, written: bool) -> list[dict[str, Any]]:
         head = {"window": self.window.as_dict(), "sessions": self.sessions, "messages": self.messages,
-                "extractor": self.extractor, "errors": self.errors}
+                "extractor": self.extractor, "errors": self.errors, "deferred": len(self.deferred),
+                "deferred_sessions": self.deferred}
         return [head, *(c.finding(added=True, written=written) for c in self.added),
                 *(c.finding(added=False, written=written) for c in self.skipped)]
 
@@ -253,13 +256,17 @@ def find(
     model-spend counters. ``client``: an object with ``ask_json`` (the LLM judge), or
     None for the offline extractor. A session whose call fails is recorded in
     ``errors`` and skipped; once the model is unreachable or rate-limited, the user's
-    remaining sessions wait for the next pass. ``has_messages`` False: the caller knows the
+    remaining sessions wait for the next pass, and so do they once the run's budget
+    reaches mining's ceiling (``budget``; listed in ``deferred``). ``has_messages`` False: the caller knows the
     user has no session message at all, so none is read (the result of no session)."""
     window = window_of(run)
     policy = _policy()
     result = MiningResult(window=window, extractor="llm" if client is not None else "rules")
     candidates: list[Candidate] = []
     for session, messages in _sessions(user_id, window) if has_messages else ():
+        if client is not None and (result.deferred or not budget.may_call(run, "mine", client)):
+            result.deferred.append(session.external_id)  # and every later one: the budget only grows spent
+            continue
         result.sessions.append(session.external_id)
         result.messages += sum(1 for m in messages if m.role == MessageRole.USER)
         if client is None:

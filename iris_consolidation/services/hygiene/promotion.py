@@ -32,7 +32,7 @@ from ...conf import app_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
 from ...llm import hygiene as prompts
 from ...models import ConsolidationRun, LearnedRule, Truth
-from . import answers
+from . import answers, budget
 from .relocation import is_pointer
 
 logger = logging.getLogger(__name__)
@@ -72,10 +72,12 @@ class PromotionResult:
     asked: int = 0
     calls: int = 0
     remembered: int = 0
+    #: Candidates not asked about: the run's budget reached the stage's ceiling (``budget``).
+    deferred: int = 0
 
     def asked_head(self) -> dict[str, int]:
         """What the model was asked, for the stage's findings."""
-        return {"asked": self.asked, "calls": self.calls, "remembered": self.remembered}
+        return {"asked": self.asked, "calls": self.calls, "remembered": self.remembered, "deferred": self.deferred}
 
 
 #: Why a candidate the model did not name is not a rule (its remembered answer).
@@ -101,6 +103,9 @@ def plan(
     asking = [t for t in truths if t.content not in known]
     result.remembered = len(truths) - len(asking)
     if not asking:
+        return result, []
+    if not budget.may_call(run, "promote", client):
+        result.deferred = len(asking)
         return result, []
     result.asked, result.calls = len(asking), 1
     aliases = {f"r{i}": t for i, t in enumerate(asking, start=1)}

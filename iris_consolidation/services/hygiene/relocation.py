@@ -38,7 +38,7 @@ from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailab
 from ...llm import hygiene as prompts
 from ...models import ConsolidationRun, LineageEvent, Note, Origin, RetiredReason, Truth
 from ..pipeline import truth_events
-from . import answers
+from . import answers, budget
 
 logger = logging.getLogger(__name__)
 
@@ -141,10 +141,12 @@ class Plan:
     asked: int = 0
     calls: int = 0
     remembered: int = 0
+    #: Truths not asked about: the run's budget reached the stage's ceiling (``budget``).
+    deferred: int = 0
 
     def asked_head(self) -> dict[str, int]:
         """What the model was asked, for the stage's findings."""
-        return {"asked": self.asked, "calls": self.calls, "remembered": self.remembered}
+        return {"asked": self.asked, "calls": self.calls, "remembered": self.remembered, "deferred": self.deferred}
 
 
 #: Why a truth the model did not choose is left as it is (its remembered answer).
@@ -178,6 +180,10 @@ def plan(
     asking = [t for t in offered if t.content not in kept]
     if not asking:
         return Plan(moves=[], examined=len(truths), errors=[], refused=[], remembered=len(offered))
+    if not budget.may_call(run, "relocate", client):
+        # Left as they are, for a later pass (not the rule's decision: the model was not asked).
+        return Plan(moves=[], examined=len(truths), errors=[], refused=[], remembered=len(offered) - len(asking),
+                    deferred=len(asking))
     aliases = {f"r{i}": t for i, t in enumerate(asking, start=1)}
     asked = {"asked": len(asking), "calls": 1, "remembered": len(offered) - len(asking)}
     data = {"candidates": [{"id": a, "content": t.content} for a, t in aliases.items()]}

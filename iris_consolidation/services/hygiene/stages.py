@@ -58,7 +58,7 @@ from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
 from ...run_settings import run_modes
 from ..pipeline import clustering, forecast, vectors
-from . import decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
+from . import budget, decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
 
 logger = logging.getLogger(__name__)
 
@@ -315,7 +315,9 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     classify = noise_classifier(run) if found else None
     confirmation = None
     if classify is not None:
-        confirmation = noise.confirm(found, classify)
+        confirmation = noise.confirm(
+            found, classify, may_call=lambda: budget.may_call(run, "noise", getattr(classify, "__self__", None))
+        )
         ConsolidationRun.objects.filter(pk=run.pk).add_spend(confirmation.spend)
     retiring = confirmation.confirmed(found) if confirmation is not None else noise.sure_only(found)
     retiring_ids = {t.pk for t, _ in retiring}
@@ -337,6 +339,8 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
         if confirmation is not None:
             verdict, why = confirmation.decisions.get(t.pk, (noise.MODEL_ERROR, "not asked"))
             finding.update(model=verdict, model_reason=why)
+            if why == noise.MODEL_DEFERRED:
+                finding["deferred"] = True  # the run's budget: asked in a later pass
         findings.append(finding)
     # What the stage retires first, then the sure tier's (a model kept them), then suspects.
     findings.sort(key=lambda f: (not f["retires"], f["tier"] != noise.TIER_SURE))
@@ -631,7 +635,9 @@ def _noise_report(results: Sequence[StageResult], *, examples: int) -> dict[str,
     said = [f.get("model") for f in found]
     left = [f for f in found if f.get("tier") == noise.TIER_SUSPECT and "model" not in f and not _noise_retires(f)]
     by_tier = {tier: sum(1 for f in found if f.get("tier", noise.TIER_SURE) == tier) for tier in noise_rules.TIERS}
-    return {"model_kept": said.count(noise.MODEL_KEEP), "model_errors": said.count(noise.MODEL_ERROR),
+    deferred = sum(1 for f in found if f.get("deferred"))
+    return {"model_kept": said.count(noise.MODEL_KEEP), "model_errors": said.count(noise.MODEL_ERROR) - deferred,
+            "deferred": deferred,
             "by_tier": by_tier, "suspects": len(left), "suspect_examples": left[:examples]}
 
 
@@ -648,6 +654,8 @@ def _part2_report(stage: str, results: Sequence[StageResult], *, examples: int) 
     for result in results:
         head, items = (result.findings[0], result.findings[1:]) if result.findings else ({}, [])
         extra["errors"].extend(head.get("errors") or [])
+        # Work the run's budget left for a later pass (sessions for mine, truths otherwise).
+        extra["deferred"] = extra.get("deferred", 0) + int(head.get("deferred") or 0)
         if stage == "mine":
             extra.setdefault("window", head.get("window"))
             extra["extractor"] = head.get("extractor")

@@ -29,6 +29,8 @@ def stage_of(payload):
     system = payload["messages"][0]["content"]
     if llm_stub.is_noise_call(payload):
         return "noise"
+    if not isinstance(system, str):  # a cacheable prompt: content blocks (the judge's)
+        return "second look" if llm_stub.is_second_look_call(payload) else "judge"
     return {prompts.MINING_SYSTEM: "mine", prompts.RELOCATE_SYSTEM: "relocate",
             prompts.PROMOTE_SYSTEM: "promote"}.get(system, "judge")
 
