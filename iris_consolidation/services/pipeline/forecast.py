@@ -163,6 +163,8 @@ class StageRecorder:
     model: str
     counts: dict[str, list[int]] = field(default_factory=lambda: {name: [0, 0, 0] for name in STAGES})
     calls_model: bool = True
+    #: Mining asks it one request at a time (its counts are not shared between threads).
+    concurrent: bool = False
 
     @property
     def name(self) -> str:
