@@ -168,7 +168,8 @@ def clusters_per_call(run: ConsolidationRun) -> float:
 
 def spend_fields(run: ConsolidationRun) -> str:
     """``key=value`` figures of a run's model economics for the summary line: calls (all, then
-    the judge's and the stages'), clusters per judge call, prompt tokens not cached / cached, completion tokens, cost (USD
+    the judge's and the stages'), clusters per judge call, prompt tokens not cached / cached,
+    completion tokens, cost (USD
     or "unknown"), clusters deferred by the budget."""
     uncached = max(0, run.prompt_tokens - run.cached_tokens)
     return (

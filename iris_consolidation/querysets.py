@@ -107,7 +107,8 @@ class RunQuerySet(models.QuerySet):
 
     def add_spend(self, spend: Spend | None) -> int:
         """Add a stage's model ``spend`` to these runs' counters in one UPDATE (``spend_counters``,
-        and its calls to ``stage_calls``: the judge's calls are the rest); nothing for no spend or no call. The one way a stage's model calls reach the run
+        and its calls to ``stage_calls``: the judge's calls are the rest); nothing for no spend or
+        no call. The one way a stage's model calls reach the run
         (``merging.record_review`` adds a review's in its own update)."""
         if spend is None or not spend.calls:
             return 0

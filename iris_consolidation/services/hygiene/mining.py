@@ -9,8 +9,9 @@ Per user and pass:
    snapshot time. Sessions with at least one of the user's own messages in it are
    analysed; others' messages are context only.
 2. **Extraction**: with a model (the run's judge is the LLM judge), one call per session
-   (up to ``IRIS_CONSOLIDATION_MINING_CONCURRENCY`` at once) through the judge's litellm client (mining contract in docs/llm.md: the messages and the
-   user's nearest known truths in, as quoted data); offline, the conservative rule
+   (up to ``IRIS_CONSOLIDATION_MINING_CONCURRENCY`` at once) through the judge's litellm client
+   (mining contract in docs/llm.md: the messages and the user's nearest known truths in,
+   as quoted data); offline, the conservative rule
    extractor (``extraction.py``: explicit first-person statements and corrections, high
    confidence). A model's truth whose evidence names another's message is refused.
 3. **Confidence policy**: ``high`` is added; ``medium`` only with
@@ -265,7 +266,9 @@ def _prepare(
 def _ask(client: Any, call: _Call) -> None:
     """Make ``call`` once (no database access: it may run in a worker thread)."""
     try:
-        call.outcome = client.ask_json(call.request, lambda raw: prompts.parse_mining(raw, user_message_ids=call.own_ids))
+        call.outcome = client.ask_json(
+            call.request, lambda raw: prompts.parse_mining(raw, user_message_ids=call.own_ids)
+        )
         call.spends.append(call.outcome[1])
     except (JudgeResponseInvalid, JudgeUnavailable) as exc:
         call.outcome = exc

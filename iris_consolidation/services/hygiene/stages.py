@@ -672,7 +672,8 @@ def _part2_report(stage: str, results: Sequence[StageResult], *, examples: int) 
             extra["users_asked"] = extra.get("users_asked", 0) + (1 if head.get("calls") else 0)
             extra["users"] = extra.get("users", 0) + 1
             if head.get("extractor"):
-                extra["extractor"] = head["extractor"] if extra.get("extractor") in (None, head["extractor"]) else "mixed"
+                same = extra.get("extractor") in (None, head["extractor"])
+                extra["extractor"] = head["extractor"] if same else "mixed"
         extra["examples"].extend(items[: max(0, examples - len(extra["examples"]))])
     if stage == "mine":
         extra.update(sessions=sessions, messages=messages, skipped_examples=skipped[:examples])

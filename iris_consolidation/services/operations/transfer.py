@@ -6,10 +6,10 @@ for a user model keyed by email; created if missing), ``content``, ``origin``, `
 (ISO 8601), ``source``; optional ``pinned``, ``generation``, ``score``, ``kind``,
 ``corroborations`` and the hygiene fields ``relevance`` (0..1), ``access_count`` (>= 0),
 ``last_accessed``, ``last_decayed`` (ISO 8601 or null), ``validated``, ``tags`` (list of
-strings), ``evidence`` (list of session message ids). Export also writes ``retired_reason``, ``evidence`` (the session message ids a
-mined truth came from; a merge keeps every source's) and the derived ``quality`` (at export
-time). Import validates the whole file first and writes nothing if any line is bad;
-it is idempotent: a (user, source) pair already present is skipped, and a line without
+strings), ``evidence`` (list of session message ids). Export also writes ``retired_reason``,
+``evidence`` (the session message ids a mined truth came from; a merge keeps every source's)
+and the derived ``quality`` (at export time). Import validates the whole file first and
+writes nothing if any line is bad; it is idempotent: a (user, source) pair already present is skipped, and a line without
 a source is skipped when its user already has that content at that time.
 """
 
