@@ -113,15 +113,15 @@ def _server(delay: float) -> Any:
     return Counting().start()
 
 
-def _speakers_files(count: int, folder: Path) -> tuple[Path, Path, list[str]]:
-    """The truths and sessions of the first ``count`` speakers, written to ``folder``."""
+def _speakers_files(count: int, folder: Path, named: list[str] | None) -> tuple[Path, Path, list[str]]:
+    """The truths and sessions of ``named`` users, else the first ``count`` speakers, written to ``folder``."""
     truths = (SHARED / "data" / "locomo_observations.truths.jsonl").read_text().splitlines()
     users: list[str] = []
     for line in truths:
         user = json.loads(line)["user"]
         if user not in users:
             users.append(user)
-    chosen = set(users[:count])
+    chosen = set(named) if named else set(users[:count])
     sessions = (SHARED / "data" / "locomo_sessions.jsonl").read_text().splitlines()
     truths_path, sessions_path = folder / "t.truths.jsonl", folder / "s.sessions.jsonl"
     truths_path.write_text("\n".join(line for line in truths if json.loads(line)["user"] in chosen) + "\n")
@@ -132,6 +132,8 @@ def _speakers_files(count: int, folder: Path) -> tuple[Path, Path, list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--speakers", type=int, default=4)
+    parser.add_argument("--users", nargs="*", default=None,
+                        help="these LoCoMo users (e.g. locomo:conv-42:Nate) instead of the first --speakers")
     parser.add_argument("--model", default="openai/gpt-4o-mini", help="priced in litellm's local map")
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--cap", type=float, default=None, help="MAX_COST_PER_RUN of the pass (USD)")
@@ -153,9 +155,11 @@ def main() -> None:
         from django.core.management import call_command
         from django.test import override_settings
 
+        from iris_consolidation.models import ConsolidationRun
+
         call_command("migrate", verbosity=0)
         folder = Path(tempfile.mkdtemp())
-        truths, sessions, users = _speakers_files(args.speakers, folder)
+        truths, sessions, users = _speakers_files(args.speakers, folder, args.users)
         call_command("load_truths", str(truths), stdout=StringIO())
         call_command("load_sessions", str(sessions), stdout=StringIO())
         print("speakers:", ", ".join(users))
@@ -181,6 +185,11 @@ def main() -> None:
         made = sum(server.counts.values())
         print(f"pass ({seconds:.1f} s): {made} calls: {dict(sorted(server.counts.items()))}")
         print(" ", summary)
+        run = ConsolidationRun.objects.order_by("-created_at").first()
+        if args.cap is not None:
+            print(f"  cap ${args.cap:.6f}: run cost ${run.cost:.6f}, stage deferrals "
+                  f"{ {k: v.get('deferred', 0) for k, v in run.inventory['stages'].items() if v.get('deferred')} }"
+                  f", clusters deferred {run.deferred}")
         for stage_line in out.getvalue().splitlines():
             if "deferred" in stage_line and not stage_line.startswith("Summary"):
                 print(" ", stage_line.strip())
