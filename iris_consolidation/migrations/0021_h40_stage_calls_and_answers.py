@@ -13,11 +13,17 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='consolidationrun',
             name='stage_calls',
-            field=models.PositiveIntegerField(default=0, help_text="Of the LLM calls, those of the stages around the judge (mining, noise, relocation, promotion); the judge's are the rest."),
+            field=models.PositiveIntegerField(default=0, help_text=(
+                "Of the LLM calls, those of the stages around the judge (mining, noise, relocation, "
+                "promotion); the judge's are the rest."
+            )),
         ),
         migrations.AddField(
             model_name='verdictcacheentry',
             name='stage',
-            field=models.CharField(blank=True, default='', help_text='Blank: the judge\'s "keep" on a cluster; "relocate" or "promote": that stage\'s answer to leave one truth as it is (not a note, not a rule).', max_length=16),
+            field=models.CharField(blank=True, default='', help_text=(
+                'Blank: the judge\'s "keep" on a cluster; "relocate" or "promote": that stage\'s answer '
+                "to leave one truth as it is (not a note, not a rule)."
+            ), max_length=16),
         ),
     ]

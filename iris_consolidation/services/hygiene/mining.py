@@ -46,9 +46,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
+from ... import run_settings
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ... import run_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable, ModelCallError
 from ...llm import hygiene as prompts
 from ...models import ChatSession, ConsolidationRun, MessageRole, Origin, SessionMessage, Truth

@@ -9,8 +9,9 @@ for a user model keyed by email; created if missing), ``content``, ``origin``, `
 strings), ``evidence`` (list of session message ids). Export also writes ``retired_reason``,
 ``evidence`` (the session message ids a mined truth came from; a merge keeps every source's)
 and the derived ``quality`` (at export time). Import validates the whole file first and
-writes nothing if any line is bad; it is idempotent: a (user, source) pair already present is skipped, and a line without
-a source is skipped when its user already has that content at that time.
+writes nothing if any line is bad; it is idempotent: a (user, source) pair already present
+is skipped, and a line without a source is skipped when its user already has that content at
+that time.
 """
 
 from __future__ import annotations
