@@ -175,6 +175,9 @@ DEFAULTS: dict[str, Any] = {
     "MINING_DUPLICATE_SIMILARITY": 0.9,
     # Existing truths shown to the mining model with each session, nearest first.
     "MINING_KNOWN_TRUTHS": 10,
+    # Mining calls of one user made at once (threads waiting on the model): 28-30 sessions at
+    # 2 s a call fit a 60 s phase-1 task only when several run together. 1: one at a time.
+    "MINING_CONCURRENCY": 4,
     # Truths at least this long (characters) are reference-heavy by the relocation rule
     # (a truth is a sentence or two; rho's SOP moves long histories and runbooks out).
     "RELOCATE_MIN_CHARS": 280,

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from .models import ConsolidationRun
-from .services.pipeline.forecast import Forecast
+from .services.pipeline.forecast import STAGES, Forecast
 
 #: Position of each stage in a pass (services/hygiene/stages.py: STAGES), for display.
 STAGE_ORDER = {name: i for i, name in enumerate(("mine", "noise", "decay", "lexical", "semantic", "relocate",
@@ -88,12 +88,18 @@ FORECAST = (
     "Forecast: users={users} clusters={clusters} (verdict cache {cached}, pre-pass {prepass}, to the model "
     "{to_model}) calls={calls} at {per_call} clusters per call and ~{second_looks} second looks, "
     "prompt tokens {prompt_tokens}, completion tokens "
-    "~{completion_tokens}, cost {cost}"
+    "~{completion_tokens}{stages}; model_calls={model_calls} prompt tokens {all_prompt} completion tokens "
+    "~{all_completion}, cost {cost}"
 )
+#: One stage's part of the forecast line.
+FORECAST_STAGE = "{name} calls={calls} tokens {prompt}+~{completion}"
+#: A dry run makes its stages' calls (report mode asks the model too): they are counted, not forecast.
+STAGES_NOT_FORECAST = "; stages: made by the dry run, not forecast (see stage_calls)"
 
 
 def forecast_line(forecast: Forecast) -> str:
-    """One line: what the pass would ask of the judge, and its price (``forecast.py``)."""
+    """One line: what the pass would ask of the judge and of each stage around it, every
+    call's sum (``model_calls``) and its price (``forecast.py``)."""
     cost = forecast.cost()
     if not forecast.model:
         money = "$0 (rule judge: no model call)"
@@ -101,7 +107,18 @@ def forecast_line(forecast: Forecast) -> str:
         money = f"{NO_PRICE} ({forecast.model})"
     else:
         money = f"${cost:.4f} at {forecast.model} (litellm's price map, no prompt-cache discount)"
-    return FORECAST.format(**{**forecast.as_dict(), "cost": money})
+    if forecast.stages_forecast:
+        parts = []
+        for name in STAGES:
+            calls, prompt, completion = forecast.stage(name)
+            parts.append(FORECAST_STAGE.format(name=name, calls=calls, prompt=prompt, completion=completion))
+        stages = "; stages: " + ", ".join(parts)
+    else:
+        stages = STAGES_NOT_FORECAST if forecast.model else ""
+    prompt, completion = forecast.total_tokens()
+    return FORECAST.format(**{**forecast.as_dict(), "cost": money, "stages": stages,
+                              "model_calls": forecast.model_calls(), "all_prompt": prompt,
+                              "all_completion": completion})
 
 
 def _n(count: int, word: str) -> str:
@@ -136,18 +153,28 @@ def cost_text(run: ConsolidationRun) -> str:
     return COST_UNKNOWN if run.unpriced else f"{run.cost:.4f}"
 
 
+def judge_calls(run: ConsolidationRun) -> int:
+    """The judge's model calls (second looks included): the run's calls less those of the
+    stages around it (mining, noise, relocation, promotion; ``stage_calls``)."""
+    return max(0, run.llm_calls - run.stage_calls)
+
+
 def clusters_per_call(run: ConsolidationRun) -> float:
-    """Clusters sent to the model per model call (0.0 without calls)."""
-    return run.model_clusters / run.llm_calls if run.llm_calls else 0.0
+    """Clusters sent to the model per judge call (0.0 without one): the judge's batching,
+    whatever the stages around it asked."""
+    calls = judge_calls(run)
+    return run.model_clusters / calls if calls else 0.0
 
 
 def spend_fields(run: ConsolidationRun) -> str:
-    """``key=value`` figures of a run's judge economics for the summary line: calls,
-    clusters per call, prompt tokens not cached / cached, completion tokens, cost (USD
+    """``key=value`` figures of a run's model economics for the summary line: calls (all, then
+    the judge's and the stages'), clusters per judge call, prompt tokens not cached / cached,
+    completion tokens, cost (USD
     or "unknown"), clusters deferred by the budget."""
     uncached = max(0, run.prompt_tokens - run.cached_tokens)
     return (
-        f"llm_calls={run.llm_calls} clusters_per_call={clusters_per_call(run):.2f} "
+        f"llm_calls={run.llm_calls} judge_calls={judge_calls(run)} stage_calls={run.stage_calls} "
+        f"clusters_per_call={clusters_per_call(run):.2f} "
         f"prompt_tokens={uncached} cached_tokens={run.cached_tokens} completion_tokens={run.completion_tokens} "
         f"cost={cost_text(run)} deferred={run.deferred}"
     )
@@ -187,13 +214,14 @@ def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:
 
 MINING = (
     "Mining: window {since} .. {until} ({how}); sessions {sessions}, user messages {messages}; extractor {extractor}; "
-    "added {added}, skipped {skipped}{reasons}"
+    "added {added}, skipped {skipped}{reasons}{deferred}"
 )
 
 
 def mining_line(item: dict[str, Any]) -> str:
     """One line of the mine stage's report: window, sessions analysed, added and skipped
-    (with the count of each reason); "would add" counts in report mode and dry runs."""
+    (with the count of each reason), sessions the run's budget deferred; "would add" counts
+    in report mode and dry runs."""
     window = item.get("window") or {}
     reasons = item.get("skipped_by_reason") or {}
     shown = " (" + ", ".join(f"{why}: {n}" for why, n in sorted(reasons.items())) + ")" if reasons else ""
@@ -202,6 +230,27 @@ def mining_line(item: dict[str, Any]) -> str:
         since=_when(window.get("since")), until=_when(window.get("until")), how=window.get("how", "-"),
         sessions=item.get("sessions", 0), messages=item.get("messages", 0), extractor=item.get("extractor") or "-",
         added=added, skipped=item["examined"] - item["affected"], reasons=shown,
+        deferred=f"; deferred {_n(item['deferred'], 'session')} (budget)" if item.get("deferred") else "",
+    )
+
+
+#: Why a stage's work was deferred (``services/hygiene/budget.py``: each stage's ceiling).
+BUDGET_DEFERRED = "the run's budget, IRIS_CONSOLIDATION_MAX_COST_PER_RUN, reached the stage's ceiling"
+
+
+def asked_line(item: dict[str, Any]) -> str:
+    """What relocation or promotion asked the model (``stages._part2_report``'s counts): so
+    that a user never asked reads differently from one whose truths were all left as they were."""
+    if item.get("extractor") == "rules":
+        return "the model was not asked: no LLM judge, the rule decided"
+    remembered = item.get("remembered", 0)
+    memory = f"; {_n(remembered, 'truth')} answered from memory (not asked again)" if remembered else ""
+    if not item.get("calls"):
+        why = "every candidate's answer is remembered" if remembered else "no candidate"
+        return f"the model was not asked: {why}{memory}"
+    return (
+        f"the model was asked about {_n(item.get('asked', 0), 'truth')} in {_n(item['calls'], 'call')} "
+        f"({item.get('users_asked', 0)} of {_n(item.get('users', 0), 'user')}){memory}"
     )
 
 
@@ -235,6 +284,11 @@ def stage_lines(report: dict[str, Any], *, verbosity: int = 1) -> list[str]:
             lines.append("      " + mining_line(item))
         if stage == "promote" and item.get("skipped"):
             lines.append(f"      {item['skipped']}")
+        elif stage in ("relocate", "promote") and "asked" in item:
+            lines.append("      " + asked_line(item))
+        if item.get("deferred"):
+            what = "session" if stage == "mine" else "truth"
+            lines.append(f"      deferred: {_n(item['deferred'], what)} left for a later pass ({BUDGET_DEFERRED})")
         if stage in ("mine", "relocate", "promote") and item.get("errors"):
             lines.append(f"      model errors: {len(item['errors'])} (first: {item['errors'][0]})")
         if verbosity >= 2 and stage in ("mine", "relocate", "promote"):

@@ -220,6 +220,11 @@ class ConsolidationRun(models.Model):
     )
     failed = models.PositiveIntegerField(default=0, help_text="Clusters whose judge failed.")
     llm_calls = models.PositiveIntegerField(default=0)
+    stage_calls = models.PositiveIntegerField(
+        default=0,
+        help_text="Of the LLM calls, those of the stages around the judge (mining, noise, relocation, promotion); "
+        "the judge's are the rest.",
+    )
     tokens = models.PositiveIntegerField(default=0)
     cost = models.FloatField(default=0.0, help_text="USD, from litellm's price list.")
     # --- judge economics: batched calls, prompt caching, budget ---
@@ -481,6 +486,11 @@ class VerdictCacheEntry(models.Model):
 
     key = models.CharField(max_length=64, unique=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    stage = models.CharField(
+        max_length=16, blank=True, default="",
+        help_text='Blank: the judge\'s "keep" on a cluster; "relocate" or "promote": that stage\'s answer to '
+        "leave one truth as it is (not a note, not a rule).",
+    )
     model = models.CharField(max_length=200)
     prompt_version = models.CharField(max_length=64)
     member_hashes = models.JSONField(default=list, help_text="sha256 of each member as the judge saw it, sorted.")

@@ -140,12 +140,13 @@ class RunQuerySet(models.QuerySet):
         return self.filter(dry_run=True)
 
     def add_spend(self, spend: Spend | None) -> int:
-        """Add model ``spend`` to these runs' counters in one UPDATE (``spend_counters``);
-        nothing for no spend or no call. The one way a stage's model calls reach the run
+        """Add a stage's model ``spend`` to these runs' counters in one UPDATE (``spend_counters``,
+        and its calls to ``stage_calls``: the judge's calls are the rest); nothing for no spend or
+        no call. The one way a stage's model calls reach the run
         (``merging.record_review`` adds a review's in its own update)."""
         if spend is None or not spend.calls:
             return 0
-        return self.update(**spend_counters(spend))
+        return self.update(**spend_counters(spend), stage_calls=F("stage_calls") + spend.calls)
 
     def add_note(self, note: str) -> int:
         """Append ``note`` as the last line of these runs' notes, in one UPDATE (no read,

@@ -186,6 +186,7 @@ _IRIS = {
     "MAX_NEW_TRUTHS": env.int,
     "MINING_DUPLICATE_SIMILARITY": env.float,
     "MINING_KNOWN_TRUTHS": env.int,
+    "MINING_CONCURRENCY": env.int,
     "RELOCATE_MIN_CHARS": env.int,
     "PROMOTE_THRESHOLD": env.int,
     "PHASE1_MEMORY_MB": env.float,

@@ -152,8 +152,9 @@ class UserPassAdmin(InternalAdmin):
 
 @admin.register(VerdictCacheEntry)
 class VerdictCacheEntryAdmin(InternalAdmin):
-    list_display = ["id", "user", "model", "prompt_version", "members", "hits", "created_at", "last_hit_at"]
-    list_filter = ["model", "prompt_version"]
+    # ``stage``: blank for the judge's "keep", else the stage whose answer it is (relocate, promote).
+    list_display = ["id", "user", "stage", "model", "prompt_version", "members", "hits", "created_at", "last_hit_at"]
+    list_filter = ["stage", "model", "prompt_version"]
     list_select_related = ["user"]
     search_fields = [*user_search_fields(), "reasoning"]
 

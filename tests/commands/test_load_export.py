@@ -53,7 +53,7 @@ LINES = [
 #: What export writes for the hygiene fields of a truth loaded without them.
 HYGIENE_DEFAULTS = {
     "retired_reason": "", "relevance": 1.0, "access_count": 0, "last_accessed": None, "last_decayed": None,
-    "validated": False, "tags": [],
+    "validated": False, "tags": [], "evidence": [],
 }
 
 
@@ -391,6 +391,7 @@ HYGIENE_LINE = {
     "user": "carol", "content": "Plays the cello", "origin": "promoted", "created_at": "2023-05-08T13:56:00Z",
     "source": "s:1", "relevance": 0.4, "access_count": 7, "last_accessed": "2023-06-01T10:00:00Z",
     "last_decayed": "2023-06-02T00:00:00+00:00", "validated": True, "tags": ["music", "hobby", "music"],
+    "evidence": ["s1:2", "s1:4", "s1:2"],
 }
 
 
@@ -399,10 +400,10 @@ def test_hygiene_fields_load_and_export_with_quality_and_retired_reason(tmp_path
     Truth.objects.filter(source="s:1").update(retired_at=timezone.now(), retired_reason=RetiredReason.PRUNED)
     (row,) = export("--include-retired")
     assert {k: row[k] for k in ("relevance", "access_count", "last_accessed", "last_decayed", "validated", "tags",
-                                 "retired_reason")} == {
+                                 "retired_reason", "evidence")} == {
         "relevance": 0.4, "access_count": 7, "last_accessed": "2023-06-01T10:00:00Z",
         "last_decayed": "2023-06-02T00:00:00Z", "validated": True, "tags": ["music", "hobby"],
-        "retired_reason": "pruned",
+        "retired_reason": "pruned", "evidence": ["s1:2", "s1:4"],
     }
     # 0.45 x 0.4 + 0.30 x log(8)/log(101) + 0.15 x (years ago: ~0) + 0.10 x 1
     assert row["quality"] == pytest.approx(0.18 + 0.3 * 0.45056 + 0.10, abs=1e-3)
@@ -422,6 +423,8 @@ def test_hygiene_fields_load_and_export_with_quality_and_retired_reason(tmp_path
         ("tags", "music,hobby", "'tags' must be a list of non-empty strings"),
         ("tags", ["music", 3], "'tags' must be a list of non-empty strings"),
         ("tags", [""], "'tags' must be a list of non-empty strings"),
+        ("evidence", "s1:2", "'evidence' must be a list of non-empty strings (session message ids)"),
+        ("evidence", [7], "'evidence' must be a list of non-empty strings (session message ids)"),
     ],
 )
 def test_bad_hygiene_field_names_the_line_and_imports_nothing(tmp_path, field, value, problem):

@@ -9,8 +9,9 @@ Per user and pass:
    snapshot time. Sessions with at least one of the user's own messages in it are
    analysed; others' messages are context only.
 2. **Extraction**: with a model (the run's judge is the LLM judge), one call per session
-   through the judge's litellm client (mining contract in docs/llm.md: the messages and the
-   user's nearest known truths in, as quoted data); offline, the conservative rule
+   (up to ``IRIS_CONSOLIDATION_MINING_CONCURRENCY`` at once) through the judge's litellm client
+   (mining contract in docs/llm.md: the messages and the user's nearest known truths in,
+   as quoted data); offline, the conservative rule
    extractor (``extraction.py``: explicit first-person statements and corrections, high
    confidence). A model's truth whose evidence names another's message is refused.
 3. **Confidence policy**: ``high`` is added; ``medium`` only with
@@ -33,7 +34,9 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,14 +46,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
+from ... import run_settings
 from ...conf import app_settings
 from ...embeddings import Embedder
-from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
+from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable, ModelCallError
 from ...llm import hygiene as prompts
 from ...models import ChatSession, ConsolidationRun, MessageRole, Origin, SessionMessage, Truth
 from ...querysets import set_hnsw_search
 from ..pipeline import truth_events
-from . import extraction
+from . import budget, extraction
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ SKIP_PASS = "stated twice in this pass"
 SKIP_CAP = "cap reached (IRIS_CONSOLIDATION_MAX_NEW_TRUTHS={cap})"
 SKIP_MODEL = "model reply refused: {why}"
 SESSION_FAILED = "session {session}: {error}"
+NOT_ASKED = "not asked: the model rate-limited this pass first; the next pass asks again"
 CREATED = "mined from session:{session} ({confidence}): {reason}"
 
 
@@ -120,10 +125,13 @@ class MiningResult:
     skipped: list[Candidate] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     extractor: str = "rules"
+    #: Sessions left for a later pass: the run's budget reached mining's ceiling (``budget``).
+    deferred: list[str] = field(default_factory=list)
 
     def findings(self, *, written: bool) -> list[dict[str, Any]]:
         head = {"window": self.window.as_dict(), "sessions": self.sessions, "messages": self.messages,
-                "extractor": self.extractor, "errors": self.errors}
+                "extractor": self.extractor, "errors": self.errors, "deferred": len(self.deferred),
+                "deferred_sessions": self.deferred}
         return [head, *(c.finding(added=True, written=written) for c in self.added),
                 *(c.finding(added=False, written=written) for c in self.skipped)]
 
@@ -218,20 +226,101 @@ def mining_request(
     return data, aliases
 
 
-def _model_candidates(
-    *, client: Any, user_id: int, session: ChatSession, messages: list[SessionMessage], embedder: Embedder,
-    start: int, result: MiningResult, run: ConsolidationRun,
-) -> list[Candidate]:
-    own_text = "\n".join(m.content for m in messages if m.role == MessageRole.USER)
-    known = _known(user_id, embedder.embed([own_text])[0], int(app_settings.MINING_KNOWN_TRUTHS))
-    data, aliases = mining_request(session, messages, known)
-    own_ids = {a for a, m in aliases.items() if m.role == MessageRole.USER}
-    reply, spend = client.ask_json(
-        prompts.messages_for(prompts.MINING_SYSTEM, data),
-        lambda raw: prompts.parse_mining(raw, user_message_ids=own_ids),
-    )
-    ConsolidationRun.objects.filter(pk=run.pk).add_spend(spend)
-    items, rejected = reply
+@dataclass(kw_only=True)
+class _Call:
+    """One session's mining call: prepared in the pass's thread (its reads), made in any
+    (``_ask_all``). ``outcome``: ``(reply, spend)``, the ``ModelCallError`` of its last
+    attempt, ``DEFERRED`` (the run's budget) or None (not asked: the provider rate-limited
+    the pass first); ``spends``: every attempt's spend, for the run."""
+
+    session: ChatSession
+    messages: list[SessionMessage]
+    aliases: dict[str, SessionMessage]
+    request: list[dict[str, Any]]
+    own_ids: set[str]
+    outcome: Any = None
+    spends: list[Any] = field(default_factory=list)
+
+
+#: ``_Call.outcome`` of a session the run's budget left for a later pass.
+DEFERRED = "deferred"
+
+
+def _prepare(
+    *, user_id: int, sessions: list[tuple[ChatSession, list[SessionMessage]]], embedder: Embedder
+) -> list[_Call]:
+    """Each session's request (docs/llm.md's mining contract): its messages and the user's
+    nearest known truths to what the person said in it (one embedding batch, a query each)."""
+    own_texts = ["\n".join(m.content for m in messages if m.role == MessageRole.USER) for _, messages in sessions]
+    vectors = embedder.embed(own_texts) if own_texts else []
+    calls = []
+    for (session, messages), vector in zip(sessions, vectors, strict=True):
+        known = _known(user_id, vector, int(app_settings.MINING_KNOWN_TRUTHS))
+        data, aliases = mining_request(session, messages, known)
+        calls.append(_Call(session=session, messages=messages, aliases=aliases,
+                           request=prompts.messages_for(prompts.MINING_SYSTEM, data),
+                           own_ids={a for a, m in aliases.items() if m.role == MessageRole.USER}))
+    return calls
+
+
+def _ask(client: Any, call: _Call) -> None:
+    """Make ``call`` once (no database access: it may run in a worker thread)."""
+    try:
+        call.outcome = client.ask_json(
+            call.request, lambda raw: prompts.parse_mining(raw, user_message_ids=call.own_ids)
+        )
+        call.spends.append(call.outcome[1])
+    except (JudgeResponseInvalid, JudgeUnavailable) as exc:
+        call.outcome = exc
+        call.spends.append(exc.spend)
+
+
+def _ask_all(*, run: ConsolidationRun, client: Any, calls: list[_Call]) -> None:
+    """Make the user's mining calls: up to ``MINING_CONCURRENCY`` at once (threads; the calls
+    only wait on the model), so that a user's sessions fit one phase-1 task at a model's
+    latency. One at a time under a cap (each call starts only below mining's ceiling:
+    ``budget``, so the run ends within one call's price of its cap) and while a pass is
+    forecast. After a 429 no further call starts. A call that failed in transport (a
+    timeout, an unreachable model; not a 429) is asked again once, alone, after the others:
+    never the user's whole pass (once such a retry fails too, no other is made)."""
+    serial = run_settings.max_cost(run) is not None or not getattr(client, "concurrent", True)
+    workers = 1 if serial else max(1, int(app_settings.MINING_CONCURRENCY))
+    limited, spent = threading.Event(), threading.Event()
+
+    def ask(call: _Call) -> None:
+        if limited.is_set():
+            return
+        # The budget only grows spent: once mining's ceiling is reached, every later call waits.
+        if serial and (spent.is_set() or not budget.may_call(run, "mine", client)):
+            spent.set()
+            call.outcome = DEFERRED
+            return
+        _ask(client, call)
+        if serial:  # the next call's budget check reads the run's spend: record it now
+            for spend in call.spends:
+                ConsolidationRun.objects.filter(pk=run.pk).add_spend(spend)
+            call.spends.clear()
+        if isinstance(call.outcome, JudgeRateLimited):
+            limited.set()
+
+    if workers == 1:
+        for call in calls:
+            ask(call)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="iris-mine") as pool:
+            list(pool.map(ask, calls))
+    for call in calls:
+        if isinstance(call.outcome, JudgeUnavailable) and not isinstance(call.outcome, JudgeRateLimited):
+            logger.info("run %s: mining session %s again, alone: %s", run.pk, call.session.external_id, call.outcome)
+            ask(call)
+            if isinstance(call.outcome, JudgeUnavailable):
+                break  # failed twice: the model is down; the other failed sessions wait for the next pass
+
+
+def _model_candidates(*, call: _Call, start: int, result: MiningResult) -> list[Candidate]:
+    """The candidates of a call's reply; its refused entries go to ``result.skipped``."""
+    session, aliases = call.session, call.aliases
+    items, rejected = call.outcome[0]
     for item in rejected:
         result.skipped.append(
             Candidate(content=prompts._line(item.entry.get("content")) or "-", kind="", confidence="",
@@ -251,29 +340,42 @@ def find(
 ) -> MiningResult:
     """Steps 1-5 of the module docstring for one user; writes nothing but the run's
     model-spend counters. ``client``: an object with ``ask_json`` (the LLM judge), or
-    None for the offline extractor. A session whose call fails is recorded in
-    ``errors`` and skipped; once the model is unreachable or rate-limited, the user's
-    remaining sessions wait for the next pass. ``has_messages`` False: the caller knows the
-    user has no session message at all, so none is read (the result of no session)."""
+    None for the offline extractor. The model's calls run concurrently (``_ask_all``);
+    a session whose call fails (after one more try alone for a transport error) is
+    recorded in ``errors`` and skipped; once the provider rate-limits the pass, the
+    sessions not yet asked wait for the next pass, and so do they once the run's budget
+    reaches mining's ceiling (``budget``; listed in ``deferred``). ``has_messages`` False:
+    the caller knows the user has no session message at all, so none is read (the result
+    of no session)."""
     window = window_of(run)
     policy = _policy()
     result = MiningResult(window=window, extractor="llm" if client is not None else "rules")
     candidates: list[Candidate] = []
-    for session, messages in _sessions(user_id, window) if has_messages else ():
-        result.sessions.append(session.external_id)
-        result.messages += sum(1 for m in messages if m.role == MessageRole.USER)
-        if client is None:
+    sessions = _sessions(user_id, window) if has_messages else []
+    if client is None:
+        for session, messages in sessions:
+            result.sessions.append(session.external_id)
+            result.messages += sum(1 for m in messages if m.role == MessageRole.USER)
             candidates.extend(_rule_candidates(session, messages, len(candidates)))
-            continue
-        try:
-            candidates.extend(_model_candidates(client=client, user_id=user_id, session=session, messages=messages,
-                                                embedder=embedder, start=len(candidates), result=result, run=run))
-        except JudgeResponseInvalid as exc:
-            ConsolidationRun.objects.filter(pk=run.pk).add_spend(exc.spend)
-            result.errors.append(SESSION_FAILED.format(session=session.external_id, error=exc))
-        except (JudgeUnavailable, JudgeRateLimited) as exc:
-            result.errors.append(SESSION_FAILED.format(session=session.external_id, error=exc))
-            break
+    elif sessions and not budget.may_call(run, "mine", client):
+        result.deferred = [session.external_id for session, _ in sessions]
+    elif sessions:
+        calls = _prepare(user_id=user_id, sessions=sessions, embedder=embedder)
+        _ask_all(run=run, client=client, calls=calls)
+        for call in calls:
+            for spend in call.spends:
+                ConsolidationRun.objects.filter(pk=run.pk).add_spend(spend)
+            if call.outcome == DEFERRED:
+                result.deferred.append(call.session.external_id)
+                continue
+            result.sessions.append(call.session.external_id)
+            result.messages += len(call.own_ids)
+            if call.outcome is None:
+                result.errors.append(SESSION_FAILED.format(session=call.session.external_id, error=NOT_ASKED))
+            elif isinstance(call.outcome, ModelCallError):
+                result.errors.append(SESSION_FAILED.format(session=call.session.external_id, error=call.outcome))
+            else:
+                candidates.extend(_model_candidates(call=call, start=len(candidates), result=result))
     _decide(user_id=user_id, candidates=candidates, policy=policy, embedder=embedder, result=result)
     return result
 

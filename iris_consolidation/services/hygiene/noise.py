@@ -73,6 +73,8 @@ def sure_only(found: Sequence[tuple[Truth, NoiseMatch]]) -> list[tuple[Truth, No
 MODEL_NOISE = "noise"
 MODEL_KEEP = "keep"
 MODEL_ERROR = "error"
+#: The reason of a candidate left undecided because the run's budget was spent.
+MODEL_DEFERRED = "deferred: the run's budget reached the noise stage's ceiling"
 
 
 @dataclass(kw_only=True)
@@ -88,6 +90,8 @@ class Confirmation:
     model: str = ""
     prompt_version: str = ""
     errors: int = 0
+    #: Candidates not asked about: ``may_call`` said no (the run's budget), kept.
+    deferred: int = 0
 
     def confirmed(self, found: Sequence[tuple[Truth, NoiseMatch]]) -> list[tuple[Truth, NoiseMatch]]:
         """The members of ``found`` the model confirmed as noise, in order."""
@@ -99,15 +103,24 @@ def confirm(
     classify: Callable[[Sequence[NoiseCandidate]], NoiseReply],
     *,
     per_call: int = PER_CALL,
+    may_call: Callable[[], bool] | None = None,
 ) -> Confirmation:
     """Ask ``classify`` (``LiteLLMJudge.classify_noise``) about the detector's candidates,
     ``per_call`` at a time (aliases n1, n2, ... per call). Never raises for a model's
     failure: a call that fails (``JudgeUnavailable``, ``JudgeResponseInvalid``) keeps its
-    candidates, recorded as ``MODEL_ERROR`` with the error."""
+    candidates, recorded as ``MODEL_ERROR`` with the error. ``may_call`` (the run's budget,
+    ``budget.may_call``) is asked before each call: once it says no, the rest are kept,
+    undecided (``MODEL_DEFERRED``), and counted in ``deferred``."""
     result = Confirmation()
     for start in range(0, len(found), per_call):
         batch = list(found[start : start + per_call])
         by_alias = {f"n{i + 1}": truth for i, (truth, _) in enumerate(batch)}
+        if may_call is not None and (result.deferred or not may_call()):
+            # The run's budget: this batch and the rest are kept, undecided, for a later pass.
+            result.deferred += len(batch)
+            for truth in by_alias.values():
+                result.decisions[truth.pk] = (MODEL_ERROR, MODEL_DEFERRED)
+            continue
         candidates = [
             NoiseCandidate(alias=alias, content=truth.content, kind=truth.kind, category=match.category,
                            tier=match.tier)

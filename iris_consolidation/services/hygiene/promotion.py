@@ -12,6 +12,9 @@ appended to the user's auto-managed ``LearnedRule`` list as one line each:
   hand-authored rule is never touched;
 - the truth stays live (it is still a truth about the person) and is linked to its rule.
 
+A candidate the model does not name is "not a rule": that answer is remembered per truth
+text, model and prompt version (``answers``), so a later pass asks only about what changed.
+
 Offline (no model) the stage does nothing and reports "skipped: no LLM".
 """
 
@@ -29,6 +32,7 @@ from ...conf import app_settings
 from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
 from ...llm import hygiene as prompts
 from ...models import ConsolidationRun, LearnedRule, Truth
+from . import answers, budget
 from .relocation import is_pointer
 
 logger = logging.getLogger(__name__)
@@ -63,22 +67,48 @@ class PromotionResult:
     refused: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     skipped: str = ""
+    #: Candidates sent to the model in ``calls`` calls, and those not sent again because
+    #: their "not a rule" is remembered (``answers``).
+    asked: int = 0
+    calls: int = 0
+    remembered: int = 0
+    #: Candidates not asked about: the run's budget reached the stage's ceiling (``budget``).
+    deferred: int = 0
+
+    def asked_head(self) -> dict[str, int]:
+        """What the model was asked, for the stage's findings."""
+        return {"asked": self.asked, "calls": self.calls, "remembered": self.remembered, "deferred": self.deferred}
+
+
+#: Why a candidate the model did not name is not a rule (its remembered answer).
+NOT_A_RULE = "not a standing instruction, by the model"
 
 
 def plan(
     *, run: ConsolidationRun, user_id: int, client: Any | None
 ) -> tuple[PromotionResult, list[tuple[Truth, str, str]]]:
     """Ask the model about the user's candidates; returns the result and the rules to add
-    as ``(truth, rule, reason)``. Writes nothing but the run's model-spend counters."""
+    as ``(truth, rule, reason)``. Writes nothing but the run's model-spend counters and the
+    remembered answers (``answers``): a candidate the model did not name is not asked about
+    again until its text, the prompt or the model changes."""
     result = PromotionResult()
     if client is None:
         result.skipped = NO_LLM
         return result, []
     truths = candidates(user_id)
     result.offered = len(truths)
-    if not truths:
+    identity = {"stage": answers.PROMOTE, "user_id": user_id, "model": str(getattr(client, "model", "") or ""),
+                "prompt_version": prompts.PROMOTE_PROMPT_VERSION}
+    known = answers.remembered(**identity, contents=[t.content for t in truths])
+    asking = [t for t in truths if t.content not in known]
+    result.remembered = len(truths) - len(asking)
+    if not asking:
         return result, []
-    aliases = {f"r{i}": t for i, t in enumerate(truths, start=1)}
+    if not budget.may_call(run, "promote", client):
+        result.deferred = len(asking)
+        return result, []
+    result.asked, result.calls = len(asking), 1
+    aliases = {f"r{i}": t for i, t in enumerate(asking, start=1)}
     data = {"candidates": [{"id": a, "content": t.content} for a, t in aliases.items()]}
     try:
         (items, refused), spend = client.ask_json(
@@ -91,6 +121,9 @@ def plan(
         return result, []
     ConsolidationRun.objects.filter(pk=run.pk).add_spend(spend)
     result.refused = [{"entry": r.entry, "why": r.why} for r in refused]
+    # A candidate the model left out is "not a rule", remembered; one in a refused entry is asked again.
+    named = {i.id for i in items} | {str(r.entry.get("id")) for r in refused}
+    answers.remember(**identity, answers={t.content: NOT_A_RULE for a, t in aliases.items() if a not in named})
     return result, [(aliases[i.id], i.rule, i.reason) for i in items]
 
 

@@ -8,6 +8,8 @@
 - with a model (the run's judge is the LLM judge), every truth of at least half that
   length is offered in one classification call (contract in ``llm/hygiene.py``), and
   the model's choice replaces the rule's for them: it titles and summarises the note.
+  A truth it leaves out is "keep": that answer is remembered per truth text, model and
+  prompt version (``answers``), and the truth is not offered again until one changes.
 
 **Apply** (real runs in ``apply`` mode), per truth in one transaction: the ``Note`` is
 written first (slug from the title, unique per user; the truth's text; ``## Connections``
@@ -36,6 +38,7 @@ from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailab
 from ...llm import hygiene as prompts
 from ...models import ConsolidationRun, LineageEvent, Note, Origin, RetiredReason, Truth
 from ..pipeline import truth_events
+from . import answers, budget
 
 logger = logging.getLogger(__name__)
 
@@ -127,19 +130,36 @@ def candidates(user_id: int) -> list[Truth]:
 @dataclass(frozen=True, kw_only=True)
 class Plan:
     """The stage's decision for one user: moves, the candidates looked at, model errors
-    and refused entries."""
+    and refused entries; ``asked``: truths sent to the model in ``calls`` calls (0: it was
+    not asked), ``remembered``: truths it was not asked about again because their "keep"
+    is remembered (``answers``)."""
 
     moves: list[Move]
     examined: int
     errors: list[str]
     refused: list[dict[str, Any]]
+    asked: int = 0
+    calls: int = 0
+    remembered: int = 0
+    #: Truths not asked about: the run's budget reached the stage's ceiling (``budget``).
+    deferred: int = 0
+
+    def asked_head(self) -> dict[str, int]:
+        """What the model was asked, for the stage's findings."""
+        return {"asked": self.asked, "calls": self.calls, "remembered": self.remembered, "deferred": self.deferred}
+
+
+#: Why a truth the model did not choose is left as it is (its remembered answer).
+NOT_CHOSEN = "not chosen for a note by the model"
 
 
 def plan(
     *, run: ConsolidationRun, user_id: int, client: Any | None, rows: Sequence[tuple[int, str, Any]] | None = None
 ) -> Plan:
     """Which truths to relocate (see the module docstring); writes nothing but the run's
-    model-spend counters. A failed model call leaves the rule's decision. ``rows``:
+    model-spend counters and the remembered answers (``answers``): a truth the model left
+    out is not asked about again until its text, the prompt or the model changes. A failed
+    model call leaves the rule's decision. ``rows``:
     ``(id, content, pointer)`` of the user's consolidatable truths in (created_at, id) order,
     if the caller read them (the rule alone then reads no truth but the moves)."""
     min_chars = int(app_settings.RELOCATE_MIN_CHARS)
@@ -154,9 +174,18 @@ def plan(
     by_rule = {t.pk: why for t in truths if (why := is_reference_heavy(t.content, min_chars=min_chars))}
     half = min_chars // 2
     offered = [t for t in truths if t.pk in by_rule or len(t.content) >= half]
-    if not offered:
-        return Plan(moves=[], examined=len(truths), errors=[], refused=[])
-    aliases = {f"r{i}": t for i, t in enumerate(offered, start=1)}
+    identity = {"stage": answers.RELOCATE, "user_id": user_id, "model": str(getattr(client, "model", "") or ""),
+                "prompt_version": prompts.RELOCATE_PROMPT_VERSION}
+    kept = answers.remembered(**identity, contents=[t.content for t in offered])
+    asking = [t for t in offered if t.content not in kept]
+    if not asking:
+        return Plan(moves=[], examined=len(truths), errors=[], refused=[], remembered=len(offered))
+    if not budget.may_call(run, "relocate", client):
+        # Left as they are, for a later pass (not the rule's decision: the model was not asked).
+        return Plan(moves=[], examined=len(truths), errors=[], refused=[], remembered=len(offered) - len(asking),
+                    deferred=len(asking))
+    aliases = {f"r{i}": t for i, t in enumerate(asking, start=1)}
+    asked = {"asked": len(asking), "calls": 1, "remembered": len(offered) - len(asking)}
     data = {"candidates": [{"id": a, "content": t.content} for a, t in aliases.items()]}
     try:
         (items, refused), spend = client.ask_json(
@@ -165,14 +194,17 @@ def plan(
         )
     except (JudgeResponseInvalid, JudgeUnavailable, JudgeRateLimited) as exc:
         ConsolidationRun.objects.filter(pk=run.pk).add_spend(exc.spend)
-        moves = [rule_move(t, by_rule[t.pk]) for t in truths if t.pk in by_rule]
+        moves = [rule_move(t, by_rule[t.pk]) for t in asking if t.pk in by_rule]
         return Plan(moves=moves, examined=len(truths), errors=[f"model call failed, the rule decided: {exc}"],
-                    refused=[])
+                    refused=[], **asked)
     ConsolidationRun.objects.filter(pk=run.pk).add_spend(spend)
     moves = [Move(truth=aliases[i.id], title=i.title, summary=i.summary, reason=i.reason or "classified by the model")
              for i in items]
+    # A truth the model left out is its "keep", remembered; one named in a refused entry is asked again.
+    named = {i.id for i in items} | {str(r.entry.get("id")) for r in refused}
+    answers.remember(**identity, answers={t.content: NOT_CHOSEN for a, t in aliases.items() if a not in named})
     return Plan(moves=moves, examined=len(truths), errors=[],
-                refused=[{"entry": r.entry, "why": r.why} for r in refused])
+                refused=[{"entry": r.entry, "why": r.why} for r in refused], **asked)
 
 
 def _slug(user_id: int, title: str) -> str:

@@ -57,8 +57,8 @@ from ...llm import get_judge_client
 from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
 from ...run_settings import prune_share, run_modes
-from ..pipeline import clustering, vectors
-from . import decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
+from ..pipeline import clustering, forecast, vectors
+from . import budget, decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +131,8 @@ class UserPass:
     ``facts``: see ``PassFacts``. ``vectors``: the user's live ``(ids, unit vectors)`` if
     read with other users' (``vectors.users_vectors``), and ``seed_bound``: the
     ``(updated_at, id)`` after which truths seed (None: every consolidatable truth); the
-    arms then take their vectors and seeds from the pass, not from a query.
+    arms then take their vectors and seeds from the pass, not from a query. ``mined``:
+    truths the mine stage added in this pass.
     """
 
     run_id: Any
@@ -143,6 +144,9 @@ class UserPass:
     _rows: list[tuple[Any, ...]] | None = None
     vectors: tuple[np.ndarray, np.ndarray] | None = None
     seed_bound: tuple[datetime, int] | None = None
+    #: Truths the mine stage added in this pass (not in a delivery before): the pass counts
+    #: them with the truths it read before mining (``ConsolidationRun.truths``).
+    mined: int = 0
 
     @property
     def rows(self) -> list[tuple[Any, ...]]:
@@ -265,7 +269,11 @@ def _start(run: ConsolidationRun, user_id: int, stage: str) -> tuple[str, StageR
 def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate]], NoiseReply] | None:
     """The model's noise classification for ``run`` (``LiteLLMJudge.classify_noise``), or
     None: the run's judge asks no model (the rule judge), or the judge in the settings is
-    not the run's (a run keeps the judge it was made with)."""
+    not the run's (a run keeps the judge it was made with). While a pass is forecast: the
+    forecast's recorder (``forecast.StageRecorder``: the request is counted, not sent)."""
+    recorder = forecast.recorder()
+    if recorder is not None:
+        return recorder.classify_noise
     if run.judge_kind == ConsolidationRun.JudgeKind.RULES:
         return None
     try:
@@ -308,7 +316,9 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     classify = noise_classifier(run) if found else None
     confirmation = None
     if classify is not None:
-        confirmation = noise.confirm(found, classify)
+        confirmation = noise.confirm(
+            found, classify, may_call=lambda: budget.may_call(run, "noise", getattr(classify, "__self__", None))
+        )
         ConsolidationRun.objects.filter(pk=run.pk).add_spend(confirmation.spend)
     retiring = confirmation.confirmed(found) if confirmation is not None else noise.sure_only(found)
     retiring_ids = {t.pk for t, _ in retiring}
@@ -330,6 +340,8 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
         if confirmation is not None:
             verdict, why = confirmation.decisions.get(t.pk, (noise.MODEL_ERROR, "not asked"))
             finding.update(model=verdict, model_reason=why)
+            if why == noise.MODEL_DEFERRED:
+                finding["deferred"] = True  # the run's budget: asked in a later pass
         findings.append(finding)
     # What the stage retires first, then the sure tier's (a model kept them), then suspects.
     findings.sort(key=lambda f: (not f["retires"], f["tier"] != noise.TIER_SURE))
@@ -361,7 +373,11 @@ FROM_RUN: Any = object()
 
 def model_client(run: ConsolidationRun) -> Any | None:
     """The client of the part-2 stages' model calls: the LLM judge (an object with
-    ``ask_json``) when the run's judge is one, else None (offline: the rules)."""
+    ``ask_json``) when the run's judge is one, else None (offline: the rules). While a pass
+    is forecast: the forecast's recorder (``forecast.StageRecorder``), whatever the run's judge."""
+    recorder = forecast.recorder()
+    if recorder is not None:
+        return recorder
     if not run.judge_model:
         return None
     try:
@@ -393,6 +409,8 @@ def run_mine(
     with transaction.atomic() if write else contextlib.nullcontext():
         if write:
             mining.write(run=run, user_id=user_id, result=result, embedder=embedder)
+            if shared is not None:
+                shared.mined += len(result.added)
         examined = len(result.added) + len(result.skipped)
         # New truths and their result commit together; a pass that added none may wait.
         return _record(run, user_id, "mine", mode, examined=examined, affected=len(result.added),
@@ -412,7 +430,8 @@ def run_relocate(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN)
     rows = [(r[0], r[2], r[3]) for r in shared.consolidatable()] if shared is not None else None
     decided = relocation.plan(run=run, user_id=user_id, client=client, rows=rows)
     findings: list[dict[str, Any]] = [{"errors": decided.errors, "refused": decided.refused,
-                                       "extractor": "llm" if client is not None else "rules"}]
+                                       "extractor": "llm" if client is not None else "rules",
+                                       **decided.asked_head()}]
     applied = 0
     for move in decided.moves:
         item: dict[str, Any] = {"truth_id": move.truth.pk, "content": move.truth.content, "title": move.title,
@@ -440,7 +459,8 @@ def run_promote(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) 
     result, rules = promotion.plan(run=run, user_id=user_id, client=client)
     added = promotion.append(run=run, user_id=user_id, rules=rules, result=result, write=mode == StageMode.APPLY,
                              model=getattr(client, "model", ""))
-    head = {"skipped": result.skipped, "errors": result.errors, "refused": result.refused}
+    head = {"skipped": result.skipped, "errors": result.errors, "refused": result.refused,
+            "extractor": "llm" if client is not None else "rules", **result.asked_head()}
     return _record(run, user_id, "promote", mode, examined=result.offered, affected=added,
                    applied=added if mode == StageMode.APPLY else 0, seconds=time.monotonic() - started,
                    findings=[head, *result.proposals])
@@ -634,13 +654,17 @@ def _noise_report(results: Sequence[StageResult], *, examples: int) -> dict[str,
     said = [f.get("model") for f in found]
     left = [f for f in found if f.get("tier") == noise.TIER_SUSPECT and "model" not in f and not _noise_retires(f)]
     by_tier = {tier: sum(1 for f in found if f.get("tier", noise.TIER_SURE) == tier) for tier in noise_rules.TIERS}
-    return {"model_kept": said.count(noise.MODEL_KEEP), "model_errors": said.count(noise.MODEL_ERROR),
+    deferred = sum(1 for f in found if f.get("deferred"))
+    return {"model_kept": said.count(noise.MODEL_KEEP), "model_errors": said.count(noise.MODEL_ERROR) - deferred,
+            "deferred": deferred,
             "by_tier": by_tier, "suspects": len(left), "suspect_examples": left[:examples]}
 
 
 def _part2_report(stage: str, results: Sequence[StageResult], *, examples: int) -> dict[str, Any]:
     """The extra report of mine (window, sessions, added / skipped with reasons),
-    relocate and promote (errors, refused model entries, examples); none without results."""
+    relocate and promote (errors, refused model entries, examples; what the model was asked:
+    ``asked`` truths in ``calls`` calls for ``users_asked`` of ``users`` users,
+    ``remembered`` answered from memory, ``extractor`` llm or rules); none without results."""
     if not results:
         return {}
     extra: dict[str, Any] = {"examples": [], "errors": []}
@@ -649,6 +673,8 @@ def _part2_report(stage: str, results: Sequence[StageResult], *, examples: int) 
     for result in results:
         head, items = (result.findings[0], result.findings[1:]) if result.findings else ({}, [])
         extra["errors"].extend(head.get("errors") or [])
+        # Work the run's budget left for a later pass (sessions for mine, truths otherwise).
+        extra["deferred"] = extra.get("deferred", 0) + int(head.get("deferred") or 0)
         if stage == "mine":
             extra.setdefault("window", head.get("window"))
             extra["extractor"] = head.get("extractor")
@@ -658,6 +684,15 @@ def _part2_report(stage: str, results: Sequence[StageResult], *, examples: int) 
             items = [i for i in items if i.get("outcome") != "skipped"]
         if stage == "promote" and head.get("skipped"):
             extra["skipped"] = head["skipped"]
+        if stage in ("relocate", "promote"):
+            # What the model was asked (rows written before these counts carry none: 0).
+            for key in ("asked", "calls", "remembered"):
+                extra[key] = extra.get(key, 0) + int(head.get(key) or 0)
+            extra["users_asked"] = extra.get("users_asked", 0) + (1 if head.get("calls") else 0)
+            extra["users"] = extra.get("users", 0) + 1
+            if head.get("extractor"):
+                same = extra.get("extractor") in (None, head["extractor"])
+                extra["extractor"] = head["extractor"] if same else "mixed"
         extra["examples"].extend(items[: max(0, examples - len(extra["examples"]))])
     if stage == "mine":
         extra.update(sessions=sessions, messages=messages, skipped_examples=skipped[:examples])

@@ -6,10 +6,12 @@ for a user model keyed by email; created if missing), ``content``, ``origin``, `
 (ISO 8601), ``source``; optional ``pinned``, ``generation``, ``score``, ``kind``,
 ``corroborations`` and the hygiene fields ``relevance`` (0..1), ``access_count`` (>= 0),
 ``last_accessed``, ``last_decayed`` (ISO 8601 or null), ``validated``, ``tags`` (list of
-strings). Export also writes ``retired_reason`` and the derived ``quality`` (at export
-time). Import validates the whole file first and writes nothing if any line is bad;
-it is idempotent: a (user, source) pair already present is skipped, and a line without
-a source is skipped when its user already has that content at that time.
+strings), ``evidence`` (list of session message ids). Export also writes ``retired_reason``,
+``evidence`` (the session message ids a mined truth came from; a merge keeps every source's)
+and the derived ``quality`` (at export time). Import validates the whole file first and
+writes nothing if any line is bad; it is idempotent: a (user, source) pair already present
+is skipped, and a line without a source is skipped when its user already has that content at
+that time.
 """
 
 from __future__ import annotations
@@ -115,7 +117,8 @@ def _parse_time(data: dict[str, Any], name: str) -> datetime | None:
 
 def _parse_hygiene(data: dict[str, Any]) -> dict[str, Any]:
     """The optional hygiene fields: relevance, access_count, last_accessed,
-    last_decayed, validated, tags; absent ones take the model's defaults."""
+    last_decayed, validated, tags, and a mined truth's evidence; absent ones take the
+    model's defaults."""
     relevance = data.get("relevance", 1.0)
     if not isinstance(relevance, (int, float)) or isinstance(relevance, bool) or not 0.0 <= relevance <= 1.0:
         raise ValueError("'relevance' must be a number from 0 to 1")
@@ -128,6 +131,10 @@ def _parse_hygiene(data: dict[str, Any]) -> dict[str, Any]:
     tags = data.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t.strip() and "\x00" not in t for t in tags):
         raise ValueError("'tags' must be a list of non-empty strings")
+    evidence = data.get("evidence", [])
+    if not isinstance(evidence, list) or not all(isinstance(e, str) and e.strip() and "\x00" not in e
+                                                 for e in evidence):
+        raise ValueError("'evidence' must be a list of non-empty strings (session message ids)")
     return {
         "relevance": float(relevance),
         "access_count": access_count,
@@ -135,6 +142,7 @@ def _parse_hygiene(data: dict[str, Any]) -> dict[str, Any]:
         "last_decayed": _parse_time(data, "last_decayed"),
         "validated": validated,
         "tags": list(dict.fromkeys(t.strip() for t in tags)),
+        "evidence": list(dict.fromkeys(e.strip() for e in evidence)),
     }
 
 
@@ -228,7 +236,7 @@ def iter_export_rows(*, user_id: int | None, include_retired: bool) -> Iterator[
     user_name = user_name_lookup()
     fields = ("id", user_name, "content", "origin", "pinned", "generation", "score", "kind",
               "created_at", "retired_at", "retired_reason", "superseded_by_id", "source",
-              "relevance", "access_count", "last_accessed", "last_decayed", "validated", "tags")
+              "relevance", "access_count", "last_accessed", "last_decayed", "validated", "tags", "evidence")
     for row in qs.order_by("user_id", "created_at", "id").values(*fields).iterator(chunk_size=2000):
         row_quality = quality.quality(
             relevance=row["relevance"], access_count=row["access_count"],
@@ -254,6 +262,7 @@ def iter_export_rows(*, user_id: int | None, include_retired: bool) -> Iterator[
             "last_decayed": _iso(row["last_decayed"]),
             "validated": row["validated"],
             "tags": row["tags"] or [],
+            "evidence": row["evidence"] or [],
             "quality": round(row_quality, 6),
         }
 

@@ -241,7 +241,8 @@ def _plan_one(
         cluster_seconds = time.monotonic() - started
         stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
     plan = consolidation.finished_plan(
-        run, user_id=user_id, clusters=clusters, truths=truths, embedded=embedding[0], embed_seconds=embedding[1],
+        run, user_id=user_id, clusters=clusters, truths=truths + shared.mined, embedded=embedding[0],
+        embed_seconds=embedding[1],
         cluster_seconds=cluster_seconds, seeds=user_pass.seeds,
     )
     return plan, user_pass

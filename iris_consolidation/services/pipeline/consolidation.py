@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -223,8 +223,8 @@ def build_user_plan(
         if not (small and offline_after):
             stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
     return finished_plan(
-        run, user_id=user_id, clusters=clusters, truths=truths, embedded=embedded, embed_seconds=embed_seconds,
-        cluster_seconds=cluster_seconds, seeds=seeds,
+        run, user_id=user_id, clusters=clusters, truths=truths + shared.mined, embedded=embedded,
+        embed_seconds=embed_seconds, cluster_seconds=cluster_seconds, seeds=seeds,
     )
 
 
@@ -306,15 +306,19 @@ def estimate(
     since: str | None = None,
     full: bool = False,
 ) -> forecast.Forecast:
-    """Phase 1 of the run these options would make, and its forecast; writes nothing.
+    """Phase 1 of the run these options would make, and its forecast of every call (the
+    judge's, its second looks, and the stages' requests, built and counted: ``forecast``);
+    writes nothing and calls no model.
 
     The judge is the configured one (``JUDGE``; the LLM judge at ``MODEL``), never built:
     no API key is read. Raises ``InvalidThreshold``, ``InvalidWindow`` or
     ``EmbeddingError`` like a real run.
     """
     model = app_settings.MODEL if app_settings.JUDGE == "llm" else ""
-    total = forecast.Forecast(model=model, per_call=max(1, int(app_settings.CLUSTERS_PER_CALL)))
-    with transaction.atomic():
+    total = forecast.Forecast(model=model, per_call=max(1, int(app_settings.CLUSTERS_PER_CALL)),
+                              stages_forecast=True)
+    # With a model, the stages' requests are built and counted (``forecast.StageRecorder``), never sent.
+    with transaction.atomic(), (forecast.recording(model) if model else contextlib.nullcontext()) as recorder:
         run = create_run(
             trigger="command", dry_run=True, threshold=threshold, user_id=user_id, judge="", since=since, full=full
         )
@@ -322,7 +326,7 @@ def estimate(
             plan = build_user_plan(run_id=run.pk, user_id=uid, embedder=embedder)
             total = total + forecast.forecast_user(user_id=uid, clusters=plan.clusters, model=model)
         transaction.set_rollback(True)
-    return total
+    return replace(total, **recorder.forecast()) if recorder is not None else total
 
 
 def commit_without_waiting() -> None:

@@ -1,4 +1,4 @@
-"""The forecast of a pass's judge spend: clusters, model calls, tokens and money, before
+"""The forecast of a pass's model spend: clusters, model calls, tokens and money, before
 any call is made.
 
 ``forecast_user`` works on one user's clusters as phase 1 found them: a cluster the
@@ -12,22 +12,31 @@ bound); a model without a price there has no forecast cost, never $0.
 
 ``consolidation.estimate`` runs phase 1 for every user of a would-be run inside a
 transaction that is rolled back: nothing is written (not even embeddings), no judge is
-built and no call is made, so no API key is needed.
+built and no call is made, so no API key is needed. The stages around the judge (mining,
+noise, relocation, promotion) run there in their report mode with a ``StageRecorder`` in
+place of the model's client: each request they would send is built as the pass builds it
+(the same sessions, known truths, candidates and remembered answers), its prompt tokens
+counted, and no call made (the stage then sees a failed call and goes on, as it does in a
+pass). Completion tokens per stage call are assumptions (``STAGE_COMPLETION_TOKENS``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from types import SimpleNamespace
 from typing import Any
 
 from ...choices import llm_judge_name
 from ...conf import app_settings
+from ...exceptions import JudgeResponseInvalid, JudgeUnavailable
+from ...llm import hygiene as stage_prompts
 from ...llm import rules, second_look
-from ...llm.base import JudgeRequest
-from ...llm.prompts import PROMPT_VERSION, build_messages
+from ...llm.base import JudgeRequest, NoiseCandidate, NoiseReply
+from ...llm.prompts import PROMPT_VERSION, build_messages, build_noise_messages
 from ...models import Truth
 from . import clustering, judging, verdict_cache
 
@@ -68,18 +77,49 @@ class Forecast:
     second_looks: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: The stages around the judge (``STAGES``): calls, prompt tokens (counted on their
+    #: requests) and completion tokens (``STAGE_COMPLETION_TOKENS``) of each; zero unless
+    #: ``stages_forecast`` (``consolidation.estimate`` forecasts them, a dry run makes them).
+    mine_calls: int = 0
+    mine_prompt_tokens: int = 0
+    mine_completion_tokens: int = 0
+    noise_calls: int = 0
+    noise_prompt_tokens: int = 0
+    noise_completion_tokens: int = 0
+    relocate_calls: int = 0
+    relocate_prompt_tokens: int = 0
+    relocate_completion_tokens: int = 0
+    promote_calls: int = 0
+    promote_prompt_tokens: int = 0
+    promote_completion_tokens: int = 0
+    stages_forecast: bool = False
 
     def __add__(self, other: Forecast) -> Forecast:
         counts = {
             f.name: getattr(self, f.name) + getattr(other, f.name)
             for f in fields(self)
-            if f.name not in ("model", "per_call")
+            if f.name not in ("model", "per_call", "stages_forecast")
         }
-        return Forecast(model=self.model or other.model, per_call=max(self.per_call, other.per_call), **counts)
+        return Forecast(model=self.model or other.model, per_call=max(self.per_call, other.per_call),
+                        stages_forecast=self.stages_forecast or other.stages_forecast, **counts)
+
+    def stage(self, name: str) -> tuple[int, int, int]:
+        """``(calls, prompt tokens, completion tokens)`` of stage ``name`` (one of ``STAGES``)."""
+        return (getattr(self, f"{name}_calls"), getattr(self, f"{name}_prompt_tokens"),
+                getattr(self, f"{name}_completion_tokens"))
+
+    def model_calls(self) -> int:
+        """Every call of the pass: the judge's, its second looks and the stages'."""
+        return self.calls + self.second_looks + sum(self.stage(name)[0] for name in STAGES)
+
+    def total_tokens(self) -> tuple[int, int]:
+        """``(prompt, completion)`` tokens of every call of the pass."""
+        stages = [self.stage(name) for name in STAGES]
+        return (self.prompt_tokens + sum(s[1] for s in stages), self.completion_tokens + sum(s[2] for s in stages))
 
     def cost(self) -> float | None:
-        """USD at the model's price in litellm's local map (no cache discount); 0.0 for
-        the rule judge; None when the map has no price for the model."""
+        """USD of every call (``total_tokens``) at the model's price in litellm's local map
+        (no cache discount); 0.0 for the rule judge; None when the map has no price for the model."""
         if not self.model:
             return 0.0
         from ...llm.litellm_client import price_per_token
@@ -87,7 +127,8 @@ class Forecast:
         price = price_per_token(self.model)
         if price is None:
             return None
-        return self.prompt_tokens * price[0] + self.completion_tokens * price[1]
+        prompt, completion = self.total_tokens()
+        return prompt * price[0] + completion * price[1]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (stored on a dry run as ``ConsolidationRun.forecast``)."""
@@ -97,6 +138,87 @@ class Forecast:
     def from_dict(cls, data: dict[str, Any]) -> Forecast:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in (data or {}).items() if k in names})
+
+
+#: The stages around the judge that may call a model, in the order of a pass.
+STAGES = ("mine", "noise", "relocate", "promote")
+#: Completion tokens assumed per call of each stage. Assumptions, not measurements: a
+#: mining reply of two truths with kind, confidence, evidence and reason is about 150; a
+#: relocation or promotion reply naming one entry with its reason about 60.
+STAGE_COMPLETION_TOKENS = {"mine": 150, "relocate": 60, "promote": 60}
+#: Completion tokens assumed per noise candidate (its verdict and one-line reason).
+NOISE_COMPLETION_TOKENS_PER_CANDIDATE = 30
+#: The error a stage sees in place of a reply while a pass is forecast (no call is made).
+FORECAST_ONLY = "forecast only: no call made"
+
+
+@dataclass(kw_only=True)
+class StageRecorder:
+    """The stages' model client while a pass is forecast: it has the LLM judge's methods
+    (``ask_json``, ``classify_noise``), counts each request's prompt tokens for ``model``
+    and raises in place of calling (``JudgeResponseInvalid``, or ``JudgeUnavailable``
+    for noise: each stage goes on as after a failed call). ``counts``: per stage,
+    ``[calls, prompt tokens, completion tokens]``."""
+
+    model: str
+    counts: dict[str, list[int]] = field(default_factory=lambda: {name: [0, 0, 0] for name in STAGES})
+    calls_model: bool = True
+    #: Mining asks it one request at a time (its counts are not shared between threads).
+    concurrent: bool = False
+
+    @property
+    def name(self) -> str:
+        return llm_judge_name(self.model)
+
+    def _add(self, stage: str, messages: list[dict[str, Any]], completion: int) -> None:
+        from ...llm.litellm_client import count_tokens
+
+        counts = self.counts[stage]
+        counts[0] += 1
+        counts[1] += count_tokens(self.model, messages)
+        counts[2] += completion
+
+    def ask_json(self, messages: list[dict[str, Any]], parse: Any) -> Any:
+        """Count a mining, relocation or promotion request (told apart by its system
+        prompt); raises ``JudgeResponseInvalid`` (``FORECAST_ONLY``)."""
+        systems = {stage_prompts.MINING_SYSTEM: "mine", stage_prompts.RELOCATE_SYSTEM: "relocate",
+                   stage_prompts.PROMOTE_SYSTEM: "promote"}
+        stage = systems[messages[0]["content"]]
+        self._add(stage, messages, STAGE_COMPLETION_TOKENS[stage])
+        raise JudgeResponseInvalid(FORECAST_ONLY)
+
+    def classify_noise(self, candidates: Sequence[NoiseCandidate]) -> NoiseReply:
+        """Count a noise classification request; raises ``JudgeUnavailable`` (``FORECAST_ONLY``)."""
+        self._add("noise", build_noise_messages(candidates, cacheable=False),
+                  NOISE_COMPLETION_TOKENS_PER_CANDIDATE * len(candidates))
+        raise JudgeUnavailable(FORECAST_ONLY)
+
+    def forecast(self) -> dict[str, int]:
+        """The ``Forecast`` fields of the counted requests."""
+        figures: dict[str, int] = {}
+        for stage, (calls, prompt, completion) in self.counts.items():
+            figures.update({f"{stage}_calls": calls, f"{stage}_prompt_tokens": prompt,
+                            f"{stage}_completion_tokens": completion})
+        return figures
+
+
+_RECORDER: contextvars.ContextVar[StageRecorder | None] = contextvars.ContextVar("iris_stage_recorder", default=None)
+
+
+@contextlib.contextmanager
+def recording(model: str) -> Iterator[StageRecorder]:
+    """Inside: the stages' model client is a ``StageRecorder`` for ``model`` (``recorder``)."""
+    recorder = StageRecorder(model=model)
+    token = _RECORDER.set(recorder)
+    try:
+        yield recorder
+    finally:
+        _RECORDER.reset(token)
+
+
+def recorder() -> StageRecorder | None:
+    """The ``StageRecorder`` of a forecast in progress here, else None."""
+    return _RECORDER.get()
 
 
 def _realiased(requests: Sequence[JudgeRequest]) -> list[JudgeRequest]:

@@ -407,11 +407,23 @@ def _judges_clusters(run: ConsolidationRun) -> bool:
     return "apply" in (modes["lexical"], modes["semantic"])
 
 
+def stages_deferred(run: ConsolidationRun) -> bool:
+    """Whether a stage of ``run`` left work for a later pass because of the run's budget
+    (``hygiene/budget.py``): a mine, relocate or promote result whose first finding counts
+    ``deferred``, or a noise finding marked ``deferred``. One query."""
+    deferred = Q(stage__in=("mine", "relocate", "promote"), findings__0__deferred__gt=0) | Q(
+        stage="noise", findings__contains=[{"deferred": True}]
+    )
+    return run.stage_results.filter(deferred).exists()
+
+
 def write_checkpoint(run: ConsolidationRun) -> datetime | None:
     """Set ``run.checkpoint`` (unsaved) if the run is real and completed with no failed
-    cluster and none deferred (a budget's leftovers must fall in the next ``--since last``),
-    and judged clusters (``_judges_clusters``)."""
+    cluster and none deferred, no stage's work deferred (``stages_deferred``: a budget's
+    leftovers must fall in the next ``--since last``), and judged clusters (``_judges_clusters``)."""
     if run.dry_run or run.failed or run.deferred or run.status != ConsolidationRun.Status.DONE:
+        return None
+    if stages_deferred(run):
         return None
     if not _judges_clusters(run):
         return None

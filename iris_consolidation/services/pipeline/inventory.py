@@ -66,7 +66,9 @@ def significant_changes(run: ConsolidationRun, *, limit: int = MAX_CHANGES) -> l
     """The run's ``limit`` most significant actions, applied (or previewed in a dry run).
 
     Ranked by truths involved (a merge of five before a merge of two), then by the
-    highest distillation score among them. Each item carries the judge's reason.
+    highest distillation score among them. Each item carries the judge's reason and
+    ``sources``: the texts the change retired (a merge's members; a supersede's old
+    truths, never its survivor).
     """
     items: list[dict[str, Any]] = []
     reviews = run.reviews.exclude(applied_actions=[]).only("id", "applied", "applied_actions", "snapshot")
@@ -80,6 +82,9 @@ def significant_changes(run: ConsolidationRun, *, limit: int = MAX_CHANGES) -> l
                 else [*entry.get("old", []), entry.get("new")]
             )
             members = [rows[a] for a in aliases if a in rows]
+            # What the change retired: every member of a merge, the old ones of a supersede
+            # (its survivor is the result, not something it "was").
+            retired = members if entry["action"] == "merge" else [rows[a] for a in entry.get("old", []) if a in rows]
             score = max((float(m.get("score") or 0.0) for m in members), default=0.0)
             if entry["action"] == "merge":
                 text = entry.get("content", "")
@@ -94,7 +99,7 @@ def significant_changes(run: ConsolidationRun, *, limit: int = MAX_CHANGES) -> l
                     "size": len(aliases),
                     "score": round(score, 6),
                     "content": text,
-                    "sources": [m.get("content", "") for m in members],
+                    "sources": [m.get("content", "") for m in retired],
                     # Truth numbers for the call's aliases: operators read this (run page, command).
                     "reason": with_truth_numbers(entry.get("reason", ""), truth_names(review.snapshot)),
                     "applied": bool(review.applied),

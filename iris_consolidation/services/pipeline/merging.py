@@ -116,12 +116,11 @@ def _merged_truth(action: Action, sources: Sequence[Truth], embedding: Any, embe
         for line in s.source.splitlines():
             if line and line not in provenance:
                 provenance.append(line)
-    kinds = [s.kind for s in sources]
     truth = Truth(
         user_id=sources[0].user_id,
         content=action.content.strip(),
         origin=Origin.CONSOLIDATED,
-        kind=max(set(kinds), key=kinds.count),
+        kind=bookkeeping.merged_kind(sources),
         generation=max(s.generation for s in sources) + 1,
         score=max(s.score for s in sources),
         corroborations=sum(s.corroborations for s in sources),

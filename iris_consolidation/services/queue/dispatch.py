@@ -20,7 +20,9 @@ from django_q.models import Schedule
 from django_q.tasks import async_task, schedule
 
 from ...conf import app_settings
-from ...models import ConsolidationJob, ConsolidationRun, Truth
+from ...models import ConsolidationJob, ConsolidationRun, StageMode, Truth
+from ...run_settings import run_modes
+from ..hygiene import mining
 
 Job = ConsolidationJob
 
@@ -76,8 +78,10 @@ def user_batches(jobs: Sequence[Job]) -> list[list[Job]]:
     A user of at most ``PHASE1_BATCH_MAX_TRUTHS`` live truths shares a task with the next
     small users, up to ``PHASE1_USERS_PER_TASK`` of them and ``TRUTHS_PER_USER_TIMEOUT``
     truths in all (what one ``USER_JOB_TIMEOUT`` covers, as for one user of that size);
-    a larger user gets a task of its own. Queries: one (the users' live truth counts),
-    none when batching is off (either setting at 1 user or 0 truths).
+    a larger user gets a task of its own, and so does a user whose sessions a model mines
+    (``_mined_with_a_model``: a call per session, seconds each, is one user's task's worth).
+    Queries: two or three (the users' live truth counts, the run, the users to mine), none
+    when batching is off (either setting at 1 user or 0 truths).
     """
     per_task = int(app_settings.PHASE1_USERS_PER_TASK)
     bound = int(app_settings.PHASE1_BATCH_MAX_TRUTHS)
@@ -85,12 +89,13 @@ def user_batches(jobs: Sequence[Job]) -> list[list[Job]]:
         return [[job] for job in jobs]
     rows = Truth.objects.filter(user_id__in={job.user_id for job in jobs}).values("user_id").annotate(n=Count("id"))
     sizes = {row["user_id"]: row["n"] for row in rows.order_by()}
+    mining = _mined_with_a_model(jobs)
     groups: list[list[Job]] = []
     batch: list[Job] = []
     truths = 0
     for job in jobs:
         size = sizes.get(job.user_id, 0)
-        if size > bound:
+        if size > bound or job.user_id in mining:
             groups.append([job])
             continue
         if batch and (len(batch) >= per_task or truths + size > TRUTHS_PER_USER_TIMEOUT):
@@ -101,6 +106,16 @@ def user_batches(jobs: Sequence[Job]) -> list[list[Job]]:
     if batch:
         groups.append(batch)
     return groups
+
+
+def _mined_with_a_model(jobs: Sequence[Job]) -> set[int]:
+    """The users of ``jobs`` (one run's phase 1) whose sessions the mine stage sends to a
+    model: the run's judge is the LLM judge, mining is on, and they have messages in its
+    window (``mining.user_ids_to_mine``); empty otherwise."""
+    run = ConsolidationRun.objects.filter(pk=jobs[0].run_id).first()
+    if run is None or run.judge_kind != ConsolidationRun.JudgeKind.LLM or run_modes(run)["mine"] == StageMode.OFF:
+        return set()
+    return set(mining.user_ids_to_mine(run)) & {job.user_id for job in jobs}
 
 
 def task_call(job: Job) -> Call:

@@ -222,12 +222,12 @@ def test_llm_mining_sends_messages_and_known_truths_as_quoted_data(llm_server, a
         messages = call["json"]["messages"]
         assert messages[0] == {"role": "system", "content": prompts.MINING_SYSTEM}  # instructions unchanged
         assert messages[1]["content"].startswith("<data>\n") and messages[1]["content"].endswith("\n</data>")
-    data = llm_stub.StubLLMServer.data_of(calls[1])
+    # The sessions' calls run at once (MINING_CONCURRENCY): they arrive in any order.
+    first, data = sorted((llm_stub.StubLLMServer.data_of(c) for c in calls),
+                         key=lambda d: -len(d["session"]["messages"]))
     assert data["session"]["messages"] == [{"id": "m1", "role": "user", "content": INJECTION}]
     assert data["known"] == [{"id": "k1", "content": "Has a brother in Lyon"}]
-    assert [m["role"] for m in llm_stub.StubLLMServer.data_of(calls[0])["session"]["messages"]] == [
-        "other", "user", "user", "user"
-    ]
+    assert [m["role"] for m in first["session"]["messages"]] == ["other", "user", "user", "user"]
     assert Truth.objects.filter(user=ana).count() == 1  # the injected line added nothing
     run.refresh_from_db()
     assert run.llm_calls == 2 and run.tokens == 140

@@ -90,10 +90,12 @@ def test_a_second_pass_appends_nothing_and_edits_nothing(llm_server, often, run_
     first = LearnedRule.objects.get()
     created = (first.pk, first.text, first.created_at)
     llm_server.script = [rules({"id": "r1", "rule": "answer in british english", "reason": "same again"})]
+    # A truth the model left out is asked about again once its text changed (its "not a rule" is remembered).
+    Truth.objects.filter(pk=often["terse"].pk).update(content="Prefers short answers, no preamble")
     again = stages.run_promote(started(run_factory()), often["user"].pk, client=get_judge_client("llm"))
-    # The promoted truth is no longer a candidate; the other one, offered again, maps to the same fingerprint.
+    # The promoted truth is no longer a candidate; the changed one, offered again, maps to the same fingerprint.
     assert [c["content"] for c in llm_stub.StubLLMServer.data_of(llm_server.chat_requests()[1])["candidates"]] == [
-        "Prefers short answers without preamble", "Has two cats"
+        "Prefers short answers, no preamble"
     ]
     assert again.applied == 0 and LearnedRule.objects.count() == 1
     first.refresh_from_db()

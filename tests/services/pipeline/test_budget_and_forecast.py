@@ -9,7 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from iris_consolidation import run_settings
+from iris_consolidation import inventory_display, run_settings
 from iris_consolidation.inventory_display import NO_PRICE
 from iris_consolidation.models import ClusterReview, ConsolidationCursor, LiveSettings, Truth
 from iris_consolidation.services.pipeline import forecast, judging
@@ -134,7 +134,11 @@ def test_a_dry_run_prints_the_same_forecast_line(llm_server, truth_factory, user
 
     output = _command("--dry-run")
 
-    assert estimate_line in output.splitlines()
+    # The judge's part is the same; a dry run makes its stages' calls (counted), it does not forecast them.
+    dry_line = next(line for line in output.splitlines() if line.startswith("Forecast:"))
+    assert dry_line.split("; stages:")[0] == estimate_line.split("; stages:")[0]
+    assert inventory_display.STAGES_NOT_FORECAST in dry_line
+    assert "stages: mine calls=0 tokens 0+~0, noise calls=0" in estimate_line
     assert len(llm_server.chat_requests()) == 1
 
 

@@ -348,12 +348,21 @@ def _named(value: Any, positions: dict[int, int], key: str = "") -> Any:
     return value
 
 
+#: Keys the first finding of mine, relocate and promote gained after the recording: what the
+#: model was asked and what the run's budget deferred (reporting, not the stage's results).
+LATER_HEAD_KEYS = {"mine": {"deferred", "deferred_sessions"},
+                   "relocate": {"asked", "calls", "remembered", "deferred"},
+                   "promote": {"asked", "calls", "remembered", "deferred", "extractor"}}
+
+
 def _stage_results(run: Any, user_id: int, positions: dict[int, int]) -> dict[str, Any]:
     found = {}
     for r in StageResult.objects.filter(run=run, user_id=user_id).order_by("stage"):
         # ``refused`` (the prune cap's) came after the reference; the runs here have no cap.
         findings = _named([{k: v for k, v in f.items() if k != "refused"} if r.stage == "prune" else f
                            for f in r.findings], positions)
+        if r.stage in LATER_HEAD_KEYS and findings:
+            findings[0] = {k: v for k, v in findings[0].items() if k not in LATER_HEAD_KEYS[r.stage]}
         if r.stage == "decay":  # listed in the table's order: compared sorted
             findings = sorted(findings, key=lambda f: f["truth_id"])
         found[r.stage] = {"mode": r.mode, "examined": r.examined, "affected": r.affected, "applied": r.applied,
