@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('iris_consolidation', '0020_run_judge_kind_backfill'),
+        ('iris_consolidation', '0023_run_status_cancelled'),
     ]
 
     operations = [
