@@ -15,7 +15,9 @@ litellm exactly as it talks to a provider:
   contents of its truths and its merged content; without a recording it is answered by
   ``second_looks`` ("confirm" or "withdraw" every check), so a report can give both bounds;
 - any other call: the recorded reply of the same last message, else an empty object.
-The server counts what it saw (``ReplayStats``); nothing here touches the database.
+The server counts what it saw (``ReplayStats``) and keeps the messages of every call it
+could not answer wholly from the recordings (``unanswered``: what a new recording needs);
+nothing here touches the database.
 """
 
 from __future__ import annotations
@@ -198,6 +200,8 @@ class ReplayServer(ChatServer):
         self.recordings = recordings
         self.second_look_answer = second_looks
         self.stats = ReplayStats()
+        #: The messages of each call with a cluster or a check the recordings do not answer.
+        self.unanswered: list[list[dict[str, Any]]] = []
         self._lock = threading.Lock()
 
     def respond(self, path: str, payload: dict[str, Any], headers: dict[str, str]) -> Response:
@@ -212,11 +216,21 @@ class ReplayServer(ChatServer):
         content = _last_content(messages)
         clusters = _tagged_json(content, "truths")
         if clusters is not None:
-            return self._judge(clusters)
+            missed = self.stats.missed
+            reply = self._judge(clusters)
+            if self.stats.missed > missed:
+                self.unanswered.append(messages)
+            return reply
         checks = _tagged_json(content, "checks")
         if checks is not None:
-            return self._second_look(checks)
+            unrecorded = self.stats.second_looks[self.second_look_answer]
+            reply = self._second_look(checks)
+            if self.stats.second_looks[self.second_look_answer] > unrecorded:
+                self.unanswered.append(messages)
+            return reply
         self.stats.other_calls += 1
+        if content not in self.recordings.others:
+            self.unanswered.append(messages)
         return self.recordings.others.get(content, "{}")
 
     def _judge(self, sent: dict[str, Any]) -> str:
