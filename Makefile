@@ -15,7 +15,7 @@ DEMO_VERBOSITY ?= $(if $(findstring samples/,$(DEMO_DATA)),1,0)
 PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install demo test test-all test-fast test-slow test-package bench db-stop
+.PHONY: install dist demo test test-all test-fast test-slow test-package bench db-stop
 
 install: $(VENV)/.installed
 
@@ -27,12 +27,23 @@ $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/pins.txt r
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements/test.txt
 	touch $@
 
+# The wheel and the sdist in dist/ (python -m build; setuptools comes from the package index
+# into build's own isolated environment), checked with twine: what `pip install` in a host
+# project takes (README "Use it in your own project"). Old builds are removed first, so dist/
+# holds exactly one version; build/ and the egg-info are setuptools' leftovers, removed too.
+dist: install
+	@rm -rf dist build iris_consolidation.egg-info
+	@$(PY) -m build --outdir dist . >build.log 2>&1 || { cat build.log >&2; exit 1; }
+	@rm -f build.log
+	@$(PY) -m twine check --strict dist/*
+	@ls dist/*.whl dist/*.tar.gz
+
 demo: install
 	@test -f "$(DEMO_DATA)" || { echo "make demo: no truths file at $(DEMO_DATA); set DEMO_DATA=path/to/file.truths.jsonl" >&2; exit 2; }
 	@echo "== migrate"
 	@$(PY) manage.py migrate --verbosity 0
 	@echo "== load $(DEMO_DATA)"
-	@$(PY) manage.py load_truths "$(DEMO_DATA)"
+	@$(PY) manage.py load_truths --create-users "$(DEMO_DATA)"
 	@if [ -n "$(DEMO_SESSIONS)" ]; then \
 		echo "== load sessions $(DEMO_SESSIONS)"; \
 		$(PY) manage.py load_sessions "$(DEMO_SESSIONS)" && \
