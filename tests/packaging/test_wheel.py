@@ -408,4 +408,11 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     assert "ana.ribeiro@example.com" in pages["search_cursors"]["html"]
     assert f"ben.okafor@example.com (#{facts['ben_id']})" in pages["live_settings"]["html"]
 
+    # --- the README's API example, in the host's shell (its users are keyed by email) -----------
+    example = blocks["python"].replace('"ben.okafor"', '"ben.okafor@example.com"')
+    assert "api.live_truths(" in example and "api.consolidate(" in example, example
+    shown = _run([*manage, "shell", "-c", example], cwd=host, env=env).strip().splitlines()
+    assert re.fullmatch(r"done: merged \d+, superseded \d+; \d+ -> \d+ truths", shown[-4]), shown
+    assert "cats" in shown[-3], shown  # "What pets does Ben have?": his cats first
+
     print(f"\npackaging figures: {json.dumps(figures)}")
