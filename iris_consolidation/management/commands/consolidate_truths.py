@@ -4,13 +4,17 @@ parses the options, calls ``launch.launch``, prints what it did."""
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.progress import Progress
 
 from ... import inventory_display
-from ...exceptions import LaunchFailed
+from ...evaluation import replay
+from ...exceptions import InvalidInput, LaunchFailed
+from ...llm.prompts import PROMPT_VERSION
 from ...lineage_display import truth_names, with_truth_numbers
 from ...models import ConsolidationRun
 from ...services.pipeline import forecast
@@ -27,6 +31,20 @@ class Command(BaseCommand):
     )
     DRY_RUN_BANNER = "DRY RUN: clusters are judged and recorded; no truth is changed."
     FAILED_CLUSTERS = "{failed} cluster(s) failed; their truths are unchanged. See run {run_id} in the admin."
+    REPLAY_HERE = "--replay runs the pass here: add --sync or --dry-run."
+    REPLAYING = (
+        "Judge: the recorded verdicts of {model} (judge prompt {version}), replayed offline through litellm from "
+        "{paths} by a server on 127.0.0.1; nothing leaves this machine. To judge live, give the model's API key and "
+        "IRIS_CONSOLIDATION_JUDGE=llm (make demo DEMO_JUDGE=llm; README.md, Using an LLM)."
+    )
+    REPLAYED = (
+        "Replayed: {matched} cluster(s) answered from the recording, {missed} not in it (kept); second looks: "
+        "{recorded} recorded, {unrecorded} not (withdrawn)."
+    )
+    OTHER_PROMPT = (
+        "Note: the recording answers judge prompt {recorded}; this version sends {current}, so clusters it words "
+        "or groups differently are not matched and are kept."
+    )
     STOPPED = launch.STOPPED
     INTERRUPTED = launch.INTERRUPTED
 
@@ -59,20 +77,65 @@ class Command(BaseCommand):
             "(default: every "
             "stage in its configured mode).",
         )
+        parser.add_argument(
+            "--replay",
+            metavar="FILE",
+            action="append",
+            help="Judge with a real model's recorded verdicts (JSON lines, e.g. samples/demo.recorded.jsonl), replayed "
+            "offline through litellm from 127.0.0.1 instead of the configured judge; a cluster not in the recording "
+            "is kept. Needs --sync or --dry-run; may be given more than once.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        with ExitStack() as stack:
+            client = server = None
+            if options["replay"]:
+                client, server = self._replaying(stack, options)
+            self._handle(options, client=client, server=server)
+
+    def _replaying(self, stack: ExitStack, options: dict[str, Any]) -> tuple[Any, replay.ReplayServer]:
+        """Start the replay of ``--replay``'s files for this command; says so on screen."""
+        if not (options["sync"] or options["dry_run"]) or options["estimate"]:
+            raise CommandError(self.REPLAY_HERE)
+        paths = [Path(p) for p in options["replay"]]
+        try:
+            client, server = stack.enter_context(replay.replaying(paths))
+        except InvalidInput as exc:
+            raise CommandError(str(exc)) from exc
+        recorded = server.recordings
+        versions = recorded.prompt_versions.get("judge", ())
+        self.stdout.write(
+            self.REPLAYING.format(
+                model=" and ".join(recorded.models) or "an unnamed model", version=", ".join(versions) or "unknown",
+                paths=", ".join(map(str, paths)),
+            )
+        )
+        if versions and PROMPT_VERSION not in versions:
+            self.stdout.write(self.OTHER_PROMPT.format(recorded=", ".join(versions), current=PROMPT_VERSION))
+        return client, server
+
+    def _handle(self, options: dict[str, Any], *, client: Any, server: replay.ReplayServer | None) -> None:
         verbosity = options["verbosity"]
         progress = _Progress(self, verbosity=verbosity, dry_run=options["dry_run"])
         try:
             result = launch.launch(
                 user=options["user"], threshold=options["threshold"], since=options["since"], full=options["full"],
                 only=options["only"], sync=options["sync"], dry_run=options["dry_run"], estimate=options["estimate"],
-                progress=progress,
+                progress=progress, client=client,
             )
         except LaunchFailed as exc:
             raise CommandError(str(exc), returncode=exc.exit_code) from exc
         finally:
             progress.close()
+        if server is not None:
+            stats = server.stats
+            recorded = sum(n for answer, n in stats.second_looks.items() if answer.startswith("recorded "))
+            self.stdout.write(
+                self.REPLAYED.format(
+                    matched=stats.matched, missed=stats.missed, recorded=recorded,
+                    unrecorded=stats.checks_total - recorded,
+                )
+            )
         if result.estimate is not None:
             self.stdout.write(inventory_display.forecast_line(result.estimate))
             return

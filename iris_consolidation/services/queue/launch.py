@@ -26,6 +26,7 @@ from . import execution, lifecycle
 from .execution import ProgressCallback
 
 STOPPED = "Stopped by an error: run {run_id} is marked failed ({error})."
+CLIENT_QUEUED = "A judge given in code runs here only: add --sync or --dry-run (a queued run's workers use the settings)."
 INTERRUPTED = (
     "Interrupted: run {run_id} is marked failed. Clusters applied before the interrupt stay applied "
     "(each in its own transaction); the rest are unchanged and the next run picks them up."
@@ -54,6 +55,7 @@ def launch(
     dry_run: bool = False,
     estimate: bool = False,
     progress: ProgressCallback | None = None,
+    client: JudgeClient | None = None,
 ) -> Launched:
     """Start a run as ``consolidate_truths`` does; returns what was done.
 
@@ -62,6 +64,8 @@ def launch(
     phase 1 only and writes nothing. Otherwise a run is created with the configured judge
     and queued (sent when the transaction commits), or, with ``sync`` or ``dry_run``,
     executed here: ``progress("start", 0, 0, run)`` first, then ``run_sync``'s events.
+    ``client`` judges instead of the configured judge (a run in this process only: a queued
+    run's workers build theirs from the settings), e.g. a replay of recorded verdicts.
 
     Raises ``LaunchFailed``: ``not_started`` for bad input or configuration (nothing
     written), ``embedding`` or ``interrupted`` for a run stopped here (marked failed).
@@ -76,8 +80,10 @@ def launch(
                 embedder=get_embedder(), threshold=value, user_id=user_id, since=since, full=full
             )
             return Launched(estimate=forecasted)
-        client = get_judge_client()
         here = sync or dry_run
+        if client is not None and not here:
+            raise InvalidInput(CLIENT_QUEUED)
+        client = client or get_judge_client()
         run = consolidation.create_run(
             trigger=ConsolidationRun.Trigger.COMMAND, dry_run=dry_run,
             execution=ConsolidationRun.Execution.IN_PROCESS if here else ConsolidationRun.Execution.QUEUED,
