@@ -19,6 +19,7 @@ from ...lineage_display import truth_names, with_truth_numbers
 from ...models import ConsolidationRun
 from ...services.pipeline import forecast
 from ...services.queue import launch
+from ..migrated import require_migrated
 
 
 class Command(BaseCommand):
@@ -87,6 +88,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_migrated()
         with ExitStack() as stack:
             client = server = None
             if options["replay"]:

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from ... import run_display, selectors
+from ..migrated import require_migrated
 
 
 def _when(moment: datetime | None) -> str:
@@ -39,6 +40,7 @@ class Command(BaseCommand):
     QUEUE_ROW = "{label}: {text}"
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_migrated()
         status = selectors.get_consolidation_status()
         write = self.stdout.write
         run = status.last_run

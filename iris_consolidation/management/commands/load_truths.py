@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...exceptions import ImportFileInvalid
 from ...services.operations import transfer
+from ..migrated import require_migrated
 
 
 class Command(BaseCommand):
@@ -28,6 +29,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_migrated()
         try:
             result = transfer.load_truths(Path(options["path"]), create_users=options["create_users"])
         except ImportFileInvalid as exc:

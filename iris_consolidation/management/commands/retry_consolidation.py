@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...models import ConsolidationRun
 from ...services.queue import recovery
+from ..migrated import require_migrated
 
 
 class Command(BaseCommand):
@@ -29,6 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("run_id", help="Id (UUID) of the run.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_migrated()
         value = options["run_id"].strip()
         try:
             run_id = uuid.UUID(value)
