@@ -9,13 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from rich.progress import Progress
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
-from ... import inventory_display
+from ... import inventory_display, selectors
 from ...evaluation import replay
 from ...exceptions import InvalidInput, LaunchFailed
 from ...llm.prompts import PROMPT_VERSION
-from ...lineage_display import truth_names, with_truth_numbers
+from ...lineage_display import action_line, truth_names, with_truth_numbers
 from ...models import ConsolidationRun
 from ...services.pipeline import forecast
 from ...services.queue import launch
@@ -184,15 +191,27 @@ def _summary(run: ConsolidationRun, seconds: float) -> str:
 
 
 class _Progress:
-    """Progress display: the run's header, then a rich bar on a terminal, plain ``[i/n]``
-    lines otherwise."""
+    """Progress display: the run's header, then on a terminal (only) a rich bar for each
+    level, with counts, elapsed time and time left: the users, the truths being embedded (most
+    of a large user's pass) and the current user's clusters being judged; plain ``[i/n] user
+    <username>`` lines otherwise."""
 
     def __init__(self, command: Command, *, verbosity: int, dry_run: bool) -> None:
         self.command = command
         self.verbosity = verbosity
         self.dry_run = dry_run
         self.bar: Any = None
-        self.task: Any = None
+        self.tasks: dict[str, Any] = {}
+
+    def _show(self, key: str, description: str, *, completed: int, total: int) -> None:
+        """Set the bar ``key`` (added on first use; restarted when its total changes)."""
+        task = self.tasks.get(key)
+        if task is None:
+            self.tasks[key] = self.bar.add_task(description, total=total, completed=completed)
+        elif self.bar.tasks[task].total != total:
+            self.bar.reset(task, total=total, completed=completed, description=description)
+        else:
+            self.bar.update(task, completed=completed, description=description)
 
     def __call__(self, stage: str, i: int, n: int, payload: Any) -> None:
         if self.verbosity < 1:
@@ -201,31 +220,40 @@ class _Progress:
         if stage == "start":
             self._start(payload)
         elif stage == "user":
+            (name,) = selectors.named_users([payload])
             if self.bar is not None:
-                if self.task is None:
-                    self.task = self.bar.add_task("users", total=n)
-                self.bar.update(self.task, completed=i - 1)
+                self._show("users", f"users (now {name})", completed=i - 1, total=n)
             else:
-                write(f"[{i}/{n}] user {payload}")
-        elif stage == "clusters" and self.bar is None:
-            write(f"  {len(payload)} clusters")
+                write(f"[{i}/{n}] user {name}")
+        elif stage == "embed" and self.bar is not None:
+            self._show("truths", "truths embedded", completed=i, total=n)
+        elif stage == "clusters":
+            if self.bar is not None:
+                self._show("clusters", "clusters judged", completed=0, total=len(payload))
+            else:
+                write(f"  {len(payload)} clusters")
         elif stage == "cluster":
             review = payload
-            if self.bar is None:
+            if self.bar is not None:
+                self._show("clusters", "clusters judged", completed=i, total=n)
+            else:
                 write(f"  [{i}/{n}] {review.get_outcome_display()}")
-            names = truth_names(review.snapshot)
-            if self.verbosity >= 2 or (self.dry_run and review.applied_actions):
-                for row in review.snapshot:
-                    write(f"      #{row['id']}: {row['content']}")
-                for action in review.applied_actions:
-                    label = "would " + action["action"] if self.dry_run else action["action"]
-                    target = action.get("content") or names.get(str(action.get("new")), action.get("new"))
-                    ids = " + ".join(names.get(a, a) for a in action.get("ids") or action.get("old") or ())
-                    write(f"      -> {label} {ids}: {target}")
-                for reason in dict.fromkeys(with_truth_numbers(r["reason"], names) for r in review.rejections):
-                    write(f"      refused: {reason}")
-            if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
-                write(f"      reasoning: {with_truth_numbers(review.reasoning, names)}")
+            self._review(review)
+
+    def _review(self, review: Any) -> None:
+        """A reviewed cluster's truths, actions, refusals and reasoning (verbosity 2, or a dry
+        run's actions at 1), saying which truth survives an absorbing merge."""
+        write = self.command.stdout.write
+        names = truth_names(review.snapshot)
+        if self.verbosity >= 2 or (self.dry_run and review.applied_actions):
+            for row in review.snapshot:
+                write(f"      #{row['id']}: {row['content']}")
+            for action in review.applied_actions:
+                write("      -> " + action_line(action, names, snapshot=review.snapshot, dry_run=self.dry_run))
+            for reason in dict.fromkeys(with_truth_numbers(r["reason"], names) for r in review.rejections):
+                write(f"      refused: {reason}")
+        if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
+            write(f"      reasoning: {with_truth_numbers(review.reasoning, names)}")
 
     def _start(self, run: ConsolidationRun) -> None:
         """The header of a run executed here; then the bar, on a terminal."""
@@ -235,7 +263,10 @@ class _Progress:
         command.stdout.write(inventory_display.window_line(run))
         command.stdout.write(f"Run {run.pk}: judge {run.judge}, threshold {run.threshold}")
         if sys.stdout.isatty() and command.stdout._out is sys.stdout:
-            self.bar = Progress(transient=True)
+            self.bar = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("left"), TimeRemainingColumn(), transient=True,
+            )
             self.bar.start()
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from ... import run_settings, selectors
-from ...embeddings import get_embedder
+from ...embeddings import Embedder, ReportingEmbedder, get_embedder
 from ...exceptions import EmbeddingError, InvalidInput, LaunchFailed
 from ...llm import get_judge_client
 from ...llm.base import JudgeClient
@@ -104,7 +104,10 @@ def launch(
 def _run_here(run: ConsolidationRun, *, client: JudgeClient, progress: ProgressCallback | None) -> ConsolidationRun:
     """``execution.run_sync``, failing the run on any error (see ``launch``)."""
     try:
-        return execution.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
+        embedder: Embedder = get_embedder()
+        if progress:  # a large user's embedding is most of its pass: report it by truths
+            embedder = ReportingEmbedder(embedder, lambda done, total: progress("embed", done, total, None))
+        return execution.run_sync(run=run, client=client, embedder=embedder, progress=progress)
     except EmbeddingError as exc:
         lifecycle.fail_run(run.pk, note=str(exc))
         raise LaunchFailed(str(exc), code=LaunchFailed.EMBEDDING) from exc
