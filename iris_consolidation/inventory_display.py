@@ -268,9 +268,9 @@ RULE_JUDGE_WHY = (
     "name order); real paraphrases need a model."
 )
 SEE_MERGES = (
-    "To see merges, lineage and undo: the invented sample (make demo DEMO_DATA=samples/demo.truths.jsonl), "
-    "a model (IRIS_CONSOLIDATION_JUDGE=llm, see README \"Using an LLM\"), or the recorded model replies "
-    "(manage.py eval_judge --recorded FILE, FILE one of ../shared/eval/recorded/*.jsonl)."
+    "To see merges, lineage and undo: make demo in a clone of the repository (a real model's recorded verdicts "
+    "on its invented sample, replayed offline: consolidate_truths --replay samples/demo.recorded.jsonl), or a "
+    "model (IRIS_CONSOLIDATION_JUDGE=llm, see README \"Using an LLM\")."
 )
 
 

@@ -66,8 +66,9 @@ def main() -> int:
         text = json.dumps(messages, ensure_ascii=False, sort_keys=True)
         if text not in seen:
             seen.add(text)
-            lines.append(json.dumps({"key": f"{args.key_prefix}-{len(lines) + 1}", "messages": messages},
-                                    ensure_ascii=False))
+            lines.append(
+                json.dumps({"key": f"{args.key_prefix}-{len(lines) + 1}", "messages": messages}, ensure_ascii=False)
+            )
     args.out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     print(
         f"judge calls {stats.judge_calls} (clusters matched {stats.matched}, missed {stats.missed}); "

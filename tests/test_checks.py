@@ -73,7 +73,7 @@ def test_the_local_embedder_not_installed_is_named(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(embeddings, "LOCAL_MODULES", (*embeddings.LOCAL_MODULES, "iris_no_such_module"))
     (message,) = checks.check_host_project()
     assert message.id == "iris_consolidation.E010"
-    assert "(missing: iris_no_such_module)" in message.msg and "iris-consolidation[local]" in message.msg
+    assert "(missing: iris_no_such_module)" in message.msg and "its [local] extra" in message.msg
     with override_settings(IRIS_CONSOLIDATION_EMBEDDING_MODEL="openai/text-embedding-3-small"):
         assert checks.check_host_project() == []
 

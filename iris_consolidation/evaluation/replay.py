@@ -395,10 +395,16 @@ def replaying(paths: Iterable[Path], *, second_looks: str = "withdraw") -> Itera
     the placeholder key is for 127.0.0.1 only. Raises ``InvalidInput`` for a bad or missing
     file (``load_recordings``)."""
     recordings = load_recordings(paths)
-    with ReplayServer(recordings, second_looks=second_looks) as server, override_settings(
-        IRIS_CONSOLIDATION_JUDGE="llm", IRIS_CONSOLIDATION_MODEL=REPLAY_MODEL,
-        IRIS_CONSOLIDATION_LLM_API_BASE=server.url, IRIS_CONSOLIDATION_VERIFY_MODEL="",
-    ), mock.patch.dict(os.environ, {"OPENAI_API_KEY": REPLAY_KEY}):
+    with (
+        ReplayServer(recordings, second_looks=second_looks) as server,
+        override_settings(
+            IRIS_CONSOLIDATION_JUDGE="llm",
+            IRIS_CONSOLIDATION_MODEL=REPLAY_MODEL,
+            IRIS_CONSOLIDATION_LLM_API_BASE=server.url,
+            IRIS_CONSOLIDATION_VERIFY_MODEL="",
+        ),
+        mock.patch.dict(os.environ, {"OPENAI_API_KEY": REPLAY_KEY}),
+    ):
         yield replay_client(server.url), server
 
 

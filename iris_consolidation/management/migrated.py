@@ -8,8 +8,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 
 UNMIGRATED = (
-    "The database is not migrated: {count} migration(s) of {apps} not applied. "
-    "Run `python manage.py migrate` first."
+    "The database is not migrated: {count} migration(s) of {apps} not applied. Run `python manage.py migrate` first."
 )
 
 

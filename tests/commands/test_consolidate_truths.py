@@ -365,5 +365,8 @@ def test_a_dry_run_names_the_protected_truth_that_survives_and_the_user_by_name(
     lines = run_command("--dry-run").splitlines()
 
     assert f"[1/1] user ana.ribeiro (#{user.pk})" in lines
-    assert f"      -> would merge #{copy.pk} into protected #{kept.pk} (kept as is, no new truth): Is allergic to peanuts" in lines
+    absorbed = (
+        f"      -> would merge #{copy.pk} into protected #{kept.pk} (kept as is, no new truth): Is allergic to peanuts"
+    )
+    assert absorbed in lines
     assert any(line.startswith("  after : live 1 (projected: ") for line in lines), lines

@@ -21,8 +21,8 @@ from rich.progress import (
 from ... import inventory_display, selectors
 from ...evaluation import replay
 from ...exceptions import InvalidInput, LaunchFailed
-from ...llm.prompts import PROMPT_VERSION
 from ...lineage_display import action_line, truth_names, with_truth_numbers
+from ...llm.prompts import PROMPT_VERSION
 from ...models import ConsolidationRun
 from ...services.pipeline import forecast
 from ...services.queue import launch

@@ -2,7 +2,8 @@
 
 File format (one JSON object per line):
 ``user`` (the user's natural key, their ``USERNAME_FIELD``: a username, or an email
-for a user model keyed by email; an unknown user refuses the file unless ``create_users``), ``content``, ``origin``, ``created_at``
+for a user model keyed by email; an unknown user refuses the file unless ``create_users``),
+``content``, ``origin``, ``created_at``
 (ISO 8601), ``source``; optional ``pinned``, ``generation``, ``score``, ``kind``,
 ``corroborations`` and the hygiene fields ``relevance`` (0..1), ``access_count`` (>= 0),
 ``last_accessed``, ``last_decayed`` (ISO 8601 or null), ``validated``, ``tags`` (list of

@@ -166,7 +166,10 @@ def complete(run: ConsolidationRun) -> dict[str, Any]:
     scope, label = _scope(run)
     data = dict(run.inventory or {})
     data.setdefault("scope", label)
-    data["after"] = projected_after(run, data.get("before") or count_truths(scope)) if run.dry_run else count_truths(scope)
+    if run.dry_run:
+        data["after"] = projected_after(run, data.get("before") or count_truths(scope))
+    else:
+        data["after"] = count_truths(scope)
     data["changes"] = significant_changes(run)
     data["llm"] = {
         "calls": run.llm_calls,

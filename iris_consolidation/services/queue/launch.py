@@ -26,7 +26,9 @@ from . import execution, lifecycle
 from .execution import ProgressCallback
 
 STOPPED = "Stopped by an error: run {run_id} is marked failed ({error})."
-CLIENT_QUEUED = "A judge given in code runs here only: add --sync or --dry-run (a queued run's workers use the settings)."
+CLIENT_QUEUED = (
+    "A judge given in code runs here only: add --sync or --dry-run (a queued run's workers use the settings)."
+)
 INTERRUPTED = (
     "Interrupted: run {run_id} is marked failed. Clusters applied before the interrupt stay applied "
     "(each in its own transaction); the rest are unchanged and the next run picks them up."

@@ -89,7 +89,10 @@ def test_dry_run_report_lists_previews_and_projects_the_after_counts(truth_facto
 
     assert run.inventory["before"] == {"live": 2, "by_kind": {"fact": 2}, "by_origin": {"promoted": 2}}
     assert run.inventory["after"] == {
-        "live": 1, "by_kind": {"fact": 1}, "by_origin": {"consolidated": 1}, "projected": True,
+        "live": 1,
+        "by_kind": {"fact": 1},
+        "by_origin": {"consolidated": 1},
+        "projected": True,
     }
     assert Truth.objects.filter(user=user).count() == 2  # nothing changed
     assert [c["applied"] for c in run.inventory["changes"]] == [False]
