@@ -208,7 +208,7 @@ class _Progress:
         task = self.tasks.get(key)
         if task is None:
             self.tasks[key] = self.bar.add_task(description, total=total, completed=completed)
-        elif self.bar.tasks[task].total != total:
+        elif next(t.total for t in self.bar.tasks if t.id == task) != total:
             self.bar.reset(task, total=total, completed=completed, description=description)
         else:
             self.bar.update(task, completed=completed, description=description)
