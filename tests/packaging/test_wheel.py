@@ -33,7 +33,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.packaging
+# Building, installing into a fresh venv (about 2.5 minutes of pip) and the host project's steps
+# take 5 minutes on a shared 2-core machine: above pytest-timeout's 300 s default.
+pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
