@@ -21,11 +21,14 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+from django.db import transaction
 
 from . import selectors
+from .conf import app_settings
 from .embeddings import get_embedder
 from .exceptions import InvalidInput
 from .models import ConsolidationRun, Truth
+from .querysets import set_hnsw_search
 from .services.hygiene import usage
 from .services.queue import launch
 
@@ -43,8 +46,9 @@ def live_truths(user: Any, *, query: str | None = None, limit: int | None = None
     similar first, each with ``distance`` set (cosine distance, 0..2: 1 - cosine
     similarity). The query is embedded with the configured embedder
     (``IRIS_CONSOLIDATION_EMBEDDING_MODEL``) and compared with the stored embeddings through
-    pgvector; a truth with no embedding of that model yet (written since the last run) is
-    embedded for this call only (nothing is stored), so it is ranked too.
+    pgvector (with ``limit``, through its HNSW index: approximate, ``HNSW_EF_SEARCH``); a
+    truth with no embedding of that model yet (written since the last run) is embedded for
+    this call only (nothing is stored), so it is ranked too.
 
     Raises ``InvalidInput`` for an unknown user (``UnknownUser``), a ``limit`` below 1 or not
     a whole number, or an empty ``query``; ``EmbeddingError`` if the embedder fails.
@@ -60,8 +64,15 @@ def live_truths(user: Any, *, query: str | None = None, limit: int | None = None
         return list(newest[:limit] if limit is not None else newest)
     embedder = get_embedder()
     vector = np.asarray(embedder.embed([query])[0], dtype=np.float32)
-    stored = truths.filter(embedding_model=embedder.model_name)
-    ranked = list(stored.nearest(vector.tolist(), limit=limit or max(1, stored.count())))
+    stored = truths.filter(embedding_model=embedder.model_name).with_embedding()
+    if limit is None:  # every truth: exact distances, no index (nothing to cut short)
+        ranked = list(stored.with_cosine_distance(vector.tolist()))
+    else:
+        with transaction.atomic():
+            # The HNSW index serves the nearest; the iterative scan keeps reading it past other
+            # users' rows (the user filter) until ``limit`` of this user's are found.
+            set_hnsw_search(ef_search=max(int(app_settings.HNSW_EF_SEARCH), limit))
+            ranked = list(stored.nearest(vector.tolist(), limit=limit))
     unembedded = list(truths.missing_embedding(model_name=embedder.model_name).order_by("created_at", "id"))
     if unembedded:
         vectors = np.asarray(embedder.embed([t.content for t in unembedded]), dtype=np.float32)
