@@ -31,7 +31,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from django.test.utils import override_settings
 
@@ -403,9 +402,25 @@ def replaying(paths: Iterable[Path], *, second_looks: str = "withdraw") -> Itera
             IRIS_CONSOLIDATION_LLM_API_BASE=server.url,
             IRIS_CONSOLIDATION_VERIFY_MODEL="",
         ),
-        mock.patch.dict(os.environ, {"OPENAI_API_KEY": REPLAY_KEY}),
+        _placeholder_key(),
     ):
         yield replay_client(server.url), server
+
+
+@contextmanager
+def _placeholder_key() -> Iterator[None]:
+    """``OPENAI_API_KEY`` is ``REPLAY_KEY`` for the block (a real key is never sent to the
+    replay server), then what it was. Only that variable is restored: litellm sets others
+    (its tokenizer cache) when first imported inside the block, and they must stay."""
+    before = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = REPLAY_KEY
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("OPENAI_API_KEY", None)
+        else:
+            os.environ["OPENAI_API_KEY"] = before
 
 
 def replay_client(url: str) -> LiteLLMJudge:
