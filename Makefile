@@ -1,21 +1,40 @@
 # Two commands on a fresh machine: `make demo` and `make test` (see README.md).
 VENV ?= .venv
 PY := $(VENV)/bin/python
-SHARED_DATA := ../shared/data/locomo_observations.truths.jsonl
-# The LoCoMo truths where the team's shared folder is beside the clone, else the project's sample.
-DEMO_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),samples/demo.truths.jsonl)
+# The repository's invented sample, whose model verdicts are recorded in samples/ (the demo
+# replays them offline); any truths file with DEMO_DATA=path (then DEMO_RECORDED's verdicts miss:
+# clusters not in the recording are kept, so use DEMO_JUDGE=llm or rules there).
+DEMO_DATA ?= samples/demo.truths.jsonl
 # The LoCoMo sessions (non-commercial: read from the shared folder, never copied here), mined
-# with the offline extractor when the shared folder is beside the clone; none otherwise.
+# with the offline extractor when the demo loads the shared LoCoMo truths beside them; none otherwise.
+SHARED_DATA := ../shared/data/locomo_observations.truths.jsonl
 SHARED_SESSIONS := ../shared/data/locomo_sessions.jsonl
-DEMO_SESSIONS ?= $(wildcard $(SHARED_SESSIONS))
-# The demo uses the offline rule judge whatever .env says; `make demo DEMO_JUDGE=llm` to change.
-DEMO_JUDGE ?= rules
+DEMO_SESSIONS ?= $(if $(filter $(SHARED_DATA),$(DEMO_DATA)),$(wildcard $(SHARED_SESSIONS)),)
+# The judge: `replay` (default) answers with a real model's recorded verdicts on the sample,
+# through litellm from a server on 127.0.0.1 (no key, no network); `llm` calls the configured
+# model (a key is needed: README "Using an LLM"); `rules` is the offline rule judge.
+DEMO_JUDGE ?= replay
+DEMO_RECORDED ?= samples/demo.recorded.jsonl
+DEMO_JUDGE_ARGS := $(if $(filter replay,$(DEMO_JUDGE)),--replay "$(DEMO_RECORDED)",)
+DEMO_JUDGE_ENV := IRIS_CONSOLIDATION_JUDGE=$(if $(filter replay,$(DEMO_JUDGE)),rules,$(DEMO_JUDGE))
 # The dry run lists each would-be merge for the small sample, only its summary for larger files.
 DEMO_VERBOSITY ?= $(if $(findstring samples/,$(DEMO_DATA)),1,0)
+# The demo's last lines: where to see a merge's and a supersede's lineage in the admin.
+define DEMO_POINTERS
+from django.db.models import Count
+from django.urls import reverse
+from iris_consolidation.models import Truth
+for reason in ("merged", "superseded"):
+    new = Truth.objects.filter(replaces__retired_reason=reason).annotate(n=Count("replaces")).order_by("-n", "pk").first()
+    if new:
+        url = reverse("admin:iris_consolidation_truth_lineage", args=[new.pk])
+        print(f"   {reason}: http://127.0.0.1:8000{url}  #{new.pk} {new.content!r} ({new.user})")
+endef
+export DEMO_POINTERS
 PYTEST_ARGS ?=
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install demo test test-all test-fast test-slow test-package bench db-stop
+.PHONY: install dist demo test test-all test-fast test-slow test-package bench db-stop
 
 install: $(VENV)/.installed
 
@@ -27,13 +46,25 @@ $(VENV)/.installed: pyproject.toml requirements/base.txt requirements/pins.txt r
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements/test.txt
 	touch $@
 
+# The wheel and the sdist in dist/ (python -m build; setuptools comes from the package index
+# into build's own isolated environment), checked with twine: what `pip install` in a host
+# project takes (README "Use it in your own project"). Old builds are removed first, so dist/
+# holds exactly one version; build/ and the egg-info are setuptools' leftovers, removed too.
+dist: install
+	@rm -rf dist build iris_consolidation.egg-info
+	@$(PY) -m build --outdir dist . >build.log 2>&1 || { cat build.log >&2; exit 1; }
+	@rm -f build.log
+	@$(PY) -m twine check --strict dist/*
+	@ls dist/*.whl dist/*.tar.gz
+
 demo: install
 	@test -f "$(DEMO_DATA)" || { echo "make demo: no truths file at $(DEMO_DATA); set DEMO_DATA=path/to/file.truths.jsonl" >&2; exit 2; }
+	@case "$(DEMO_JUDGE)" in replay|llm|rules) ;; *) echo "make demo: DEMO_JUDGE must be replay, llm or rules (got $(DEMO_JUDGE))" >&2; exit 2;; esac
 	@echo "== migrate"
 	@$(PY) manage.py migrate --verbosity 0
 	@$(PY) manage.py createcachetable
 	@echo "== load $(DEMO_DATA)"
-	@$(PY) manage.py load_truths "$(DEMO_DATA)"
+	@$(PY) manage.py load_truths --create-users "$(DEMO_DATA)"
 	@if [ -n "$(DEMO_SESSIONS)" ]; then \
 		echo "== load sessions $(DEMO_SESSIONS)"; \
 		$(PY) manage.py load_sessions "$(DEMO_SESSIONS)" && \
@@ -41,10 +72,12 @@ demo: install
 		IRIS_CONSOLIDATION_JUDGE=rules $(PY) manage.py consolidate_truths --sync --only mine --full --verbosity 0; \
 	fi
 	@echo "== dry run (judge: $(DEMO_JUDGE); nothing is changed)"
-	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --dry-run --verbosity $(DEMO_VERBOSITY)
+	@$(DEMO_JUDGE_ENV) $(PY) manage.py consolidate_truths --dry-run --verbosity $(DEMO_VERBOSITY) $(DEMO_JUDGE_ARGS)
 	@echo "== consolidate (judge: $(DEMO_JUDGE))"
-	@IRIS_CONSOLIDATION_JUDGE=$(DEMO_JUDGE) $(PY) manage.py consolidate_truths --sync --verbosity 0
-	@echo "== see it: $(PY) manage.py createsuperuser, then $(PY) manage.py runserver and open http://127.0.0.1:8000/admin/ (runs, reviews, a merged truth's lineage and undo)"
+	@$(DEMO_JUDGE_ENV) $(PY) manage.py consolidate_truths --sync --verbosity 0 $(DEMO_JUDGE_ARGS)
+	@echo "== see it in the admin: $(PY) manage.py createsuperuser, then $(PY) manage.py runserver, and open a lineage (the sources, the judge's reasoning, undo):"
+	@$(PY) manage.py shell --no-imports -c "$$DEMO_POINTERS"
+	@echo "   every run and review: http://127.0.0.1:8000/admin/iris_consolidation/consolidationrun/"
 
 # pytest's exit 5 means it collected no test: report it, and fail.
 define run_pytest

@@ -118,7 +118,7 @@ def measure(path: Path, examples: int) -> dict[str, Any]:
     from django.core.management import call_command
 
     call_command("flush", interactive=False, verbosity=0)
-    call_command("load_truths", str(path), stdout=StringIO())
+    call_command("load_truths", str(path), "--create-users", stdout=StringIO())
     _dry_run("--only", "semantic")  # warm-up: embeds every truth
     reference, reference_seconds = _dry_run("--only", "semantic")
     full, full_seconds = _dry_run()

@@ -104,7 +104,7 @@ def run_judge(judge: str, truths: Path, stub: Any) -> list[dict[str, Any]]:
     from django.test import override_settings
 
     call_command("flush", interactive=False, verbosity=0)
-    call_command("load_truths", str(truths), stdout=StringIO())
+    call_command("load_truths", str(truths), "--create-users", stdout=StringIO())
     rows = []
     with override_settings(IRIS_CONSOLIDATION_JUDGE=judge):
         rows.append(_pass("first full pass", stub, judge, "--full"))

@@ -99,7 +99,7 @@ def main() -> None:
 
     try:
         call_command("migrate", verbosity=0)
-        call_command("load_truths", str(options.truths), stdout=StringIO())
+        call_command("load_truths", str(options.truths), "--create-users", stdout=StringIO())
         out = StringIO()
         with override_settings(IRIS_CONSOLIDATION_MODEL=options.model, IRIS_CONSOLIDATION_LLM_API_BASE=""):
             call_command("consolidate_truths", "--estimate", "--full", stdout=out)

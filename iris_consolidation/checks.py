@@ -60,7 +60,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         )
     engine = settings.DATABASES["default"]["ENGINE"]
-    if "postgresql" not in engine and not engine.startswith("project.embedded_db"):
+    # The backend's vendor, not its module's name: a wrapper of Django's PostgreSQL backend
+    # (this repository's embedded one, copied into a host for a try-out) is PostgreSQL too.
+    if "postgresql" not in engine and connection.vendor != "postgresql":
         errors.append(
             Error(
                 f"The default database uses {engine}; iris_consolidation needs PostgreSQL with pgvector.",

@@ -65,7 +65,8 @@ def window_line(run: ConsolidationRun, *, when: Any = _when) -> str:
 def _counts(label: str, data: dict[str, Any]) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in data.get("by_kind", {}).items()) or "-"
     origins = ", ".join(f"{k} {n}" for k, n in data.get("by_origin", {}).items()) or "-"
-    return f"  {label}: live {data.get('live', 0)}; by kind: {kinds}; by origin: {origins}"
+    projected = " (projected: the previewed merges and supersedes applied)" if data.get("projected") else ""
+    return f"  {label}: live {data.get('live', 0)}{projected}; by kind: {kinds}; by origin: {origins}"
 
 
 def checkpoint_line(run: ConsolidationRun, *, when: Any = _when) -> str:
@@ -201,8 +202,15 @@ def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:
         lines.append(f"Most significant changes ({len(changes)}):")
         for item in changes:
             verb = item["action"] if item.get("applied") else f"would {item['action']}"
-            ids = ", ".join(f"#{pk}" for pk in item.get("truth_ids", []))
-            lines.append(f"  {verb} {ids} -> {item.get('content', '')!r} (score {item.get('score', 0):.2f})")
+            ids = [f"#{pk}" for pk in item.get("truth_ids", [])]
+            if item["action"] == "supersede" and len(ids) > 1:
+                what = f"{', '.join(ids[:-1])} by {ids[-1]} (kept)"
+            elif item.get("keeper_id"):
+                absorbed = ", ".join(i for i in ids if i != f"#{item['keeper_id']}")
+                what = f"{absorbed} into protected #{item['keeper_id']} (kept as is, no new truth)"
+            else:
+                what = f"{', '.join(ids)} into a new truth"
+            lines.append(f"  {verb} {what}: {item.get('content', '')!r} (score {item.get('score', 0):.2f})")
             lines.append(f"      reason: {item.get('reason') or '-'}")
             if verbosity >= 2:
                 for text in item.get("sources", []):
@@ -318,9 +326,9 @@ RULE_JUDGE_WHY = (
     "name order); real paraphrases need a model."
 )
 SEE_MERGES = (
-    "To see merges, lineage and undo: the invented sample (make demo DEMO_DATA=samples/demo.truths.jsonl), "
-    "a model (IRIS_CONSOLIDATION_JUDGE=llm, see README \"Using an LLM\"), or the recorded model replies "
-    "(manage.py eval_judge --recorded FILE, FILE one of ../shared/eval/recorded/*.jsonl)."
+    "To see merges, lineage and undo: make demo in a clone of the repository (a real model's recorded verdicts "
+    "on its invented sample, replayed offline: consolidate_truths --replay samples/demo.recorded.jsonl), or a "
+    "model (IRIS_CONSOLIDATION_JUDGE=llm, see README \"Using an LLM\")."
 )
 
 

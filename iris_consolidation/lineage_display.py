@@ -603,3 +603,26 @@ def history_rows(history: Any) -> list[HistoryRow]:
         )
     rows.sort(key=lambda r: r.at, reverse=True)
     return rows
+
+
+def action_line(
+    action: Mapping[str, Any], names: Mapping[str, str], *, snapshot: Sequence[Mapping[str, Any]] | None, dry_run: bool
+) -> str:
+    """One applied (or, in a dry run, previewed) action of a review, saying which truth
+    survives: ``merge #1 + #6 into a new truth: <content>``; ``merge #14 into protected #3
+    (kept as is, no new truth): <its text>``; ``supersede #58 by #59 (kept): <its text>``.
+    ``names`` maps the call's aliases to truth numbers (``truth_names``); ``snapshot`` is
+    the review's members, whose ``protected`` flag names a merge's keeper."""
+    rows = {str(row.get("alias")): row for row in snapshot or ()}
+    verb = ("would " if dry_run else "") + str(action["action"])
+    if action["action"] == "merge":
+        members = [str(a) for a in action.get("ids") or ()]
+        keeper = next((a for a in members if rows.get(a, {}).get("protected")), None)
+        if keeper is not None:
+            absorbed = " + ".join(names.get(a, a) for a in members if a != keeper)
+            text = rows[keeper].get("content") or action.get("content", "")
+            return f"{verb} {absorbed} into protected {names.get(keeper, keeper)} (kept as is, no new truth): {text}"
+        return f"{verb} {' + '.join(names.get(a, a) for a in members)} into a new truth: {action.get('content', '')}"
+    new = str(action.get("new"))
+    old = " + ".join(names.get(str(a), str(a)) for a in action.get("old") or ())
+    return f"{verb} {old} by {names.get(new, new)} (kept): {rows.get(new, {}).get('content', '')}"

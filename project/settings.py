@@ -195,10 +195,15 @@ _IRIS = {
     "PHASE1_USERS_PER_TASK": env.int,
     "PHASE1_BATCH_MAX_TRUTHS": env.int,
 }
+#: Settings whose empty value means something (no schedule), so an empty variable sets it.
+_EMPTY_IS_A_VALUE = {"SCHEDULE_CRON"}
 for _name, _cast in _IRIS.items():
     _var = f"IRIS_CONSOLIDATION_{_name}"
-    if os.environ.get(_var, "").strip():  # unset or empty: the app's default
+    if os.environ.get(_var, "").strip():
         globals()[_var] = _cast(_var)
+    elif _var in os.environ and _name in _EMPTY_IS_A_VALUE:
+        globals()[_var] = ""  # IRIS_CONSOLIDATION_SCHEDULE_CRON="": no scheduled run
+    # else: unset or empty, the app's default
 
 LOGGING = {
     "version": 1,

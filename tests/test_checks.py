@@ -73,7 +73,7 @@ def test_the_local_embedder_not_installed_is_named(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(embeddings, "LOCAL_MODULES", (*embeddings.LOCAL_MODULES, "iris_no_such_module"))
     (message,) = checks.check_host_project()
     assert message.id == "iris_consolidation.E010"
-    assert "(missing: iris_no_such_module)" in message.msg and "iris-consolidation[local]" in message.msg
+    assert "(missing: iris_no_such_module)" in message.msg and "its [local] extra" in message.msg
     with override_settings(IRIS_CONSOLIDATION_EMBEDDING_MODEL="openai/text-embedding-3-small"):
         assert checks.check_host_project() == []
 
@@ -172,3 +172,24 @@ def test_phase1_settings_are_read_from_the_environment() -> None:
         cwd=Path(__file__).resolve().parents[1],
     )
     assert out.stdout.split() == ["7", "1.5", "9"]
+
+
+@pytest.mark.parametrize(
+    ("engine", "refused"),
+    [("django.db.backends.sqlite3", True), ("project.embedded_db", False), ("django.db.backends.postgresql", False)],
+)
+def test_e003_reads_the_backends_vendor_so_a_postgresql_wrapper_passes(engine: str, refused: bool) -> None:
+    """A fresh interpreter (the connections are made from the settings once): a wrapper of
+    Django's PostgreSQL backend under another module name is PostgreSQL; SQLite is refused."""
+    code = (
+        "import django; from django.conf import settings; "
+        f"settings.configure(DATABASES={{'default': {{'ENGINE': {engine!r}, 'NAME': 'x'}}}}, "
+        "INSTALLED_APPS=['django.contrib.auth', 'django.contrib.contenttypes', 'iris_consolidation']); "
+        "django.setup(); from iris_consolidation import checks; "
+        "print([e.id for e in checks.check_settings()])"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ("iris_consolidation.E003" in done.stdout) is refused, done.stdout

@@ -174,7 +174,7 @@ def test_a_real_run_that_merged_nothing_says_why_and_how_to_see_merges(user_fact
 
     assert kept.kept == 1 and lines[0] == "Nothing merged: of 1 cluster reviewed, the judge kept 1."
     assert lines[1] == inventory_display.RULE_JUDGE_WHY
-    assert "samples/demo.truths.jsonl" in lines[2] and "eval_judge --recorded" in lines[2]
+    assert "make demo" in lines[2] and "--replay samples/demo.recorded.jsonl" in lines[2]
     assert merged.merged == 1 and inventory_display.nothing_merged_lines(merged) == []
 
 

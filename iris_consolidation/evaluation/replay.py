@@ -15,18 +15,24 @@ litellm exactly as it talks to a provider:
   contents of its truths and its merged content; without a recording it is answered by
   ``second_looks`` ("confirm" or "withdraw" every check), so a report can give both bounds;
 - any other call: the recorded reply of the same last message, else an empty object.
-The server counts what it saw (``ReplayStats``); nothing here touches the database.
+The server counts what it saw (``ReplayStats``) and keeps the messages of every call it
+could not answer wholly from the recordings (``unanswered``: what a new recording needs);
+nothing here touches the database.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from django.test.utils import override_settings
 
 from ..conf import app_settings
 from ..exceptions import InvalidInput
@@ -76,6 +82,9 @@ class Recordings:
     """The recorded calls of one or more files, indexed for matching."""
 
     sets: tuple[str, ...] = ()
+    #: The recorded model(s) and prompt versions (by contract), as the files name them.
+    models: tuple[str, ...] = ()
+    prompt_versions: dict[str, tuple[str, ...]] = field(default_factory=dict)
     clusters: dict[ClusterKey, RecordedCluster] = field(default_factory=dict)
     second_looks: dict[tuple[str, ClusterKey, str], dict[str, Any]] = field(default_factory=dict)
     others: dict[str, str] = field(default_factory=dict)
@@ -128,14 +137,20 @@ def _check_key(check: dict[str, Any]) -> tuple[str, ClusterKey, str]:
 def load_recordings(paths: Iterable[Path]) -> Recordings:
     """Read recording files; raises ``InvalidInput`` naming the first bad line or a missing file."""
     recordings = Recordings()
-    sets: list[str] = []
+    sets: dict[str, None] = {}
+    models: dict[str, None] = {}
+    versions: dict[str, dict[str, None]] = {}
     for path in paths:
         if not path.is_file():
             raise InvalidInput(NO_RECORDING.format(path=path))
         for row in scoring.parse_lines(path, lambda raw: _add_line(recordings, raw), bad=BAD_RECORDING):
-            if row.get("set") and row["set"] not in sets:
-                sets.append(str(row["set"]))
-    recordings.sets = tuple(sets)
+            for seen, value in ((sets, row.get("set")), (models, row.get("model"))):
+                if value:
+                    seen[str(value)] = None
+            if row.get("prompt_version"):
+                versions.setdefault(str(row.get("contract", "judge")), {})[str(row["prompt_version"])] = None
+    recordings.sets, recordings.models = tuple(sets), tuple(models)
+    recordings.prompt_versions = {contract: tuple(v) for contract, v in versions.items()}
     return recordings
 
 
@@ -198,6 +213,8 @@ class ReplayServer(ChatServer):
         self.recordings = recordings
         self.second_look_answer = second_looks
         self.stats = ReplayStats()
+        #: The messages of each call with a cluster or a check the recordings do not answer.
+        self.unanswered: list[list[dict[str, Any]]] = []
         self._lock = threading.Lock()
 
     def respond(self, path: str, payload: dict[str, Any], headers: dict[str, str]) -> Response:
@@ -212,11 +229,21 @@ class ReplayServer(ChatServer):
         content = _last_content(messages)
         clusters = _tagged_json(content, "truths")
         if clusters is not None:
-            return self._judge(clusters)
+            missed = self.stats.missed
+            reply = self._judge(clusters)
+            if self.stats.missed > missed:
+                self.unanswered.append(messages)
+            return reply
         checks = _tagged_json(content, "checks")
         if checks is not None:
-            return self._second_look(checks)
+            unrecorded = self.stats.second_looks[self.second_look_answer]
+            reply = self._second_look(checks)
+            if self.stats.second_looks[self.second_look_answer] > unrecorded:
+                self.unanswered.append(messages)
+            return reply
         self.stats.other_calls += 1
+        if content not in self.recordings.others:
+            self.unanswered.append(messages)
         return self.recordings.others.get(content, "{}")
 
     def _judge(self, sent: dict[str, Any]) -> str:
@@ -272,6 +299,8 @@ SET_DATA = {
 UNKNOWN_SET = "{path}: recorded set {name!r} has no known data; give its data file with --data."
 NO_DATA = "{path}: its data file {data} is missing; give it with --data."
 REPLAY_MODEL = "openai/recorded-replay"
+#: The key litellm sends to the replay server on 127.0.0.1 (it checks none).
+REPLAY_KEY = "replay-not-a-secret"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -354,6 +383,46 @@ def data_for(path: Path, set_name: str, data: Path | None = None) -> Path:
     return data
 
 
+@contextmanager
+def replaying(paths: Iterable[Path], *, second_looks: str = "withdraw") -> Iterator[tuple[LiteLLMJudge, ReplayServer]]:
+    """The LLM judge answered by a ``ReplayServer`` of the recordings ``paths``, for the
+    duration of the block: ``(client, server)``; ``server.stats`` and ``server.recordings``
+    say what was replayed. A second look with no recording is answered ``second_looks``
+    ("withdraw" by default: an unrecorded risky action is not applied). For the block the
+    settings name that server as the LLM judge too, so the pass's other model calls (the
+    part-2 stages build their client from the settings) reach it rather than a provider;
+    the placeholder key is for 127.0.0.1 only. Raises ``InvalidInput`` for a bad or missing
+    file (``load_recordings``)."""
+    recordings = load_recordings(paths)
+    with (
+        ReplayServer(recordings, second_looks=second_looks) as server,
+        override_settings(
+            IRIS_CONSOLIDATION_JUDGE="llm",
+            IRIS_CONSOLIDATION_MODEL=REPLAY_MODEL,
+            IRIS_CONSOLIDATION_LLM_API_BASE=server.url,
+            IRIS_CONSOLIDATION_VERIFY_MODEL="",
+        ),
+        _placeholder_key(),
+    ):
+        yield replay_client(server.url), server
+
+
+@contextmanager
+def _placeholder_key() -> Iterator[None]:
+    """``OPENAI_API_KEY`` is ``REPLAY_KEY`` for the block (a real key is never sent to the
+    replay server), then what it was. Only that variable is restored: litellm sets others
+    (its tokenizer cache) when first imported inside the block, and they must stay."""
+    before = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = REPLAY_KEY
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("OPENAI_API_KEY", None)
+        else:
+            os.environ["OPENAI_API_KEY"] = before
+
+
 def replay_client(url: str) -> LiteLLMJudge:
     """The LLM judge pointed at a replay server (no provider key: the server is ours)."""
     return LiteLLMJudge(
@@ -361,7 +430,7 @@ def replay_client(url: str) -> LiteLLMJudge:
         api_base=url,
         timeout=float(app_settings.LLM_TIMEOUT),
         attempts=int(app_settings.LLM_ATTEMPTS),
-        api_key="replay-not-a-secret",
+        api_key=REPLAY_KEY,
     )
 
 

@@ -245,7 +245,7 @@ def test_dry_run_prints_what_it_would_do_and_changes_nothing(duplicates):
     lines = output.splitlines()
     assert lines[0] == Command.DRY_RUN_BANNER
     a, b, _ = duplicates
-    assert f"      -> would merge #{a.pk} + #{b.pk}: Works as a nurse" in lines
+    assert f"      -> would merge #{a.pk} + #{b.pk} into a new truth: Works as a nurse" in lines
     assert f"      #{b.pk}: works as a nurse." in lines
     assert any(line.startswith(f"      reasoning: #{a.pk}+#{b.pk}: Same statement") for line in lines)
     summary = parse_summary(output)
@@ -355,3 +355,18 @@ def test_a_failed_run_keeps_the_notes_written_before_the_failure():
     run.refresh_from_db()
     assert run.status == ConsolidationRun.Status.FAILED
     assert run.notes == "user 7: phase 1 continues in a new delivery\nThe embedder failed: boom"
+
+
+def test_a_dry_run_names_the_protected_truth_that_survives_and_the_user_by_name(truth_factory, user_factory):
+    user = user_factory("ana.ribeiro")
+    kept = truth_factory("Is allergic to peanuts", user=user, origin="user", embedding=vector_at(1.0))
+    copy = truth_factory("is allergic to peanuts.", user=user, embedding=vector_at(0.99))
+
+    lines = run_command("--dry-run").splitlines()
+
+    assert f"[1/1] user ana.ribeiro (#{user.pk})" in lines
+    absorbed = (
+        f"      -> would merge #{copy.pk} into protected #{kept.pk} (kept as is, no new truth): Is allergic to peanuts"
+    )
+    assert absorbed in lines
+    assert any(line.startswith("  after : live 1 (projected: ") for line in lines), lines

@@ -67,7 +67,7 @@ def write(tmp_path: Path, lines: list, name: str = "in.truths.jsonl") -> Path:
 
 def load(path: Path) -> str:
     out = StringIO()
-    call_command("load_truths", str(path), stdout=out)
+    call_command("load_truths", str(path), "--create-users", stdout=out)
     return out.getvalue().strip()
 
 
@@ -435,3 +435,41 @@ def test_bad_hygiene_field_names_the_line_and_imports_nothing(tmp_path, field, v
         load(path)
     assert str(info.value) == BAD_LINE.format(path=path, line=2, problem=problem)
     assert truth_state() == before
+
+
+# --- unknown users ----------------------------------------------------------------------
+
+
+def test_unknown_users_refuse_the_file_in_one_line_naming_them_and_nothing_is_written(tmp_path):
+    get_user_model().objects.create(username="alice")
+    path = write(tmp_path, [*LINES, {**LINES[0], "user": "alcie", "source": "typo:1"}])
+    users_before = get_user_model().objects.count()
+
+    with pytest.raises(CommandError) as info:
+        call_command("load_truths", str(path), stdout=StringIO())
+
+    message = str(info.value)
+    assert message == (
+        f"{path}: 2 unknown user(s): alcie, bob. Nothing was imported; create them first, "
+        "or load with --create-users to create each as an account without a password."
+    )
+    assert "\n" not in message
+    assert get_user_model().objects.count() == users_before
+    assert Truth.all_objects.count() == 0
+
+
+def test_many_unknown_users_are_listed_up_to_ten(tmp_path):
+    lines = [{**LINES[0], "user": f"user{i:02d}", "source": f"s:{i}"} for i in range(12)]
+    with pytest.raises(CommandError, match=r"12 unknown user\(s\): user00, .*, user09 and 2 more\. Nothing"):
+        call_command("load_truths", str(write(tmp_path, lines)), stdout=StringIO())
+
+
+def test_known_users_load_without_the_flag(tmp_path):
+    for name in ("alice", "bob"):
+        get_user_model().objects.create(username=name)
+    out = StringIO()
+
+    call_command("load_truths", str(write(tmp_path, LINES)), stdout=out)
+
+    assert out.getvalue().strip() == Load.LOADED.format(created=3, skipped=0, read=3, users_created=0)
+    assert Truth.objects.count() == 3

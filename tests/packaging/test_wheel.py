@@ -33,7 +33,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.packaging
+# Building, installing into a fresh venv (about 2.5 minutes of pip) and the host project's steps
+# take 5 minutes on a shared 2-core machine: above pytest-timeout's 300 s default.
+pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -257,12 +259,20 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     # From a copy of the clone: setuptools' build/ folder keeps files a previous build copied.
     source = tmp_path / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
-    wheels = tmp_path / "wheels"
+    # README: `make dist` in the clone, then pip install "<clone>/dist/<wheel>[local]". The
+    # suite's own environment stands for the clone's .venv (-o install: make does not rebuild it).
+    make_dist = [line.split("#")[0].split() for line in blocks["sh"].splitlines() if line.startswith("make ")]
+    assert make_dist == [["make", "dist"]], blocks["sh"]
+    install_line = re.search(r'^pip install "(\S+)/dist/(iris_consolidation-\S+\.whl)\[local\]"', blocks["sh"], re.M)
+    assert install_line, blocks["sh"]
     started = time.monotonic()
-    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)]
-    _run(build, cwd=tmp_path, env=env)
+    venv_of_suite = Path(sys.executable).parent.parent
+    built = _run(["make", "-o", "install", "dist", f"VENV={venv_of_suite}"], cwd=source, env=env)
+    assert built.count("PASSED") == 2, built  # twine check: the wheel and the sdist
     figures["build_seconds"] = round(time.monotonic() - started, 1)
-    (wheel,) = wheels.glob("iris_consolidation-*.whl")
+    (wheel,) = (source / "dist").glob("iris_consolidation-*.whl")
+    assert wheel.name == install_line.group(2), f"README installs {install_line.group(2)}, make dist built {wheel.name}"
+    assert len(list((source / "dist").glob("iris_consolidation-*.tar.gz"))) == 1
     names = zipfile.ZipFile(wheel).namelist()
     templates = [n for n in names if n.startswith("iris_consolidation/templates/") and n.endswith(".html")]
     shipped = {p.relative_to(ROOT).as_posix() for p in (ROOT / "iris_consolidation" / "templates").rglob("*.html")}
@@ -284,7 +294,6 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     }
 
     # --- a fresh virtual environment, as README says ----------------------------------------
-    assert 'pip install "iris-consolidation[local]"\n' in blocks["sh"], blocks["sh"]
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=env)
     python = str(venv / "bin" / "python")
@@ -298,6 +307,12 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     where = "import iris_consolidation; print(iris_consolidation.__file__)"
     located = _run([python, "-c", where], cwd=tmp_path, env=env)
     assert str(venv) in located, f"the app was not imported from the fresh environment: {located}"
+    embed = (
+        "import django; from django.conf import settings; settings.configure(INSTALLED_APPS=["
+        "'django.contrib.auth', 'django.contrib.contenttypes', 'iris_consolidation']); django.setup(); "
+        "from iris_consolidation.embeddings import LocalEmbedder; print(LocalEmbedder().embed(['a cat']).shape)"
+    )
+    assert "(1, 384)" in _run([python, "-c", embed], cwd=tmp_path, env=env)
 
     # --- the host project ------------------------------------------------------------------
     host = tmp_path / "host"
@@ -327,8 +342,11 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     # --- commands --------------------------------------------------------------------------
     truths = tmp_path / "host.truths.jsonl"
     _truths_file(truths)
-    loaded = _run([*manage, "load_truths", str(truths)], cwd=host, env=env)
-    assert "Loaded 57 truths (0 already present) from 57 lines; 4 new users." in loaded, loaded
+    refused = subprocess.run([*manage, "load_truths", str(truths)], cwd=host, env=env, capture_output=True, text=True)
+    assert refused.returncode != 0 and "4 unknown user(s): ana.ribeiro@example.com" in refused.stderr, refused
+    loaded = _run([*manage, "load_truths", "--create-users", str(truths)], cwd=host, env=env)
+    lines = len((ROOT / "samples" / "demo.truths.jsonl").read_text().splitlines())
+    assert f"Loaded {lines} truths (0 already present) from {lines} lines; 4 new users." in loaded, loaded
 
     dry = _run([*manage, "consolidate_truths", "--dry-run", "--user", "chloe.martin@example.com"], cwd=host, env=env)
     assert "DRY RUN" in dry and re.search(r"would_merge=[1-9]", dry), dry
@@ -391,5 +409,12 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     assert "ben.okafor@example.com" in pages["search_changes"]["html"]
     assert "ana.ribeiro@example.com" in pages["search_cursors"]["html"]
     assert f"ben.okafor@example.com (#{facts['ben_id']})" in pages["live_settings"]["html"]
+
+    # --- the README's API example, in the host's shell (its users are keyed by email) -----------
+    example = blocks["python"].replace('"ben.okafor"', '"ben.okafor@example.com"')
+    assert "api.live_truths(" in example and "api.consolidate(" in example, example
+    shown = _run([*manage, "shell", "-c", example], cwd=host, env=env).strip().splitlines()
+    assert re.fullmatch(r"done: merged \d+, superseded \d+; \d+ -> \d+ truths", shown[-4]), shown
+    assert "cats" in shown[-3], shown  # "What pets does Ben have?": his cats first
 
     print(f"\npackaging figures: {json.dumps(figures)}")

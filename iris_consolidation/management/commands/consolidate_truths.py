@@ -4,17 +4,29 @@ parses the options, calls ``launch.launch``, prints what it did."""
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from rich.progress import Progress
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ... import inventory_display, run_display, selectors
-from ...exceptions import LaunchFailed
-from ...lineage_display import truth_names, with_truth_numbers
+from ...evaluation import replay
+from ...exceptions import InvalidInput, LaunchFailed
+from ...lineage_display import action_line, truth_names, with_truth_numbers
+from ...llm.prompts import PROMPT_VERSION
 from ...models import ConsolidationRun
 from ...services.pipeline import forecast
 from ...services.queue import launch
+from ..migrated import require_migrated
 
 
 class Command(BaseCommand):
@@ -30,6 +42,20 @@ class Command(BaseCommand):
     )
     DRY_RUN_BANNER = "DRY RUN: clusters are judged and recorded; no truth is changed."
     FAILED_CLUSTERS = "{failed} cluster(s) failed; their truths are unchanged. See run {run_id} in the admin."
+    REPLAY_HERE = "--replay runs the pass here: add --sync or --dry-run."
+    REPLAYING = (
+        "Judge: the recorded verdicts of {model} (judge prompt {version}), replayed offline through litellm from "
+        "{paths} by a server on 127.0.0.1; nothing leaves this machine. To judge live, give the model's API key and "
+        "IRIS_CONSOLIDATION_JUDGE=llm (make demo DEMO_JUDGE=llm; README.md, Using an LLM)."
+    )
+    REPLAYED = (
+        "Replayed: {matched} cluster(s) answered from the recording, {missed} not in it (kept); second looks: "
+        "{recorded} recorded, {unrecorded} not (withdrawn)."
+    )
+    OTHER_PROMPT = (
+        "Note: the recording answers judge prompt {recorded}; this version sends {current}, so clusters it words "
+        "or groups differently are not matched and are kept."
+    )
     STOPPED = launch.STOPPED
     BAD_RUN_ID = launch.BAD_RUN_ID
     UNKNOWN_RUN = launch.UNKNOWN_RUN
@@ -75,8 +101,45 @@ class Command(BaseCommand):
             "(default: every "
             "stage in its configured mode).",
         )
+        parser.add_argument(
+            "--replay",
+            metavar="FILE",
+            action="append",
+            help="Judge with a real model's recorded verdicts (JSON lines, e.g. samples/demo.recorded.jsonl), replayed "
+            "offline through litellm from 127.0.0.1 instead of the configured judge; a cluster not in the recording "
+            "is kept. Needs --sync or --dry-run; may be given more than once.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_migrated()
+        with ExitStack() as stack:
+            client = server = None
+            if options["replay"]:
+                client, server = self._replaying(stack, options)
+            self._handle(options, client=client, server=server)
+
+    def _replaying(self, stack: ExitStack, options: dict[str, Any]) -> tuple[Any, replay.ReplayServer]:
+        """Start the replay of ``--replay``'s files for this command; says so on screen."""
+        if not (options["sync"] or options["dry_run"]) or options["estimate"]:
+            raise CommandError(self.REPLAY_HERE)
+        paths = [Path(p) for p in options["replay"]]
+        try:
+            client, server = stack.enter_context(replay.replaying(paths))
+        except InvalidInput as exc:
+            raise CommandError(str(exc)) from exc
+        recorded = server.recordings
+        versions = recorded.prompt_versions.get("judge", ())
+        self.stdout.write(
+            self.REPLAYING.format(
+                model=" and ".join(recorded.models) or "an unnamed model", version=", ".join(versions) or "unknown",
+                paths=", ".join(map(str, paths)),
+            )
+        )
+        if versions and PROMPT_VERSION not in versions:
+            self.stdout.write(self.OTHER_PROMPT.format(recorded=", ".join(versions), current=PROMPT_VERSION))
+        return client, server
+
+    def _handle(self, options: dict[str, Any], *, client: Any, server: replay.ReplayServer | None) -> None:
         verbosity = options["verbosity"]
         if options["apply"] is not None:
             self._apply(options)
@@ -86,12 +149,21 @@ class Command(BaseCommand):
             result = launch.launch(
                 user=options["user"], threshold=options["threshold"], since=options["since"], full=options["full"],
                 only=options["only"], sync=options["sync"], dry_run=options["dry_run"], estimate=options["estimate"],
-                progress=progress,
+                progress=progress, client=client,
             )
         except LaunchFailed as exc:
             raise CommandError(str(exc), returncode=exc.exit_code) from exc
         finally:
             progress.close()
+        if server is not None:
+            stats = server.stats
+            recorded = sum(n for answer, n in stats.second_looks.items() if answer.startswith("recorded "))
+            self.stdout.write(
+                self.REPLAYED.format(
+                    matched=stats.matched, missed=stats.missed, recorded=recorded,
+                    unrecorded=stats.checks_total - recorded,
+                )
+            )
         if result.estimate is not None:
             self.stdout.write(inventory_display.forecast_line(result.estimate))
             return
@@ -171,15 +243,27 @@ def _summary(run: ConsolidationRun, seconds: float) -> str:
 
 
 class _Progress:
-    """Progress display: the run's header, then a rich bar on a terminal, plain ``[i/n]``
-    lines otherwise."""
+    """Progress display: the run's header, then on a terminal (only) a rich bar for each
+    level, with counts, elapsed time and time left: the users, the truths being embedded (most
+    of a large user's pass) and the current user's clusters being judged; plain ``[i/n] user
+    <username>`` lines otherwise."""
 
     def __init__(self, command: Command, *, verbosity: int, dry_run: bool) -> None:
         self.command = command
         self.verbosity = verbosity
         self.dry_run = dry_run
         self.bar: Any = None
-        self.task: Any = None
+        self.tasks: dict[str, Any] = {}
+
+    def _show(self, key: str, description: str, *, completed: int, total: int) -> None:
+        """Set the bar ``key`` (added on first use; restarted when its total changes)."""
+        task = self.tasks.get(key)
+        if task is None:
+            self.tasks[key] = self.bar.add_task(description, total=total, completed=completed)
+        elif next(t.total for t in self.bar.tasks if t.id == task) != total:
+            self.bar.reset(task, total=total, completed=completed, description=description)
+        else:
+            self.bar.update(task, completed=completed, description=description)
 
     def __call__(self, stage: str, i: int, n: int, payload: Any) -> None:
         if self.verbosity < 1:
@@ -188,31 +272,40 @@ class _Progress:
         if stage == "start":
             self._start(payload)
         elif stage == "user":
+            (name,) = selectors.named_users([payload])
             if self.bar is not None:
-                if self.task is None:
-                    self.task = self.bar.add_task("users", total=n)
-                self.bar.update(self.task, completed=i - 1)
+                self._show("users", f"users (now {name})", completed=i - 1, total=n)
             else:
-                write(f"[{i}/{n}] user {payload}")
-        elif stage == "clusters" and self.bar is None:
-            write(f"  {len(payload)} clusters")
+                write(f"[{i}/{n}] user {name}")
+        elif stage == "embed" and self.bar is not None:
+            self._show("truths", "truths embedded", completed=i, total=n)
+        elif stage == "clusters":
+            if self.bar is not None:
+                self._show("clusters", "clusters judged", completed=0, total=len(payload))
+            else:
+                write(f"  {len(payload)} clusters")
         elif stage == "cluster":
             review = payload
-            if self.bar is None:
+            if self.bar is not None:
+                self._show("clusters", "clusters judged", completed=i, total=n)
+            else:
                 write(f"  [{i}/{n}] {review.get_outcome_display()}")
-            names = truth_names(review.snapshot)
-            if self.verbosity >= 2 or (self.dry_run and review.applied_actions):
-                for row in review.snapshot:
-                    write(f"      #{row['id']}: {row['content']}")
-                for action in review.applied_actions:
-                    label = "would " + action["action"] if self.dry_run else action["action"]
-                    target = action.get("content") or names.get(str(action.get("new")), action.get("new"))
-                    ids = " + ".join(names.get(a, a) for a in action.get("ids") or action.get("old") or ())
-                    write(f"      -> {label} {ids}: {target}")
-                for reason in dict.fromkeys(with_truth_numbers(r["reason"], names) for r in review.rejections):
-                    write(f"      refused: {reason}")
-            if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
-                write(f"      reasoning: {with_truth_numbers(review.reasoning, names)}")
+            self._review(review)
+
+    def _review(self, review: Any) -> None:
+        """A reviewed cluster's truths, actions, refusals and reasoning (verbosity 2, or a dry
+        run's actions at 1), saying which truth survives an absorbing merge."""
+        write = self.command.stdout.write
+        names = truth_names(review.snapshot)
+        if self.verbosity >= 2 or (self.dry_run and review.applied_actions):
+            for row in review.snapshot:
+                write(f"      #{row['id']}: {row['content']}")
+            for action in review.applied_actions:
+                write("      -> " + action_line(action, names, snapshot=review.snapshot, dry_run=self.dry_run))
+            for reason in dict.fromkeys(with_truth_numbers(r["reason"], names) for r in review.rejections):
+                write(f"      refused: {reason}")
+        if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
+            write(f"      reasoning: {with_truth_numbers(review.reasoning, names)}")
 
     def _start(self, run: ConsolidationRun) -> None:
         """The header of a run executed here; then the bar, on a terminal."""
@@ -222,7 +315,10 @@ class _Progress:
         command.stdout.write(inventory_display.window_line(run))
         command.stdout.write(f"Run {run.pk}: judge {run.judge}, threshold {run.threshold}")
         if sys.stdout.isatty() and command.stdout._out is sys.stdout:
-            self.bar = Progress(transient=True)
+            self.bar = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("left"), TimeRemainingColumn(), transient=True,
+            )
             self.bar.start()
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from ... import run_display, selectors
+from ..migrated import require_migrated
 
 
 def _when(moment: datetime | None) -> str:
@@ -31,7 +32,7 @@ class Command(BaseCommand):
         f"{s}={{{s}}}" for s in ("queued", "running", "waiting", "done", "failed")
     )
     FLIGHT_EMBEDDED = "    phase 1: {users_done} of {users} users planned, {embedded} truths embedded"
-    FLIGHT_PHASE1 = "    user {user_id}: {note}"
+    FLIGHT_PHASE1 = "    user {user}: {note}"
     BY_STATUS = "Runs by status: {counts}"
     LOCK_HELD = "Schedule lock: held by run {run_id} until {until}"
     LOCK_FREE = "Schedule lock: free"
@@ -39,6 +40,7 @@ class Command(BaseCommand):
     QUEUE_ROW = "{label}: {text}"
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_migrated()
         status = selectors.get_consolidation_status()
         write = self.stdout.write
         run = status.last_run
@@ -82,8 +84,9 @@ class Command(BaseCommand):
             )
             run_ = progress.run
             write(self.FLIGHT_EMBEDDED.format(users_done=run_.users_done, users=run_.users, embedded=run_.embedded))
-            for user_id, note in progress.phase1:
-                write(self.FLIGHT_PHASE1.format(user_id=user_id, note=note))
+            names = selectors.named_users([user_id for user_id, _ in progress.phase1])
+            for name, (_user_id, note) in zip(names, progress.phase1, strict=True):
+                write(self.FLIGHT_PHASE1.format(user=name, note=note))
         for label, text in run_display.queue_lines(status.queue):
             write(self.QUEUE_ROW.format(label=label, text=text))
         write(self.BY_STATUS.format(counts=" ".join(f"{k}={v}" for k, v in status.runs_by_status.items())))

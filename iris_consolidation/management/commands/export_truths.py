@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ... import selectors
 from ...exceptions import UnknownUser
 from ...services.operations import transfer
+from ..migrated import require_migrated
 
 
 class Command(BaseCommand):
@@ -25,6 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--output", help="Write to this file instead of standard output.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_migrated()
         user_id = None
         if options["user"]:
             try:

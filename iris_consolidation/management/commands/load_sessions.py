@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...exceptions import ImportFileInvalid
 from ...services.operations import sessions
+from ..migrated import require_migrated
 
 
 class Command(BaseCommand):
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("path", help="A sessions .jsonl file: one session of one user per line.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_migrated()
         try:
             result = sessions.load_sessions(Path(options["path"]))
         except ImportFileInvalid as exc:

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ...exceptions import RetryRefused
 from ...models import ConsolidationRun
 from ...services.queue import recovery
+from ..migrated import require_migrated
 
 
 class Command(BaseCommand):
@@ -30,6 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("run_id", help="Id (UUID) of the run.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        require_migrated()
         value = options["run_id"].strip()
         try:
             run_id = uuid.UUID(value)

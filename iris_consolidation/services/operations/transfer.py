@@ -2,7 +2,8 @@
 
 File format (one JSON object per line):
 ``user`` (the user's natural key, their ``USERNAME_FIELD``: a username, or an email
-for a user model keyed by email; created if missing), ``content``, ``origin``, ``created_at``
+for a user model keyed by email; an unknown user refuses the file unless ``create_users``),
+``content``, ``origin``, ``created_at``
 (ISO 8601), ``source``; optional ``pinned``, ``generation``, ``score``, ``kind``,
 ``corroborations`` and the hygiene fields ``relevance`` (0..1), ``access_count`` (>= 0),
 ``last_accessed``, ``last_decayed`` (ISO 8601 or null), ``validated``, ``tags`` (list of
@@ -39,6 +40,12 @@ REQUIRED = ("user", "content", "origin", "created_at")
 MAX_SMALL = 32767  # PostgreSQL smallint: Truth.generation
 MAX_INT = 2147483647  # PostgreSQL integer: Truth.corroborations
 IMPORTED = "Imported from {path}."
+UNKNOWN_USERS = (
+    "{path}: {count} unknown user(s): {names}. Nothing was imported; create them first, "
+    "or load with --create-users to create each as an account without a password."
+)
+#: Names listed in the one-line error before "and N more" (a typo shows among the first).
+UNKNOWN_LISTED = 10
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,10 +187,14 @@ def _decoded_lines(handle: Any, *, path: str) -> Iterator[str]:
             ) from None
 
 
-def load_truths(path: Path) -> LoadResult:
+def load_truths(path: Path, *, create_users: bool = False) -> LoadResult:
     """Import the truths of ``path`` in one transaction; see the module docstring.
 
-    Raises ``ImportFileInvalid`` (nothing imported) for a missing file or a bad line.
+    A ``user`` with no account is created (without a usable password: a person to remember
+    things about, not a login) only when ``create_users``; otherwise the file is refused,
+    naming the unknown users, so one typo does not make a phantom user.
+    Raises ``ImportFileInvalid`` (nothing imported) for a missing file, a bad line or an
+    unknown user.
     """
     if not path.is_file():
         raise ImportFileInvalid(f"{path}: no such file.")
@@ -196,6 +207,11 @@ def load_truths(path: Path) -> LoadResult:
             u.get_username(): u for u in User._default_manager.filter(**{f"{User.USERNAME_FIELD}__in": names})
         }
         missing = [n for n in names if n not in users]
+        if missing and not create_users:
+            listed = ", ".join(missing[:UNKNOWN_LISTED])
+            if len(missing) > UNKNOWN_LISTED:
+                listed += f" and {len(missing) - UNKNOWN_LISTED} more"
+            raise ImportFileInvalid(UNKNOWN_USERS.format(path=path, count=len(missing), names=listed))
         for name in missing:
             user = User(**{User.USERNAME_FIELD: name})
             user.set_unusable_password()  # a person to remember things about, not a login

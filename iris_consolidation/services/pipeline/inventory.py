@@ -14,8 +14,9 @@ partial or failed); both write ``ConsolidationRun.inventory``:
      "stages": {stage: {"mode", "examined", "affected", "applied", "seconds", "examples"}}}
 
 Counts are of live truths in the run's scope (its user filter, else its allowlist,
-else every user). A dry run's "after" equals its "before": nothing was changed, and
-its changes are previews (``"applied": false``).
+else every user). A dry run changes nothing: its "after" is projected from "before" and
+its previewed merges and supersedes (``projected_after``; ``"projected": true``), and its
+changes are previews (``"applied": false``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,56 @@ def count_truths(scope: Q) -> dict[str, Any]:
     return {"live": live, "by_kind": dict(sorted(by_kind.items())), "by_origin": dict(sorted(by_origin.items()))}
 
 
+def projected_after(run: ConsolidationRun, before: dict[str, Any]) -> dict[str, Any]:
+    """The counts ``before`` would become if a dry run's previewed actions were applied:
+    a merge retires its members and makes one consolidated truth (its kind the sources'
+    most common, as ``merging`` does), or, with a protected member, retires the others into
+    it; a supersede retires its old truths. Members merged twice in one cluster are counted
+    once, as the truth they became. Hygiene findings (noise, prune) are not counted: applying
+    a dry run applies its verdicts only. Returns the shape of ``count_truths`` with
+    ``"projected": True``."""
+    live = before.get("live", 0)
+    by_kind, by_origin = dict(before.get("by_kind", {})), dict(before.get("by_origin", {}))
+    reviews = list(run.reviews.exclude(applied_actions=[]).only("applied_actions", "snapshot"))
+    ids = {pk for r in reviews for e in r.applied_actions or () for pk in (e.get("truth_ids") or {}).values()}
+    kinds = dict(Truth.all_objects.filter(pk__in=ids).values_list("pk", "kind"))
+
+    def add(kind: str, origin: str, n: int) -> None:
+        by_kind[kind] = by_kind.get(kind, 0) + n
+        by_origin[origin] = by_origin.get(origin, 0) + n
+
+    for review in reviews:
+        rows = {row["alias"]: row for row in review.snapshot or ()}
+        # alias -> (truth, kind, origin) it stands for now: a merge moves its members to its result.
+        now = {a: (a, kinds.get(r["id"], "fact"), r.get("origin", "")) for a, r in rows.items()}
+        for number, entry in enumerate(review.applied_actions or ()):
+            if entry["action"] == "merge":
+                members = [a for a in entry.get("ids", []) if a in now]
+                keeper = next((a for a in members if rows[a].get("protected")), None)
+                retired = {now[a] for a in members if a != keeper}
+                for _truth, kind, origin in retired:
+                    add(kind, origin, -1)
+                live -= len(retired)
+                if keeper is None:
+                    member_kinds = [now[a][1] for a in members]
+                    made = (f"merge {number}", max(dict.fromkeys(member_kinds), key=member_kinds.count), "consolidated")
+                    add(made[1], made[2], 1)
+                    live += 1
+                    for a in members:
+                        now[a] = made
+            else:
+                for a in entry.get("old", []):
+                    if a in now:
+                        add(now[a][1], now[a][2], -1)
+                        live -= 1
+    return {
+        "live": live,
+        "by_kind": dict(sorted((k, n) for k, n in by_kind.items() if n)),
+        "by_origin": dict(sorted((k, n) for k, n in by_origin.items() if n)),
+        "projected": True,
+    }
+
+
 def capture_before(run: ConsolidationRun) -> None:
     """Store the "before" counts on ``run`` (saves ``inventory``)."""
     scope, label = _scope(run)
@@ -86,8 +137,10 @@ def significant_changes(run: ConsolidationRun, *, limit: int = MAX_CHANGES) -> l
             # (its survivor is the result, not something it "was").
             retired = members if entry["action"] == "merge" else [rows[a] for a in entry.get("old", []) if a in rows]
             score = max((float(m.get("score") or 0.0) for m in members), default=0.0)
+            keeper = None
             if entry["action"] == "merge":
                 text = entry.get("content", "")
+                keeper = next((ids.get(a) for a in aliases if rows.get(a, {}).get("protected")), None)
             else:
                 text = rows.get(entry.get("new"), {}).get("content", "")
             items.append(
@@ -96,6 +149,8 @@ def significant_changes(run: ConsolidationRun, *, limit: int = MAX_CHANGES) -> l
                     "review_id": review.pk,
                     "truth_ids": [ids[a] for a in aliases if a in ids],
                     "result_id": entry.get("result_id"),
+                    # The protected member that absorbs the others (a merge that makes no new truth).
+                    "keeper_id": keeper,
                     "size": len(aliases),
                     "score": round(score, 6),
                     "content": text,
@@ -118,7 +173,10 @@ def complete(run: ConsolidationRun) -> dict[str, Any]:
     scope, label = _scope(run)
     data = dict(run.inventory or {})
     data.setdefault("scope", label)
-    data["after"] = count_truths(scope)
+    if run.dry_run:
+        data["after"] = projected_after(run, data.get("before") or count_truths(scope))
+    else:
+        data["after"] = count_truths(scope)
     data["changes"] = significant_changes(run)
     data["llm"] = {
         "calls": run.llm_calls,

@@ -18,9 +18,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from ... import run_settings, selectors
-from ...embeddings import get_embedder
+from ...embeddings import Embedder, ReportingEmbedder, get_embedder
 from ...exceptions import ApplyRefused, EmbeddingError, InvalidInput, LaunchFailed
 from ...llm import get_judge_client
+from ...llm.base import JudgeClient
 from ...models import ConsolidationRun
 from ..pipeline import consolidation, forecast
 from . import execution, lifecycle
@@ -29,6 +30,9 @@ from .execution import ProgressCallback
 STOPPED = "Stopped by an error: run {run_id} is marked failed ({error})."
 BAD_RUN_ID = "{value!r} is not a run id; give the UUID printed by consolidate_truths or shown in the admin."
 UNKNOWN_RUN = "No consolidation run has the id {value}."
+CLIENT_QUEUED = (
+    "A judge given in code runs here only: add --sync or --dry-run (a queued run's workers use the settings)."
+)
 INTERRUPTED = (
     "Interrupted: run {run_id} is marked failed. Clusters applied before the interrupt stay applied "
     "(each in its own transaction); the rest are unchanged and the next run picks them up."
@@ -57,6 +61,7 @@ def launch(
     dry_run: bool = False,
     estimate: bool = False,
     progress: ProgressCallback | None = None,
+    client: JudgeClient | None = None,
 ) -> Launched:
     """Start a run as ``consolidate_truths`` does; returns what was done.
 
@@ -65,6 +70,8 @@ def launch(
     phase 1 only and writes nothing. Otherwise a run is created with the configured judge
     and queued (sent when the transaction commits), or, with ``sync`` or ``dry_run``,
     executed here: ``progress("start", 0, 0, run)`` first, then ``run_sync``'s events.
+    ``client`` judges instead of the configured judge (a run in this process only: a queued
+    run's workers build theirs from the settings), e.g. a replay of recorded verdicts.
 
     Raises ``LaunchFailed``: ``not_started`` for bad input or configuration (nothing
     written), ``embedding`` or ``interrupted`` for a run stopped here (marked failed).
@@ -79,8 +86,10 @@ def launch(
                 embedder=get_embedder(), threshold=value, user_id=user_id, since=since, full=full
             )
             return Launched(estimate=forecasted)
-        client = get_judge_client()
         here = sync or dry_run
+        if client is not None and not here:
+            raise InvalidInput(CLIENT_QUEUED)
+        client = client or get_judge_client()
         run = consolidation.create_run(
             trigger=ConsolidationRun.Trigger.COMMAND, dry_run=dry_run,
             execution=ConsolidationRun.Execution.IN_PROCESS if here else ConsolidationRun.Execution.QUEUED,
@@ -95,7 +104,7 @@ def launch(
         progress("start", 0, 0, run)
     started = time.monotonic()
     run = _run_here(
-        run, work=lambda: execution.run_sync(run=run, client=client, embedder=get_embedder(), progress=progress)
+        run, work=lambda: execution.run_sync(run=run, client=client, embedder=_embedder(progress), progress=progress)
     )
     return Launched(run=run, seconds=time.monotonic() - started)
 
@@ -134,6 +143,15 @@ def apply_dry_run(
     started = time.monotonic()
     run = _run_here(run, work=lambda: execution.apply_sync(run=run, embedder=get_embedder(), progress=progress))
     return Launched(run=run, seconds=time.monotonic() - started)
+
+
+def _embedder(progress: ProgressCallback | None) -> Embedder:
+    """The configured embedder; with ``progress``, one that reports its truths as "embed" events
+    (a large user's embedding is most of its pass)."""
+    embedder = get_embedder()
+    if progress:
+        return ReportingEmbedder(embedder, lambda done, total: progress("embed", done, total, None))
+    return embedder
 
 
 def _run_here(run: ConsolidationRun, *, work: Callable[[], ConsolidationRun]) -> ConsolidationRun:

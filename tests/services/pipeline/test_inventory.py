@@ -9,6 +9,7 @@ from django.db import connection
 
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
+from iris_consolidation.models import Truth
 from iris_consolidation.services.pipeline import inventory
 from iris_consolidation.services.queue import execution
 from tests.conftest import vector_at
@@ -79,16 +80,41 @@ def test_most_significant_changes_are_the_biggest_merges_up_to_ten(
     assert [c["size"] for c in changes[1:]] == [2] * 9
 
 
-def test_dry_run_report_lists_previews_and_changes_no_count(truth_factory, user_factory, run_factory):
+def test_dry_run_report_lists_previews_and_projects_the_after_counts(truth_factory, user_factory, run_factory):
     user = user_factory()
     truth_factory("Has a dog named Rex", user=user, embedding=vector_at(1.0))
     truth_factory("has a dog named Rex.", user=user, embedding=vector_at(0.95))
 
     run = _rules_pass(run_factory, dry_run=True)
 
-    assert run.inventory["before"] == run.inventory["after"]
+    assert run.inventory["before"] == {"live": 2, "by_kind": {"fact": 2}, "by_origin": {"promoted": 2}}
+    assert run.inventory["after"] == {
+        "live": 1,
+        "by_kind": {"fact": 1},
+        "by_origin": {"consolidated": 1},
+        "projected": True,
+    }
+    assert Truth.objects.filter(user=user).count() == 2  # nothing changed
     assert [c["applied"] for c in run.inventory["changes"]] == [False]
     assert run.inventory["checkpoint"]["new"] is None
+
+
+def test_a_dry_runs_projection_equals_the_real_pass_after_it(truth_factory, user_factory, run_factory):
+    """Chained merges in one cluster, a protected keeper, a supersede-free cluster: the
+    projection counts what the same verdicts then do for real."""
+    user = user_factory()
+    truth_factory("Has a dog named Rex", user=user, embedding=vector_at(1.0))
+    truth_factory("has a dog named Rex.", user=user, embedding=vector_at(0.99))
+    truth_factory("Has a dog named Rex!", user=user, embedding=vector_at(0.98))
+    truth_factory("Is allergic to peanuts", user=user, origin="user", embedding=vector_at(1.0, axis=2, towards=3))
+    truth_factory("is allergic to peanuts.", user=user, embedding=vector_at(0.99, axis=2, towards=3))
+    truth_factory("Plays chess", user=user, kind="preference", embedding=vector_at(1.0, axis=4, towards=5))
+
+    dry = _rules_pass(run_factory, dry_run=True)
+    real = _rules_pass(run_factory)
+
+    assert dry.inventory["after"]["live"] == real.inventory["after"]["live"] == 3
+    assert {k: v for k, v in dry.inventory["after"].items() if k != "projected"} == real.inventory["after"]
 
 
 def test_report_includes_llm_calls_tokens_and_litellm_cost(llm_server, truth_factory, user_factory, settings):

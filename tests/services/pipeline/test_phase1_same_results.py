@@ -278,9 +278,14 @@ ID_KEYS = ("truth_id", "truth_ids", "pointer_id")
 CLOCK_KEYS = ("window", "seconds")
 
 
+#: The sample's lines when the reference was recorded (later lines add cases for the demo's judge).
+SAMPLE_LINES = 57
+
+
 def _sample_rows() -> list[tuple[str, list[dict[str, Any]]]]:
     by_user: dict[str, list[dict[str, Any]]] = {}
-    for line in (Path(__file__).resolve().parents[3] / "samples" / "demo.truths.jsonl").read_text().splitlines():
+    sample = Path(__file__).resolve().parents[3] / "samples" / "demo.truths.jsonl"
+    for line in sample.read_text(encoding="utf-8").splitlines()[:SAMPLE_LINES]:
         row = json.loads(line)
         by_user.setdefault(row.pop("user"), []).append(row)
     return list(by_user.items())

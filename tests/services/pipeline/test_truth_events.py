@@ -176,8 +176,8 @@ def test_import_records_and_signals_one_creation_per_truth(tmp_path, received):
     ]
     path.write_text("\n".join(json.dumps(line) for line in lines))
 
-    transfer.load_truths(path)
-    transfer.load_truths(path)  # idempotent: nothing new, no new event
+    transfer.load_truths(path, create_users=True)
+    transfer.load_truths(path, create_users=True)  # idempotent: nothing new, no new event
 
     assert sorted(c["truth"].content for c in received) == ["Plays chess", "Speaks Greek"]
     assert {c["action"] for c in received} == {"created"}

@@ -335,7 +335,7 @@ def test_phase_one_progress_is_shown_while_a_user_continues(user_factory, truth_
 
     assert ConsolidationJob.objects.in_run(run.pk).phase1_progress() == [(alice.pk, note)]
     assert "0 of 1 users planned, 4000 truths embedded" in out.getvalue()
-    assert f"user {alice.pk}: {note}" in out.getvalue()
+    assert f"user {alice.get_username()} (#{alice.pk}): {note}" in out.getvalue()
 
 
 def test_user_job_timeout_grows_with_the_users_size(user_factory, truth_factory, settings, monkeypatch):
