@@ -9,7 +9,7 @@ loaded: no queries, no URLs (templates build those), no HTML.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
