@@ -2,6 +2,7 @@
 
     from iris_consolidation import api
 
+    api.add_truth(user, "Has two cats, Miso and Tofu")  # a distilled memory; audited
     truths = api.live_truths(user, query="What pets does Ben have?", limit=5)  # for the prompt
     api.record_access([truth.pk for truth in truths])  # the assistant used these truths now
     api.mark_validated([truth.pk])                     # the person confirmed this one
@@ -27,13 +28,18 @@ from . import selectors
 from .conf import app_settings
 from .embeddings import get_embedder
 from .exceptions import InvalidInput
+from .choices import Origin
 from .models import ConsolidationRun, Truth
 from .querysets import set_hnsw_search
 from .services.hygiene import usage
+from .services.operations import curation
 from .services.queue import launch
 
 BAD_LIMIT = "limit must be a positive whole number, or None for every live truth (got {value!r})."
 BAD_QUERY = "query must be a non-empty text, or None for newest first (got {value!r})."
+BAD_CONTENT = "content must be a non-empty text (got {value!r})."
+BAD_ORIGIN = "origin must be one of {choices} (got {value!r})."
+WRITTEN_BY_HOST = "Written by the host project (iris_consolidation.api.add_truth)."
 
 
 def live_truths(user: Any, *, query: str | None = None, limit: int | None = None) -> list[Truth]:
@@ -111,6 +117,42 @@ def consolidate(
     return started.run  # type: ignore[return-value]  (only an estimate has no run)
 
 
+def add_truth(
+    user: Any,
+    content: str,
+    *,
+    origin: str = Origin.PROMOTED,
+    kind: str = "fact",
+    pinned: bool = False,
+    source: str = "",
+    created_at: datetime | None = None,
+    actor: str = "api",
+) -> Truth:
+    """Write one new live truth of ``user`` (instance, primary key or ``USERNAME_FIELD``
+    value) and audit its creation: a ``TruthChange`` "created" by ``actor`` and the
+    ``truth_changed`` signal after commit (``services.operations.curation.add_truth``).
+
+    ``origin``: "promoted" (distilled memories, the default), "user" (the person stated it)
+    or "agent" (the assistant wrote it); only "promoted" and "consolidated" truths are ever
+    merged, reworded or retired. ``created_at`` is when the fact was stated (default now).
+    The truth has no embedding yet: the next pass embeds it (``live_truths`` with a query
+    embeds it for that call). One transaction.
+
+    Raises ``InvalidInput`` for empty ``content`` or an unknown ``origin``, ``UnknownUser``
+    for an unknown user; nothing is written then.
+    """
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput(BAD_CONTENT.format(value=content))
+    if origin not in Origin.values:
+        raise InvalidInput(BAD_ORIGIN.format(choices=", ".join(Origin.values), value=origin))
+    truth = Truth(
+        user_id=_user_pk(user), content=content.strip(), origin=origin, kind=kind, pinned=pinned, source=source
+    )
+    if created_at is not None:
+        truth.created_at = created_at
+    return curation.add_truth(truth=truth, actor=actor, reason=WRITTEN_BY_HOST)
+
+
 def record_access(truth_ids: Iterable[int], at: datetime | None = None) -> int:
     """Count one use of each truth at ``at`` (default now); see ``services.hygiene.usage``."""
     return usage.record_access(truth_ids, at=at)
@@ -129,4 +171,4 @@ def _user_pk(user: Any) -> Any:
     return selectors.get_user(value=user).pk
 
 
-__all__ = ["consolidate", "live_truths", "mark_validated", "record_access"]
+__all__ = ["add_truth", "consolidate", "live_truths", "mark_validated", "record_access"]

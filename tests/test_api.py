@@ -108,3 +108,34 @@ def test_live_truths_refuses_bad_arguments_in_one_line(sample, kwargs, message):
 def test_live_truths_of_an_unknown_user_is_refused(sample):
     with pytest.raises(UnknownUser, match="nobody"):
         api.live_truths("nobody")
+
+
+def test_add_truth_writes_a_live_audited_truth_the_next_pass_embeds_and_merges(sample):
+    from iris_consolidation.models import TruthChange
+
+    ben = sample["ben.okafor"]
+    before = Truth.objects.filter(user=ben).count()
+
+    written = api.add_truth("ben.okafor", "  Is learning to play the cello  ", kind="activity")
+    again = api.add_truth(ben, "Is learning to play the cello.", origin="promoted")
+
+    assert written.pk and written.content == "Is learning to play the cello" and written.kind == "activity"
+    assert written.origin == "promoted" and written.retired_at is None and written.embedding is None
+    assert Truth.objects.filter(user=ben).count() == before + 2
+    change = TruthChange.objects.get(truth=written)
+    assert change.action == "created" and change.actor == "api" and "api.add_truth" in change.reason
+    api.consolidate(user=ben, sync=True)
+    written.refresh_from_db()
+    again.refresh_from_db()
+    assert written.retired_at is not None and written.superseded_by_id == again.superseded_by_id is not None
+
+
+def test_add_truth_refuses_bad_input_and_writes_nothing(sample):
+    count = Truth.objects.count()
+    with pytest.raises(InvalidInput, match="content"):
+        api.add_truth("ben.okafor", "   ")
+    with pytest.raises(InvalidInput, match="origin"):
+        api.add_truth("ben.okafor", "Has a bike", origin="consolidated-by-me")
+    with pytest.raises(UnknownUser):
+        api.add_truth("nobody", "Has a bike")
+    assert Truth.objects.count() == count

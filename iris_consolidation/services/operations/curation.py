@@ -32,14 +32,14 @@ def set_pinned(*, truth_ids: Iterable[int], pinned: bool) -> int:
     )
 
 
-def add_truth(*, truth: Truth, actor: str) -> Truth:
-    """Save the new ``truth`` an operator wrote (the admin's add page) and audit its
-    creation (``truth_events``: a ``TruthChange`` "created" by ``actor``, its signal after
-    commit). Its ``created_at`` is when the user stated it (now unless given); it has no
+def add_truth(*, truth: Truth, actor: str, reason: str = ADDED_BY_HAND) -> Truth:
+    """Save the new ``truth`` an operator (the admin's add page) or the host (``api.add_truth``)
+    wrote and audit its creation (``truth_events``: a ``TruthChange`` "created" by ``actor``
+    with ``reason``, its signal after commit). Its ``created_at`` is when the user stated it (now unless given); it has no
     embedding yet, so the next pass embeds it. Transaction: one."""
     with transaction.atomic():
         truth.save()
         truth_events.record_changes(
-            [truth_events.Change(truth=truth, action=truth_events.CREATED, reason=ADDED_BY_HAND)], actor=actor
+            [truth_events.Change(truth=truth, action=truth_events.CREATED, reason=reason)], actor=actor
         )
     return truth
