@@ -232,7 +232,10 @@ def test_dry_run_page_warns_when_a_later_run_made_its_merges(logged_in, live_ser
     rules_run(user)
 
     page.goto(f"{live_server.url}/admin/iris_consolidation/consolidationrun/{dry.pk}/change/")
-    expect(page.locator(".iris-warning-banner")).to_contain_text("2 of 2 previewed cluster(s) have changed")
+    # Every preview is stale: the page says so and offers no Apply.
+    expect(page.locator("#content")).to_contain_text("Every one of the 2 previewed cluster(s)")
+    expect(page.locator("#content")).to_contain_text("nothing left to apply")
+    expect(page.locator(".iris-applylink")).to_have_count(0)
     page.screenshot(path=str(artifacts / "console-dry-run-outdated.png"), full_page=True)
 
 
