@@ -81,7 +81,7 @@ def measure(truths: Path) -> dict[str, Any]:
     from iris_consolidation.models import ConsolidationRun
     from iris_consolidation.services.queue import lifecycle
 
-    call_command("load_truths", str(truths), stdout=StringIO())
+    call_command("load_truths", str(truths), "--create-users", stdout=StringIO())
     call_command("consolidate_truths", "--dry-run", "--full", verbosity=0, stdout=StringIO(), stderr=StringIO())
     dry = ConsolidationRun.objects.get(dry_run=True)
     Conf.SYNC = True  # async_task runs the apply jobs in this process, when the start commits

@@ -160,7 +160,7 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         folder = Path(tempfile.mkdtemp())
         truths, sessions, users = _speakers_files(args.speakers, folder, args.users)
-        call_command("load_truths", str(truths), stdout=StringIO())
+        call_command("load_truths", str(truths), "--create-users", stdout=StringIO())
         call_command("load_sessions", str(sessions), stdout=StringIO())
         print("speakers:", ", ".join(users))
 

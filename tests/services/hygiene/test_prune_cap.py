@@ -51,7 +51,7 @@ def _apply_decay_and_prune(settings, *args: str) -> ConsolidationRun:
 def test_the_freshly_loaded_sample_keeps_its_truths_through_a_whole_pass(settings):
     """The sample's truths are dated 2025: held since today, so decay and prune applied in a
     whole pass retire none of them (on the code before, 45 of 57, every user under 41%)."""
-    transfer.load_truths(SAMPLE)
+    transfer.load_truths(SAMPLE, create_users=True)
     loaded = Counter(Truth.objects.values_list("user_id", flat=True))
     assert min(Truth.objects.values_list("created_at", flat=True)) < timezone.now() - timedelta(days=200)
     run = _apply_decay_and_prune(settings)
@@ -68,7 +68,7 @@ def test_freshly_loaded_locomo_truths_keep_95_percent_with_decay_and_prune_appli
     retirement cap stopped it) and 8 of 16 users kept none."""
     if not LOCOMO.is_file():
         pytest.skip(NO_SHARED)
-    transfer.load_truths(LOCOMO)
+    transfer.load_truths(LOCOMO, create_users=True)
     loaded = Counter(Truth.objects.values_list("user_id", flat=True))
     run = _apply_decay_and_prune(settings, "--only", "decay,prune")
     kept = _kept_shares(loaded)

@@ -60,7 +60,7 @@ def test_speakers_queued_with_a_slow_model_end_done_with_their_mined_truths(
                            (data / "locomo_sessions.jsonl", sessions)):
         lines = [line for line in source.read_text().splitlines() if json.loads(line)["user"] in SPEAKERS]
         target.write_text("\n".join(lines) + "\n")
-    call_command("load_truths", str(truths), stdout=StringIO())
+    call_command("load_truths", str(truths), "--create-users", stdout=StringIO())
     call_command("load_sessions", str(sessions), stdout=StringIO())
     before = Truth.objects.count()
     llm_server.handler = plausible
