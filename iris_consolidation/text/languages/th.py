@@ -16,4 +16,18 @@ THAI = Language(
     # "now", "moved", "quit", "formerly".
     reported_changes=("ตอนนี้", "ย้าย", "เลิก", "เคย"),
     time_ended=("เลิก", "เคย"),
+    # Single-valued attributes of a person and their cues (``Language.attributes``).
+    attributes={
+        "home": ("อาศัยอยู่", "ย้ายไป", "บ้านอยู่"),
+        "work": ("ทำงาน", "อาชีพ", "ลาออก", "เกษียณ"),
+        "relationship": ("แต่งงาน", "หมั้น", "หย่า", "แฟน", "สามี", "ภรรยา"),
+        "name": ("ชื่อ",),
+        "age": ("อายุ", "วันเกิด"),
+        "diet": ("มังสวิรัติ", "กินเจ", "กินเนื้อ"),
+        "children": ("ลูก", "ตั้งครรภ์"),
+        "pets": ("สุนัข", "หมา", "แมว", "สัตว์เลี้ยง"),
+        "phone": ("โทรศัพท์", "มือถือ"),
+        "allergies": ("แพ้",),
+        "appointment": ("นัดหมาย",),
+    },
 )
