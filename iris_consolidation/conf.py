@@ -32,15 +32,14 @@ DEFAULTS: dict[str, Any] = {
     # at 0.40 0.568 -> 0.633, for 1.6 more clusters per 100 truths on LoCoMo, 7.4 on MSC).
     "NEAREST_PAIRS": True,
     # Phase 1 by neighbourhoods (services/pipeline/neighbourhoods.py): each seed beside its
-    # NEIGHBOURHOOD_K nearest truths by cosine down to NEIGHBOURHOOD_FLOOR (below the
-    # threshold) and its NEIGHBOURHOOD_LEXICAL_K nearest by Jaccard of words (at least
+    # NEIGHBOURHOOD_K nearest truths at or above the threshold and, with the lexical arm,
+    # its NEIGHBOURHOOD_LEXICAL_K nearest by Jaccard of words (at least
     # NEIGHBOURHOOD_JACCARD_FLOOR), joined in NEIGHBOURHOOD_ROUNDS rounds into groups of at
     # most NEIGHBOURHOOD_GROUP_SIZE; SAME_ATTRIBUTE adds each attribute's truths ("home",
     # "work"...) together. False: greedy seed clusters (MAX_CLUSTER_SIZE, NEAREST_PAIRS).
     # Chosen with manage.py eval_recall (docs/benchmarks.md, "Recall of phase 1").
     "NEIGHBOURHOODS": True,
     "NEIGHBOURHOOD_K": 4,
-    "NEIGHBOURHOOD_FLOOR": 0.30,
     "NEIGHBOURHOOD_LEXICAL_K": 2,
     "NEIGHBOURHOOD_JACCARD_FLOOR": 0.25,
     "NEIGHBOURHOOD_GROUP_SIZE": 10,

@@ -31,7 +31,7 @@ from django.db.models import Q
 from ...conf import app_settings
 from ...models import Truth
 from ...text import tokens, tokens_of_each
-from ..pipeline import exact_search
+from ..pipeline import exact_search, vectors
 from ..pipeline.clustering import CandidateCluster
 
 
@@ -324,6 +324,27 @@ def _overlaps(
             at = np.minimum(np.searchsorted(row_keys, probe_key), row_keys.shape[0] - 1)
             shared[far] = np.bincount(pair_of[row_keys[at] == probe_key], minlength=aa.shape[0])
     return shared
+
+
+def neighbours(
+    users: vectors.UserVectors, rows: Sequence[tuple[int, str, str]], *, floor: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(seed, member, jaccard)`` of ``rows`` (``(id, kind, content)``) as positions into
+    ``users``: every pair of one kind with Jaccard similarity of words >= ``floor``
+    (``jaccard_pairs``) whose first truth is a seed; truths without a vector left out."""
+    position = {int(pk): p for p, pk in enumerate(users.ids.tolist())}
+    kept = [(position[int(pk)], kind, content) for pk, kind, content in rows if int(pk) in position]
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    if len(kept) < 2:
+        return empty
+    where = np.fromiter((p for p, _, _ in kept), dtype=np.int64, count=len(kept))
+    token_sets = list(map(frozenset, tokens_of_each([content for _, _, content in kept])))
+    a, b, score = jaccard_pairs(token_sets, [kind for _, kind, _ in kept], floor)
+    if a.shape[0] == 0:
+        return empty
+    a, b = where[a], where[b]
+    seeds = users.can_seed[a]
+    return a[seeds], b[seeds], score[seeds]
 
 
 def interleave(

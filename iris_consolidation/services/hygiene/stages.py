@@ -462,9 +462,15 @@ def candidate_clusters(
         small = shared is not None and len(shared.rows) <= vectors.FETCH_ROWS
         read = shared.user_vectors() if shared is not None and shared.vectors is not None else None
         if app_settings.NEIGHBOURHOODS:
+            # What the words find (the nearest by Jaccard, the attributes' cues) joins the
+            # neighbourhoods when the lexical arm is judged: ``--only semantic`` is the embedding alone.
+            floor = float(app_settings.NEIGHBOURHOOD_JACCARD_FLOOR)
+            words = modes["lexical"] == StageMode.APPLY
             semantic = neighbourhoods.find_groups(
                 user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small, vectors=read,
                 rows=[(r[0], r[1], r[2]) for r in shared.rows] if shared is not None else None,
+                near_words=(lambda users, rows: lexical.neighbours(users, rows, floor=floor)) if words else None,
+                attributes=words,
             )
         else:
             semantic = clustering.find_clusters(

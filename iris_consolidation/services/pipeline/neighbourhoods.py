@@ -7,30 +7,33 @@ threshold, a seed takes its four closest, and true partners land in different cl
 (32% of a careful reader's merge pairs shared one, none of its supersedes). Here:
 
 1. **Edges**: each seed (a truth changed since the last pass; every truth on a first pass)
-   with its ``NEIGHBOURHOOD_K`` nearest truths by cosine down to the floor
-   (``NEIGHBOURHOOD_FLOOR``, below the threshold), interleaved with its
-   ``NEIGHBOURHOOD_LEXICAL_K`` nearest by Jaccard of words (same kind, at least
-   ``NEIGHBOURHOOD_JACCARD_FLOOR``). Each edge once, ranked by cosine.
+   with its ``NEIGHBOURHOOD_K`` nearest truths by cosine at or above the threshold,
+   interleaved, when the lexical arm is judged, with its ``NEIGHBOURHOOD_LEXICAL_K``
+   nearest by Jaccard of words (same kind, at least ``NEIGHBOURHOOD_JACCARD_FLOOR``, and a
+   cosine at or above the threshold too). Each edge once, ranked by cosine. A floor below
+   the threshold (0.30 at the local default of 0.40) was measured: the same recall once
+   the attribute arm is there, and more calls; so ``--threshold`` still bounds the pairs.
 2. **Groups**: rounds of capped agglomeration. In each round the edges not yet covered are
    joined, strongest first, into groups of at most ``NEIGHBOURHOOD_GROUP_SIZE`` truths (a
    join that would pass the cap is skipped); a group that covers an edge no earlier group
    covered is kept. Restatement groups of 3-5 stay together (their edges are the strongest
    and join first); overlapping windows are never sent twice (a group that adds no edge is
    dropped); the judge may split a group (partial merges).
-3. **Attributes** (``attribute_groups``): a user's truths about one attribute ("home",
-   "work", ...: ``text.attributes_of``) in time order, windows of the group size, each
-   window with a seed; a window inside a group already made is dropped.
+3. **Attributes** (``attribute_groups``), with the lexical arm (both read words): a user's
+   truths about one attribute ("home", "work", ...: ``text.attributes_of``) in time order,
+   windows of the group size, each window with a seed, whatever their cosine; a window
+   inside a group already made is dropped.
 
 Measured with ``manage.py eval_recall`` (docs/benchmarks.md, "Recall of phase 1"): pair
 recall of the whole-memory reference 0.39 -> 0.93 (merges), 0.21 -> 0.86 (supersedes), the
-cases among other truths 0.89 -> 1.00, judge calls per 100 LoCoMo truths 3.29 -> 6.28.
+cases among other truths 0.89 -> 1.00, judge calls per 100 LoCoMo truths 3.29 -> 6.34.
 Reads nothing from the database; writes nothing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from django.db.models import Q
@@ -39,10 +42,9 @@ from ... import text
 from ...conf import app_settings
 from ...models import Truth
 from ...text.attributes import attributes_of
-from ..hygiene import lexical
 from .approximate_search import approximate_pairs
 from .clustering import SIMILARITY_DECIMALS, CandidateCluster
-from .exact_search import Pairs, exact_pairs, nearest_per_row
+from .exact_search import THRESHOLD_TOLERANCE, Pairs, exact_pairs, nearest_per_row
 from .vectors import UserVectors, load_user_vectors
 
 logger = logging.getLogger(__name__)
@@ -171,7 +173,7 @@ def attribute_groups(
 
 
 def add_new(groups: list[CandidateCluster], extra: Sequence[CandidateCluster]) -> list[CandidateCluster]:
-    """``groups`` and each group of ``extra`` whose members are not all in one of them."""
+    """``groups`` and each group of ``extra`` whose members are not all in one group before it."""
     holding: dict[int, list[int]] = {}
     sets = [frozenset(g.member_ids) for g in groups]
     for position, group in enumerate(groups):
@@ -181,29 +183,25 @@ def add_new(groups: list[CandidateCluster], extra: Sequence[CandidateCluster]) -
     for group in extra:
         members = frozenset(group.member_ids)
         if not any(members <= sets[p] for p in holding.get(group.member_ids[0], ())):
+            for pk in group.member_ids:
+                holding.setdefault(pk, []).append(len(out))
+            sets.append(members)
             out.append(group)
     return out
 
 
-def lexical_neighbours(
-    users: UserVectors, rows: Sequence[tuple[int, str, str]], *, floor: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(seed, member, jaccard)`` of ``rows`` (``(id, kind, content)``) as positions into
-    ``users``: every pair of one kind with Jaccard similarity of words >= ``floor``
-    (``lexical.jaccard_pairs``) whose first truth is a seed; truths without a vector left out."""
-    position = {int(pk): p for p, pk in enumerate(users.ids.tolist())}
-    kept = [(position[int(pk)], kind, content) for pk, kind, content in rows if int(pk) in position]
-    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
-    if len(kept) < 2:
-        return empty
-    where = np.fromiter((p for p, _, _ in kept), dtype=np.int64, count=len(kept))
-    token_sets = list(map(frozenset, text.tokens_of_each([content for _, _, content in kept])))
-    a, b, score = lexical.jaccard_pairs(token_sets, [kind for _, kind, _ in kept], floor)
+Edges = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _above(users: UserVectors, pairs: Edges, floor: float) -> Edges:
+    """The ``(seed, member, score)`` pairs whose cosine similarity is at least ``floor``
+    (less ``exact_search.THRESHOLD_TOLERANCE``)."""
+    a, b, score = pairs
     if a.shape[0] == 0:
-        return empty
-    a, b = where[a], where[b]
-    seeds = users.can_seed[a]
-    return a[seeds], b[seeds], score[seeds]
+        return pairs
+    cosine = np.einsum("ij,ij->i", users.vectors[a], users.vectors[b], dtype=np.float64)
+    keep = cosine >= floor - THRESHOLD_TOLERANCE
+    return a[keep], b[keep], score[keep]
 
 
 def find_groups(
@@ -214,12 +212,17 @@ def find_groups(
     seed_filter: Q | None = None,
     small: bool = False,
     vectors: UserVectors | None = None,
+    near_words: Callable[[UserVectors, Sequence[tuple[int, str, str]]], Edges] | None = None,
+    attributes: bool = True,
 ) -> list[CandidateCluster]:
     """Phase 1's groups of one user by neighbourhoods and attributes (the module
     docstring), at the settings. ``rows``: the user's live truths as ``(id, kind,
     content)`` in (created_at, id) order if the caller has read them (else one query);
     ``vectors``, ``seed_filter`` and ``small`` as for ``clustering.find_clusters``.
-    Queries: at most two. Writes nothing."""
+    ``near_words(users, rows)``: the lexical arm's ``(seed, member, jaccard)`` positions
+    (``lexical.neighbours``), or None when that arm is off; a pair also needs a cosine at
+    or above the threshold. ``attributes``: add the attributes' groups (with
+    ``SAME_ATTRIBUTE``). Queries: at most two. Writes nothing."""
     threshold = app_settings.SIMILARITY_THRESHOLD if threshold is None else threshold
     users = vectors
     if users is None:
@@ -230,19 +233,20 @@ def find_groups(
         return []
     if rows is None:
         rows = list(Truth.objects.for_user(user_id).order_by("created_at", "id").values_list("id", "kind", "content"))
-    floor = min(float(threshold), float(app_settings.NEIGHBOURHOOD_FLOOR))
+    floor = float(threshold)
     approximate = seeds >= app_settings.PHASE1_APPROXIMATE_FROM
     search = approximate_pairs if approximate else exact_pairs
     pairs = search(users, threshold=floor, memory_bytes=int(app_settings.PHASE1_MEMORY_MB * 1024 * 1024))
     lexical_k = int(app_settings.NEIGHBOURHOOD_LEXICAL_K)
-    near_words = lexical_neighbours(users, rows, floor=float(app_settings.NEIGHBOURHOOD_JACCARD_FLOOR)) \
-        if lexical_k else None
-    edges = neighbour_edges(users, pairs, k=int(app_settings.NEIGHBOURHOOD_K), lexical=near_words,
+    lexical = None
+    if near_words is not None and lexical_k:
+        lexical = _above(users, near_words(users, rows), floor)
+    edges = neighbour_edges(users, pairs, k=int(app_settings.NEIGHBOURHOOD_K), lexical=lexical,
                             lexical_k=lexical_k)
     size = int(app_settings.NEIGHBOURHOOD_GROUP_SIZE)
     groups = neighbourhood_groups(users, edges, user_id=user_id, max_size=size,
                                   rounds=int(app_settings.NEIGHBOURHOOD_ROUNDS))
-    if app_settings.SAME_ATTRIBUTE:
+    if attributes and app_settings.SAME_ATTRIBUTE:
         groups = add_new(groups, attribute_groups(users, [(r[0], r[2]) for r in rows], user_id=user_id,
                                                   max_size=size))
     logger.info("user %s: %d groups (%d seeds among %d truths, %d edges, floor %.3f)", user_id, len(groups), seeds,
