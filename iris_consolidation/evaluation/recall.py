@@ -173,7 +173,8 @@ def _dry_run_groups(
                               "embedding_model": embedder.model_name}) for row in rows],
                     batch_size=1000,
                 )
-                ids[name] = {row.get("source") or row["content"]: truth.pk for row, truth in zip(rows, made, strict=True)}
+                ids[name] = {row.get("source") or row["content"]: truth.pk
+                             for row, truth in zip(rows, made, strict=True)}
                 clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
                 groups[name] = clusters
                 cost.groups += len(clusters)

@@ -38,7 +38,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from django.db.models import Q
 
-from ... import text
 from ...conf import app_settings
 from ...models import Truth
 from ...text.attributes import attributes_of

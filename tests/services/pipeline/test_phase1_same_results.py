@@ -112,6 +112,7 @@ def _brute_groups(user_id: int, threshold: float) -> list[clustering.CandidateCl
     size, rounds = int(app_settings.NEIGHBOURHOOD_GROUP_SIZE), int(app_settings.NEIGHBOURHOOD_ROUNDS)
     floor = threshold
     with_words = run_modes_lexical_on()
+    word_floor = float(app_settings.NEIGHBOURHOOD_JACCARD_FLOOR)
     seeds = set(Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
                 .values_list("id", flat=True))
     rows = [t for t in Truth.objects.for_user(user_id).order_by("created_at", "id") if t.embedding is not None]
@@ -128,7 +129,7 @@ def _brute_groups(user_id: int, threshold: float) -> list[clustering.CandidateCl
         if not with_words:
             continue
         jac = sorted((-score, j) for j in range(len(rows)) if j != i and rows[j].kind == t.kind
-                     and (score := lexical.jaccard(words[i], words[j])) >= float(app_settings.NEIGHBOURHOOD_JACCARD_FLOOR)
+                     and (score := lexical.jaccard(words[i], words[j])) >= word_floor
                      and float(np.dot(unit[i].astype(np.float64), unit[j])) >= floor - 1e-6)
         edges.update((min(i, j), max(i, j)) for _, j in jac[:lexical_k])
     strength = {e: round(float(np.dot(unit[e[0]].astype(np.float64), unit[e[1]])), 6) for e in edges}
