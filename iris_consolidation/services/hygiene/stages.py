@@ -469,7 +469,8 @@ def candidate_clusters(
             semantic = neighbourhoods.find_groups(
                 user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small, vectors=read,
                 rows=[(r[0], r[1], r[2]) for r in shared.rows] if shared is not None else None,
-                near_words=(lambda users, rows: lexical.neighbours(users, rows, floor=floor)) if words else None,
+                near_words=(lambda users, rows, seeds, members: lexical.neighbours(users, rows, seeds, members,
+                                                                                  floor=floor)) if words else None,
                 attributes=words,
             )
         else:

@@ -130,7 +130,7 @@ def _brute_groups(user_id: int, threshold: float) -> list[clustering.CandidateCl
             continue
         jac = sorted((-score, j) for j in range(len(rows)) if j != i and rows[j].kind == t.kind
                      and (score := lexical.jaccard(words[i], words[j])) >= word_floor
-                     and float(np.dot(unit[i].astype(np.float64), unit[j])) >= floor - 1e-6)
+                     and float(np.dot(unit[i].astype(np.float64), unit[j]) / (norms[i] * norms[j])) >= floor - 1e-6)
         edges.update((min(i, j), max(i, j)) for _, j in jac[:lexical_k])
     strength = {e: round(float(np.dot(unit[e[0]].astype(np.float64), unit[e[1]])), 6) for e in edges}
     ordered = sorted(edges, key=lambda e: (-strength[e], e))
