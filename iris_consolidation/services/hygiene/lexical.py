@@ -339,10 +339,14 @@ def neighbours(
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
     if seeds.shape[0] == 0:
         return empty
-    position = {int(pk): p for p, pk in enumerate(users.ids.tolist())}
+    # Only the truths of a candidate pair are read (a small user's few pairs name a few).
+    involved = np.zeros(users.size, dtype=bool)
+    involved[seeds] = True
+    involved[members] = True
+    position = {int(users.ids[p]): int(p) for p in np.flatnonzero(involved)}
     words: list[frozenset[str]] = [frozenset()] * users.size
     kinds: list[str] = [""] * users.size
-    found = [(position[int(pk)], kind, content) for pk, kind, content in rows if int(pk) in position]
+    found = [(position[pk], kind, content) for pk, kind, content in rows if pk in position]
     for (p, kind, _), tokens_of in zip(found, tokens_of_each([c for _, _, c in found]), strict=True):
         words[p], kinds[p] = frozenset(tokens_of), kind
     rank: dict[str, int] = {}
