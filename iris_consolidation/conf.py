@@ -31,6 +31,20 @@ DEFAULTS: dict[str, Any] = {
     # (services/pipeline/clustering.py; oracle recall of the PersonaChat pairs
     # at 0.40 0.568 -> 0.633, for 1.6 more clusters per 100 truths on LoCoMo, 7.4 on MSC).
     "NEAREST_PAIRS": True,
+    # Phase 1 by neighbourhoods (services/pipeline/neighbourhoods.py): each seed beside its
+    # NEIGHBOURHOOD_K nearest truths at or above the threshold and, with the lexical arm,
+    # its NEIGHBOURHOOD_LEXICAL_K nearest by Jaccard of words (at least
+    # NEIGHBOURHOOD_JACCARD_FLOOR), joined in NEIGHBOURHOOD_ROUNDS rounds into groups of at
+    # most NEIGHBOURHOOD_GROUP_SIZE; SAME_ATTRIBUTE adds each attribute's truths ("home",
+    # "work"...) together. False: greedy seed clusters (MAX_CLUSTER_SIZE, NEAREST_PAIRS).
+    # Chosen with manage.py eval_recall (docs/benchmarks.md, "Recall of phase 1").
+    "NEIGHBOURHOODS": True,
+    "NEIGHBOURHOOD_K": 4,
+    "NEIGHBOURHOOD_LEXICAL_K": 2,
+    "NEIGHBOURHOOD_JACCARD_FLOOR": 0.25,
+    "NEIGHBOURHOOD_GROUP_SIZE": 10,
+    "NEIGHBOURHOOD_ROUNDS": 4,
+    "SAME_ATTRIBUTE": True,
     # django-q2 timeouts in seconds: per-user phase 1 task, per-cluster phase 2 task.
     "USER_JOB_TIMEOUT": 60,
     "CLUSTER_JOB_TIMEOUT": 120,

@@ -194,6 +194,13 @@ _IRIS = {
     "PHASE1_NEIGHBOURS": env.int,
     "PHASE1_USERS_PER_TASK": env.int,
     "PHASE1_BATCH_MAX_TRUTHS": env.int,
+    "NEIGHBOURHOODS": env.bool,
+    "NEIGHBOURHOOD_K": env.int,
+    "NEIGHBOURHOOD_LEXICAL_K": env.int,
+    "NEIGHBOURHOOD_JACCARD_FLOOR": env.float,
+    "NEIGHBOURHOOD_GROUP_SIZE": env.int,
+    "NEIGHBOURHOOD_ROUNDS": env.int,
+    "SAME_ATTRIBUTE": env.bool,
 }
 #: Settings whose empty value means something (no schedule), so an empty variable sets it.
 _EMPTY_IS_A_VALUE = {"SCHEDULE_CRON"}

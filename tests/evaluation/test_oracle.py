@@ -37,6 +37,13 @@ TEXTS = [
 SAME = [(0, 1), (2, 3), (4, 5), (6, 7)]
 
 
+@pytest.fixture(autouse=True)
+def _no_attribute_groups(settings):
+    """These count what each threshold puts in one group; the attribute arm offers the dog
+    and cat lines together ("pets") at any threshold (tests/services/pipeline/test_neighbourhoods.py)."""
+    settings.IRIS_CONSOLIDATION_SAME_ATTRIBUTE = False
+
+
 def _write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

@@ -31,7 +31,7 @@ from django.db.models import Q
 from ...conf import app_settings
 from ...models import Truth
 from ...text import tokens, tokens_of_each
-from ..pipeline import exact_search
+from ..pipeline import exact_search, vectors
 from ..pipeline.clustering import CandidateCluster
 
 
@@ -324,6 +324,51 @@ def _overlaps(
             at = np.minimum(np.searchsorted(row_keys, probe_key), row_keys.shape[0] - 1)
             shared[far] = np.bincount(pair_of[row_keys[at] == probe_key], minlength=aa.shape[0])
     return shared
+
+
+def neighbours(
+    users: vectors.UserVectors, rows: Sequence[tuple[int, str, str]], seeds: np.ndarray, members: np.ndarray, *,
+    floor: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(seed, member, jaccard)`` of the candidate pairs ``(seeds, members)`` (positions into
+    ``users``; the embedding's pairs at or above the threshold) whose truths are of one kind
+    and share at least ``floor`` of their words (Jaccard of ``token_set``); ``rows``: the
+    user's live truths as ``(id, kind, content)``. The neighbourhoods' lexical edges
+    (``neighbourhoods.find_groups``): only pairs the embedding found are scored, so the work
+    is bounded by the embedding's ``PHASE1_NEIGHBOURS`` pairs a seed, whatever the floor."""
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    if seeds.shape[0] == 0:
+        return empty
+    # Only the truths of a candidate pair are read (a small user's few pairs name a few).
+    involved = np.zeros(users.size, dtype=bool)
+    involved[seeds] = True
+    involved[members] = True
+    position = {int(users.ids[p]): int(p) for p in np.flatnonzero(involved)}
+    words: list[frozenset[str]] = [frozenset()] * users.size
+    kinds: list[str] = [""] * users.size
+    found = [(position[pk], kind, content) for pk, kind, content in rows if pk in position]
+    for (p, kind, _), tokens_of in zip(found, tokens_of_each([c for _, _, c in found]), strict=True):
+        words[p], kinds[p] = frozenset(tokens_of), kind
+    rank: dict[str, int] = {}
+    for token in chain.from_iterable(words):
+        rank.setdefault(token, len(rank))
+    vocabulary = max(len(rank), 1)
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=users.size)
+    flat = np.fromiter((rank[t] for w in words for t in w), dtype=np.int64, count=int(lengths.sum()))
+    row_of = np.repeat(np.arange(users.size, dtype=np.int64), lengths)
+    flat = flat[np.lexsort((flat, row_of))]
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    codes = {kind: c for c, kind in enumerate(sorted(set(kinds)))}
+    kind_code = np.fromiter((codes[k] for k in kinds), dtype=np.int64, count=users.size)
+    same = (kind_code[seeds] == kind_code[members]) & (lengths[seeds] > 0) & (lengths[members] > 0)
+    a, b = seeds[same].astype(np.int64), members[same].astype(np.int64)
+    if a.shape[0] == 0:
+        return empty
+    shared = _overlaps(a, b, row_keys=row_of * vocabulary + flat, flat=flat, offsets=offsets, lengths=lengths,
+                       vocabulary=vocabulary)
+    score = shared / (lengths[a] + lengths[b] - shared)
+    keep = score >= floor
+    return a[keep], b[keep], score[keep]
 
 
 def interleave(

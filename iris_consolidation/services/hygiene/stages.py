@@ -57,7 +57,7 @@ from ...llm import get_judge_client
 from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
 from ...run_settings import prune_share, run_modes
-from ..pipeline import clustering, forecast, vectors
+from ..pipeline import clustering, forecast, neighbourhoods, vectors
 from . import budget, decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
 
 logger = logging.getLogger(__name__)
@@ -481,10 +481,23 @@ def candidate_clusters(
         started = time.monotonic()
         shared = current_pass(run, user_id)
         small = shared is not None and len(shared.rows) <= vectors.FETCH_ROWS
-        semantic = clustering.find_clusters(
-            user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small,
-            vectors=shared.user_vectors() if shared is not None and shared.vectors is not None else None,
-        )
+        read = shared.user_vectors() if shared is not None and shared.vectors is not None else None
+        if app_settings.NEIGHBOURHOODS:
+            # What the words find (the nearest by Jaccard, the attributes' cues) joins the
+            # neighbourhoods when the lexical arm is judged: ``--only semantic`` is the embedding alone.
+            floor = float(app_settings.NEIGHBOURHOOD_JACCARD_FLOOR)
+            words = modes["lexical"] == StageMode.APPLY
+            semantic = neighbourhoods.find_groups(
+                user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small, vectors=read,
+                rows=[(r[0], r[1], r[2]) for r in shared.rows] if shared is not None else None,
+                near_words=(lambda users, rows, seeds, members: lexical.neighbours(users, rows, seeds, members,
+                                                                                  floor=floor)) if words else None,
+                attributes=words,
+            )
+        else:
+            semantic = clustering.find_clusters(
+                user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small, vectors=read,
+            )
         _record(run, user_id, "semantic", modes["semantic"], examined=0, affected=len(semantic), applied=0,
                 seconds=time.monotonic() - started, findings=[])
     if modes["lexical"] != StageMode.OFF:

@@ -91,6 +91,9 @@ class Lexicon:
     copulas: frozenset[str]
     definite: frozenset[str]
     indefinite: frozenset[str]
+    #: Each attribute's cues in the languages with spaces, and in those without (``Language.attributes``).
+    attributes: Mapping[str, tuple[str, ...]]
+    no_space_attributes: Mapping[str, tuple[str, ...]]
 
 
 def _union(packs: Iterable[Language], name: str) -> frozenset[str]:
@@ -107,6 +110,15 @@ def _merged(packs: Iterable[Language], name: str) -> Mapping[str, int]:
     for pack in packs:
         merged.update(getattr(pack, name))
     return MappingProxyType(merged)
+
+
+def _attributes(packs: Iterable[Language]) -> Mapping[str, tuple[str, ...]]:
+    """Each attribute's cues of every pack, in the packs' order, each once."""
+    merged: dict[str, dict[str, None]] = {}
+    for pack in packs:
+        for name, cues in pack.attributes.items():
+            merged.setdefault(name, {}).update(dict.fromkeys(cues))
+    return MappingProxyType({name: tuple(cues) for name, cues in merged.items()})
 
 
 def derive(packs: Iterable[Language]) -> Lexicon:
@@ -172,6 +184,8 @@ def derive(packs: Iterable[Language]) -> Lexicon:
         copulas=_union(packs, "copulas"),
         definite=_union(packs, "definite"),
         indefinite=_union(packs, "indefinite"),
+        attributes=_attributes(spaced),
+        no_space_attributes=_attributes(unspaced),
     )
 
 

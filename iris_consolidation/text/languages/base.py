@@ -28,6 +28,13 @@ def _empty() -> Mapping[str, int]:
     return _EMPTY
 
 
+_NO_ATTRIBUTES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+
+
+def _no_attributes() -> Mapping[str, tuple[str, ...]]:
+    return _NO_ATTRIBUTES
+
+
 @dataclass(frozen=True, kw_only=True)
 class Language:
     """The words of one language for the text rules (see the module docstring).
@@ -125,6 +132,14 @@ class Language:
     numeral_scales: Mapping[str, int] = field(default_factory=_empty)
     counters: str = ""
     ordinal_prefix: str = ""
+
+    # Single-valued attributes of a person
+    #: Cues of each attribute a later truth may change ("home": "lives in", "moved to"), by a
+    #: name shared by every pack; a cue matches whole words, and a cue ending in "*" may end
+    #: inside a word ("allerg*" matches "allergic"); in a script without spaces, anywhere.
+    #: Phase 1 offers a user's truths of one attribute to the judge together
+    #: (``text.attributes_of``, ``services/pipeline/attributes.py``).
+    attributes: Mapping[str, tuple[str, ...]] = field(default_factory=_no_attributes)
 
     # Word order
     #: Words that may start a moved phrase: prepositions, and words of time or frequency.

@@ -57,4 +57,18 @@ SPANISH = Language(
         }
     ),  # fmt: skip
     conjunctions=frozenset("y e o u".split()),
+    # Single-valued attributes of a person and their cues (``Language.attributes``).
+    attributes={
+        "home": ("vive en", "vive cerca", "se mudó", "mudó a", "reside en", "se trasladó"),
+        "work": ("trabaja", "empleo", "empleado", "empleada", "contratad*", "despedid*", "jubilad*", "profesión"),
+        "relationship": ("casad*", "se casó", "prometid*", "divorciad*", "novio", "novia", "esposo", "esposa"),
+        "name": ("se llama", "nombre es"),
+        "age": ("años de edad", "cumpleaños", "nació"),
+        "diet": ("vegetarian*", "vegan*", "come carne", "dieta"),
+        "children": ("hijos", "embarazada"),
+        "pets": ("perro", "perra", "gato", "gata", "gatos", "gatas", "perros", "mascota", "mascotas"),
+        "phone": ("móvil", "celular", "teléfono"),
+        "allergies": ("alérgic*", "alergia"),
+        "appointment": ("cita con",),
+    },
 )

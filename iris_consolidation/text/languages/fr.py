@@ -27,4 +27,18 @@ FRENCH = Language(
     # "actually", "I was wrong".
     change_events=("en fait", "me suis trompé", "me suis trompée"),
     conjunctions=frozenset("et ou".split()),
+    # Single-valued attributes of a person and their cues (``Language.attributes``).
+    attributes={
+        "home": ("habite", "vit à", "vit en", "a déménagé", "déménag*", "s'est installé"),
+        "work": ("travaille", "emploi", "employé", "embauché", "licencié", "retraite", "métier"),
+        "relationship": ("marié", "fiancé", "divorcé", "petit ami", "petite amie", "mari", "épouse"),
+        "name": ("s'appelle", "prénom est", "nom est"),
+        "age": ("ans", "anniversaire", "est né", "est née"),
+        "diet": ("végétarien", "végan", "mange de la viande", "régime"),
+        "children": ("enfants", "enceinte"),
+        "pets": ("chien", "chiens", "chat", "chats", "chatte", "animal de compagnie"),
+        "phone": ("téléphone", "portable"),
+        "allergies": ("allergi*",),
+        "appointment": ("rendez-vous",),
+    },
 )

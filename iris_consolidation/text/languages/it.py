@@ -23,4 +23,18 @@ ITALIAN = Language(
     # "actually", "I was wrong".
     change_events=("in realtà", "mi sbagliavo", "mi ero sbagliato", "mi ero sbagliata"),
     conjunctions=frozenset("e ed o".split()),
+    # Single-valued attributes of a person and their cues (``Language.attributes``).
+    attributes={
+        "home": ("vive a", "vive in", "abita", "si è trasferit*", "trasferit*"),
+        "work": ("lavora", "impiego", "impiegat*", "assunt*", "licenziat*", "in pensione", "professione"),
+        "relationship": ("sposat*", "fidanzat*", "divorziat*", "marito", "moglie"),
+        "name": ("si chiama", "nome è"),
+        "age": ("anni", "compleanno", "è nat*"),
+        "diet": ("vegetarian*", "vegan*", "mangia carne", "dieta"),
+        "children": ("figli", "incinta"),
+        "pets": ("cane", "cani", "gatto", "gatta", "gatti", "animale domestico"),
+        "phone": ("cellulare", "telefono"),
+        "allergies": ("allergic*", "allergia"),
+        "appointment": ("appuntamento",),
+    },
 )

@@ -43,4 +43,18 @@ JAPANESE = Language(
     numeral_scales=MappingProxyType({"十": 10, "百": 100, "千": 1000, "万": 10_000}),
     counters="歳回枚頭羽匹人台本件杯個日年月分時週間歩つ",
     ordinal_prefix="第",
+    # Single-valued attributes of a person and their cues (``Language.attributes``).
+    attributes={
+        "home": ("住んで", "引っ越", "在住"),
+        "work": ("働いて", "勤めて", "勤務", "仕事", "退職", "転職"),
+        "relationship": ("結婚", "婚約", "離婚", "彼女", "彼氏", "夫", "妻"),
+        "name": ("名前",),
+        "age": ("歳", "誕生日", "生まれ"),
+        "diet": ("菜食", "ベジタリアン", "肉を食べ", "食事制限"),
+        "children": ("子供", "子ども", "妊娠"),
+        "pets": ("犬", "猫", "ペット"),
+        "phone": ("携帯", "スマホ", "電話"),
+        "allergies": ("アレルギー",),
+        "appointment": ("予約",),
+    },
 )

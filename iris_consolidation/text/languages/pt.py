@@ -71,4 +71,19 @@ PORTUGUESE = Language(
         }
     ),  # fmt: skip
     conjunctions=frozenset("e ou".split()),
+    # Single-valued attributes of a person and their cues (``Language.attributes``).
+    attributes={
+        "home": ("mora em", "mora no", "mora na", "vive em", "vive no", "vive na", "mudou-se", "mudou para",
+                 "se mudou"),
+        "work": ("trabalha", "emprego", "empregad*", "contratad*", "demitid*", "aposentad*", "profissão"),
+        "relationship": ("casad*", "casou", "noiv*", "divorciad*", "namorad*", "marido", "esposa"),
+        "name": ("chama-se", "se chama", "nome é"),
+        "age": ("anos de idade", "aniversário", "nasceu"),
+        "diet": ("vegetarian*", "vegan*", "come carne", "dieta"),
+        "children": ("filhos", "grávida"),
+        "pets": ("cachorro", "cão", "gato", "gata", "gatos", "cães", "cachorros", "animal de estimação"),
+        "phone": ("telemóvel", "celular", "telefone"),
+        "allergies": ("alérgic*", "alergia"),
+        "appointment": ("consulta marcada",),
+    },
 )

@@ -18,4 +18,18 @@ THAI = Language(
     # "repaired", "promoted", "actually".
     change_events=("ซ่อม", "เลื่อนตำแหน่ง", "ที่จริง"),
     time_ended=("เลิก", "เคย"),
+    # Single-valued attributes of a person and their cues (``Language.attributes``).
+    attributes={
+        "home": ("อาศัยอยู่", "ย้ายไป", "บ้านอยู่"),
+        "work": ("ทำงาน", "อาชีพ", "ลาออก", "เกษียณ"),
+        "relationship": ("แต่งงาน", "หมั้น", "หย่า", "แฟน", "สามี", "ภรรยา"),
+        "name": ("ชื่อ",),
+        "age": ("อายุ", "วันเกิด"),
+        "diet": ("มังสวิรัติ", "กินเจ", "กินเนื้อ"),
+        "children": ("ลูก", "ตั้งครรภ์"),
+        "pets": ("สุนัข", "หมา", "แมว", "สัตว์เลี้ยง"),
+        "phone": ("โทรศัพท์", "มือถือ"),
+        "allergies": ("แพ้",),
+        "appointment": ("นัดหมาย",),
+    },
 )

@@ -50,4 +50,18 @@ CHINESE = Language(
     # Measure words: a numeral counts only before one of these (一起, "together", is no number).
     counters="只个個岁次年天本位条條公里点點月号號日分小时時周週匹人台杯件张張口家部辆輛双雙瓶碗份所座种種间步",
     ordinal_prefix="第",
+    # Single-valued attributes of a person and their cues (``Language.attributes``).
+    attributes={
+        "home": ("住在", "搬到", "搬家", "定居"),
+        "work": ("工作", "上班", "职位", "辞职", "退休", "被录用"),
+        "relationship": ("结婚", "订婚", "离婚", "女朋友", "男朋友", "丈夫", "妻子"),
+        "name": ("名字", "叫做"),
+        "age": ("岁", "生日", "出生"),
+        "diet": ("素食", "吃素", "吃肉", "饮食"),
+        "children": ("孩子", "怀孕"),
+        "pets": ("狗", "猫", "宠物"),
+        "phone": ("手机", "电话"),
+        "allergies": ("过敏",),
+        "appointment": ("预约",),
+    },
 )

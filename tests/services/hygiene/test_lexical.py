@@ -161,9 +161,10 @@ def test_a_truth_with_no_partner_is_a_cluster_only_when_one_member_is_enough():
 
 def test_a_pair_the_embedding_misses_is_judged_and_merged(truth_factory, user_factory, run_factory, embedder):
     user = user_factory()
-    # Orthogonal vectors: no cosine cluster at any threshold; the same words.
-    a = truth_factory("Has a dog named Rex.", user=user, embedding=unit_vector(1.0))
-    b = truth_factory("has a dog named rex", user=user, embedding=unit_vector(0.0, 1.0))
+    # Orthogonal vectors: no cosine cluster at any threshold; the same words (and no
+    # attribute's cue: a pet would put them in one group of the semantic arm's attributes).
+    a = truth_factory("Has a boat named Rex.", user=user, embedding=unit_vector(1.0))
+    b = truth_factory("has a boat named rex", user=user, embedding=unit_vector(0.0, 1.0))
     run = _started(run_factory())
     clusters = stages.candidate_clusters(run, user.pk)
     assert [set(c.member_ids) for c in clusters] == [{a.pk, b.pk}]
@@ -171,7 +172,7 @@ def test_a_pair_the_embedding_misses_is_judged_and_merged(truth_factory, user_fa
                                                embedder=embedder)
     assert review.applied
     assert not Truth.objects.filter(pk__in=[a.pk, b.pk]).exists()
-    assert Truth.objects.get(user=user, origin=Origin.CONSOLIDATED).content == "Has a dog named Rex."
+    assert Truth.objects.get(user=user, origin=Origin.CONSOLIDATED).content == "Has a boat named Rex."
     lexical_row = run.stage_results.get(stage="lexical")
     assert (lexical_row.examined, lexical_row.affected) == (1, 1)
     assert run.stage_results.get(stage="semantic").affected == 0
@@ -190,8 +191,9 @@ def test_an_arm_in_report_mode_is_counted_not_judged(truth_factory, user_factory
 def test_a_negation_pair_found_by_jaccard_never_merges(truth_factory, user_factory, run_factory, embedder,
                                                        llm_server):
     user = user_factory()
-    a = truth_factory("Is a vegetarian", user=user, embedding=unit_vector(1.0))
-    b = truth_factory("Is not a vegetarian", user=user, embedding=unit_vector(0.0, 1.0))
+    # No attribute's cue ("vegetarian" is one: the semantic arm's "diet" group would hold them).
+    a = truth_factory("Is a smoker", user=user, embedding=unit_vector(1.0))
+    b = truth_factory("Is not a smoker", user=user, embedding=unit_vector(0.0, 1.0))
     run = _started(run_factory())
     (cluster,) = stages.candidate_clusters(run, user.pk)
     assert set(cluster.member_ids) == {a.pk, b.pk} and cluster.similarities[1] == pytest.approx(0.75)
@@ -200,7 +202,7 @@ def test_a_negation_pair_found_by_jaccard_never_merges(truth_factory, user_facto
         MemberView(alias="t1", content=a.content, created_at=a.created_at),
         MemberView(alias="t2", content=b.content, created_at=b.created_at),
     ))).actions == ()
-    llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Is a vegetarian",
+    llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Is a smoker",
                                             "reason": "same"}])]
     review = consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
                                                embedder=embedder)

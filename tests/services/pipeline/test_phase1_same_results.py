@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from django.test import override_settings
 from django.utils import timezone
@@ -27,7 +28,8 @@ from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.models import RetiredReason, StageResult, Truth
 from iris_consolidation.services.hygiene import decay, lexical, noise, relocation, stages
-from iris_consolidation.services.pipeline import clustering, consolidation
+from iris_consolidation.services.pipeline import clustering, consolidation, vectors
+from iris_consolidation.text.attributes import attributes_of
 from tests.conftest import NO_SHARED, SHARED
 
 pytestmark = pytest.mark.django_db
@@ -103,6 +105,80 @@ def _brute_lexical(user_id: int, *, taken: set[int]) -> list[tuple[tuple[int, ..
     return found
 
 
+def _brute_groups(user_id: int, threshold: float) -> list[clustering.CandidateCluster]:
+    """The neighbourhood rule (module docstring of ``neighbourhoods``), every pair compared:
+    each seed's nearest by cosine (down to the floor) and by Jaccard, the edges joined
+    strongest first into capped groups, round after round, then the attributes' windows."""
+    k, lexical_k = int(app_settings.NEIGHBOURHOOD_K), int(app_settings.NEIGHBOURHOOD_LEXICAL_K)
+    size, rounds = int(app_settings.NEIGHBOURHOOD_GROUP_SIZE), int(app_settings.NEIGHBOURHOOD_ROUNDS)
+    floor = threshold
+    with_words = run_modes_lexical_on()
+    word_floor = float(app_settings.NEIGHBOURHOOD_JACCARD_FLOOR)
+    seeds = set(Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+                .values_list("id", flat=True))
+    rows = [t for t in Truth.objects.for_user(user_id).order_by("created_at", "id") if t.embedding is not None]
+    unit = vectors._unit_rows(np.asarray([t.embedding for t in rows], dtype=np.float32).reshape(len(rows), -1))
+    norms = np.sqrt(np.einsum("ij,ij->i", unit, unit, dtype=np.float64))
+    words = [lexical.token_set(t.content) for t in rows]
+    edges: set[tuple[int, int]] = set()
+    for i, t in enumerate(rows):
+        if t.pk not in seeds:
+            continue
+        cos = sorted((-round(float(np.dot(unit[i].astype(np.float64), unit[j]) / (norms[i] * norms[j])), 6), j)
+                     for j in range(len(rows)) if j != i)
+        edges.update((min(i, j), max(i, j)) for s, j in cos[:k] if -s >= floor - 1e-6)
+        if not with_words:
+            continue
+        jac = sorted((-score, j) for j in range(len(rows)) if j != i and rows[j].kind == t.kind
+                     and (score := lexical.jaccard(words[i], words[j])) >= word_floor
+                     and float(np.dot(unit[i].astype(np.float64), unit[j]) / (norms[i] * norms[j])) >= floor - 1e-6)
+        edges.update((min(i, j), max(i, j)) for _, j in jac[:lexical_k])
+    strength = {e: round(float(np.dot(unit[e[0]].astype(np.float64), unit[e[1]])), 6) for e in edges}
+    ordered = sorted(edges, key=lambda e: (-strength[e], e))
+
+    def cluster(members: list[int]) -> clustering.CandidateCluster:
+        first = next((m for m in members if rows[m].pk in seeds), members[0])
+        order = [first, *(m for m in members if m != first)]
+        sims = [min(round(float(np.dot(unit[m].astype(np.float64), unit[first])), 6), 1.0) for m in order[1:]]
+        return clustering.CandidateCluster(user_id=user_id, member_ids=tuple(rows[m].pk for m in order),
+                                           similarities=(1.0, *sims))
+
+    covered: set[tuple[int, int]] = set()
+    groups: list[clustering.CandidateCluster] = []
+    for _ in range(rounds):
+        group_of = {i: {i} for i in range(len(rows))}
+        for a, b in (e for e in ordered if e not in covered):
+            if group_of[a] is not group_of[b] and len(group_of[a]) + len(group_of[b]) <= size:
+                joined = group_of[a] | group_of[b]
+                for m in joined:
+                    group_of[m] = joined
+        made = {id(g): sorted(g) for g in group_of.values() if len(g) > 1}
+        new = [g for g in made.values() if any((a, b) in edges and (a, b) not in covered
+                                               for a in g for b in g if a < b)]
+        covered.update(e for e in edges if group_of[e[0]] is group_of[e[1]])
+        if not new:
+            break
+        groups.extend(cluster(g) for g in sorted(new, key=lambda g: g[0]))
+    if with_words and app_settings.SAME_ATTRIBUTE:
+        by_attribute: dict[str, list[int]] = {}
+        for i, t in enumerate(rows):
+            for name in attributes_of(t.content):
+                by_attribute.setdefault(name, []).append(i)
+        for name in sorted(by_attribute):
+            found = by_attribute[name]
+            for start in range(0, max(len(found) - 1, 1), size - 1):
+                window = found[start:start + size]
+                if len(window) >= 2 and any(rows[m].pk in seeds for m in window) and not any(
+                        {rows[m].pk for m in window} <= set(g.member_ids) for g in groups):
+                    groups.append(cluster(sorted(window)))
+    return groups
+
+
+def run_modes_lexical_on() -> bool:
+    """Whether the lexical arm is judged at the settings (its words then join the neighbourhoods)."""
+    return app_settings.LEXICAL == "apply"
+
+
 def _reference_noise(user_id: int) -> list[dict[str, Any]]:
     truths = list(Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
                   .exclude(kind="preference").order_by("created_at", "id"))
@@ -143,7 +219,7 @@ def _check_user(run: Any, user_id: int, clusters: list[Any], *, semantic: bool, 
     else:
         assert len(decay_row.findings) == StageResult.MAX_FINDINGS
         assert all(f["after"] == round(decay_before[f["truth_id"]], 6) for f in decay_row.findings)
-    semantic_clusters = clustering.find_clusters(user_id=user_id, threshold=run.threshold) if semantic else []
+    semantic_clusters = _brute_groups(user_id, run.threshold) if semantic else []
     taken = {pk for c in semantic_clusters for pk in c.member_ids}
     lexical_expected = _brute_lexical(user_id, taken=taken)
     assert [(tuple(f["truth_ids"]), tuple(f["jaccard"])) for f in results["lexical"].findings] == [
@@ -433,10 +509,12 @@ def _compare_with_reference(name: str, got: dict[str, Any]) -> None:
             assert got[user][part] == expected[user][part], f"{name}: user {user}, {part}"
 
 
-def test_recorded_samples_and_benchmark_user(user_factory):
+def test_recorded_samples_and_benchmark_user(user_factory, settings):
     """The project's samples/ (embedded by the local model, one thread) and a benchmark user
     (planted vectors, restatements, noise, reference-heavy texts): phase 1 as recorded
-    before its stages were batched."""
+    before its stages were batched. The recording holds greedy seed clusters: the
+    neighbourhoods' groups are checked against their brute-force rule above."""
+    settings.IRIS_CONSOLIDATION_NEIGHBOURHOODS = False
     from iris_consolidation.embeddings import LocalEmbedder
 
     users = _create(user_factory, _sample_rows() + _benchmark_rows())
@@ -445,9 +523,10 @@ def test_recorded_samples_and_benchmark_user(user_factory):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=NO_SHARED)
 @pytest.mark.parametrize("name,limit", [("msc_sessions.truths.jsonl", 40), ("locomo_observations.truths.jsonl", 4)])
-def test_recorded_shared_truths(user_factory, name, limit):
+def test_recorded_shared_truths(user_factory, name, limit, settings):
     """The team's MSC and LoCoMo users, embedded by the local model (one thread): phase 1
-    as recorded before its stages were batched."""
+    as recorded before its stages were batched (greedy seed clusters, as above)."""
+    settings.IRIS_CONSOLIDATION_NEIGHBOURHOODS = False
     from iris_consolidation.embeddings import LocalEmbedder
 
     users = _create(user_factory, _shared_rows(name, limit))
