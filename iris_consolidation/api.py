@@ -25,10 +25,10 @@ import numpy as np
 from django.db import transaction
 
 from . import selectors
+from .choices import Origin
 from .conf import app_settings
 from .embeddings import get_embedder
 from .exceptions import InvalidInput
-from .choices import Origin
 from .models import ConsolidationRun, Truth
 from .querysets import set_hnsw_search
 from .services.hygiene import usage

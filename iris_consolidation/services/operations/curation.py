@@ -35,8 +35,8 @@ def set_pinned(*, truth_ids: Iterable[int], pinned: bool) -> int:
 def add_truth(*, truth: Truth, actor: str, reason: str = ADDED_BY_HAND) -> Truth:
     """Save the new ``truth`` an operator (the admin's add page) or the host (``api.add_truth``)
     wrote and audit its creation (``truth_events``: a ``TruthChange`` "created" by ``actor``
-    with ``reason``, its signal after commit). Its ``created_at`` is when the user stated it (now unless given); it has no
-    embedding yet, so the next pass embeds it. Transaction: one."""
+    with ``reason``, its signal after commit). Its ``created_at`` is when the user stated it
+    (now unless given); it has no embedding yet, so the next pass embeds it. Transaction: one."""
     with transaction.atomic():
         truth.save()
         truth_events.record_changes(

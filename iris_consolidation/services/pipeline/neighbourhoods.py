@@ -108,7 +108,6 @@ def neighbourhood_groups(
     low, high, _ = edges
     covered = np.zeros(low.shape[0], dtype=bool)
     groups: list[CandidateCluster] = []
-    ids = users.ids
     for _ in range(rounds):
         todo = np.flatnonzero(~covered)
         if todo.size == 0:
