@@ -114,4 +114,6 @@ def test_a_rule_or_a_refused_entry_is_not_remembered_as_not_a_rule(llm_server, p
 def test_without_a_model_nothing_is_remembered(person, settings):
     settings.IRIS_CONSOLIDATION_JUDGE = "rules"
     run_pass()
-    assert not VerdictCacheEntry.objects.exists()
+    # The judge may cache its own "keep" on a cluster (the attribute arm groups the move and the
+    # pets in Porto); relocation and promotion remember nothing without a model.
+    assert not VerdictCacheEntry.objects.exclude(stage="").exists()
