@@ -58,7 +58,7 @@ class TruthQuerySet(models.QuerySet["Truth"]):
         """Annotate ``quality_now``: ``quality.quality`` at ``now`` computed in SQL, term by
         term (relevance clamped, log-scaled uses, recency halving every ``half_life_days``
         from the last use or else ``created_at``, validated), so the admin can filter by it."""
-        real = FloatField()
+        real: FloatField = FloatField()
         relevance = Least(Value(1.0), Greatest(Value(0.0), Cast("relevance", real)))
         uses = Least(
             Value(1.0),
@@ -152,7 +152,8 @@ class RunQuerySet(models.QuerySet):
         """Append ``note`` as the last line of these runs' notes, in one UPDATE (no read,
         so no lost line beside another writer); returns the rows changed. The one way
         the app writes a run's notes."""
-        line, text = note.strip(), models.TextField()
+        line = note.strip()
+        text: models.TextField = models.TextField()
         # RTRIM with these characters drops trailing blanks and newlines (plain RTRIM: spaces only).
         kept = Func(F("notes"), Value(" \t\r\n"), function="RTRIM", output_field=text)
         return self.update(

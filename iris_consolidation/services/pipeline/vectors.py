@@ -286,7 +286,7 @@ def stream_rows(queryset: Any, size: int, *, small: bool = False) -> Any:
             raw = psycopg.ServerCursor(connection.connection, name=f"iris_rows_{id(queryset)}")
         raw.format = Format.BINARY
         wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
-        cursor = wrap(raw)
+        cursor = wrap(raw)  # type: ignore[arg-type]  # django-stubs: a DB-API cursor, typed as Django's wrapper
     else:
         cursor = connection.chunked_cursor()
     # Inside a transaction, so the cursor need not be WITH HOLD (which copies the whole
