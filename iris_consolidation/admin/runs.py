@@ -271,8 +271,8 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
 
     @admin.display(description="LLM", ordering="tokens")
     def llm_display(self, obj: ConsolidationRun) -> str:
-        text = run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
-        cost = "cost unknown" if text == run_display.COST_UNKNOWN else ("" if text == run_display.COST_NONE else text)
+        text = inventory_display.run_cost_text(obj, brief=True)
+        cost = {inventory_display.COST_UNKNOWN: "cost unknown", inventory_display.COST_NONE: ""}.get(text, text)
         return format_html('{} tokens<br><span class="iris-muted">{}</span>', f"{obj.tokens:,}", cost)
 
     @admin.display(description="users · clusters")
@@ -311,7 +311,7 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
 
     @admin.display(description="cost")
     def cost_display(self, obj: ConsolidationRun) -> str:
-        return run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
+        return inventory_display.run_cost_text(obj)
 
     @admin.display(description="embedding time")
     def embed_seconds_display(self, obj: ConsolidationRun) -> str:
@@ -656,8 +656,8 @@ class ClusterReviewAdmin(ReviewUndoMixin, ReadOnlyAdmin):
 
     @admin.display(description="cost")
     def cost_display(self, obj: ClusterReview) -> str:
-        """As the run's: USD, or "unknown" for tokens litellm has no price for, never "0.0"."""
-        return run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
+        """As the run's (``inventory_display.cost_text``): USD, or why there is no price."""
+        return inventory_display.cost_text(cost=obj.cost, tokens=obj.tokens, unpriced=int(not obj.cost_known))
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ClusterReview]:
         undone = LineageEvent.objects.filter(review=OuterRef("pk"), action=LineageEvent.Action.UNDO)
