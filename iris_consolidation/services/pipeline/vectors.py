@@ -60,7 +60,7 @@ def embed_missing(
     of ``batch_size`` (default ``EMBEDDING_BATCH_SIZE``); each batch is written in its
     own short transaction (``save_embeddings``), so a task stopped part way keeps what
     it embedded. The next batch is embedded while this one is written (the write is mostly
-    the server's HNSW index insertions, about 1 ms a truth): ``embedder.embed`` runs on a
+    the server's HNSW index insertions; docs/benchmarks.md): ``embedder.embed`` runs on a
     helper thread, so an embedder that reads the database does so on its own connection,
     outside the caller's transaction.
     ``deadline`` (``time.monotonic()`` seconds) stops after the batch under way when it
