@@ -325,7 +325,6 @@ ENGLISH = Language(
         "disregard previous instructions",
         "forget all previous instructions",
         "forget your instructions",
-        "system prompt",
     ),
     # Single-valued attributes of a person and their cues (``Language.attributes``).
     attributes={
