@@ -28,7 +28,9 @@ own second looks included (``benchmarks/judge_hostile.py``):
   restatements: not when they hold different values (a name, number, date, role or slot of
   one frame), not when one negates what the other says of a word they share, or ends or
   changes what the other says of one thing, and not two of three or more that share
-  nothing (``SIDE_BY_SIDE``);
+  nothing (``SIDE_BY_SIDE``); nor does a fused content keep the values of both members
+  that differ in one slot of one frame or in their numbers ("Is allergic to peanuts and
+  shellfish", ``BOTH_VALUES``);
 - supersede: at least one old member, never the new one; each old member was stated
   before the new one (``created_at``): the statement made last wins; each old member is
   about what the new one says (a word, a detail, a frame or an attribute of the person in
@@ -101,6 +103,10 @@ SIDE_BY_SIDE = (
 SIDE_DISTINCT = "hold different names, numbers, dates, roles or words in one frame"
 SIDE_OPPOSED = "say the same thing where one of them negates it, ends it or reports a change"
 SIDE_CHAINED = "share no word, name or number with each other"
+BOTH_VALUES = (
+    "The merged content keeps {words_a} of {a!r} and {words_b} of {b!r}, two values where the members "
+    "differ; a merge states one fact, not both values of one thing."
+)
 REORDERED = "The merged content uses the words of {alias!r} in another order, which can swap who does what."
 TIME_SPAN_DIFFERS = "{a!r} and {b!r} cover different spans of time (one says its state ended); they stay apart."
 CONTRAST = "{a!r} says {words_a} where {b!r} says {words_b} in the same frame; distinct facts stay apart."
@@ -188,6 +194,7 @@ class Code(StrEnum):
     CHAINED = "chained"
     REORDERED = "reordered"
     SIDE_BY_SIDE = "side_by_side"
+    BOTH_VALUES = "both_values"
     TIME_SPAN = "time_span"
     CONTRAST = "contrast"
     DETAILS_ONLY = "details_only"
@@ -449,7 +456,8 @@ def _merge_invariant(
     refusal = _content_invariant(content, members, reason=action.reason, known=known | text.known_names([content]))
     # The members' signals read the members alone: a word capitalised mid-way in a joined text
     # ("... and Learned the cello") is no name of theirs.
-    return refusal or _side_by_side(content, members, reason=action.reason, known=known)
+    refusal = refusal or _side_by_side(content, members, reason=action.reason, known=known)
+    return refusal or _both_values(content, members, known=known)
 
 
 #: Pair signals that say two members hold different values of one thing: set side by side in
@@ -579,6 +587,30 @@ def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozense
                 message = SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
                 found.append((Code.SUPERSEDE_MIXED, message, CONCERN_MIXED.format(a=a.alias, b=b.alias)))
     return found
+
+
+def _both_values(content: str, members: list[MemberView], *, known: frozenset[str]) -> Refusal | None:
+    """Why ``content`` fuses two values of one thing, or None: two members differ in one slot
+    of one frame (``text.contrast``: "Is allergic to peanuts" / "... to shellfish") or in their
+    numbers ("Runs 10 km" / "Runs 5 km"), and the content keeps the values of both ("Is
+    allergic to peanuts and shellfish", "Runs 10 km and 5 km"). A restatement keeps one value
+    (the other reworded into it, with its synonym stated); keeping both joins two facts."""
+    have = text.content_stems(content)
+    numbers = text.numbers(content)
+    for i, a in enumerate(members):
+        for b in members[i + 1 :]:
+            swapped = text.contrast(a.content, b.content, known=known)
+            if swapped and all(any(text.same_stem(w, h) for w in side for h in have) for side in swapped):
+                pairs = zip((a, b), swapped, strict=True)
+                words = [_quoted(text.words_of_stems(m.content, side) or side) for m, side in pairs]
+            else:
+                own_a = text.numbers(a.content) - text.numbers(b.content)
+                own_b = text.numbers(b.content) - text.numbers(a.content)
+                if not (own_a and own_b and own_a <= numbers and own_b <= numbers):
+                    continue
+                words = [_quoted(own_a), _quoted(own_b)]
+            return Code.BOTH_VALUES, BOTH_VALUES.format(a=a.alias, b=b.alias, words_a=words[0], words_b=words[1])
+    return None
 
 
 def _one_thing(a: str, b: str, *, known: frozenset[str]) -> bool:

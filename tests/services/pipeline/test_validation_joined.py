@@ -55,6 +55,28 @@ def test_different_facts_set_side_by_side_are_refused_whatever_the_second_look(c
     assert _merge_codes(contents, joint.join(contents)) == [v.Code.SIDE_BY_SIDE]
 
 
+#: Two values of one thing fused into one statement: every word kept, nothing set side by side,
+#: yet two facts in one truth.
+FUSED_VALUES = [
+    (("Is allergic to cats", "Is allergic to wasps"), "Is allergic to cats and wasps"),
+    (("Cycles 12 km to work", "Cycles 20 km to work"), "Cycles 12 km or 20 km to work"),
+    (("Drinks oolong tea", "Drinks jasmine tea"), "Drinks oolong and jasmine tea"),
+    (("Plays the violin", "Plays the cello"), "Plays the violin and the cello"),
+    (("Tutors maths on Saturdays", "Tutors chemistry on Saturdays"), "Tutors maths and chemistry on Saturdays"),
+    (("Has two cats", "Has three cats"), "Has two or three cats"),
+    (("Owns a blue kayak", "Owns a blue canoe"), "Owns a blue kayak and canoe"),
+    (("Sleeps 6 hours a night", "Sleeps 8 hours a night"), "Sleeps 6 to 8 hours a night"),
+    (("Attended the Riverside Jazz Festival in 2023", "Attended the Riverside Jazz Festival in 2024"),
+     "Attended the Riverside Jazz Festival in 2023 and 2024"),
+    (("Prefers window seats", "Prefers aisle seats"), "Prefers window or aisle seats"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("contents", "content"), FUSED_VALUES)
+def test_two_values_of_one_thing_fused_into_one_text_are_refused(contents, content):
+    assert _merge_codes(contents, content) == [v.Code.BOTH_VALUES]
+
+
 #: Restatements set side by side: the merge keeps both wordings of one fact.
 RESTATED_SIDE_BY_SIDE = [
     ("Is vegan", "Eats no animal products"),
