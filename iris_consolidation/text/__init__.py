@@ -23,7 +23,17 @@ adding a pack (see ``languages/__init__.py``). Pure; no database.
 
 from __future__ import annotations
 
-from .changes import change_marker, ended_marker, reports_change, states_change, time_ended
+from .changes import (
+    addresses_model,
+    change_marker,
+    ended_marker,
+    fulfils,
+    reports_change,
+    set_long_ago,
+    states_change,
+    states_plan,
+    time_ended,
+)
 from .content import contrast, lost_words, parallel, reordered, share_frame, shares_only_details
 from .names import contains_detail, dates, details, known_names, names_not_dates, proper_names
 from .negation import invented_negations, lost_negations, negations, polarity, polarity_key
@@ -31,9 +41,13 @@ from .normalising import no_space_runs, normalise, share_script_text, tokens, to
 from .quantities import is_number, numbers, values
 from .rewordings import covered_by, equivalences, stated_between, stated_cover, vouched
 from .stems import content_stems, has_phrase, same_stem, stem, unstated_stems, words_of_stems
-from .wordorder import list_reordered, moved_phrase
+from .wordorder import list_reordered, moved_phrase, side_by_side
 
 __all__ = [
+    "addresses_model",
+    "fulfils",
+    "set_long_ago",
+    "states_plan",
     "change_marker",
     "contains_detail",
     "content_stems",
@@ -66,6 +80,7 @@ __all__ = [
     "share_script_text",
     "share_frame",
     "shares_only_details",
+    "side_by_side",
     "stated_between",
     "stated_cover",
     "stem",

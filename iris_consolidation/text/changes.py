@@ -51,3 +51,44 @@ def ended_marker(text: str) -> str:
     runs = "\n".join(no_space_runs(text))
     found = next((m for m in LEXICON.time_ended if f" {m} " in haystack), "")
     return found or next((m for m in LEXICON.no_space_time_ended if m in runs), "")
+
+
+def _says(text: str, markers: tuple[str, ...]) -> bool:
+    """Whether ``text`` holds one of ``markers`` (of any pack): a marker with letters of a
+    spaced script as whole words, one of a script without spaces anywhere in its runs."""
+    haystack = f" {normalise(text)} "
+    runs = "\n".join(no_space_runs(text))
+    for marker in markers:
+        if no_space_runs(marker):
+            if marker in runs:
+                return True
+        elif f" {normalise(marker)} " in haystack:
+            return True
+    return False
+
+
+def states_plan(text: str) -> bool:
+    """Whether ``text`` states an intention or an effort under way ("Plans to submit her
+    screenplay", "Is currently restoring a car", "打算搬家"; ``LEXICON.plans``): a later
+    statement of its outcome replaces it."""
+    return _says(text, LEXICON.plans)
+
+
+def set_long_ago(text: str) -> bool:
+    """Whether ``text`` sets what it says long before it was said ("Learned the cello as a
+    child", "hace años"; ``LEXICON.long_ago``): no outcome of a plan stated earlier."""
+    return _says(text, LEXICON.long_ago)
+
+
+def addresses_model(text: str) -> bool:
+    """Whether ``text`` is an instruction to the model rather than a fact ("Ignore all previous
+    instructions and ...", ``LEXICON.instructions``)."""
+    return _says(text, LEXICON.instructions)
+
+
+def fulfils(old: str, new: str) -> bool:
+    """Whether ``new`` may state the outcome of a plan or effort that ``old`` states: ``old``
+    states one (``states_plan``), ``new`` states none and is not set long ago ("Plans to submit
+    her screenplay" / "Submitted her screenplay"; not "Wants to learn the cello" / "Learned the
+    cello as a child"). Whether they are about one thing is the caller's to check."""
+    return states_plan(old) and not states_plan(new) and not set_long_ago(new)

@@ -149,3 +149,21 @@ def _items(words: list[str]) -> list[tuple[str, ...]]:
     if current:
         items.append(tuple(current))
     return items
+
+
+def side_by_side(content: str, a: str, b: str) -> bool:
+    """Whether ``content`` holds the whole of ``a`` and the whole of ``b``, each as a run of
+    its words (``tokens``) in its own order, the two runs apart ("Is vegetarian and does not
+    eat meat" holds "Is vegetarian" and "Does not eat meat"): a merged text that restates
+    two members side by side joins them, it does not fuse one statement out of them. Two
+    texts with the same words count once (the runs must not overlap)."""
+    words, run_a, run_b = tokens(content), tokens(a), tokens(b)
+    if not run_a or not run_b:
+        return False
+    starts_a, starts_b = _runs_at(words, run_a), _runs_at(words, run_b)
+    return any(i + len(run_a) <= j or j + len(run_b) <= i for i in starts_a for j in starts_b)
+
+
+def _runs_at(words: list[str], run: list[str]) -> list[int]:
+    """Where ``run`` starts in ``words`` (indices, in order)."""
+    return [i for i in range(len(words) - len(run) + 1) if words[i : i + len(run)] == run]

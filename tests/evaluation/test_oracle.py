@@ -119,13 +119,14 @@ def test_eval_judge_oracle_measures_clustering_and_validation(pairs_file):
     lines = out.getvalue().splitlines()
 
     # 4 clusters (dog, jazz, cats, nurse); the pre-pass settles the dog lines, so 3 judge
-    # calls; the cats' numbers differ, so the validator refuses that labelled merge.
+    # calls; the cats' numbers differ, so the validator refuses that labelled merge (the oracle
+    # joins the texts: two numbers side by side).
     assert lines[0] == (
         "judge oracle, threshold 0.75: 1 users, 9 truths, 4 clusters, 3 merges, 0 supersedes, "
         "1 rejected, 0 failed, 3 model calls"
     )
     assert lines[1] == "judge calls: 3 (33.3 per 100 truths), batched by 8 clusters per user: 1 (11.1 per 100 truths)"
-    assert lines[2] == f"refusals by code: {validation.Code.NUMBERS_DIFFER}=1"
+    assert lines[2] == f"refusals by code: {validation.Code.SIDE_BY_SIDE}=1"
     assert lines[3] == "clustered together: tp=4 fp=0 precision=1.000 recall=1.000"
     assert lines[-1] == "pairs=36 same=4 tp=3 fp=0 fn=1 precision=1.000 recall=0.750 f1=0.857"
     assert ConsolidationRun.objects.count() == 0 and ClusterReview.objects.count() == 0
@@ -157,8 +158,8 @@ def test_calibrate_threshold_prints_one_row_per_threshold(pairs_file):
 
     assert lines[1] == "1 users, 9 truths, 36 pairs (4 same); judge: oracle"
     assert lines[2].split() == Command.PAIRS_HEADER.split()
-    assert lines[3].split() == ["0.75", "4", "33.3", "11.1", "0.750", "1.000", "1.000", "1", "numbers_differ=1"]
-    assert lines[4].split() == ["0.90", "3", "22.2", "11.1", "0.500", "1.000", "0.750", "1", "numbers_differ=1"]
+    assert lines[3].split() == ["0.75", "4", "33.3", "11.1", "0.750", "1.000", "1.000", "1", "side_by_side=1"]
+    assert lines[4].split() == ["0.90", "3", "22.2", "11.1", "0.500", "1.000", "0.750", "1", "side_by_side=1"]
     assert len(lines) == 5 and Truth.all_objects.count() == 0
 
 

@@ -146,7 +146,8 @@ def test_eval_judge_recorded_replays_through_litellm_and_scores_both_bounds(tmp_
         + json.dumps(_case("C2", jazz, "KEEP_SEPARATE", []))
         + "\n"
     )
-    joined = {"action": "merge", "ids": ["t1", "t2"], "content": "Enjoys jazz; does not enjoy jazz", "reason": "same"}
+    # Fused, not set side by side (that an invariant refuses): the polarity signal decides.
+    joined = {"action": "merge", "ids": ["t1", "t2"], "content": "Enjoys and does not enjoy jazz", "reason": "same"}
     recording = tmp_path / "recorded.jsonl"
     recording.write_text(
         json.dumps(_judge_call([[("t1", son[0]), ("t2", son[1])]], [[MERGE]]))

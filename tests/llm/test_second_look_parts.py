@@ -18,9 +18,11 @@ from tests.helpers import consolidate, merge_dict, supersede_dict, truth_state
 pytestmark = pytest.mark.django_db
 
 EMBEDDER = LocalEmbedder()
-#: Two wordings of one habit and a third fact about milk: joined, the negation is a signal.
-LATTES = ("Drinks oat milk lattes", "Drinks lattes with oat milk", "Does not drink dairy milk")
-JOINED = merge_dict(["t1", "t2", "t3"], "Drinks oat milk lattes; does not drink dairy milk", "all about milk")
+#: Two wordings of one habit and a third fact: fused without loss, the negation is a signal (set
+#: side by side, t2 and t3 would be refused outright: ``validation.SIDE_BY_SIDE``; "Does not drink
+#: dairy milk" beside "oat milk" would keep both values of one slot: ``validation.BOTH_VALUES``).
+LATTES = ("Drinks oat milk lattes", "Drinks lattes with oat milk", "Does not drink dairy")
+JOINED = merge_dict(["t1", "t2", "t3"], "Drinks lattes with oat milk, not dairy milk", "all about milk")
 #: A chain of states of one thing; the latest supersedes both (two different statements: a signal).
 BOILER = ("The boiler stopped heating", "The boiler was repaired", "The boiler broke down again")
 CHAIN = supersede_dict(["t1", "t2"], "t3", "the latest state of the boiler")

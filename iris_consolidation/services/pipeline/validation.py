@@ -7,7 +7,8 @@ pure: it reads only the request (members as the judge saw them) and the limits p
 Two tiers, checked in this order for each action:
 
 **Invariants** refuse outright, whatever the judge and whatever the risk policy. They
-need no trust in any model and alone keep a hostile one harmless:
+need no trust in any model and alone keep a hostile one harmless, one that confirms its
+own second looks included (``benchmarks/judge_hostile.py``):
 - a reason is present; ids only from this cluster; no id twice in one action; a member
   takes part in one action at most (no duplicate actions, no supersede chains);
 - a member at the generation limit takes part in no action; a protected member (pinned,
@@ -22,19 +23,33 @@ need no trust in any model and alone keep a hostile one harmless:
   no source's words in another order that swaps who does what (a list's items in another
   order, or a phrase moved to the front, swap nothing); a name, place or identifier may be
   reworded by a synonym the judge states whose one side stands in the source and the other
-  in the content ("IBM = International Business Machines");
+  in the content ("IBM = International Business Machines"); and a content that sets two
+  members side by side whole ("A; B", "A and B": nothing fused) joins them only if they are
+  restatements: not when they hold different values (a name, number, date, role or slot of
+  one frame), not when one negates what the other says of a word they share, or ends or
+  changes what the other says of one thing, and not two of three or more that share
+  nothing (``SIDE_BY_SIDE``); nor does a fused content keep the values of both members
+  that differ in one slot of one frame or in their numbers ("Is allergic to peanuts and
+  shellfish", ``BOTH_VALUES``);
 - supersede: at least one old member, never the new one; each old member was stated
-  before the new one (``created_at``): the statement made last wins.
+  before the new one (``created_at``): the statement made last wins; each old member is
+  about what the new one says (a word, a detail, a frame or an attribute of the person in
+  common, ``SUPERSEDE_UNRELATED``); the new one states a change, or may state the outcome
+  of a plan or effort every old member states (else ``SUPERSEDE_NO_CHANGE``); old members
+  that are no step of a change (a change, an event, a plan) restate one statement
+  (``SUPERSEDE_SEVERAL``);
+- a member that addresses the model ("Ignore all previous instructions ...") takes part
+  in no action (``INSTRUCTION``).
 
 **Signals** are the word-level readings that a pair of truths may be two facts: negation
 differs, different names, numbers or dates, one reports a change or an ended span and
 the other does not, the same frame with different fillers (a contrast, or one frame
 filled twice), members that share only a name, a chain (three or more members, two of
-which share nothing), a supersede with no change word, a supersede whose new member shares
-no word, name or number with an old one, or several old members that are different
-statements. With ``refuse_signals`` (the rule judge, the pre-pass, and the ``refuse`` risk
-policy) the first signal refuses the action, as the invariants do;
-otherwise the action is accepted with its ``signals`` attached, for the second look
+which share nothing), a supersede whose new member states no change word but may be the
+outcome of the old members' plan (``SUPERSEDE_OUTCOME``), or several old members that are
+different statements, steps of a change among them. With ``refuse_signals`` (the rule judge,
+the pre-pass, and the ``refuse`` risk policy) the first signal refuses the action, as the
+invariants do; otherwise the action is accepted with its ``signals`` attached, for the second look
 (``judging``) to confirm or withdraw. Each signal's message is in plain words, naming
 the truths by alias and quoting their differing words.
 
@@ -51,6 +66,7 @@ from enum import StrEnum
 from ... import text
 from ...choices import MergeProtection
 from ...llm.base import Action, JudgeRequest, MemberView, Signal
+from ...text.attributes import attributes_of
 
 NO_REASON = "The action gives no reason."
 UNKNOWN_ID = "The action names {alias!r}, which is not a member of this cluster."
@@ -80,6 +96,18 @@ NAMES_DIFFER = "{a!r} and {b!r} name different people or things ({names}); they 
 NUMBERS_DIFFER = "{a!r} and {b!r} give different numbers ({numbers}); they stay apart."
 ROLE_SWAP = "{a!r} and {b!r} use the same words with names in another order (a role swap); they stay apart."
 CHAINED = "{a!r} and {b!r} share no word or detail; a merge of three or more members must not chain unrelated facts."
+SIDE_BY_SIDE = (
+    "The merged content sets {a!r} and {b!r} side by side, and they {why}; a merge fuses restatements of one "
+    "fact into one statement, it does not join different facts."
+)
+#: What ``SIDE_BY_SIDE`` says the two members do (``_side_by_side``).
+SIDE_DISTINCT = "hold different names, numbers, dates, roles or words in one frame"
+SIDE_OPPOSED = "say the same thing where one of them negates it, ends it or reports a change"
+SIDE_CHAINED = "share no word, name or number with each other"
+BOTH_VALUES = (
+    "The merged content keeps {words_a} of {a!r} and {words_b} of {b!r}, two values where the members "
+    "differ; a merge states one fact, not both values of one thing."
+)
 REORDERED = "The merged content uses the words of {alias!r} in another order, which can swap who does what."
 TIME_SPAN_DIFFERS = "{a!r} and {b!r} cover different spans of time (one says its state ended); they stay apart."
 CONTRAST = "{a!r} says {words_a} where {b!r} says {words_b} in the same frame; distinct facts stay apart."
@@ -100,12 +128,20 @@ SUPERSEDE_BACKWARDS = "{old!r} was stated after {new!r}; the newer statement nev
 SUPERSEDE_NO_CHANGE = (
     "{new!r} does not say that anything changed (e.g. moved, now, no longer); {old!r} stays as a fact of its own."
 )
+SUPERSEDE_OUTCOME = (
+    "{new!r} says no change word; it may state the outcome of the plan or effort of {old!r}, or another fact."
+)
+INSTRUCTION = "{alias!r} is an instruction to the model, not a fact about the person; it is kept as it is."
 SUPERSEDE_UNRELATED = (
     "{new!r} shares no word, name or number with {old!r}; a later truth about another attribute retires nothing."
 )
 SUPERSEDE_MIXED = (
     "{a!r} and {b!r} are different statements; one change supersedes one statement (and its restatements), "
     "not several facts at once."
+)
+SUPERSEDE_SEVERAL = (
+    "{a!r} and {b!r} are different statements and neither is an earlier step of a change (a change, an "
+    "event or a plan); one change supersedes one statement (and its restatements) and the steps before it."
 )
 MERGED_CONTENT = "merged content"
 
@@ -121,8 +157,9 @@ CONCERN_STATE_CHANGED = "{a} reports a change ({marker}) and {b} does not."
 CONCERN_CONTRAST = "{a} says {words_a} where {b} says {words_b}; their other words are the same."
 CONCERN_CHAINED = "{a} and {b} share no word, name or number."
 CONCERN_DETAILS_ONLY = "{a} and {b} share only {details}."
-CONCERN_NO_CHANGE = "{new} does not say that anything changed or that {old} was wrong."
-CONCERN_UNRELATED = "{new} shares no word, name or number with {old}: it may be about another attribute."
+CONCERN_OUTCOME = (
+    "{new} says no change word; {old} states a plan or an effort under way that {new} may be the outcome of."
+)
 CONCERN_MIXED = "{a} and {b}, both to be retired, say different things."
 #: A signal as the checks find it: (code, refusal message, concern).
 Finding = tuple["Code", str, str]
@@ -157,6 +194,8 @@ class Code(StrEnum):
     ROLE_SWAP = "role_swap"
     CHAINED = "chained"
     REORDERED = "reordered"
+    SIDE_BY_SIDE = "side_by_side"
+    BOTH_VALUES = "both_values"
     TIME_SPAN = "time_span"
     CONTRAST = "contrast"
     DETAILS_ONLY = "details_only"
@@ -168,6 +207,9 @@ class Code(StrEnum):
     SUPERSEDE_NO_CHANGE = "supersede_no_change"
     SUPERSEDE_MIXED = "supersede_mixed"
     SUPERSEDE_UNRELATED = "supersede_unrelated"
+    SUPERSEDE_OUTCOME = "supersede_outcome"
+    SUPERSEDE_SEVERAL = "supersede_several"
+    INSTRUCTION = "instruction"
     # Written by ``judging`` after the second look (``llm/second_look.py``).
     SECOND_LOOK_WITHDRAWN = "second_look_withdrawn"
     SECOND_LOOK_MISSING = "second_look_missing"
@@ -191,9 +233,8 @@ SIGNALS = frozenset(
         Code.CONTRAST,
         Code.CHAINED,
         Code.DETAILS_ONLY,
-        Code.SUPERSEDE_NO_CHANGE,
+        Code.SUPERSEDE_OUTCOME,
         Code.SUPERSEDE_MIXED,
-        Code.SUPERSEDE_UNRELATED,
     }
 )
 #: Codes a second look writes for an action it did not confirm.
@@ -413,7 +454,51 @@ def _merge_invariant(
     keeper = protection.keeper
     if keeper is not None and content != request.member(keeper).content.strip():
         return Code.PROTECTED, PROTECTED_RETIRED.format(alias=keeper)
-    return _content_invariant(content, members, reason=action.reason, known=known | text.known_names([content]))
+    refusal = _content_invariant(content, members, reason=action.reason, known=known | text.known_names([content]))
+    # The members' signals read the members alone: a word capitalised mid-way in a joined text
+    # ("... and Learned the cello") is no name of theirs.
+    refusal = refusal or _side_by_side(content, members, reason=action.reason, known=known)
+    return refusal or _both_values(content, members, known=known)
+
+
+#: Pair signals that say two members hold different values of one thing: set side by side in
+#: one merged text they are two facts joined ("Runs 10 km every Sunday; Runs 5 km every Sunday").
+_DISTINCT = frozenset({Code.NAMES_DIFFER, Code.NUMBERS_DIFFER, Code.DATES_DIFFER, Code.ROLE_SWAP, Code.CONTRAST})
+#: Pair signals that say one member ends or changes the other: side by side they are a change
+#: when the two are about one thing ("Lives in Shanghai; Moved to Hangzhou"), and one state told
+#: twice when they are not ("Is a recovering alcoholic; Used to drink a lot").
+_CHANGED = frozenset({Code.TIME_SPAN, Code.STATE_CHANGED})
+
+
+def _side_by_side(content: str, members: list[MemberView], *, reason: str, known: frozenset[str]) -> Refusal | None:
+    """Why ``content`` joins different facts, or None: for each two members that it restates
+    whole side by side (``text.side_by_side``), nothing was fused, so the merge stands only if
+    they are restatements of one fact. Refused when they hold different values (``_DISTINCT``,
+    or they share only a name, number or date), when one negates, ends or changes what the
+    other says about a word they share, or ends or changes what the other says about one thing
+    (``_CHANGED``, ``_one_thing``), or when, among three or more members,
+    the two share nothing (a chain). An invariant: what a second look may confirm about a
+    fused text, a juxtaposition shows in its own words (a hostile model's "every text joined")."""
+    for i, a in enumerate(members):
+        for b in members[i + 1 :]:
+            if not text.side_by_side(content, a.content, b.content):
+                continue
+            codes = {finding[0] for finding in _pair_signals(a, b, known=known)}
+            shared = _share(a.content, b.content, known=known)
+            if codes & _DISTINCT or text.shares_only_details(a.content, b.content, reason=reason, known=known):
+                why = SIDE_DISTINCT
+            elif (
+                Code.POLARITY in codes and shared or codes & _CHANGED and _one_thing(a.content, b.content, known=known)
+            ):
+                # A negation of what the other says is a contradiction; of nothing it says, a
+                # definition ("Is vegetarian and does not eat meat").
+                why = SIDE_OPPOSED
+            elif len(members) > 2 and not shared:
+                why = SIDE_CHAINED
+            else:
+                continue
+            return Code.SIDE_BY_SIDE, SIDE_BY_SIDE.format(a=a.alias, b=b.alias, why=why)
+    return None
 
 
 def _merge_signals(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> list[Finding]:
@@ -444,9 +529,15 @@ def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
     return any(text.same_stem(x, y) for x in text.content_stems(a) for y in stems_b)
 
 
-def _supersede_invariant(action: Action, request: JudgeRequest) -> Refusal | None:
+def _supersede_invariant(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> Refusal | None:
     """Why the supersede cannot stand whatever the judge, or None: the newer statement
-    is the one kept (by ``created_at``), and no protected member retires."""
+    is the one kept (by ``created_at``), no protected member retires, each old member is
+    about what the new one says (``_related``: a word, a detail or a frame in common), and
+    the new one states a change (``text.states_change``) or the outcome of a plan or effort
+    an old one states (``text.fulfils``: then a signal, ``SUPERSEDE_OUTCOME``). A later
+    truth that shares nothing with an earlier one, or that says no more than another value
+    ("Has two cats" then "Has three cats", "Plays tennis on Tuesdays" then "... Thursdays"),
+    may be a second fact: it retires nothing."""
     if not action.old:
         return Code.SUPERSEDE_EMPTY, SUPERSEDE_EMPTY
     if action.new in action.old:
@@ -458,6 +549,24 @@ def _supersede_invariant(action: Action, request: JudgeRequest) -> Refusal | Non
             return Code.PROTECTED, PROTECTED_RETIRED.format(alias=alias)
         if old.created_at >= new.created_at:
             return Code.SUPERSEDE_BACKWARDS, SUPERSEDE_BACKWARDS.format(old=alias, new=action.new)
+    olds = [request.member(alias) for alias in action.old]
+    # A change word says that something changed, not that it is the old truth's attribute:
+    # "Actually, the gym closes at nine" retires nothing of "Is a junior designer".
+    unrelated = [m.alias for m in olds if not _related(m.content, new.content, known=known)]
+    if unrelated:
+        return Code.SUPERSEDE_UNRELATED, SUPERSEDE_UNRELATED.format(new=action.new, old=", ".join(unrelated))
+    if not text.states_change(new.content) and not all(text.fulfils(m.content, new.content) for m in olds):
+        return Code.SUPERSEDE_NO_CHANGE, SUPERSEDE_NO_CHANGE.format(new=action.new, old=", ".join(action.old))
+    # Old members that are no step of a change (a change or event, or a plan under way) must
+    # restate one statement: "Takes honey in tea" and "Drinks tea every afternoon" are two
+    # facts, and "Now drinks tea without honey" changes one of them; a chain of states ("was
+    # repaired", "broke down again", then "repaired again") retires its earlier steps.
+    plain = [m for m in olds if not (text.reports_change(m.content) or text.states_change(m.content))]
+    plain = [m for m in plain if not text.states_plan(m.content)]
+    for i, a in enumerate(plain):
+        for b in plain[i + 1 :]:
+            if _pair_signals(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
+                return Code.SUPERSEDE_SEVERAL, SUPERSEDE_SEVERAL.format(a=a.alias, b=b.alias)
     return None
 
 
@@ -469,33 +578,58 @@ def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozense
     found: list[Finding] = []
     new = request.member(action.new)
     olds = ", ".join(action.old)
-    if not text.states_change(new.content):
-        message = SUPERSEDE_NO_CHANGE.format(new=action.new, old=olds)
-        found.append((Code.SUPERSEDE_NO_CHANGE, message, CONCERN_NO_CHANGE.format(new=action.new, old=olds)))
+    if not text.states_change(new.content):  # each old member states a plan (the invariant)
+        message = SUPERSEDE_OUTCOME.format(new=action.new, old=olds)
+        found.append((Code.SUPERSEDE_OUTCOME, message, CONCERN_OUTCOME.format(new=action.new, old=olds)))
     members = [request.member(alias) for alias in action.old]
     for i, a in enumerate(members):
         for b in members[i + 1 :]:
             if _pair_signals(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
                 message = SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
                 found.append((Code.SUPERSEDE_MIXED, message, CONCERN_MIXED.format(a=a.alias, b=b.alias)))
-    # A change word says that something changed, not that it is the old truth's attribute:
-    # "Actually, the gym closes at nine" retires nothing of "Is a junior designer".
-    unrelated = [m.alias for m in members if not _related(m.content, new.content, known=known)]
-    if unrelated:
-        olds = ", ".join(unrelated)
-        message = SUPERSEDE_UNRELATED.format(new=action.new, old=olds)
-        found.append((Code.SUPERSEDE_UNRELATED, message, CONCERN_UNRELATED.format(new=action.new, old=olds)))
     return found
 
 
+def _both_values(content: str, members: list[MemberView], *, known: frozenset[str]) -> Refusal | None:
+    """Why ``content`` fuses two values of one thing, or None: two members differ in one slot
+    of one frame (``text.contrast``: "Is allergic to peanuts" / "... to shellfish") or in their
+    numbers ("Runs 10 km" / "Runs 5 km"), and the content keeps the values of both ("Is
+    allergic to peanuts and shellfish", "Runs 10 km and 5 km"). A restatement keeps one value
+    (the other reworded into it, with its synonym stated); keeping both joins two facts."""
+    have = text.content_stems(content)
+    numbers = text.numbers(content)
+    for i, a in enumerate(members):
+        for b in members[i + 1 :]:
+            swapped = text.contrast(a.content, b.content, known=known)
+            if swapped and all(any(text.same_stem(w, h) for w in side for h in have) for side in swapped):
+                pairs = zip((a, b), swapped, strict=True)
+                words = [_quoted(text.words_of_stems(m.content, side) or side) for m, side in pairs]
+            else:
+                own_a = text.numbers(a.content) - text.numbers(b.content)
+                own_b = text.numbers(b.content) - text.numbers(a.content)
+                if not (own_a and own_b and own_a <= numbers and own_b <= numbers):
+                    continue
+                words = [_quoted(own_a), _quoted(own_b)]
+            return Code.BOTH_VALUES, BOTH_VALUES.format(a=a.alias, b=b.alias, words_a=words[0], words_b=words[1])
+    return None
+
+
+def _one_thing(a: str, b: str, *, known: frozenset[str]) -> bool:
+    """Whether ``a`` and ``b`` speak of one thing: a content word, a detail, a frame ("Lives in
+    Lisbon" / "Moved to Berlin") or an attribute of the person in common (``attributes_of``:
+    "Is single" / "Got engaged to Ana" are both the relationship)."""
+    if _share(a, b, known=known) or text.share_frame(a, b):
+        return True
+    return bool(attributes_of(a) & attributes_of(b))
+
+
 def _related(old: str, new: str, *, known: frozenset[str]) -> bool:
-    """Whether ``new`` may be about ``old``'s attribute: they share a content word, a detail
-    or a frame ("Lives in Lisbon" / "Moved to Berlin"). A text in a script without spaces
+    """Whether ``new`` may be about ``old``'s attribute (``_one_thing``). A text in a script without spaces
     counts as related: one character in common says too little either way ("住在上海" /
     "搬到了杭州" share none and are one attribute)."""
     if text.no_space_runs(old) or text.no_space_runs(new):
         return True
-    return _share(old, new, known=known) or text.share_frame(old, new)
+    return _one_thing(old, new, known=known)
 
 
 def _covers(a: MemberView, b: MemberView, *, known: frozenset[str]) -> bool:
@@ -535,9 +669,12 @@ def _invariant(
     limit = [a for a in named if request.member(a).generation >= max_generation]
     if limit:
         return Code.GENERATION_LIMIT, AT_GENERATION_LIMIT.format(alias=limit[0], limit=max_generation)
+    instruction = [a for a in named if text.addresses_model(request.member(a).content)]
+    if instruction:
+        return Code.INSTRUCTION, INSTRUCTION.format(alias=instruction[0])
     if action.action == "merge":
         return _merge_invariant(action, request, max_length=max_length, known=known)
-    return _supersede_invariant(action, request)
+    return _supersede_invariant(action, request, known=known)
 
 
 def findings_of(action: Action, request: JudgeRequest) -> list[Finding]:

@@ -54,6 +54,10 @@ class Lexicon:
     #: The reported changes and the events.
     change_markers: tuple[str, ...]
     time_ended: tuple[str, ...]
+    #: Of every pack, spaced and not (a marker of a script without spaces is matched as a substring).
+    plans: tuple[str, ...]
+    long_ago: tuple[str, ...]
+    instructions: tuple[str, ...]
     #: The negative phrases and the packs' frame phrases.
     frame_phrases: tuple[str, ...]
     #: Negations, negative verbs and the packs' frame words.
@@ -151,6 +155,9 @@ def derive(packs: Iterable[Language]) -> Lexicon:
         reported_changes=reported,
         change_markers=reported + tuple(m for m in _chain(spaced, "change_events") if m not in reported),
         time_ended=_chain(spaced, "time_ended"),
+        plans=_chain(packs, "plans"),
+        long_ago=_chain(packs, "long_ago"),
+        instructions=_chain(packs, "instructions"),
         frame_phrases=negative_phrases + _chain(packs, "frame_phrases"),
         frame_words=negations | negative_verbs | _union(packs, "frame_words"),
         job_frames=_chain(packs, "job_frames"),

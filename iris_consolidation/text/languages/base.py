@@ -98,6 +98,15 @@ class Language:
     change_events: tuple[str, ...] = ()
     #: Words that say a state has ended ("until", "used to").
     time_ended: tuple[str, ...] = ()
+    #: Words that state an intention or an effort under way, whose later outcome replaces
+    #: them ("plans to", "is considering", "currently").
+    plans: tuple[str, ...] = ()
+    #: Words that set a statement long before it was said ("as a child", "years ago"): no
+    #: outcome of a plan stated earlier.
+    long_ago: tuple[str, ...] = ()
+    #: Phrases that address the model rather than state a fact ("ignore all previous
+    #: instructions"): such a truth is data, and takes part in no merge or supersede.
+    instructions: tuple[str, ...] = ()
     #: Phrases and words that only frame a statement, carried by the polarity and time checks.
     frame_phrases: tuple[str, ...] = ()
     frame_words: frozenset[str] = frozenset()

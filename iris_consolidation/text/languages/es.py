@@ -31,7 +31,7 @@ SPANISH = Language(
         "ascendida",
     ),  # fmt: skip
     # "changed", "actually", "I was wrong".
-    change_events=("cambió", "en realidad", "me equivoqué", "me equivocaba"),
+    change_events=("cambió", "terminó", "completó", "en realidad", "me equivoqué", "me equivocaba"),
     time_ended=("ya no", "dejó de", "solía"),
     job_frames=("trabaja como",),
     phrase_equivalences=(
@@ -57,6 +57,16 @@ SPANISH = Language(
         }
     ),  # fmt: skip
     conjunctions=frozenset("y e o u".split()),
+    # A plan or an effort under way, whose later outcome replaces it (``Language.plans``).
+    plans=("planea", "quiere", "piensa", "va a", "pretende", "está considerando", "actualmente"),
+    # Set long before it was said: no outcome of a plan stated earlier.
+    long_ago=("de niño", "de niña", "cuando era niño", "cuando era niña", "de pequeño", "de pequeña", "hace años"),
+    # Addressed to the model, not a fact about the person.
+    instructions=(
+        "ignora todas las instrucciones anteriores",
+        "ignora las instrucciones anteriores",
+        "olvida las instrucciones anteriores",
+    ),
     # Single-valued attributes of a person and their cues (``Language.attributes``).
     attributes={
         "home": ("vive en", "vive cerca", "se mudó", "mudó a", "reside en", "se trasladó"),

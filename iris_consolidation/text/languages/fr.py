@@ -25,8 +25,24 @@ FRENCH = Language(
         "promue",
     ),  # fmt: skip
     # "actually", "I was wrong".
-    change_events=("en fait", "me suis trompé", "me suis trompée"),
+    change_events=("en fait", "a terminé", "a fini", "me suis trompé", "me suis trompée"),
     conjunctions=frozenset("et ou".split()),
+    # A plan or an effort under way, whose later outcome replaces it (``Language.plans``).
+    plans=("prévoit", "veut", "compte", "envisage", "actuellement"),
+    # Set long before it was said: no outcome of a plan stated earlier.
+    long_ago=(
+        "quand j'étais enfant",
+        "dans mon enfance",
+        "quand j'étais petit",
+        "quand j'étais petite",
+        "il y a des années",
+    ),
+    # Addressed to the model, not a fact about the person.
+    instructions=(
+        "ignore toutes les instructions précédentes",
+        "ignorez toutes les instructions précédentes",
+        "oublie les instructions précédentes",
+    ),
     # Single-valued attributes of a person and their cues (``Language.attributes``).
     attributes={
         "home": ("habite", "vit à", "vit en", "a déménagé", "déménag*", "s'est installé"),

@@ -19,7 +19,7 @@ JAPANESE = Language(
     # "now", "no longer", "moved", "quit", "formerly".
     reported_changes=("今は", "もう", "引っ越", "辞め", "以前は"),
     # "repaired", "promoted", "actually", "correction".
-    change_events=("修理", "昇進", "実は", "訂正"),
+    change_events=("修理", "終えた", "完成した", "昇進", "実は", "訂正"),
     time_ended=("もう", "辞め"),
     phrase_equivalences=(
         ("ジョギング", "ランニング"),
@@ -43,6 +43,12 @@ JAPANESE = Language(
     numeral_scales=MappingProxyType({"十": 10, "百": 100, "千": 1000, "万": 10_000}),
     counters="歳回枚頭羽匹人台本件杯個日年月分時週間歩つ",
     ordinal_prefix="第",
+    # A plan or an effort under way, whose later outcome replaces it (``Language.plans``).
+    plans=("予定", "つもり", "したい", "検討中"),
+    # Set long before it was said: no outcome of a plan stated earlier.
+    long_ago=("子供の頃", "子どもの頃", "何年も前"),
+    # Addressed to the model, not a fact about the person.
+    instructions=("以前の指示をすべて無視", "これまでの指示を無視", "以前の指示を無視"),
     # Single-valued attributes of a person and their cues (``Language.attributes``).
     attributes={
         "home": ("住んで", "引っ越", "在住"),

@@ -42,7 +42,7 @@ PORTUGUESE = Language(
         "promovida",
     ),  # fmt: skip
     # "started to", "actually", "I was wrong", "in the end".
-    change_events=("passou a", "na verdade", "me enganei", "enganei-me", "afinal"),
+    change_events=("passou a", "terminou", "concluiu", "na verdade", "me enganei", "enganei-me", "afinal"),
     time_ended=("já não", "deixou de", "costumava"),
     job_frames=("trabalha como",),
     phrase_equivalences=(
@@ -71,6 +71,16 @@ PORTUGUESE = Language(
         }
     ),  # fmt: skip
     conjunctions=frozenset("e ou".split()),
+    # A plan or an effort under way, whose later outcome replaces it (``Language.plans``).
+    plans=("planeja", "planeia", "pretende", "quer", "está a considerar", "está considerando", "atualmente"),
+    # Set long before it was said: no outcome of a plan stated earlier.
+    long_ago=("em criança", "quando era criança", "quando era pequeno", "quando era pequena", "há anos"),
+    # Addressed to the model, not a fact about the person.
+    instructions=(
+        "ignore todas as instruções anteriores",
+        "ignora todas as instruções anteriores",
+        "ignore as instruções anteriores",
+    ),
     # Single-valued attributes of a person and their cues (``Language.attributes``).
     attributes={
         "home": ("mora em", "mora no", "mora na", "vive em", "vive no", "vive na", "mudou-se", "mudou para",

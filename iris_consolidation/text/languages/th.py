@@ -16,8 +16,14 @@ THAI = Language(
     # "now", "moved", "quit", "formerly".
     reported_changes=("ตอนนี้", "ย้าย", "เลิก", "เคย"),
     # "repaired", "promoted", "actually".
-    change_events=("ซ่อม", "เลื่อนตำแหน่ง", "ที่จริง"),
+    change_events=("ซ่อม", "เสร็จแล้ว", "เลื่อนตำแหน่ง", "ที่จริง"),
     time_ended=("เลิก", "เคย"),
+    # A plan or an effort under way, whose later outcome replaces it (``Language.plans``).
+    plans=("วางแผน", "อยาก", "ตั้งใจ"),
+    # Set long before it was said: no outcome of a plan stated earlier.
+    long_ago=("ตอนเด็ก", "หลายปีก่อน"),
+    # Addressed to the model, not a fact about the person.
+    instructions=("ไม่ต้องสนใจคำสั่งก่อนหน้า", "เพิกเฉยต่อคำสั่งก่อนหน้า"),
     # Single-valued attributes of a person and their cues (``Language.attributes``).
     attributes={
         "home": ("อาศัยอยู่", "ย้ายไป", "บ้านอยู่"),

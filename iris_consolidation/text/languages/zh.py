@@ -18,7 +18,7 @@ CHINESE = Language(
     # "now", "no longer", "moved to", "quit", "switched to", "formerly".
     reported_changes=("现在", "現在", "不再", "搬到", "搬去", "辞职", "辭職", "换成", "改成", "以前", "曾经", "曾經"),
     # "repaired", "promoted", "actually", "misspoke", "in the end".
-    change_events=("修好", "升职", "升職", "其实", "其實", "说错", "說錯", "最终", "最終"),
+    change_events=("修好", "完成了", "升职", "升職", "其实", "其實", "说错", "說錯", "最终", "最終"),
     time_ended=("不再", "以前", "曾经", "曾經", "辞职", "辭職"),
     phrase_equivalences=(
         ("男孩的父亲", "儿子"),
@@ -50,6 +50,12 @@ CHINESE = Language(
     # Measure words: a numeral counts only before one of these (一起, "together", is no number).
     counters="只个個岁次年天本位条條公里点點月号號日分小时時周週匹人台杯件张張口家部辆輛双雙瓶碗份所座种種间步",
     ordinal_prefix="第",
+    # A plan or an effort under way, whose later outcome replaces it (``Language.plans``).
+    plans=("打算", "计划", "計劃", "想要", "准备", "準備", "正在"),
+    # Set long before it was said: no outcome of a plan stated earlier.
+    long_ago=("小时候", "小時候", "多年前", "童年"),
+    # Addressed to the model, not a fact about the person.
+    instructions=("忽略之前的所有指令", "忽略所有之前的指令", "忽略以上指令", "忽略之前的指令"),
     # Single-valued attributes of a person and their cues (``Language.attributes``).
     attributes={
         "home": ("住在", "搬到", "搬家", "定居"),

@@ -5,7 +5,7 @@ names the pre-pass keeper, and two actions with signals that the second look con
 The application asks no model: it replays the preview's accepted actions with their
 second-look answers and re-checks only freshness and the invariants. Before, it validated
 the verdict again with the rule judge's settings, so the confirmed actions were refused
-(``names_differ``, ``supersede_no_change``) and the model's merge naming the keeper was
+(``names_differ``, ``supersede_outcome``) and the model's merge naming the keeper was
 refused as ``already_used``.
 """
 
@@ -28,7 +28,7 @@ from tests.conftest import vector_at
 pytestmark = pytest.mark.django_db
 
 TEA = ("Drinks green tea every morning", "drinks green tea every morning.", "Drinks green tea every morning with honey")
-HOME = ("Lives in Lisbon", "Lives in Berlin")
+HOME = ("Plans to move to Berlin", "Lives in Berlin")
 CHESS = ("Plays chess with Marco", "Plays chess with Luca")
 HONEY = "Drinks green tea every morning with honey"
 BOTH_PARTNERS = "Plays chess with Marco and Luca"
@@ -36,7 +36,7 @@ BOTH_PARTNERS = "Plays chess with Marco and Luca"
 
 def _judge(payload: dict[str, Any]) -> llm_stub.Reply:
     """The model: merge the tea cluster (naming the pre-pass keeper) into the honey truth,
-    supersede Lisbon by Berlin (no change word: a signal), merge the chess partners
+    supersede the plan to move by its outcome (no change word: a signal), merge the chess partners
     (different names: a signal)."""
     entries = []
     for cluster in llm_stub.StubLLMServer.clusters_of({"json": payload}):
@@ -46,9 +46,8 @@ def _judge(payload: dict[str, Any]) -> llm_stub.Reply:
             ids = [t["id"] for t in cluster["truths"]]
             actions.append({"action": "merge", "ids": ids, "content": HONEY, "reason": "the same habit, with honey"})
         elif HOME[1] in alias:
-            actions.append(
-                {"action": "supersede", "old": [alias[HOME[0]]], "new": alias[HOME[1]], "reason": "moved to Berlin"}
-            )
+            old, new = [alias[HOME[0]]], alias[HOME[1]]
+            actions.append({"action": "supersede", "old": old, "new": new, "reason": "the plan was carried out"})
         elif CHESS[1] in alias:
             ids = [alias[CHESS[0]], alias[CHESS[1]]]
             actions.append({"action": "merge", "ids": ids, "content": BOTH_PARTNERS, "reason": "one habit"})
@@ -100,7 +99,7 @@ def test_the_dry_run_previews_a_prepass_merge_a_keeper_merge_and_two_confirmed_s
     assert _stage_actions(dry) == [
         ("judge", "merge", False),  # names the pre-pass keeper; no signal
         ("judge", "merge", True),  # names_differ, confirmed
-        ("judge", "supersede", True),  # supersede_no_change, confirmed
+        ("judge", "supersede", True),  # supersede_outcome, confirmed
         ("prepass", "merge", False),
     ]
     assert Truth.objects.filter(user=previewed["user"]).count() == 7  # nothing written
@@ -141,7 +140,7 @@ def test_an_action_the_second_look_confirmed_keeps_its_answer_when_applied(previ
 
     (entry,) = [e for r in run.reviews.all() for e in r.applied_actions if e["action"] == "supersede"]
     assert entry["second_look"] == "scripted confirm"
-    assert [s["code"] for s in entry["signals"]] == [validation.Code.SUPERSEDE_NO_CHANGE]
+    assert [s["code"] for s in entry["signals"]] == [validation.Code.SUPERSEDE_OUTCOME]
     assert run.reviews.filter(outcome=ClusterReview.Outcome.APPLIED).count() == 3
 
 

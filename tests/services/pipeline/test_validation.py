@@ -156,9 +156,11 @@ def test_merged_content_keeps_every_detail_and_adds_none(contents, content, reas
     ],
 )
 def test_members_that_say_different_things_raise_a_signal_even_when_nothing_is_lost(contents, reason):
+    """Their signal is the members' reading; set side by side in one text they are refused
+    outright (joined, not fused), whatever a second look would say."""
     action = merge_action(("t1", "t2"), "; ".join(contents))
-    assert refusal_codes(judge_request(*contents), action) == [reason]
-    assert _signals(judge_request(*contents), action)[0] == reason
+    assert v.findings_of(action, judge_request(*contents))[0][0] == reason
+    assert refusal_codes(judge_request(*contents), action, refuse_signals=False) == [v.Code.SIDE_BY_SIDE]
 
 
 def test_three_members_that_only_chain_never_merge():
@@ -166,7 +168,9 @@ def test_three_members_that_only_chain_never_merge():
         "Takes the 7:40 train to work", "Reads on the train during the commute", "Reads mystery novels before bed"
     )
     content = "Takes the 7:40 train to work; Reads on the train during the commute; Reads mystery novels before bed"
-    assert refusal_codes(request, merge_action(("t1", "t2", "t3"), content)) == [v.Code.CHAINED]
+    action = merge_action(("t1", "t2", "t3"), content)
+    assert v.Code.CHAINED in [code for code, _, _ in v.findings_of(action, request)]
+    assert refusal_codes(request, action, refuse_signals=False) == [v.Code.SIDE_BY_SIDE]
 
 
 def test_newer_statement_never_retires_in_favour_of_an_older_one():

@@ -22,13 +22,20 @@ import pytest
 from iris_consolidation import text
 from iris_consolidation.evaluation.oracle import joined_content
 from iris_consolidation.services.pipeline import validation as v
-from tests.helpers import merge_all_codes
+from tests.helpers import judge_request, merge_action, merge_all_codes
 
 
 def _codes(a: str, b: str, *, content: str | None = None, reason: str = "One statement.") -> list[str]:
     """Codes of the refusals of a merge of ``a`` and ``b`` (oldest first) into
     ``content`` (default: both texts joined, every word kept)."""
     return merge_all_codes((a, b), joined_content([a, b]) if content is None else content, reason)
+
+
+def _first_signal(a: str, b: str) -> str:
+    """The first signal of a merge of ``a`` and ``b``: the members' own reading, what a fused
+    text of both raises for the second look (a joined one is refused outright)."""
+    request = judge_request(a, b)
+    return v.findings_of(merge_action(("t1", "t2"), joined_content([a, b])), request)[0][0]
 
 
 # --- one job frame (contrast) -------------------------------------------------------------
@@ -56,7 +63,8 @@ def test_one_job_in_two_job_frames_merges(a, b):
     ],
 )
 def test_two_jobs_in_one_frame_stay_apart(a, b, code):
-    assert _codes(a, b) == [code]
+    assert _first_signal(a, b) == code
+    assert _codes(a, b) == [v.Code.SIDE_BY_SIDE]  # joined, not fused: an invariant
 
 
 def test_the_job_frame_is_one_word_for_the_contrast_check_only():
@@ -96,7 +104,8 @@ def test_a_positive_idiom_merges_with_its_plain_statement(a, b):
     ],
 )
 def test_the_opposite_of_a_positive_idiom_stays_apart(a, b, code):
-    assert _codes(a, b) == [code]
+    assert _first_signal(a, b) == code
+    assert _codes(a, b) == [v.Code.SIDE_BY_SIDE]  # joined, not fused: an invariant
 
 
 # --- moves by another name (state_changed) -------------------------------------------------
@@ -124,4 +133,5 @@ def test_two_wordings_of_one_move_merge(a, b):
     ],
 )
 def test_a_move_never_merges_with_a_state_or_another_move(a, b, code):
-    assert _codes(a, b) == [code]
+    assert _first_signal(a, b) == code
+    assert _codes(a, b) == [v.Code.SIDE_BY_SIDE]  # joined, not fused: an invariant

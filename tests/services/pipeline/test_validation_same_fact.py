@@ -52,8 +52,9 @@ ONE_NAME_TWO_FACTS = [
 
 @pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
 def test_two_facts_about_one_name_never_merge_even_joined(contents):
-    """The joined text keeps every word, yet joins two facts (public case B07's kind)."""
-    assert joined_codes(contents) == [v.Code.DETAILS_ONLY]
+    """The joined text keeps every word, yet joins two facts (public case B07's kind): an
+    invariant, whatever the second look."""
+    assert joined_codes(contents) == [v.Code.SIDE_BY_SIDE]
 
 
 @pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
@@ -65,15 +66,16 @@ def test_two_facts_about_one_name_never_merge_into_one_text(contents, careless):
 
 
 @pytest.mark.parametrize("contents", ONE_NAME_TWO_FACTS)
-def test_two_facts_about_one_name_joined_losslessly_raise_a_signal(contents):
-    assert joined_codes(contents) == [v.Code.DETAILS_ONLY]
+def test_two_facts_about_one_name_raise_a_signal(contents):
+    request = judge_request(*contents)
+    action = merge_action(("t1", "t2"), "; ".join(contents), CARELESS)
+    assert v.findings_of(action, request)[0][0] == v.Code.DETAILS_ONLY
 
 
 def test_the_refusal_names_the_shared_name():
     request = judge_request(*ONE_NAME_TWO_FACTS[0])
     action = merge_action(("t1", "t2"), "; ".join(ONE_NAME_TWO_FACTS[0]), CARELESS)
-    (rejection,) = v.validate(request, (action,), max_length=1000, max_generation=5).rejections
-    assert rejection.reason == v.DETAILS_ONLY.format(a="t1", b="t2", details="'birch', 'co'")
+    assert v.findings_of(action, request)[0][1] == v.DETAILS_ONLY.format(a="t1", b="t2", details="'birch', 'co'")
 
 
 ONE_NAME_ONE_FACT = [
@@ -99,7 +101,7 @@ def test_restatements_that_share_a_name_and_a_word_still_merge(contents, careles
     ],
 )
 def test_a_judge_that_states_the_synonyms_may_merge_two_texts_about_one_name(contents, reason):
-    assert joined_codes(contents) == [v.Code.DETAILS_ONLY]
+    assert joined_codes(contents) == [v.Code.SIDE_BY_SIDE]  # no synonym stated: two facts joined
     assert merge_all_codes(contents, "; ".join(contents), reason=reason) == []
 
 
@@ -126,8 +128,8 @@ ONE_FRAME_TWO_FACTS = [
 @pytest.mark.parametrize("careless", CARELESS_MODELS)
 def test_one_frame_filled_twice_never_merges(contents, careless):
     """Shared syntax, different choices (public case B15's kind): a careless text loses
-    the other choice (an invariant); joined without loss, the frame is a signal."""
-    expected = [v.Code.CONTRAST] if careless is joined_codes else [v.Code.LOST_WORDS]
+    the other choice (an invariant); joined without loss, it joins two facts (an invariant too)."""
+    expected = [v.Code.SIDE_BY_SIDE] if careless is joined_codes else [v.Code.LOST_WORDS]
     assert careless(contents) == expected
 
 
