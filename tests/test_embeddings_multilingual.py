@@ -42,6 +42,14 @@ def test_vectors_are_384_wide_unit_vectors_in_input_order(embedder):
     assert embedder.embed([]).shape == (0, 384)
 
 
+def test_parts_side_by_side_give_the_vectors_of_one_thread(embedder):
+    texts = [f"{text} since {year}" for year in range(1990, 2010) for text in TWINS + OTHERS]  # 140 texts
+
+    together = MultilingualEmbedder(threads=3).embed(texts)
+
+    assert np.max(np.abs(together - embedder.embed(texts))) < 1e-5
+
+
 def test_a_truth_and_its_translations_pass_the_threshold_and_other_truths_do_not(embedder):
     threshold = conf.default_threshold("local-multilingual")
     vectors = embedder.embed(TWINS + OTHERS)
