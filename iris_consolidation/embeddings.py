@@ -212,15 +212,14 @@ class MultilingualEmbedder:
     ``EMBEDDING_DIMENSIONS`` (384), so each vector is multiplied by a fixed 512 x 384
     matrix with orthonormal columns (the 384 leading right singular vectors of the model's
     own vectors of 30,000 pieces of its vocabulary and pairs of pieces: no data set; fitted
-    by ``benchmarks/embedders.py --fit-projection``) and L2-normalised again. Cosine
-    similarities move by 0.014 on average (0.04 at the 99th percentile) from the 512-wide
-    ones on real truths (docs/benchmarks.md, "Embedders for other languages").
+    by ``benchmarks/embedders.py --fit-projection``) and L2-normalised again. How far that
+    moves cosine similarities from the 512-wide ones: docs/benchmarks.md, "Embedders for
+    other languages".
 
     ``threads``: parts of one ``embed`` call run at once, each on one BLAS thread (the
-    model's products are small: two BLAS threads on one call embedded 30-52 truths/s
-    where one thread did 258-264 on a loaded 2-core machine, 7 December 2026); 0 (the
-    default) for one per usable core, 1 inside queue workers. Output: float32
-    ``(n, 384)``, unit norm.
+    model's products are small, and threaded BLAS on them was several times slower than
+    one thread: docs/benchmarks.md, "Embedders for other languages"); 0 (the default) for
+    one per usable core, 1 inside queue workers. Output: float32 ``(n, 384)``, unit norm.
     """
 
     model_name = MULTILINGUAL_MODEL_NAME
