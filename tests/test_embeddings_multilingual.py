@@ -5,6 +5,7 @@ EMBEDDING_MODEL, one thread in queue workers, and a clear error when it is not i
 from __future__ import annotations
 
 import hashlib
+import json
 
 import numpy as np
 import pytest
@@ -91,3 +92,57 @@ def test_not_installed_is_a_clear_error_and_a_check(monkeypatch, settings):
     assert "(missing: iris_no_such_module)" in str(info.value) and "[multilingual] extra" in str(info.value)
     assert message.id == "iris_consolidation.E010" and isinstance(message, django_checks.Error)
     assert "(missing: iris_no_such_module)" in message.msg
+
+
+@pytest.mark.django_db
+def test_phase_1_puts_a_truth_and_its_translation_in_one_group_where_the_english_model_does_not(tmp_path):
+    from iris_consolidation.embeddings import LocalEmbedder
+    from iris_consolidation.evaluation import recall
+
+    member = {"origin": "promoted", "pinned": False, "generation": 0, "score": 30}
+    case = {
+        "id": "T1",
+        "expected": "MERGE",
+        "must_keep": [],
+        "cluster": [
+            {"id": "a", "content": "Plays the guitar in a band", "created_at": "2026-01-01T09:00:00Z", **member},
+            {"id": "b", "content": "Toca la guitarra en una banda", "created_at": "2026-02-01T09:00:00Z", **member},
+        ],
+        "actions": [{"action": "merge", "ids": ["a", "b"]}],
+    }
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps(case) + "\n", encoding="utf-8")
+    habits = [
+        "I have visited {} museums this year.",
+        "My sister owns {} bicycles.",
+        "I read {} books a month.",
+        "We planted {} trees in the garden.",
+        "I walk {} kilometres on Sundays.",
+    ]
+    filler = tmp_path / "filler.truths.jsonl"
+    filler.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "user": "m",
+                    "content": habits[i % 5].format(i),
+                    "origin": "promoted",
+                    "created_at": "2023-01-02T12:00:00Z",
+                }
+            )
+            + "\n"
+            for i in range(100)
+        ),
+        encoding="utf-8",
+    )
+
+    english = recall.cases_recall([cases], filler, embedder=LocalEmbedder())
+    multilingual = recall.cases_recall(
+        [cases],
+        filler,
+        embedder=MultilingualEmbedder(threads=1),
+        threshold=conf.default_threshold("local-multilingual"),
+    )
+
+    assert (english.tallies["merge"].recalled, english.tallies["merge"].total) == (0, 1)
+    assert (multilingual.tallies["merge"].recalled, multilingual.tallies["merge"].total) == (1, 1)
