@@ -206,12 +206,12 @@ MULTILINGUAL_NOT_INSTALLED = (
 
 class MultilingualEmbedder:
     """Universal Sentence Encoder multilingual v3 on numpy, projected to 384 dimensions;
-    loads lazily (about 2-3 s) on first use.
+    loads lazily on first use.
 
     The model gives 512 dimensions, L2-normalised; the truth table stores
     ``EMBEDDING_DIMENSIONS`` (384), so each vector is multiplied by a fixed 512 x 384
     matrix with orthonormal columns (the 384 leading right singular vectors of the model's
-    own vectors of 30,000 pieces of its vocabulary and pairs of pieces: no data set; fitted
+    own vectors of 20,000 pieces of its vocabulary and 10,000 pairs of them: no data set; fitted
     by ``benchmarks/embedders.py --fit-projection``) and L2-normalised again. How far that
     moves cosine similarities from the 512-wide ones: docs/benchmarks.md, "Embedders for
     other languages".
