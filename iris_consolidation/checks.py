@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 
 from .choices import RiskPolicy
 from .conf import app_settings
-from .embeddings import NOT_INSTALLED, missing_local_modules
+from .embeddings import not_installed
 from .exceptions import InvalidThreshold
 from .run_settings import BAD_THRESHOLD, validate_threshold
 
@@ -140,10 +140,9 @@ def check_host_project(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         )
     errors.extend(_check_q_cluster(getattr(settings, "Q_CLUSTER", None)))
-    if app_settings.EMBEDDING_MODEL == "local":
-        missing = missing_local_modules()
-        if missing:
-            errors.append(Error(NOT_INSTALLED.format(missing=", ".join(missing)), id="iris_consolidation.E010"))
+    message = not_installed(app_settings.EMBEDDING_MODEL)
+    if message:
+        errors.append(Error(message, id="iris_consolidation.E010"))
     return errors
 
 

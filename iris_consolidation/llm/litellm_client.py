@@ -29,6 +29,7 @@ from ..choices import llm_judge_name  # noqa: E402
 from ..conf import app_settings  # noqa: E402
 from ..embeddings import check_dimensions  # noqa: E402
 from ..exceptions import (  # noqa: E402
+    EmbeddingDimensionMismatch,
     EmbeddingError,
     JudgeMisconfigured,
     JudgeRateLimited,
@@ -396,14 +397,23 @@ class LiteLLMJudge:
 REQUEST_TEXTS = 64
 
 
+#: Said after ``WRONG_DIMENSIONS`` when litellm cannot ask the model for a width.
+NO_WIDTH_PARAMETER = (
+    " litellm cannot ask {model!r} for a width (it sends one, as `dimensions` or the provider's own "
+    "name, only where the provider takes it: OpenAI text-embedding-3-*, Cohere, Gemini, Voyage, "
+    "Bedrock Titan v2, ...); or use an offline one: \"local\" (English), \"local-multilingual\"."
+)
+
+
 class LiteLLMEmbedder:
     """``Embedder`` over ``litellm.embedding``, asked for 384 dimensions where the
-    provider supports choosing them (OpenAI ``text-embedding-3-*`` and others), in
-    requests of at most ``REQUEST_TEXTS`` texts.
+    provider supports choosing them (OpenAI ``text-embedding-3-*`` and others, as
+    litellm's own parameter mapping says: ``takes_dimensions``), in requests of at most
+    ``REQUEST_TEXTS`` texts.
 
-    Raises ``EmbeddingDimensionMismatch`` if the model answers with another size and
-    ``EmbeddingError`` if a request fails (the vectors of the call's other requests are
-    dropped with it).
+    Raises ``EmbeddingDimensionMismatch`` if the model answers with another size (saying
+    when the provider cannot be asked for one) and ``EmbeddingError`` if a request fails
+    (the vectors of the call's other requests are dropped with it).
     """
 
     def __init__(self, *, model: str, api_base: str | None = None) -> None:
@@ -417,6 +427,18 @@ class LiteLLMEmbedder:
         return np.concatenate(
             [self._request(texts[start : start + REQUEST_TEXTS]) for start in range(0, len(texts), REQUEST_TEXTS)]
         )
+
+    def takes_dimensions(self) -> bool:
+        """Whether litellm sends this model's provider the width asked for (under any of the
+        providers' names for it), by litellm's own mapping of the ``dimensions`` parameter."""
+        try:
+            model, provider, _, _ = litellm.get_llm_provider(self.model_name, api_base=self.api_base)
+            mapped = litellm.utils.get_optional_params_embeddings(
+                model=model, dimensions=EMBEDDING_DIMENSIONS, custom_llm_provider=provider, drop_params=True
+            )
+        except (litellm.exceptions.BadRequestError, litellm.exceptions.UnsupportedParamsError):
+            return False  # a provider litellm does not know: nothing is promised
+        return EMBEDDING_DIMENSIONS in mapped.values()
 
     def _request(self, texts: Sequence[str]) -> np.ndarray:
         kwargs: dict[str, Any] = {
@@ -438,6 +460,11 @@ class LiteLLMEmbedder:
         except Exception as exc:
             raise EmbeddingError(f"Embedding model {self.model_name!r} failed: {type(exc).__name__}: {exc}") from exc
         vectors = np.array([item["embedding"] for item in response.data], dtype=np.float32)
-        vectors = check_dimensions(vectors, expected_rows=len(texts), model_name=self.model_name)
+        try:
+            vectors = check_dimensions(vectors, expected_rows=len(texts), model_name=self.model_name)
+        except EmbeddingDimensionMismatch as exc:
+            if self.takes_dimensions():
+                raise
+            raise EmbeddingDimensionMismatch(str(exc) + NO_WIDTH_PARAMETER.format(model=self.model_name)) from None
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.clip(norms, 1e-12, None)

