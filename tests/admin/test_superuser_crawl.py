@@ -75,7 +75,10 @@ def real_passes(llm_server, truth_factory, user_factory, settings):
     """A real LLM pass (merges and a supersede with labelled reasons), a dry run, an undo,
     a run whose model was unreachable, a cancelled run."""
     alice, bob, carol = user_factory("alice"), user_factory("bob"), user_factory("carol")
-    make_pairs(truth_factory, alice, 3)
+    pairs = make_pairs(truth_factory, alice, 3)
+    changed = pairs[1][1]  # a change of pair 1's fact, which the judge supersedes
+    changed.content = f"{pairs[1][0].content} no longer: now moved to b"
+    changed.save(update_fields=["content"])
     make_pairs(truth_factory, bob, 2, prefix="item")
     llm_server.second_looks = "confirm"
 
@@ -83,7 +86,7 @@ def real_passes(llm_server, truth_factory, user_factory, settings):
         entries = []
         for i, cluster in enumerate(llm_server.clusters_of({"json": payload})):
             ids = [t["id"] for t in cluster["truths"]]
-            if i == 1:
+            if any("now moved" in t["content"] for t in cluster["truths"]):
                 action = supersede_dict(ids[:-1], ids[-1], f"{ids[-1]} is newer than {ids[0]}; it replaces it.")
             else:
                 text = cluster["truths"][0]["content"] + " and b"
