@@ -202,11 +202,7 @@ def reference_recall(
     100 truths over every user of ``truths`` (see the module docstring). Raises
     ``InvalidInput`` for a missing or bad file. Writes nothing that outlives the call."""
     pairs = load_reference(reference)
-    rows = _read_truths(truths)
-    by_user: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        by_user[row["user"]].append(row)
-    ids, groups, cost = _dry_run_groups(dict(by_user), embedder=embedder, threshold=threshold)
+    ids, groups, cost = _dry_run_groups(_by_user(truths), embedder=embedder, threshold=threshold)
     report = ReferenceReport(cost=cost)
     held = {name: _together(clusters) for name, clusters in groups.items()}
     for pair in pairs:
@@ -221,6 +217,21 @@ def reference_recall(
         if not recalled:
             report.missed.append(pair)
     return report
+
+
+def cost_of(truths: Path, *, embedder: Embedder, threshold: float | None = None) -> Cost:
+    """The cost alone (groups, judge calls) of a default dry run's phase 1 over every user of
+    the truths file ``truths`` (MSC, PersonaChat: sets with no whole-memory reference).
+    Raises ``InvalidInput`` for a missing or bad file. Writes nothing that outlives the call."""
+    return _dry_run_groups(_by_user(truths), embedder=embedder, threshold=threshold)[2]
+
+
+def _by_user(truths: Path) -> dict[str, list[dict[str, Any]]]:
+    """The rows of a truths file by user, in file order."""
+    by_user: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in _read_truths(truths):
+        by_user[row["user"]].append(row)
+    return dict(by_user)
 
 
 def first_person_pool(path: Path) -> list[dict[str, Any]]:

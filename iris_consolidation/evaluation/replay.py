@@ -26,7 +26,7 @@ import json
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +95,7 @@ class Recordings:
         messages, reply = row["messages"], str(row["reply"])
         content = _last_content(messages)
         self.calls += 1
-        contract = row.get("contract", "judge")
+        contract = row.get("contract") or ("second_look" if _tagged_json(content, "checks") is not None else "judge")
         try:
             answer = json.loads(reply)
         except ValueError:
@@ -135,7 +135,12 @@ def _check_key(check: dict[str, Any]) -> tuple[str, ClusterKey, str]:
 
 
 def load_recordings(paths: Iterable[Path]) -> Recordings:
-    """Read recording files; raises ``InvalidInput`` naming the first bad line or a missing file."""
+    """Read recording files, the first file's reply winning for a cluster two of them record.
+    A file named ``*.replies.jsonl`` holds only ``{"id", "reply"}`` lines (as a model answerer
+    writes them) and is read with the ``*.requests.jsonl`` beside it (``{"id", "messages"}``),
+    joined by ``id``; a row without ``contract`` is a second look when its message holds
+    ``<checks>``, else a judge call. Raises ``InvalidInput`` naming the first bad line or a
+    missing file."""
     recordings = Recordings()
     sets: dict[str, None] = {}
     models: dict[str, None] = {}
@@ -143,7 +148,11 @@ def load_recordings(paths: Iterable[Path]) -> Recordings:
     for path in paths:
         if not path.is_file():
             raise InvalidInput(NO_RECORDING.format(path=path))
-        for row in scoring.parse_lines(path, lambda raw: _add_line(recordings, raw), bad=BAD_RECORDING):
+        if path.name.endswith(REPLIES_SUFFIX):
+            rows = _joined_replies(path, recordings)
+        else:
+            rows = scoring.parse_lines(path, lambda raw: _add_line(recordings, raw), bad=BAD_RECORDING)
+        for row in rows:
             for seen, value in ((sets, row.get("set")), (models, row.get("model"))):
                 if value:
                     seen[str(value)] = None
@@ -152,6 +161,38 @@ def load_recordings(paths: Iterable[Path]) -> Recordings:
     recordings.sets, recordings.models = tuple(sets), tuple(models)
     recordings.prompt_versions = {contract: tuple(v) for contract, v in versions.items()}
     return recordings
+
+
+REPLIES_SUFFIX = ".replies.jsonl"
+REQUESTS_SUFFIX = ".requests.jsonl"
+NO_REQUESTS = "{path}: a replies file is read with its requests file {requests}, which is missing."
+NO_REQUEST = "no request with this id in {requests}"
+
+
+def _joined_replies(path: Path, recordings: Recordings) -> list[dict[str, Any]]:
+    """The rows of a replies file (``{"id", "reply"}``) joined to the messages of the
+    requests file beside it, each indexed in ``recordings``; raises ``InvalidInput`` for a
+    missing requests file, a bad line, or a reply whose id no request has."""
+    requests_path = path.with_name(path.name[: -len(REPLIES_SUFFIX)] + REQUESTS_SUFFIX)
+    if not requests_path.is_file():
+        raise InvalidInput(NO_REQUESTS.format(path=path, requests=requests_path))
+    messages = dict(scoring.parse_lines(requests_path, _request_line, bad=BAD_RECORDING))
+
+    def joined(raw: str) -> dict[str, Any]:
+        reply = json.loads(raw)
+        if str(reply["id"]) not in messages:
+            raise KeyError(NO_REQUEST.format(requests=requests_path.name))
+        row = {"messages": messages[str(reply["id"])], "reply": reply["reply"]}
+        recordings.add(row)
+        return row
+
+    return scoring.parse_lines(path, joined, bad=BAD_RECORDING)
+
+
+def _request_line(raw: str) -> tuple[str, list[dict[str, Any]]]:
+    """``(id, messages)`` of a requests file's line."""
+    row = json.loads(raw)
+    return str(row["id"]), list(row["messages"])
 
 
 def _add_line(recordings: Recordings, raw: str) -> dict[str, Any]:
@@ -355,6 +396,8 @@ class RecordedReport:
     path: Path
     set_name: str
     second_looks: str
+    #: The recordings replayed with ``path`` (``evaluate``'s ``also``).
+    also: tuple[Path, ...] = ()
     stats: ReplayStats
     counts: ReviewCounts
     golden: Any = None
@@ -434,15 +477,19 @@ def replay_client(url: str) -> LiteLLMJudge:
     )
 
 
-def evaluate(path: Path, *, embedder: Any, second_looks: str = "confirm", data: Path | None = None) -> RecordedReport:
+def evaluate(
+    path: Path, *, embedder: Any, second_looks: str = "confirm", data: Path | None = None, also: Sequence[Path] = ()
+) -> RecordedReport:
     """Replay the recording ``path`` through litellm into the real pipeline, on its set's
     data (``data_for``), and score it: golden and public by their cases, a pairs file
-    by its labels, a truths file by its reviews alone. ``second_looks`` answers the
-    second looks that have no recording. Raises ``InvalidInput`` for a bad or missing
-    file. Writes nothing that outlives the call.
+    by its labels, a truths file by its reviews alone. ``also``: more recordings replayed
+    with it (new replies for the groups ``path`` misses; ``path``'s reply wins for a
+    cluster both record; its set names the data). ``second_looks`` answers the second looks
+    that have no recording. Raises ``InvalidInput`` for a bad or missing file. Writes
+    nothing that outlives the call.
     """
-    recordings = load_recordings([path])
-    set_name = recordings.sets[0] if recordings.sets else ""
+    recordings = load_recordings([path, *also])
+    set_name = recordings.sets[0] if recordings.sets else ""  # ``path``'s first: it is read first
     data_path = data_for(path, set_name, data)
     reviews: list[Any] = []
     golden = pairs = None
@@ -465,6 +512,7 @@ def evaluate(path: Path, *, embedder: Any, second_looks: str = "confirm", data: 
         stats = server.stats
     return RecordedReport(
         path=path,
+        also=tuple(also),
         set_name=set_name,
         second_looks=second_looks,
         stats=stats,

@@ -99,3 +99,24 @@ def test_a_missing_file_is_a_one_line_error(files, tmp_path):
                      "--cases", stdout=StringIO())
 
     assert str(info.value) == f"{tmp_path / 'nope.jsonl'}: no such file."
+
+
+def test_command_prints_the_calls_of_other_truths_files(files, settings):
+    """``--calls``: groups and judge calls per 100 truths of a set with no reference, at the
+    settings (greedy clusters when neighbourhoods are off)."""
+    out = StringIO()
+    call_command("eval_recall", "--reference", "none", "--cases", "--calls", str(files["truths"]), stdout=out)
+    cost = recall.cost_of(files["truths"], embedder=LocalEmbedder())
+    settings.IRIS_CONSOLIDATION_NEIGHBOURHOODS = False
+    greedy = recall.cost_of(files["truths"], embedder=LocalEmbedder())
+
+    assert out.getvalue().splitlines() == [
+        f"== calls on {files['truths']}",
+        f"cost: 2 users, 6 truths: {cost.groups} groups ({100 * cost.groups / 6:.1f} per 100 truths, "
+        f"{cost.members / cost.groups:.2f} members each), judge calls 1 (16.67 per 100 truths)",
+    ]
+    # The Lisbon/Berlin move and the son's restatement: one group each, one call; greedy clusters
+    # at 0.40 find the son only.
+    assert (cost.users, cost.truths, cost.calls) == (2, 6, 1) and cost.groups >= 2
+    assert (greedy.groups, greedy.calls) == (1, 1)
+    assert Truth.all_objects.count() == 0

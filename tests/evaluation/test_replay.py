@@ -172,3 +172,63 @@ def test_eval_judge_recorded_replays_through_litellm_and_scores_both_bounds(tmp_
 def test_eval_judge_data_goes_with_one_recording(tmp_path):
     with pytest.raises(CommandError, match="one --recorded file"):
         call_command("eval_judge", "--recorded", "a.jsonl", "b.jsonl", "--data", "c.jsonl", stdout=StringIO())
+
+
+@pytest.mark.django_db
+def test_eval_judge_also_replays_new_replies_joined_to_their_requests(tmp_path: Path):
+    """A model answerer's replies file (``{"id", "reply"}``) is read with the requests file
+    beside it and answers the groups the first recording misses; the first file's reply
+    wins where both record a cluster."""
+    cases = tmp_path / "cases.jsonl"
+    son = ("Has a son named Tomas", "Is the father of a boy called Tomas")
+    tea = ("Likes green tea", "Likes green tea a lot")
+    cases.write_text(
+        json.dumps(_case("C1", son, "MERGE", [{"action": "merge", "ids": ["a", "b"]}]))
+        + "\n"
+        + json.dumps(_case("C2", tea, "MERGE", [{"action": "merge", "ids": ["a", "b"]}]))
+        + "\n"
+    )
+    recording = tmp_path / "recorded.jsonl"
+    recording.write_text(json.dumps(_judge_call([[("t1", son[0]), ("t2", son[1])]], [[MERGE]])) + "\n")
+    tea_merge = {"action": "merge", "ids": ["t1", "t2"], "content": "Likes green tea a lot", "reason": "same"}
+    new_son = _judge_call([[("t1", son[0]), ("t2", son[1])]], [[]])  # a later "keep": the first file wins
+    new_tea = _judge_call([[("t1", tea[0]), ("t2", tea[1])]], [[tea_merge]])
+    requests = tmp_path / "new.requests.jsonl"
+    requests.write_text(
+        "".join(json.dumps({"id": f"r{i}", "messages": c["messages"]}) + "\n" for i, c in enumerate((new_son, new_tea)))
+    )
+    replies = tmp_path / "new.replies.jsonl"
+    replies.write_text(
+        "".join(json.dumps({"id": f"r{i}", "reply": c["reply"]}) + "\n" for i, c in enumerate((new_son, new_tea)))
+    )
+    out = StringIO()
+
+    call_command(
+        "eval_judge",
+        "--recorded",
+        str(recording),
+        "--also",
+        str(replies),
+        "--data",
+        str(cases),
+        "--second-looks",
+        "confirm",
+        stdout=out,
+    )
+
+    text = out.getvalue()
+    assert f"== {recording} with {replies} (set golden)" in text
+    assert "clusters matched 2, missed 0" in text
+    assert "correct=2/2 harmful=0" in text
+
+
+def test_a_replies_file_needs_its_requests_and_each_id(tmp_path):
+    replies = tmp_path / "new.replies.jsonl"
+    replies.write_text(json.dumps({"id": "r9", "reply": "{}"}) + "\n")
+    with pytest.raises(InvalidInput, match=r"new.requests.jsonl, which is missing"):
+        replay.load_recordings([replies])
+    (tmp_path / "new.requests.jsonl").write_text(json.dumps({"id": "r1", "messages": []}) + "\n")
+    with pytest.raises(InvalidInput, match=r"new.replies.jsonl:1: .*no request with this id"):
+        replay.load_recordings([replies])
+    with pytest.raises(CommandError, match="give --recorded FILE"):
+        call_command("eval_judge", "--golden", "g.jsonl", "--also", str(replies), stdout=StringIO())

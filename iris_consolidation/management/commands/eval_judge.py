@@ -31,6 +31,7 @@ class Command(BaseCommand):
 
     ORACLE_NEEDS_PAIRS = "--oracle judges from the labels of a pairs file: give --pairs FILE."
     HARMFUL = "{harmful} case(s) were harmful: the validator let a damaging verdict through."
+    ALSO_NEEDS_RECORDED = "--also adds recordings to --recorded ones: give --recorded FILE."
 
     def add_arguments(self, parser: CommandParser) -> None:
         source = parser.add_mutually_exclusive_group(required=True)
@@ -50,6 +51,15 @@ class Command(BaseCommand):
             help="With --recorded: how second looks with no recording are answered (default: both bounds).",
         )
         parser.add_argument("--data", help="With one --recorded file: its data file (default: by its set).")
+        parser.add_argument(
+            "--also",
+            nargs="+",
+            default=[],
+            metavar="FILE",
+            help="With --recorded: more recordings replayed with each file (e.g. new replies for the groups it "
+            "misses: a recording, or a NAME.replies.jsonl read with the NAME.requests.jsonl beside it); "
+            "the --recorded file's reply wins for a cluster both record.",
+        )
         parser.add_argument("--judge", choices=sorted(app_settings.JUDGE_CLIENTS), help="Judge (default: the setting).")
         parser.add_argument("--threshold", help="Similarity threshold for --pairs (default: the setting).")
         parser.add_argument(
@@ -61,6 +71,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["oracle"] and not options["pairs"]:
             raise CommandError(self.ORACLE_NEEDS_PAIRS)
+        if options["also"] and not options["recorded"]:
+            raise CommandError(self.ALSO_NEEDS_RECORDED)
         if options["recorded"]:
             return self._recorded(options)
         try:
@@ -142,12 +154,13 @@ class Command(BaseCommand):
             raise CommandError(self.DATA_NEEDS_ONE)
         answers = list(replay.SECOND_LOOK_ANSWERS) if options["second_looks"] == "both" else [options["second_looks"]]
         data = Path(options["data"]) if options["data"] else None
+        also = [Path(p) for p in options["also"]]
         harmful = 0
         try:
             embedder = get_embedder()
             for path in paths:
                 for answer in answers:
-                    report = replay.evaluate(path, embedder=embedder, second_looks=answer, data=data)
+                    report = replay.evaluate(path, embedder=embedder, second_looks=answer, data=data, also=also)
                     self._print_recorded(report)
                     harmful += report.golden.harmful if report.golden is not None else 0
         except (InvalidInput, ImproperlyConfigured) as exc:
@@ -157,7 +170,8 @@ class Command(BaseCommand):
 
     def _print_recorded(self, r: replay.RecordedReport) -> None:
         write, s, c = self.stdout.write, r.stats, r.counts
-        write(f"== {r.path} (set {r.set_name or '?'}), second looks without a recording: {r.second_looks}")
+        also = f" with {', '.join(str(p) for p in r.also)}" if r.also else ""
+        write(f"== {r.path}{also} (set {r.set_name or '?'}), second looks without a recording: {r.second_looks}")
         write(
             f"calls: judge {s.judge_calls}, second look {s.second_look_calls}; clusters matched {s.matched}, "
             f"missed {s.missed}"

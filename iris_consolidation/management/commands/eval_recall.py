@@ -36,6 +36,9 @@ class Command(BaseCommand):
                             "and public sets); none to skip.")
         parser.add_argument("--filler", default=str(SHARED / "data/msc_sessions.truths.jsonl"),
                             help="Truths file whose first-person truths surround each case (default: %(default)s).")
+        parser.add_argument("--calls", nargs="*", default=[], metavar="FILE",
+                            help="Truths files whose groups and judge calls per 100 truths are printed too (e.g. "
+                            "the MSC and PersonaChat truths of ../shared/data).")
         parser.add_argument("--threshold", help="Similarity threshold (default: the setting).")
         parser.add_argument("--missed", type=int, default=0, help="List up to N missed pairs and actions.")
 
@@ -54,6 +57,10 @@ class Command(BaseCommand):
                     threshold=threshold,
                 )
                 self._print_cases(cases, options["missed"])
+            for path in options["calls"]:
+                cost = recall.cost_of(Path(path), embedder=embedder, threshold=threshold)
+                self.stdout.write(f"== calls on {path}")
+                self.stdout.write("cost: " + self._cost(cost))
         except (InvalidInput, ImproperlyConfigured, ValueError) as exc:
             raise CommandError(str(exc)) from exc
 

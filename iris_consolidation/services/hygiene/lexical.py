@@ -349,6 +349,8 @@ def neighbours(
     found = [(position[pk], kind, content) for pk, kind, content in rows if pk in position]
     for (p, kind, _), tokens_of in zip(found, tokens_of_each([c for _, _, c in found]), strict=True):
         words[p], kinds[p] = frozenset(tokens_of), kind
+    if seeds.shape[0] <= FEW_PAIRS:
+        return _few_neighbours(seeds, members, words, kinds, floor=floor)
     rank: dict[str, int] = {}
     for token in chain.from_iterable(words):
         rank.setdefault(token, len(rank))
@@ -369,6 +371,34 @@ def neighbours(
     score = shared / (lengths[a] + lengths[b] - shared)
     keep = score >= floor
     return a[keep], b[keep], score[keep]
+
+
+#: Up to this many candidate pairs, ``neighbours`` intersects each pair's word sets in
+#: Python: a small user's 56 pairs in 0.02 ms against 0.1 for the arrays' steps (7 December
+#: 2026). The same pairs and scores either way.
+FEW_PAIRS = 2_000
+
+
+def _few_neighbours(
+    seeds: np.ndarray, members: np.ndarray, words: Sequence[frozenset[str]], kinds: Sequence[str], *, floor: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``neighbours``' result for few pairs: each pair of one kind whose word sets are both
+    non-empty and share at least ``floor`` (Jaccard), in the pairs' order."""
+    kept_a: list[int] = []
+    kept_b: list[int] = []
+    scores: list[float] = []
+    for a, b in zip(seeds.tolist(), members.tolist(), strict=True):
+        wa, wb = words[a], words[b]
+        if not wa or not wb or kinds[a] != kinds[b]:
+            continue
+        shared = len(wa & wb)
+        score = shared / (len(wa) + len(wb) - shared)
+        if score >= floor:
+            kept_a.append(a)
+            kept_b.append(b)
+            scores.append(score)
+    return (np.asarray(kept_a, dtype=np.int64), np.asarray(kept_b, dtype=np.int64),
+            np.asarray(scores, dtype=np.float64))
 
 
 def interleave(
