@@ -228,11 +228,11 @@ def attribute_groups(
     groups: list[CandidateCluster] = []
     step = max(max_size - 1, 1)
     for name in sorted(by_attribute):
-        found = by_attribute[name]
-        if len(found) < 2:
+        positions = by_attribute[name]
+        if len(positions) < 2:
             continue
-        for start in range(0, max(len(found) - 1, 1), step):
-            window = np.asarray(found[start : start + max_size], dtype=np.int64)
+        for start in range(0, max(len(positions) - 1, 1), step):
+            window = np.asarray(positions[start : start + max_size], dtype=np.int64)
             if window.shape[0] >= 2 and users.can_seed[window].any():
                 groups.append(_cluster(users, np.sort(window), user_id=user_id))
     return groups
