@@ -84,7 +84,7 @@ def real_passes(llm_server, truth_factory, user_factory, settings):
 
     def handler(payload):
         entries = []
-        for i, cluster in enumerate(llm_server.clusters_of({"json": payload})):
+        for cluster in llm_server.clusters_of({"json": payload}):
             ids = [t["id"] for t in cluster["truths"]]
             if any("now moved" in t["content"] for t in cluster["truths"]):
                 action = supersede_dict(ids[:-1], ids[-1], f"{ids[-1]} is newer than {ids[0]}; it replaces it.")
