@@ -64,6 +64,22 @@ def q_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Conf, "SYNC", True)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _faiss_on_one_thread() -> None:
+    """faiss (phase 1's approximate path) on one OpenMP thread for the whole session.
+
+    Its results do not depend on the thread count, and OpenMP's idle threads spin while
+    they wait for work: on a machine whose cores are busy with other processes (a shared
+    machine, CI), a search of many small steps then takes several times as long with two
+    threads as with one. faiss is an optional dependency: without it nothing is done.
+    """
+    try:
+        import faiss
+    except ImportError:
+        return
+    faiss.omp_set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def _maintenance_connection(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Any]:
     """An autocommit connection of its own to the test database (VACUUM cannot run in
