@@ -64,6 +64,22 @@ def q_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Conf, "SYNC", True)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _faiss_on_one_thread() -> None:
+    """faiss (phase 1's approximate path) on one OpenMP thread for the whole session.
+
+    Its results do not depend on the thread count, and OpenMP's idle threads spin while
+    they wait for work: on a machine whose cores are busy with other processes (a shared
+    machine, CI), a search of many small steps then takes several times as long with two
+    threads as with one. faiss is an optional dependency: without it nothing is done.
+    """
+    try:
+        import faiss
+    except ImportError:
+        return
+    faiss.omp_set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def _maintenance_connection(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Any]:
     """An autocommit connection of its own to the test database (VACUUM cannot run in
@@ -77,6 +93,8 @@ def _maintenance_connection(django_db_setup: Any, django_db_blocker: Any) -> Ite
         if "conn" not in holder:
             with django_db_blocker.unblock():
                 holder["conn"] = psycopg.connect(database_url(connection.settings_dict), autocommit=True)
+                # A lock the test holds (DDL in its transaction) fails the VACUUM instead of hanging the test.
+                holder["conn"].execute("SET lock_timeout = '5s'")
         return holder["conn"]
 
     yield get
@@ -85,23 +103,84 @@ def _maintenance_connection(django_db_setup: Any, django_db_blocker: Any) -> Ite
 
 
 @pytest.fixture(autouse=True)
-def _vacuumed_truths(request: pytest.FixtureRequest) -> None:
-    """Clear the dead rows earlier tests left in the truth table before a database test.
+def _vacuumed_truths(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Clear the dead rows earlier tests left in the truth table before a test searches
+    its HNSW index.
 
     Each test's rows are rolled back, but their entries stay in the HNSW index until
     a VACUUM, and tests reuse the same few controlled vectors: hundreds of dead
     duplicates then crowd the approximate search and a true neighbour is missed now
-    and then (a cluster not found). Production has autovacuum and real, varied
-    embeddings; the tests get a clean index before each one.
+    and then. Production has autovacuum and real, varied embeddings. Only a query
+    ordered by cosine distance (``<=>``: ``TruthQuerySet.nearest``, used by the API's
+    search and mining's duplicate check) reads that index (phase 1 runs in memory), so a
+    database test gets its VACUUM just before its first such query, from a connection of
+    its own: VACUUM cannot run in the test's transaction, and beside it VACUUM still
+    removes every row of a rolled-back test (rows of an aborted transaction are dead to
+    every snapshot) and their index entries (``INDEX_CLEANUP ON``: never skipped for a
+    few dead rows); ``TRUNCATE OFF`` because shortening the file would wait 5 s for the
+    test's lock. A transactional test gets its VACUUM before it starts: its queries may
+    come from other processes and threads (qcluster workers, the live server).
     """
-    if request.node.get_closest_marker("django_db") is None and not {"db", "transactional_db"} & set(
-        request.fixturenames
+    from pytest_django.fixtures import validate_django_db
+
+    marker = request.node.get_closest_marker("django_db")
+    if {"transactional_db", "live_server"} & set(request.fixturenames) or (
+        marker is not None and validate_django_db(marker)[0]  # (transaction, reset_sequences, ...)
     ):
+        request.getfixturevalue("_maintenance_connection")().execute(f'VACUUM "{_truth_table()}"')
+        yield
         return
+    if marker is None and "db" not in request.fixturenames:
+        yield
+        return
+    from django.db import connection
+
+    get = request.getfixturevalue("_maintenance_connection")
+    vacuumed = False
+
+    def vacuum_before_the_first_search(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        nonlocal vacuumed
+        if not vacuumed and "<=>" in sql:
+            vacuumed = True
+            get().execute(f'VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF) "{_truth_table()}"')
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(vacuum_before_the_first_search):
+        yield
+
+
+def _truth_table() -> str:
     from iris_consolidation.models import Truth
 
-    conn = request.getfixturevalue("_maintenance_connection")()
-    conn.execute(f'VACUUM "{Truth._meta.db_table}"')
+    return Truth._meta.db_table
+
+
+class Clock:
+    """``time.monotonic`` moved forward by hand: ``advance(seconds)`` is a wait that takes
+    no time (see the ``clock`` fixture)."""
+
+    def __init__(self, monotonic: Any) -> None:
+        self._monotonic, self.skipped = monotonic, 0.0
+
+    def __call__(self) -> float:
+        return self._monotonic() + self.skipped
+
+    def advance(self, seconds: float) -> None:
+        self.skipped += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """``time.monotonic`` for this test reads the real clock plus every ``advance``: a
+    deadline in the code under test (an embedding share of a task's timeout) passes
+    without a real wait. Code that took ``monotonic`` by name at import (``threading``,
+    pytest's timing) keeps the real clock.
+    """
+    import time
+
+    fake = Clock(time.monotonic)
+    monkeypatch.setattr(time, "monotonic", fake)
+    return fake
 
 
 @pytest.fixture

@@ -27,32 +27,33 @@ SESSIONS = 6
 
 
 class Miner:
-    """Answers each mining call after ``delay`` seconds with the session's first message of
-    the person as a truth; counts calls in flight; ``fail`` names sessions (their message)
-    whose calls fail with a 500 that many times first."""
+    """Answers each mining call after ``delay`` seconds (or once ``together`` calls are in
+    flight at once: a barrier, which fails the call after 10 s) with the session's first
+    message of the person as a truth; counts calls in flight; ``fail`` names sessions (their
+    message) whose calls fail with a 500 that many times first."""
 
-    def __init__(self, *, delay: float = 0.0, fail: dict[str, int] | None = None):
+    def __init__(self, *, delay: float = 0.0, together: int = 0, fail: dict[str, int] | None = None):
         self.delay, self.fail = delay, dict(fail or {})
+        self.barrier = threading.Barrier(together, timeout=10) if together else None
         self.lock = threading.Lock()
         self.in_flight = self.most = 0
         self.asked: list[str] = []
-        self.times: list[float] = []  # when each call came in and when it was answered
 
     def __call__(self, payload):
         data = llm_stub.StubLLMServer.data_of({"json": payload})
         first = next(m for m in data["session"]["messages"] if m["role"] == "user")
         with self.lock:
             self.asked.append(first["content"])
-            self.times.append(time.monotonic())
             self.in_flight += 1
             self.most = max(self.most, self.in_flight)
             failing = self.fail.get(first["content"], 0)
             if failing:
                 self.fail[first["content"]] = failing - 1
+        if self.barrier:
+            self.barrier.wait()
         time.sleep(self.delay)
         with self.lock:
             self.in_flight -= 1
-            self.times.append(time.monotonic())
         if failing:
             return llm_stub.error(500)
         return llm_stub.text(json.dumps({"truths": [{"content": first["content"], "kind": "fact", "confidence": "high",
@@ -84,14 +85,12 @@ def _mine(run_factory, user):
 
 def test_a_users_mining_calls_run_at_once_up_to_the_limit(llm_server, ana, run_factory, settings):
     settings.IRIS_CONSOLIDATION_MINING_CONCURRENCY = 3
-    miner = Miner(delay=0.6)
+    miner = Miner(together=3)  # each call answers once three are in flight: two rounds of three
     llm_server.handler = miner
 
     result = _mine(run_factory, ana)
 
     assert miner.most == 3 and len(miner.asked) == SESSIONS
-    # From the first call in to the last answer: two rounds of three, not six calls one after another.
-    assert max(miner.times) - min(miner.times) < SESSIONS * 0.6 * 0.75
     assert result.applied == SESSIONS and result.findings[0]["errors"] == []
 
 

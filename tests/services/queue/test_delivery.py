@@ -253,22 +253,21 @@ def test_retry_after_the_model_was_unavailable_asks_the_model_again(
 
 
 class SlowEmbedder:
-    """Takes ``seconds`` per batch, like a model on a busy machine; distinct vectors per
-    text, except that texts ending in "again" repeat the vector of the text before it."""
+    """Takes ``seconds`` of ``clock`` per batch, like a model on a busy machine; distinct
+    vectors per text, except that texts ending in "again" repeat the vector of the text
+    before it."""
 
     model_name = "slow-test-embedder"
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    def __init__(self, seconds: float, clock) -> None:
+        self.seconds, self.clock = seconds, clock
         self.batches = 0
 
     def embed(self, texts):
-        import time
-
         import numpy as np
 
         self.batches += 1
-        time.sleep(self.seconds)
+        self.clock.advance(self.seconds)
         out = []
         for text in texts:
             n = int(text.split()[1])
@@ -279,14 +278,14 @@ class SlowEmbedder:
 
 
 def test_a_user_larger_than_one_tasks_budget_finishes_phase_one_across_deliveries(
-    user_factory, truth_factory, settings, monkeypatch, django_capture_on_commit_callbacks
+    user_factory, truth_factory, settings, monkeypatch, clock, django_capture_on_commit_callbacks
 ):
-    # Budget: half of a 1 s timeout for embedding; batches of 2 truths take 0.3 s each,
-    # so 20 truths need several deliveries, none of them a fault. Each delivery is
-    # run here as the broker would deliver the task it re-queued.
+    # Budget: half of a 1 s timeout for embedding; batches of 2 truths take 0.3 s each
+    # (of the test's clock: no real wait), so 20 truths need several deliveries, none of
+    # them a fault. Each delivery is run here as the broker would deliver the task it re-queued.
     settings.IRIS_CONSOLIDATION_USER_JOB_TIMEOUT = 1
     settings.IRIS_CONSOLIDATION_EMBEDDING_BATCH_SIZE = 2
-    embedder = SlowEmbedder(0.3)
+    embedder = SlowEmbedder(0.3, clock)
     monkeypatch.setattr(tasks, "_worker_embedder", functools.cache(lambda: embedder))
     alice = user_factory("alice")
     for i in range(10):

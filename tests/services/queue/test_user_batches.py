@@ -255,7 +255,7 @@ def test_a_batch_delivered_again_does_no_work_twice(
 
 
 def test_users_not_started_before_the_embedding_share_are_queued_again_together(
-    run_factory, truth_factory, user_factory, settings, monkeypatch, sent, django_capture_on_commit_callbacks
+    run_factory, truth_factory, user_factory, settings, monkeypatch, sent, clock, django_capture_on_commit_callbacks
 ):
     run, people, job_ids = _batched_run(
         run_factory, truth_factory, user_factory, settings, django_capture_on_commit_callbacks
@@ -267,7 +267,7 @@ def test_users_not_started_before_the_embedding_share_are_queued_again_together(
 
     def embed(run, *, user_id, deadline, **kwargs):
         done = real(run, user_id=user_id, deadline=deadline, **kwargs)
-        time.sleep(max(0.0, deadline - time.monotonic()) + 0.05)  # the first user takes the share
+        clock.advance(max(0.0, deadline - time.monotonic()) + 0.05)  # the first user takes the share
         return done
 
     monkeypatch.setattr(consolidation, "embed_user", embed)
