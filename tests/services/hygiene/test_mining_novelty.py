@@ -31,11 +31,16 @@ def ana(user_factory, truth_factory):
     embedder = get_embedder()
     for text in ("Ana lives in Porto", "Ana works as a nurse", "Ana has two cats", "Ana is training for a marathon"):
         truth_factory(text, user=user, embedding=embedder.embed([text])[0])
-    make_session(user, "s1", at=timezone.now() - timedelta(hours=1), messages=[
-        ("user", "My two cats keep me busy, and I started playing the clarinet."),
-        ("other", "Nice!"),
-        ("user", "Also, I ran my first marathon last month!"),
-    ])
+    make_session(
+        user,
+        "s1",
+        at=timezone.now() - timedelta(hours=1),
+        messages=[
+            ("user", "My two cats keep me busy, and I started playing the clarinet."),
+            ("other", "Nice!"),
+            ("user", "Also, I ran my first marathon last month!"),
+        ],
+    )
     return user
 
 
@@ -48,22 +53,35 @@ def live(user):
 
 
 def test_a_new_fact_is_added_and_a_restatement_is_not(llm_server, ana, run_factory):
-    llm_server.handler = llm_stub.mining_by_text({
-        "clarinet": [llm_stub.mined("Has two cats", evidence=("m1",)),  # the stored twin, without the name
-               llm_stub.mined("Ana plays the clarinet", evidence=("m1",))],
-    })
+    llm_server.handler = llm_stub.mining_by_text(
+        {
+            "clarinet": [
+                llm_stub.mined("Has two cats", evidence=("m1",)),  # the stored twin, without the name
+                llm_stub.mined("Ana plays the clarinet", evidence=("m1",)),
+            ],
+        }
+    )
     result = mine(started(run_factory(since="7d")), ana)
 
-    assert live(ana) == {"Ana lives in Porto", "Ana works as a nurse", "Ana has two cats",
-                         "Ana is training for a marathon", "Ana plays the clarinet"}
+    assert live(ana) == {
+        "Ana lives in Porto",
+        "Ana works as a nurse",
+        "Ana has two cats",
+        "Ana is training for a marathon",
+        "Ana plays the clarinet",
+    }
     cats = Truth.objects.get(content="Ana has two cats")
     skipped = {f["content"]: f["why"] for f in result.findings[1:] if f["outcome"] == "skipped"}
     assert skipped["Has two cats"].startswith(f"restates truth #{cats.pk}: every word of it is there")
     data = llm_stub.StubLLMServer.data_of(llm_server.chat_requests()[0])
     # The model is told how her truths name her, and sees the stored truths nearest to what she said.
     assert data["subject"] == "Ana"
-    assert {k["content"] for k in data["known"]} == {"Ana lives in Porto", "Ana works as a nurse", "Ana has two cats",
-                                                      "Ana is training for a marathon"}
+    assert {k["content"] for k in data["known"]} == {
+        "Ana lives in Porto",
+        "Ana works as a nurse",
+        "Ana has two cats",
+        "Ana is training for a marathon",
+    }
 
 
 def test_a_change_is_judged_beside_the_truth_it_changes_and_superseded(llm_server, ana):
@@ -71,8 +89,15 @@ def test_a_change_is_judged_beside_the_truth_it_changes_and_superseded(llm_serve
     only group the judge sees is the change and the truth it changes; a judge that
     supersedes when asked retires the plan."""
     llm_server.handler = llm_stub.mining_by_text(
-        {"marathon": [llm_stub.mined("Ana ran her first marathon in November 2026", evidence=("m3",),
-                                     changes="Ana is training for a marathon")]},
+        {
+            "marathon": [
+                llm_stub.mined(
+                    "Ana ran her first marathon in November 2026",
+                    evidence=("m3",),
+                    changes="Ana is training for a marathon",
+                )
+            ]
+        },
         judge=llm_stub.supersede_when_asked,
     )
     llm_server.second_looks = "confirm"
@@ -81,8 +106,12 @@ def test_a_change_is_judged_beside_the_truth_it_changes_and_superseded(llm_serve
     ran = Truth.objects.get(content="Ana ran her first marathon in November 2026")
     training = Truth.all_objects.get(content="Ana is training for a marathon")
     assert training.retired_at is not None and training.superseded_by_id == ran.pk
-    groups = [sorted(t["content"] for t in c["truths"]) for r in llm_server.chat_requests()
-              if llm_stub.is_judge_call(r["json"]) for c in llm_stub.StubLLMServer.clusters_of(r)]
+    groups = [
+        sorted(t["content"] for t in c["truths"])
+        for r in llm_server.chat_requests()
+        if llm_stub.is_judge_call(r["json"])
+        for c in llm_stub.StubLLMServer.clusters_of(r)
+    ]
     assert groups == [["Ana is training for a marathon", "Ana ran her first marathon in November 2026"]]
     finding = next(f for f in StageResult.objects.get(stage="mine").findings[1:] if f["outcome"] == "added")
     assert finding["changes"] == training.pk
@@ -96,8 +125,12 @@ def test_without_changes_the_same_truth_is_new_and_not_judged_beside_the_old_one
     call_command("consolidate_truths", "--sync", "--full", "--threshold", "0.99", stdout=StringIO())
 
     assert {"Ana is training for a marathon", "Ana ran her first marathon in November 2026"} <= live(ana)
-    groups = [sorted(t["content"] for t in c["truths"]) for r in llm_server.chat_requests()
-              if llm_stub.is_judge_call(r["json"]) for c in llm_stub.StubLLMServer.clusters_of(r)]
+    groups = [
+        sorted(t["content"] for t in c["truths"])
+        for r in llm_server.chat_requests()
+        if llm_stub.is_judge_call(r["json"])
+        for c in llm_stub.StubLLMServer.clusters_of(r)
+    ]
     assert ["Ana is training for a marathon", "Ana ran her first marathon in November 2026"] not in groups
 
 
@@ -109,7 +142,9 @@ def test_a_change_naming_a_truth_not_offered_is_refused(llm_server, ana, run_fac
     result = mine(started(run_factory(since="7d")), ana)
 
     assert "Ana lives in Berlin" not in live(ana)
-    assert [f["why"] for f in result.findings[1:]] == ["model reply refused: changes names a truth that was not offered"]
+    assert [f["why"] for f in result.findings[1:]] == [
+        "model reply refused: changes names a truth that was not offered"
+    ]
 
 
 def test_the_cap_keeps_the_newest_and_proposes_the_rest_again(llm_server, user_factory, run_factory, settings):
@@ -117,10 +152,12 @@ def test_the_cap_keeps_the_newest_and_proposes_the_rest_again(llm_server, user_f
     now = timezone.now()
     make_session(user, "old", at=now - timedelta(days=3), messages=[("user", "I had no pets back then.")])
     make_session(user, "new", at=now - timedelta(days=1), messages=[("user", "I have two dogs now, Toby and Buddy.")])
-    llm_server.handler = llm_stub.mining_by_text({
-        "no pets": [llm_stub.mined("Has no pets", evidence=("m1",))],
-        "two dogs": [llm_stub.mined("Has two dogs: Toby and Buddy", evidence=("m1",))],
-    })
+    llm_server.handler = llm_stub.mining_by_text(
+        {
+            "no pets": [llm_stub.mined("Has no pets", evidence=("m1",))],
+            "two dogs": [llm_stub.mined("Has two dogs: Toby and Buddy", evidence=("m1",))],
+        }
+    )
     settings.IRIS_CONSOLIDATION_MAX_NEW_TRUTHS = 1
     first = mine(started(run_factory(since="7d")), user)
     assert live(user) == {"Has two dogs: Toby and Buddy"}
@@ -141,15 +178,24 @@ def test_the_cap_keeps_the_newest_and_proposes_the_rest_again(llm_server, user_f
 
 
 def test_offline_mining_writes_in_the_stored_truths_style(ana, run_factory):
-    make_session(ana, "s2", at=timezone.now() - timedelta(minutes=5), messages=[
-        ("user", "I play chess."), ("user", "My favorite color is red."), ("user", "I have two cats."),
-    ])
+    make_session(
+        ana,
+        "s2",
+        at=timezone.now() - timedelta(minutes=5),
+        messages=[
+            ("user", "I play chess."),
+            ("user", "My favorite color is red."),
+            ("user", "I have two cats."),
+        ],
+    )
     stages.run_mine(started(run_factory(since="7d")), ana.pk, embedder=get_embedder(), client=None)
     # "Has two cats" restates "Ana has two cats"; the others are new, in her truths' style.
-    assert live(ana) - {"Ana lives in Porto", "Ana works as a nurse", "Ana has two cats",
-                        "Ana is training for a marathon"} == {
-        "Ana plays chess", "Ana's favorite color is red"
-    }
+    assert live(ana) - {
+        "Ana lives in Porto",
+        "Ana works as a nurse",
+        "Ana has two cats",
+        "Ana is training for a marathon",
+    } == {"Ana plays chess", "Ana's favorite color is red"}
 
 
 @pytest.mark.parametrize(
@@ -175,11 +221,14 @@ def test_subject_of_takes_the_name_the_truths_begin_with():
 
 
 def test_with_changes_adds_the_pair_only_when_apart():
-    mine_result = StageResult(stage="mine", findings=[
-        {"window": {}},
-        {"outcome": "added", "truth_id": 7, "changes": 3, "changes_similarity": 0.31},
-        {"outcome": "added", "truth_id": 8},
-    ])
+    mine_result = StageResult(
+        stage="mine",
+        findings=[
+            {"window": {}},
+            {"outcome": "added", "truth_id": 7, "changes": 3, "changes_similarity": 0.31},
+            {"outcome": "added", "truth_id": 8},
+        ],
+    )
     apart = [CandidateCluster(user_id=1, member_ids=(3, 4), similarities=(1.0, 0.8))]
     together = [CandidateCluster(user_id=1, member_ids=(3, 7), similarities=(1.0, 0.8))]
     assert mining.with_changes(apart, mine_result, user_id=1)[1:] == [
@@ -194,7 +243,8 @@ def test_the_prompt_asks_for_new_or_changed_truths_only():
     items, rejected = prompts.parse_mining(
         '{"truths": [{"content": "Lives in Berlin", "confidence": "high", "evidence": ["m1"], "changes": "k1"},'
         ' {"content": "Plays chess", "confidence": "high", "evidence": ["m1"], "changes": ["k1"]}]}',
-        user_message_ids={"m1"}, known_ids={"k1"},
+        user_message_ids={"m1"},
+        known_ids={"k1"},
     )
     assert [(i.content, i.changes) for i in items] == [("Lives in Berlin", "k1")]
     assert [r.why for r in rejected] == ["changes names a truth that was not offered"]
