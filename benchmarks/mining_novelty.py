@@ -55,8 +55,9 @@ USERS = [
 ]
 
 
-def _files(folder: Path, users: list[str], last: int) -> tuple[Path, Path]:
-    """Each user's last ``last`` sessions and the observations stated before them, in ``folder``."""
+def _files(folder: Path, users: list[str], last: int, stored: str = "before") -> tuple[Path, Path]:
+    """Each user's last ``last`` sessions and the observations stated before them (``stored``
+    "before") or all of them ("all": those of the mined sessions too), in ``folder``."""
     data = SHARED / "data"
     sessions = [json.loads(line) for line in (data / "locomo_sessions.jsonl").read_text().splitlines()]
     truths = [json.loads(line) for line in (data / "locomo_observations.truths.jsonl").read_text().splitlines()]
@@ -65,7 +66,7 @@ def _files(folder: Path, users: list[str], last: int) -> tuple[Path, Path]:
         own = sorted((s for s in sessions if s["user"] == user), key=lambda s: s["started_at"])[-last:]
         start = own[0]["started_at"]
         kept_sessions += own
-        kept_truths += [t for t in truths if t["user"] == user and t["created_at"] < start]
+        kept_truths += [t for t in truths if t["user"] == user and (stored == "all" or t["created_at"] < start)]
     truths_path, sessions_path = folder / "t.truths.jsonl", folder / "s.sessions.jsonl"
     truths_path.write_text("".join(json.dumps(t) + "\n" for t in kept_truths))
     sessions_path.write_text("".join(json.dumps(s) + "\n" for s in kept_sessions))
@@ -82,7 +83,7 @@ def _setup(args: argparse.Namespace, env: dict[str, str]) -> str:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    truths, sessions = _files(Path(tempfile.mkdtemp()), args.users, args.sessions)
+    truths, sessions = _files(Path(tempfile.mkdtemp()), args.users, args.sessions, args.stored)
     call_command("load_truths", str(truths), "--create-users", stdout=StringIO())
     call_command("load_sessions", str(sessions), stdout=StringIO())
     return dbname
@@ -164,49 +165,77 @@ def replay(args: argparse.Namespace) -> None:
     recording.write_text("".join(json.dumps(r) + "\n" for r in rows))
     dbname = _setup(args, {})
     try:
-        import numpy as np
         from django.core.management import call_command
 
         from iris_consolidation.evaluation.replay import replaying
-        from iris_consolidation.models import StageResult, Truth
+        from iris_consolidation.models import Truth
 
         stored = {t.pk: t for t in Truth.all_objects.all()}
-        with replaying([recording, handed], second_looks="confirm") as (_, server):
+        with replaying([recording, handed], second_looks=args.second_looks) as (_, server):
             out = StringIO()
             try:
                 call_command("consolidate_truths", "--sync", "--full", stdout=out)
             except Exception as exc:  # a failed cluster exits non-zero; the figures still count
                 print("pass:", exc)
-            print(out.getvalue().strip().splitlines()[-1])
+            print(next(line for line in out.getvalue().splitlines() if line.startswith("Summary:")))
             print("replay:", server.stats)
             if args.unanswered:
+                # The judge's and the second look's (relocation's calls, in report mode, are not needed).
+                asked = [
+                    m for m in server.unanswered if "<truths>" in m[-1]["content"] or "<checks>" in m[-1]["content"]
+                ]
                 with Path(args.unanswered).open("w") as f:
-                    for i, messages in enumerate(server.unanswered, start=1):
+                    for i, messages in enumerate(asked, start=1):
                         name = Path(args.unanswered).name.split(".")[0]
                         f.write(json.dumps({"id": f"{name}-{i:03d}", "messages": messages}) + "\n")
-                print(f"{len(server.unanswered)} unanswered requests -> {args.unanswered}")
-        mined = list(Truth.all_objects.filter(source__startswith="session:").order_by("user_id", "created_at"))
-        skipped = [
-            f for r in StageResult.objects.filter(stage="mine") for f in r.findings[1:] if f.get("outcome") == "skipped"
-        ]
-        print(f"\nmined {len(mined)}; skipped {len(skipped)}")
-        for f in skipped:
-            print(f"  skipped: {f['content']!r}: {f['why']}")
-        for truth in mined:
-            state = "live" if truth.retired_at is None else f"retired ({truth.retired_reason})"
-            print(
-                f"\n#{truth.pk} [{truth.user.external_id if hasattr(truth.user, 'external_id') else truth.user_id}]"
-                f" {truth.content!r}: {state}"
-            )
-            own = [t for t in stored.values() if t.user_id == truth.user_id]
-            matrix = np.array([t.embedding for t in own], dtype=np.float32)
-            sims = matrix @ np.asarray(truth.embedding, dtype=np.float32)
-            for i in np.argsort(-sims)[:5]:
-                other = Truth.all_objects.get(pk=own[i].pk)
-                live = "live" if other.retired_at is None else "retired"
-                print(f"    {sims[i]:.3f} #{other.pk} ({live}) {other.content}")
+                print(f"{len(asked)} unanswered requests -> {args.unanswered}")
+        _report(stored_ids=set(stored))
     finally:
         _drop(dbname)
+
+
+def _report(*, stored_ids: set[int]) -> None:
+    """Every proposal of the pass (added, or skipped as known or a restatement) with its
+    outcome and the 5 stored truths nearest to it, and the mined truths' state after it."""
+    import numpy as np
+
+    from iris_consolidation.embeddings import get_embedder
+    from iris_consolidation.models import StageResult, Truth
+
+    results = StageResult.objects.filter(stage="mine").select_related("user").order_by("user_id")
+    counts: dict[str, int] = {}
+    for result in results:
+        stored = list(Truth.all_objects.filter(pk__in=stored_ids, user_id=result.user_id).order_by("pk"))
+        matrix = np.array([np.asarray(t.embedding, dtype=np.float32) for t in stored])
+        proposals = [
+            f
+            for f in result.findings[1:]
+            if f.get("outcome") == "added"
+            or f.get("why", "").startswith(("already", "near-duplicate", "restates", "cap reached"))
+        ]
+        vectors = get_embedder().embed([f["content"] for f in proposals]) if proposals else []
+        for f, vector in zip(proposals, vectors, strict=True):
+            kind = "added" if f["outcome"] == "added" else f["why"].split(" ")[0]
+            counts[kind] = counts.get(kind, 0) + 1
+            state = ""
+            if f.get("truth_id"):
+                truth = Truth.all_objects.get(pk=f["truth_id"])
+                state = " live" if truth.retired_at is None else f" retired ({truth.retired_reason}"
+                state += (
+                    f" by #{truth.superseded_by_id})"
+                    if truth.retired_at and truth.superseded_by_id
+                    else (")" if truth.retired_at else "")
+                )
+            change = f" changes #{f['changes']}" if f.get("changes") else ""
+            print(f"\n[{result.user.username}] {kind}{state}{change} #{f.get('truth_id')}: {f['content']!r}")
+            if kind != "added":
+                print(f"    why: {f['why']}")
+            sims = matrix @ np.asarray(vector, dtype=np.float32)
+            for i in np.argsort(-sims)[:5]:
+                other = Truth.all_objects.get(pk=stored[i].pk)
+                live = "live" if other.retired_at is None else f"retired:{other.retired_reason}"
+                print(f"    {sims[i]:.3f} #{other.pk} ({live}) {other.content}")
+    print("\nproposals by outcome:", counts)
 
 
 def main() -> None:
@@ -216,9 +245,21 @@ def main() -> None:
         p = sub.add_parser(name)
         p.add_argument("--users", nargs="*", default=USERS)
         p.add_argument("--sessions", type=int, default=10, help="each user's last N sessions are mined")
+        p.add_argument(
+            "--stored",
+            choices=("before", "all"),
+            default="before",
+            help="the observations stored: those stated before the mined sessions, or all",
+        )
     sub.choices["capture"].add_argument("out")
     sub.choices["replay"].add_argument("replies", nargs="+")
     sub.choices["replay"].add_argument("--unanswered", default=None)
+    sub.choices["replay"].add_argument(
+        "--second-looks",
+        default="withdraw",
+        choices=("confirm", "withdraw"),
+        help="the answer to a second look with no recording",
+    )
     args = parser.parse_args()
     if not (SHARED / "data" / "locomo_sessions.jsonl").exists():
         raise SystemExit(f"no LoCoMo data under {SHARED / 'data'}; set IRIS_SHARED_DIR")
