@@ -92,6 +92,7 @@ SKIP_KNOWN = "already known as truth #{truth}"
 SKIP_RETIRED = "already stated by truth #{truth}, retired ({reason})"
 SKIP_NEAR = "near-duplicate of truth #{truth} (cosine similarity {similarity:.3f})"
 SKIP_WORDS = "restates truth #{truth}: every word of it is there (cosine similarity {similarity:.3f})"
+SKIP_WAS_RETIRED = ", retired ({reason})"
 SKIP_PASS = "stated twice in this pass"
 SKIP_CAP = "cap reached (IRIS_CONSOLIDATION_MAX_NEW_TRUTHS={cap}); proposed again at the next pass"
 SKIP_MODEL = "model reply refused: {why}"
@@ -261,10 +262,12 @@ def _rule_candidates(
     ]
 
 
-def _known(user_id: int, vector: np.ndarray, limit: int) -> list[Truth]:
+def _known(user_id: int, vector: np.ndarray, limit: int, *, retired: bool = False) -> list[Truth]:
+    """The user's ``limit`` live truths nearest to ``vector`` (with ``retired``: live or retired)."""
+    truths = Truth.all_objects if retired else Truth.objects
     with transaction.atomic():
         set_hnsw_search(ef_search=int(app_settings.HNSW_EF_SEARCH))
-        return list(Truth.objects.for_user(user_id).nearest(vector.tolist(), limit=limit))
+        return list(truths.for_user(user_id).nearest(vector.tolist(), limit=limit))
 
 
 #: Known truths taken per message of the person (nearest first) before the cap
@@ -551,11 +554,14 @@ def _decide(
             c.vector = vector
             if c.changes not in live:
                 c.changes = None
-            nearest = _known(user_id, vector, COMPARED)
+            nearest = _known(user_id, vector, COMPARED, retired=True)
             for truth in nearest:
                 if truth.pk == c.changes:
                     c.changes_similarity = 1.0 - float(truth.distance)
-            why = _restates(c, [t for t in nearest if t.pk != c.changes], subject)
+            # A retired truth counts too (a superseded habit is not revived), unless this one
+            # declares a change: then it may state an old value again ("moved back to Lisbon").
+            compared = [t for t in nearest if t.pk != c.changes and (t.retired_at is None or c.changes is None)]
+            why = _restates(c, compared, subject)
             if why:
                 c.skipped = why
                 result.skipped.append(c)
@@ -572,16 +578,19 @@ def _decide(
 
 def _restates(candidate: Candidate, nearest: Sequence[Truth], subject: str | None) -> str:
     """Why ``candidate`` restates one of ``nearest`` (stored truths with ``distance``,
-    nearest first), or "": cosine similarity at or above ``MINING_DUPLICATE_SIMILARITY``,
-    or every content word of it in the truth (``words.restated``: stems, numbers and
-    negations; the person's name left out)."""
+    nearest first; a retired one is named so), or "": cosine similarity at or above
+    ``MINING_DUPLICATE_SIMILARITY``, or every content word of it in the truth (``restated``:
+    stems, numbers and negations; the person's name left out)."""
     threshold = float(app_settings.MINING_DUPLICATE_SIMILARITY)
     for truth in nearest:
         similarity = 1.0 - float(truth.distance)
         if similarity >= threshold:
-            return SKIP_NEAR.format(truth=truth.pk, similarity=similarity)
-        if restated(candidate.content, truth.content, subject=subject):
-            return SKIP_WORDS.format(truth=truth.pk, similarity=similarity)
+            why = SKIP_NEAR.format(truth=truth.pk, similarity=similarity)
+        elif restated(candidate.content, truth.content, subject=subject):
+            why = SKIP_WORDS.format(truth=truth.pk, similarity=similarity)
+        else:
+            continue
+        return why + (SKIP_WAS_RETIRED.format(reason=truth.retired_reason) if truth.retired_at is not None else "")
     return ""
 
 

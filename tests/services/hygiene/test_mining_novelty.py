@@ -15,7 +15,7 @@ from django.utils import timezone
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm import hygiene as prompts
-from iris_consolidation.models import StageResult, Truth
+from iris_consolidation.models import RetiredReason, StageResult, Truth
 from iris_consolidation.services.hygiene import mining, stages
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
 from tests import llm_stub
@@ -132,6 +132,32 @@ def test_without_changes_the_same_truth_is_new_and_not_judged_beside_the_old_one
         for c in llm_stub.StubLLMServer.clusters_of(r)
     ]
     assert ["Ana is training for a marathon", "Ana ran her first marathon in November 2026"] not in groups
+
+
+def test_a_superseded_habit_is_not_revived_unless_the_model_declares_a_change(
+    llm_server, ana, run_factory, truth_factory
+):
+    embedder = get_embedder()
+    quit_ = truth_factory("Ana quit coffee", user=ana, embedding=embedder.embed(["Ana quit coffee"])[0])
+    habit = truth_factory(
+        "Ana drinks coffee every morning", user=ana, embedding=embedder.embed(["Ana drinks coffee every morning"])[0]
+    )
+    Truth.all_objects.filter(pk=habit.pk).update(
+        retired_at=timezone.now(), retired_reason=RetiredReason.SUPERSEDED, superseded_by=quit_
+    )
+    llm_server.handler = llm_stub.mining_by_text({"clarinet": [llm_stub.mined("Drinks coffee every morning")]})
+    result = mine(started(run_factory(since="7d")), ana)
+    assert "Drinks coffee every morning" not in live(ana)
+    why = result.findings[1]["why"]
+    assert why.startswith(f"restates truth #{habit.pk}: every word of it is there") and why.endswith(
+        ", retired (superseded)"
+    )
+    # Declared as a change of the live "quit": the old value stated again is new, and judged beside it.
+    llm_server.handler = llm_stub.mining_by_text(
+        {"clarinet": [llm_stub.mined("Ana drinks coffee every morning again", changes="Ana quit coffee")]}
+    )
+    mine(started(run_factory(since="7d")), ana)
+    assert "Ana drinks coffee every morning again" in live(ana)
 
 
 def test_a_change_naming_a_truth_not_offered_is_refused(llm_server, ana, run_factory):
