@@ -246,7 +246,7 @@ def test_subject_of_takes_the_name_the_truths_begin_with():
     assert mining.subject_of([]) is None
 
 
-def test_with_changes_adds_the_pair_only_when_apart():
+def test_with_changes_adds_the_pair_unless_it_is_a_group_already():
     mine_result = StageResult(
         stage="mine",
         findings=[
@@ -255,12 +255,14 @@ def test_with_changes_adds_the_pair_only_when_apart():
             {"outcome": "added", "truth_id": 8},
         ],
     )
+    pair = CandidateCluster(user_id=1, member_ids=(7, 3), similarities=(1.0, 0.31))
     apart = [CandidateCluster(user_id=1, member_ids=(3, 4), similarities=(1.0, 0.8))]
-    together = [CandidateCluster(user_id=1, member_ids=(3, 7), similarities=(1.0, 0.8))]
-    assert mining.with_changes(apart, mine_result, user_id=1)[1:] == [
-        CandidateCluster(user_id=1, member_ids=(7, 3), similarities=(1.0, 0.31))
-    ]
-    assert mining.with_changes(together, mine_result, user_id=1) == together
+    larger = [CandidateCluster(user_id=1, member_ids=(3, 4, 7), similarities=(1.0, 0.8, 0.7))]
+    already = [CandidateCluster(user_id=1, member_ids=(3, 7), similarities=(1.0, 0.8))]
+    assert mining.with_changes(apart, mine_result, user_id=1) == [*apart, pair]
+    # Among a larger group the judge may miss the change: it is asked about the pair too.
+    assert mining.with_changes(larger, mine_result, user_id=1) == [*larger, pair]
+    assert mining.with_changes(already, mine_result, user_id=1) == already
     assert mining.with_changes(apart, None, user_id=1) == apart
 
 
