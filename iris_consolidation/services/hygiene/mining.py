@@ -505,7 +505,8 @@ def find(
                 result.errors.append(SESSION_FAILED.format(session=call.session.external_id, error=call.outcome))
             else:
                 candidates.extend(_model_candidates(call=call, start=len(candidates), result=result))
-    candidates.extend(carried(run=run, user_id=user_id, start=len(candidates)))
+    if has_messages:  # what the cap skipped came from the user's sessions: none, nothing to carry
+        candidates.extend(carried(run=run, user_id=user_id, start=len(candidates)))
     _decide(user_id=user_id, candidates=candidates, policy=policy, embedder=embedder, result=result)
     return result
 
