@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,7 +181,7 @@ class Rejected:
 
 
 def parse_mining(
-    raw: str, *, user_message_ids: set[str], known_ids: set[str] = frozenset()
+    raw: str, *, user_message_ids: set[str], known_ids: Set[str] = frozenset()
 ) -> tuple[list[MinedItem], list[Rejected]]:
     """The mining reply -> accepted items and rejected entries.
 

@@ -141,7 +141,7 @@ class Candidate:
     carry: bool = False
 
     def finding(self, *, added: bool, written: bool) -> dict[str, Any]:
-        found = {
+        found: dict[str, Any] = {
             "content": self.content, "kind": self.kind, "confidence": self.confidence, "session": self.session,
             "evidence": list(self.evidence), "reason": self.reason,
             "outcome": ("added" if written else "would add") if added else "skipped",
@@ -558,7 +558,7 @@ def _decide(
             nearest = _known(user_id, vector, COMPARED, retired=True)
             for truth in nearest:
                 if truth.pk == c.changes:
-                    c.changes_similarity = 1.0 - float(truth.distance)
+                    c.changes_similarity = 1.0 - float(truth.distance)  # type: ignore[attr-defined]  # nearest()'s annotation
             # A retired truth counts too (a superseded habit is not revived), unless this one
             # declares a change: then it may state an old value again ("moved back to Lisbon").
             compared = [t for t in nearest if t.pk != c.changes and (t.retired_at is None or c.changes is None)]
@@ -584,7 +584,7 @@ def _restates(candidate: Candidate, nearest: Sequence[Truth], subject: str | Non
     stems, numbers and negations; the person's name left out)."""
     threshold = float(app_settings.MINING_DUPLICATE_SIMILARITY)
     for truth in nearest:
-        similarity = 1.0 - float(truth.distance)
+        similarity = 1.0 - float(truth.distance)  # type: ignore[attr-defined]  # nearest()'s annotation
         if similarity >= threshold:
             why = SKIP_NEAR.format(truth=truth.pk, similarity=similarity)
         elif restated(candidate.content, truth.content, subject=subject):
@@ -622,7 +622,7 @@ def carried(*, run: ConsolidationRun, user_id: int, start: int) -> list[Candidat
     and ``changes``), so the cap never drops a fact for good. One query."""
     last = (StageResult.objects.filter(stage="mine", user_id=user_id, run__dry_run=False, mode=StageMode.APPLY)
             .exclude(run=run).order_by("-id").values_list("findings", flat=True).first())
-    found = []
+    found: list[Candidate] = []
     for entry in last or []:
         if entry.get("carry") and entry.get("content") and entry.get("stated_at"):
             found.append(Candidate(

@@ -37,7 +37,7 @@ from ...embeddings import Embedder
 from ...exceptions import ApplyRefused
 from ...llm.base import Action, JudgeRequest, MemberView, Signal, Verdict
 from ...llm.parsing import parse_action
-from ...models import ClusterReview, ConsolidationRun, Truth
+from ...models import ClusterReview, ConsolidationRun, RunId, Truth
 from ..pipeline import judging, merging, validation
 
 logger = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ NOT_A_PREVIEW = "Review(s) {ids} are not previewed clusters of dry run {run}."
 PREPASS = "prepass"
 
 
-def _short(run_id: Any) -> str:
+def _short(run_id: RunId) -> str:
     return str(run_id)[:8]
 
 
@@ -195,7 +195,7 @@ def recheck(decision: PreviewedDecision) -> Rechecked:
     )
 
 
-def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterReview:
+def apply_review(*, run_id: RunId, review_id: int, embedder: Embedder) -> ClusterReview:
     """Apply preview review ``review_id`` of ``run_id``'s dry run within run ``run_id``:
     exactly its previewed actions (``previewed_decision``), re-checked (``recheck``).
 
