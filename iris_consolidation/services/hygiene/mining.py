@@ -241,7 +241,7 @@ def in_style(content: str, subject: str | None) -> str:
     """A subject-less truth of the offline extractor ("Lives in Berlin", "Their favorite
     color is red") written as the user's truths name the person (``subject_of``):
     "Caroline lives in Berlin", "Caroline's favorite color is red"; unchanged without one."""
-    if not subject or not content:
+    if not subject or subject == "I" or not content:  # no verb is conjugated here: "I lives" would be wrong
         return content
     if content.startswith("Their "):
         return f"{subject}'s {content.removeprefix('Their ')}"
@@ -290,8 +290,8 @@ _STARTERS = frozenset(
 def subject_of(contents: Sequence[str]) -> str | None:
     """How the user's truths name the person: the capitalised first word (not a sentence
     starter such as "Has" or "The") that begins at least ``SUBJECT_SHARE`` of ``contents``,
-    e.g. "Andrew" for "Andrew has four dogs", ...; None when no word does (the truths
-    have no subject, "Has four dogs", or speak in many ways)."""
+    e.g. "Andrew" for "Andrew has four dogs" ("I" for first-person truths); None when no
+    word does (the truths have no subject, "Has four dogs", or speak in many ways)."""
     firsts = [text.split(maxsplit=1)[0].strip(".,:;!?\"'") for text in contents if text.strip()]
     counts: dict[str, int] = {}
     for word in firsts:

@@ -244,6 +244,14 @@ def test_subject_of_takes_the_name_the_truths_begin_with():
     assert mining.subject_of(["Andrew has four dogs", "Andrew works at a bank", "The dog is called Toby"]) == "Andrew"
     assert mining.subject_of(["Has four dogs", "Works at a bank", "Is tall"]) is None
     assert mining.subject_of([]) is None
+    assert mining.subject_of(["I have a dog", "I live in Ohio", "My sister is a nurse"]) == "I"
+
+
+def test_in_style_names_the_person_as_the_truths_do():
+    assert mining.in_style("Lives in Porto", "Ana") == "Ana lives in Porto"
+    assert mining.in_style("Their favorite color is red", "Ana") == "Ana's favorite color is red"
+    assert mining.in_style("Lives in Porto", None) == "Lives in Porto"
+    assert mining.in_style("Lives in Porto", "I") == "Lives in Porto"  # no verb is conjugated
 
 
 def test_with_changes_adds_the_pair_unless_it_is_a_group_already():
