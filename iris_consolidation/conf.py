@@ -182,15 +182,17 @@ DEFAULTS: dict[str, Any] = {
     # Lowest confidence a mined truth needs to be added: "high" (default) or "medium";
     # "low" is never added (rho's mining SOP).
     "MINING_CONFIDENCE": "high",
-    # Most truths the mine stage adds per user per pass, high confidence first.
+    # Most truths the mine stage adds per user per pass, the most recent sessions' first; the
+    # rest are proposed again at the user's next pass (mining.carried).
     "MAX_NEW_TRUTHS": 10,
     # Cosine similarity to an existing live truth at or above which a mined truth is a
     # near-duplicate and skipped; below it, a close one is added and the semantic arm of
     # the same pass clusters it with the existing truth for the judge. all-MiniLM-L6-v2
     # puts real restatements at 0.4-0.75 and near-verbatim ones above 0.9.
     "MINING_DUPLICATE_SIMILARITY": 0.9,
-    # Existing truths shown to the mining model with each session, nearest first.
-    "MINING_KNOWN_TRUTHS": 10,
+    # Existing truths shown to the mining model with each session: the nearest to each of the
+    # person's messages in turn (mining.KNOWN_PER_MESSAGE each), at most this many.
+    "MINING_KNOWN_TRUTHS": 30,
     # Mining calls of one user made at once (threads waiting on the model): 28-30 sessions at
     # 2 s a call fit a 60 s phase-1 task only when several run together. 1: one at a time.
     "MINING_CONCURRENCY": 4,

@@ -358,3 +358,60 @@ def second_look_reply(answers: dict[str, tuple[Any, ...]]) -> Reply:
         for alias, answer in answers.items()
     ]
     return text(json.dumps({"checks": entries}))
+
+
+# --- mining calls: ``{"session", "subject", "known"}`` -> ``{"truths": [...]}`` ---------
+
+
+def is_mining_call(payload: dict[str, Any]) -> bool:
+    """Whether a chat request (its parsed JSON body) is a mining call."""
+    from iris_consolidation.llm import hygiene
+
+    return payload.get("messages", [{}])[0].get("content") == hygiene.MINING_SYSTEM
+
+
+def is_judge_call(payload: dict[str, Any]) -> bool:
+    """Whether a chat request (its parsed JSON body) asks the judge about clusters."""
+    return "<truths>" in str(payload.get("messages", [{}])[-1].get("content", ""))
+
+
+def mined(content: str, *, evidence: tuple[str, ...] = ("m1",), changes: str | None = None,
+          confidence: str = "high") -> dict[str, Any]:
+    """One truth of a scripted mining reply; ``changes``: the CONTENT of the known truth it
+    replaces (``mining_by_text`` puts that truth's alias in the request in its place)."""
+    return {"content": content, "kind": "fact", "confidence": confidence, "evidence": list(evidence),
+            "changes": changes, "reason": "scripted"}
+
+
+def mining_by_text(
+    replies: dict[str, list[dict[str, Any]]], *, judge: Callable[[dict[str, Any]], Reply] | None = None
+) -> Callable[[dict[str, Any]], Reply]:
+    """A ``handler`` answering each mining call with the truths of the first key of
+    ``replies`` found in one of its session's messages (none if no key is), each ``changes``
+    content mapped to its alias among the call's known truths (kept as given if not
+    offered); other calls go to ``judge`` (default: an empty verdict, every cluster kept)."""
+
+    def handler(payload: dict[str, Any]) -> Reply:
+        if not is_mining_call(payload):
+            return judge(payload) if judge is not None else verdict()
+        data = StubLLMServer.data_of({"json": payload})
+        said = " ".join(m["content"] for m in data["session"]["messages"])
+        alias = {k["content"]: k["id"] for k in data["known"]}
+        truths = next((items for key, items in replies.items() if key in said), [])
+        return text(json.dumps({"truths": [
+            {**t, "changes": alias.get(t["changes"], t["changes"]) if t["changes"] else None} for t in truths
+        ]}))
+
+    return handler
+
+
+def supersede_when_asked(payload: dict[str, Any]) -> Reply:
+    """A judge that, in each cluster of two or more, supersedes every member by the newest."""
+    entries = []
+    for cluster in StubLLMServer.clusters_of({"json": payload}):
+        truths = cluster["truths"]
+        newest = max(truths, key=lambda t: (t["created_at"], t["id"]))
+        old = [t["id"] for t in truths if t["id"] != newest["id"]]
+        actions = [{"action": "supersede", "old": old, "new": newest["id"], "reason": "the newer state"}] if old else []
+        entries.append({"id": cluster["id"], "actions": actions, "reasoning": "scripted supersede"})
+    return clusters_reply(entries)

@@ -246,13 +246,16 @@ def _record(
         return result
     try:
         with transaction.atomic():
-            return StageResult.objects.create(
+            result = StageResult.objects.create(
                 run=run, user_id=user_id, stage=stage, mode=mode, examined=examined, affected=affected,
                 applied=applied, refused=refused, seconds=round(seconds, 6),
                 findings=findings[: StageResult.MAX_FINDINGS],
             )
     except IntegrityError:
-        return StageResult.objects.get(run=run, user_id=user_id, stage=stage)
+        result = StageResult.objects.get(run=run, user_id=user_id, stage=stage)
+    if shared is not None:  # later stages of the pass read it there (mine's changes: ``candidate_clusters``)
+        shared.results[stage] = result
+    return result
 
 
 def _start(run: ConsolidationRun, user_id: int, stage: str) -> tuple[str, StageResult | None]:
@@ -520,6 +523,9 @@ def candidate_clusters(
     judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
     judged_lexical = lexical_clusters if modes["lexical"] == StageMode.APPLY else []
     clusters, _ = lexical.interleave(judged_semantic, judged_lexical)
+    if StageMode.APPLY in (modes["semantic"], modes["lexical"]):
+        # A truth mined as a change of a stored one is judged beside it (a supersede).
+        clusters = mining.with_changes(clusters, _start(run, user_id, "mine")[1], user_id=user_id)
     return keep_undone_apart(clusters, user_id=user_id)
 
 

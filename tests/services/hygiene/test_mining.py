@@ -125,8 +125,13 @@ def test_dedupe_known_retired_near_and_within_the_pass(ana, run_factory, truth_f
     assert why["Lives in Porto"] == f"already known as truth #{known.pk}"
     assert why["Is vegetarian"].startswith(f"near-duplicate of truth #{near.pk} (cosine similarity 0.")
     assert result.applied == 0 and Truth.objects.filter(user=ana).count() == 2
-    # Mining the same sessions again adds nothing twice.
+    # Below the threshold, every word of it in a stored truth is a restatement still.
     settings.IRIS_CONSOLIDATION_MINING_DUPLICATE_SIMILARITY = 0.999
+    result = stages.run_mine(started(run_factory(since="7d")), ana.pk, embedder=embedder, client=None)
+    why = {f["content"]: f["why"] for f in result.findings[1:]}
+    assert why["Is vegetarian"].startswith(f"restates truth #{near.pk}: every word of it is there (cosine")
+    # Mining the same sessions again adds nothing twice.
+    near.delete()
     first = stages.run_mine(started(run_factory(since="7d")), ana.pk, embedder=embedder, client=None)
     again = stages.run_mine(started(run_factory(since="7d")), ana.pk, embedder=embedder, client=None)
     assert (first.applied, again.applied) == (1, 0)
@@ -137,7 +142,7 @@ def test_dedupe_known_retired_near_and_within_the_pass(ana, run_factory, truth_f
     )
 
 
-def test_cap_keeps_the_first_high_confidence_truths(user_factory, run_factory, settings):
+def test_cap_keeps_the_most_recent_truths(user_factory, run_factory, settings):
     user = user_factory()
     make_session(user, "s1", at=timezone.now() - timedelta(hours=1), messages=[
         ("user", "I live in Porto."), ("user", "I work as a chef."), ("user", "I play clarinet."),
@@ -145,10 +150,10 @@ def test_cap_keeps_the_first_high_confidence_truths(user_factory, run_factory, s
     settings.IRIS_CONSOLIDATION_MAX_NEW_TRUTHS = 2
     result = stages.run_mine(started(run_factory(since="7d")), user.pk, embedder=get_embedder(), client=None)
     assert sorted(Truth.objects.filter(user=user).values_list("content", flat=True)) == [
-        "Lives in Porto", "Works as a chef"
+        "Plays clarinet", "Works as a chef"
     ]
-    assert [f["why"] for f in result.findings[1:] if f["outcome"] == "skipped"] == [
-        "cap reached (IRIS_CONSOLIDATION_MAX_NEW_TRUTHS=2)"
+    assert [(f["content"], f["why"], f["carry"]) for f in result.findings[1:] if f["outcome"] == "skipped"] == [
+        ("Lives in Porto", "cap reached (IRIS_CONSOLIDATION_MAX_NEW_TRUTHS=2); proposed again at the next pass", True)
     ]
 
 
@@ -211,7 +216,7 @@ def test_llm_mining_confidence_policy_and_refused_evidence(llm_server, ana, run_
 
 def test_llm_mining_sends_messages_and_known_truths_as_quoted_data(llm_server, ana, run_factory, truth_factory):
     embedder = get_embedder()
-    truth_factory("Has a brother in Lyon", user=ana, embedding=embedder.embed(["Has a brother in Lyon"])[0])
+    lyon = truth_factory("Has a brother in Lyon", user=ana, embedding=embedder.embed(["Has a brother in Lyon"])[0])
     make_session(ana, "s2", at=timezone.now() - timedelta(hours=1), messages=[("user", INJECTION)])
     llm_server.script = [reply(), reply()]
     run = started(run_factory(since="7d"))
@@ -226,7 +231,9 @@ def test_llm_mining_sends_messages_and_known_truths_as_quoted_data(llm_server, a
     first, data = sorted((llm_stub.StubLLMServer.data_of(c) for c in calls),
                          key=lambda d: -len(d["session"]["messages"]))
     assert data["session"]["messages"] == [{"id": "m1", "role": "user", "content": INJECTION}]
-    assert data["known"] == [{"id": "k1", "content": "Has a brother in Lyon"}]
+    assert data["known"] == [{"id": "k1", "content": "Has a brother in Lyon",
+                              "stated": lyon.created_at.strftime("%Y-%m")}]
+    assert data["subject"] is None  # the user's truths name no one: no subject
     assert [m["role"] for m in first["session"]["messages"]] == ["other", "user", "user", "user"]
     assert Truth.objects.filter(user=ana).count() == 1  # the injected line added nothing
     run.refresh_from_db()
