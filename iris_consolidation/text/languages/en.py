@@ -295,6 +295,14 @@ ENGLISH = Language(
         "currently",
         "preparing",
         "aims to",
+        "training for",
+        "training to",
+        "researching",
+        "applying for",
+        "applied for",
+        "saving for",
+        "saving up",
+        "studying for",
     ),
     # Set long before it was said: no outcome of a plan stated earlier.
     long_ago=(
