@@ -29,7 +29,7 @@ from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageE
 from ..services.hygiene import stages
 from ..services.operations import dry_runs
 from ..services.pipeline.forecast import Forecast
-from ..services.queue import cancel, lifecycle, recovery
+from ..services.queue import cancel, dispatch, recovery
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
 from .undo import ReviewUndoMixin, RunUndoMixin
 
@@ -566,8 +566,8 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
         self, request: HttpRequest, run: ConsolidationRun, review_ids: list[int] | None = None
     ) -> ConsolidationRun | None:
         try:
-            application, review_ids = lifecycle.start_application(
-                dry_run_id=run.pk, actor=request.user.get_username(), review_ids=review_ids
+            application, review_ids = dry_runs.start_application(
+                dry_run_id=run.pk, actor=request.user.get_username(), review_ids=review_ids, send=dispatch.send_jobs
             )
         except ApplyRefused as exc:
             self.message_user(request, str(exc), messages.ERROR)

@@ -17,8 +17,9 @@ from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationRun, Origin, Truth
 from iris_consolidation.services.hygiene import stages
-from iris_consolidation.services.pipeline import bookkeeping, inventory
+from iris_consolidation.services.pipeline import bookkeeping
 from iris_consolidation.services.queue import execution
+from iris_consolidation.services.run import inventory
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import supersede_dict

@@ -12,7 +12,8 @@ from iris_consolidation import run_settings
 from iris_consolidation.exceptions import InvalidInput, UndoRefused
 from iris_consolidation.models import LiveSettings, Origin, RetiredReason, StageResult, Truth, TruthChange
 from iris_consolidation.services.hygiene import retire, stages
-from iris_consolidation.services.pipeline import batch_plan
+from iris_consolidation.services.run import lifecycle
+from iris_consolidation.services.run import plan as run_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -191,18 +192,17 @@ def test_only_prune_finds_what_a_whole_pass_finds_and_decay_off_means_no_decay(a
     decay is configured, so the post-decay relevance counts (a fresh user's trial found
     0 candidates with ``--only noise,prune`` against all of them in a whole pass). Decay
     switched off in the settings is no decay at all."""
-    from iris_consolidation.services.pipeline import consolidation
 
     user_id = aging["old"].user_id
-    whole = _started(consolidation.create_run(trigger="command", execution="in_process"))
-    only = _started(consolidation.create_run(trigger="command", execution="in_process", only="prune"))
+    whole = _started(lifecycle.create_run(trigger="command", execution="in_process"))
+    only = _started(lifecycle.create_run(trigger="command", execution="in_process", only="prune"))
     assert stages.run_modes(only)["decay"] == "off"
     found_whole = [f["truth_id"] for f in stages.run_prune(whole, user_id).findings]
     found_only = [f["truth_id"] for f in stages.run_prune(only, user_id).findings]
     assert found_only == found_whole == [aging["old"].pk]
 
     settings.IRIS_CONSOLIDATION_DECAY = "off"
-    no_decay = _started(consolidation.create_run(trigger="command", execution="in_process", only="prune"))
+    no_decay = _started(lifecycle.create_run(trigger="command", execution="in_process", only="prune"))
     assert stages.run_prune(no_decay, user_id).findings == []
 
 
@@ -254,7 +254,7 @@ def test_a_host_with_naive_dates_gets_the_orms_rows(settings, truth_factory, use
         assert orm[0][5].tzinfo is None
 
         rows = stages.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
-        batch, _ = batch_plan._rows_and_vectors_of([user.pk])
+        batch, _ = run_plan._rows_and_vectors_of([user.pk])
 
         assert rows == orm and batch[user.pk] == orm
         assert rows[0][6].tzinfo is None

@@ -56,7 +56,7 @@ def test_queued_run_is_executed_by_a_real_qcluster_worker(qcluster, truth_factor
         timeout=30,
         what="the three tasks' Success rows",
     )
-    assert done == ["iris_consolidation.tasks.consolidate_batch"] * 2 + ["iris_consolidation.tasks.plan_users"]
+    assert done == ["iris_consolidation.tasks.cluster_jobs"] * 2 + ["iris_consolidation.tasks.user_jobs"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -89,6 +89,6 @@ def test_small_users_share_phase_one_tasks_on_a_real_worker(qcluster, truth_fact
         what="the four phase 1 tasks' Success rows",
     )
     # ceil(5 / 2) tasks for the small users (the last carries one, so it is a plan_user) + 1 for the large one.
-    assert planned == ["iris_consolidation.tasks.plan_user"] * 2 + ["iris_consolidation.tasks.plan_users"] * 2
+    assert planned == ["iris_consolidation.tasks.user_job"] * 2 + ["iris_consolidation.tasks.user_jobs"] * 2
     for user in [*small, large]:
         assert Truth.objects.get(user=user, origin=Origin.CONSOLIDATED).embedding is not None

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,14 +29,15 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from ... import run_settings, selectors
+from ...choices import judge_identity
 from ...conf import app_settings
-from ...exceptions import ApplyRefused
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, ScheduleLock
-from ..operations import dry_runs
-from ..pipeline import consolidation, inventory
-from . import dispatch
-from .creation import create_apply_jobs, create_user_jobs
-from .delivery import PHASE2
+from ...run_settings import validate_threshold
+from ..hygiene import mining, stages
+from ..pipeline import incremental
+from . import inventory
+from .jobs import PHASE2, create_apply_jobs, create_user_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -47,101 +48,110 @@ ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 ABANDONED = "Abandoned: {reason}"
 
 
-def start_run(
-    run: ConsolidationRun, *, previews: Sequence[ClusterReview] | None = None, now: datetime | None = None
-) -> list[int]:
-    """Start ``run`` (the one start of every run): mark it running
-    (``consolidation.start_run``) and create its first jobs, sent on commit unless the
-    run executes in process (``execution.run_sync``, which then runs them itself).
+def create_run(
+    *,
+    trigger: str,
+    dry_run: bool = False,
+    execution: str = ConsolidationRun.Execution.QUEUED,
+    threshold: float | None = None,
+    user_id: int | None = None,
+    judge: str = "",
+    since: str | None = None,
+    full: bool = False,
+    source_run: ConsolidationRun | None = None,
+    notes: str = "",
+    only: str | Sequence[str] | None = None,
+) -> ConsolidationRun:
+    """Create a pending run: the one constructor of every run (command, schedule,
+    admin, the application of a dry run, whose ``source_run`` is the dry run).
 
-    A pass gets one phase 1 job per user (small users' jobs sent several to a task,
-    ``dispatch.send_user_jobs``); the application of a dry run (``previews``,
-    the dry run's preview reviews) one apply job per preview and no phase 1. Returns
-    the user ids. Transaction: one, around the start and the jobs. A run with nothing
-    to do is finished at once.
+    ``threshold`` defaults to the live settings' (else the Django setting's);
+    ``since``/``full`` choose the window (``incremental.resolve_window``; default:
+    the per-user cursor). ``only`` names the stages to run (``run_settings.parse_only``;
+    None: every stage in its configured mode). The live settings in force, with the
+    stage modes, are stored on the run. ``dry_run``: judge and record, change no truth.
+    ``execution`` says who runs the jobs (``Execution``: the workers, or the process
+    that calls ``execution.run_sync``, which also sets it). Raises ``InvalidThreshold``,
+    ``InvalidWindow`` or ``InvalidInput`` (an unknown stage); nothing is written then.
     """
-    now = now or timezone.now()
-    with transaction.atomic():
-        user_ids = consolidation.start_run(run, previews=previews, now=now)
-        if previews is None:
-            # Small users share phase 1 tasks (``dispatch.user_batches``), each with its own job.
-            dispatch.send_user_jobs(create_user_jobs(run, user_ids, now=now))
-        else:
-            for job in create_apply_jobs(run, previews, now=now):
-                dispatch.send(job)
-        refresh_run(run.pk, now=now)
+    effective = run_settings.get_effective_settings()
+    value = validate_threshold(effective.similarity_threshold if threshold is None else threshold)
+    window = incremental.resolve_window(since=since, full=full, user_id=user_id)
+    stored = effective.as_dict()
+    stored["stage_modes"] = run_settings.narrow(effective.stage_modes, run_settings.parse_only(only))
+    # Before ``--only`` narrowed them: prune reads whether decay is configured at all.
+    stored["configured_stage_modes"] = dict(effective.stage_modes)
+    judge_kind, judge_model = judge_identity(judge)
+    run = ConsolidationRun(
+        trigger=trigger, dry_run=dry_run, execution=execution, threshold=value, user_filter_id=user_id, judge=judge,
+        judge_kind=judge_kind, judge_model=judge_model,
+        effective_settings=stored, source_run=source_run, notes=notes,
+    )
+    incremental.apply_window(run, window)
+    run.save(force_insert=True)
+    return run
+
+
+def users_to_cover(run: ConsolidationRun) -> list[int]:
+    """The ids of the users a pass covers: users with two consolidatable truths (a
+    cluster needs two), or with one when a stage that works truth by truth
+    (``run_settings.PER_TRUTH``: noise, decay, prune) is on, and, when the mine stage is
+    on, users with their own session messages in the run's mining window; within the
+    run's allowlist."""
+    user_ids = selectors.list_user_ids_to_consolidate(
+        user_id=run.user_filter_id, max_generation=app_settings.MAX_GENERATION,
+        min_truths=1 if run_settings.per_truth_stages_on(run) else 2,
+    )
+    if run_settings.run_modes(run)["mine"] != "off":
+        # Users with sessions to mine may have no truth yet.
+        user_ids = sorted(set(user_ids) | set(mining.user_ids_to_mine(run)))
+    allowed = run_settings.allowed_user_ids(run)
+    if allowed:
+        user_ids = [pk for pk in user_ids if pk in set(allowed)]
     return user_ids
 
 
-def start_application(
+def start_run(
+    run: ConsolidationRun,
     *,
-    dry_run_id: Any,
-    actor: str,
-    review_ids: Sequence[int] | None = None,
-    trigger: str = ConsolidationRun.Trigger.ADMIN,
-    execution: str = ConsolidationRun.Execution.QUEUED,
-) -> tuple[ConsolidationRun, list[int]]:
-    """Create and start the run that applies dry run ``dry_run_id``; return it and the
-    preview review ids it applies.
+    previews: Sequence[ClusterReview] | None = None,
+    now: datetime | None = None,
+    send: Callable[[Sequence[ConsolidationJob]], None] | None = None,
+) -> list[int]:
+    """Start ``run`` (the one start of every run): mark it running, create its first
+    jobs and hand them to ``send`` (the queue's ``dispatch.send_jobs``, which sends
+    them on commit; None: the caller executes them in process, ``execution.run_sync``).
+    Returns the ids of the users it covers (stored as ``users``).
 
-    ``review_ids`` chooses some of the dry run's previewed clusters (None: every one); a
-    dry run is applied once, whole or in part. The run is made like any run
-    (``consolidation.create_run``) and carries the dry run's stored settings
-    (``application_settings``); it is started like any run (``start_run`` with the
-    previews) and finished, recovered and retried by its jobs like any run. ``execution``
-    in process: its jobs are left for ``execution.apply_sync``. Transaction: one, locking
-    the dry run's row, so two clicks make one application. Raises ``ApplyRefused``
-    (``dry_runs.apply_refusal``'s and ``dry_runs.choose_previews``' reasons; every preview
-    stale counts only for a whole application) and writes nothing then.
+    A pass covers ``users_to_cover``, captures the inventory's "before" and gets one
+    phase 1 job per user. The application of a dry run (``previews``, the dry run's
+    preview reviews) covers the previews' users, counted as planned at once
+    (``users_done``: no phase 1), its ``clusters_found`` are the previews, and it gets
+    one apply job per preview. Transaction: one, around the start and the jobs. A run
+    with nothing to do is finished at once.
     """
+    now = now or timezone.now()
     with transaction.atomic():
-        dry = ConsolidationRun.objects.select_for_update().get(pk=dry_run_id)
-        previews = list(dry.reviews.filter(outcome=ClusterReview.Outcome.PREVIEW).order_by("id"))
-        stale = len(dry_runs.stale_previews(previews)) if dry.dry_run and review_ids is None else 0
-        refusal = dry_runs.apply_refusal(
-            run=dry, application=dry.applications.order_by("created_at").first(), previews=len(previews), stale=stale
-        )
-        if refusal is not None:
-            raise ApplyRefused(refusal)
-        chosen = dry_runs.choose_previews(run=dry, previews=previews, review_ids=review_ids)
-        run = consolidation.create_run(
-            trigger=trigger,
-            execution=execution,
-            threshold=dry.threshold,
-            judge=dry.judge,
-            user_id=dry.user_filter_id,
-            source_run=dry,
-            notes=f"Applies {_scope(chosen, previews)} of dry run {dry.pk}; requested by {actor}.",
-        )
-        run.effective_settings = application_settings(dry=dry, current=run.effective_settings or {})
-        run.save(update_fields=["effective_settings"])
-        start_run(run, previews=chosen)
-    logger.info("run %s applies dry run %s (%d of %d clusters)", run.pk, dry.pk, len(chosen), len(previews))
-    return run, [p.pk for p in chosen]
-
-
-def _scope(chosen: Sequence[ClusterReview], previews: Sequence[ClusterReview]) -> str:
-    if len(chosen) == len(previews):
-        return "the verdicts"
-    return f"the verdicts of {len(chosen)} of {len(previews)} previewed clusters"
-
-
-#: The stored settings an application takes from its dry run: what the preview was judged under.
-FROM_DRY_RUN = ("similarity_threshold", "risk_policy")
-
-
-def application_settings(*, dry: ConsolidationRun, current: dict[str, Any]) -> dict[str, Any]:
-    """The settings stored on the application of dry run ``dry``: ``current`` (the live
-    settings now, as ``create_run`` stored them) with the dry run's ``FROM_DRY_RUN``, and the
-    lower of the two retirement caps: applying a preview never loosens a cap set since.
-    Stage modes stay ``current``'s (an application runs no stage). Pure."""
-    previewed = dry.effective_settings or {}
-    stored = {**current, **{k: previewed[k] for k in FROM_DRY_RUN if k in previewed}}
-    caps = [int(c) for c in (current.get("max_retirements_per_run"), previewed.get("max_retirements_per_run"))
-            if c is not None]
-    if caps:
-        stored["max_retirements_per_run"] = min(caps)
-    return stored
+        run.started_at = now
+        run.status = ConsolidationRun.Status.RUNNING
+        fields = ["users", "status", "started_at"]
+        if previews is None:
+            user_ids = users_to_cover(run)
+        else:
+            user_ids = sorted({p.user_id for p in previews})
+            run.users_done, run.clusters_found = len(user_ids), len(previews)
+            fields += ["users_done", "clusters_found"]
+        run.users = len(user_ids)
+        run.save(update_fields=fields)
+        if previews is None:
+            inventory.capture_before(run)
+            jobs = create_user_jobs(run, user_ids, now=now)
+        else:
+            jobs = create_apply_jobs(run, previews, now=now)
+        if send is not None:
+            send(jobs)
+        refresh_run(run.pk, now=now)
+    return user_ids
 
 
 def _finished_status(by_kind: Counter[tuple[str, str]]) -> str:
@@ -184,7 +194,7 @@ def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
             run.status = _finished_status(by_kind)
             run.finished_at = now
             held = Job.objects.in_run(run_id).filter(kind=Job.Kind.USER, status=Status.FAILED)
-            consolidation.close_run(run, held_users=held.values_list("user_id", flat=True))
+            close_run(run, held_users=held.values_list("user_id", flat=True))
             run.save(update_fields=["status", "finished_at", "checkpoint", "inventory"])
             logger.info("run %s finished: %s", run_id, run.status)
     # The lock row is written after the run's transaction: scheduling takes the lock
@@ -235,3 +245,25 @@ def fail_run(
 def abandon_run(run_id: Any, *, reason: str, now: datetime | None = None) -> int:
     """``fail_run`` for a run whose holder died (``reason``); returns how many jobs."""
     return fail_run(run_id, note=ABANDONED.format(reason=reason), now=now)
+
+
+def close_run(run: ConsolidationRun, *, held_users: Iterable[int] = ()) -> None:
+    """What every finished run does when its job rows say it is finished
+    (``lifecycle.refresh_run``, the one finish rule): run the prune stage for the planned
+    users (not ``held_users``; never for a failed run), write the checkpoint (``done``
+    real runs only), move the users' cursors over what was fully judged and applied
+    (never those of ``held_users``, e.g. whose phase 1 failed), complete the inventory.
+
+    ``run`` is locked and its ``status``/``finished_at`` set by the caller, who saves
+    ``checkpoint`` and ``inventory`` in the same transaction.
+    """
+    held = set(held_users)
+    if run.status != ConsolidationRun.Status.FAILED:
+        # The stage after the merges (prune), for every user whose phase 1 ran.
+        planned = run.user_passes.order_by("user_id").values_list("user_id", flat=True)
+        for user_id in planned:
+            if user_id not in held:
+                stages.run_at(stages.When.AFTER_MERGES, run, user_id)
+    incremental.write_checkpoint(run)
+    incremental.advance_cursors(run, held_users=held)
+    inventory.complete(run)

@@ -1,14 +1,19 @@
-"""Phase 1 for a batch of small users in a few queries (the queue's shared tasks, a run
-in process): each user is planned as ``consolidation.build_user_plan`` plans one, with
-the same stages in the same order and the same results, but what every user's pass
-reads is read for the batch at once, and what it writes is written at once.
+"""Phase 1 of a run: for one user (``plan_user``, ``build_user_plan``) or a batch of users
+(``plan_users``, ``build_user_plans``): embed the truths lacking a vector, run the stages
+before judging and build the candidate clusters; ``estimate`` is the same for a run not
+made; ``count_user_plans`` counts planned users on the run.
+
+A batch of small users (the queue's shared tasks, a run in process) is planned in a few
+queries: each user is planned as ``build_user_plan`` plans one, with the same stages in
+the same order and the same results, but what every user's pass reads is read for the
+batch at once, and what it writes is written at once.
 
 Reads for the whole batch: the run; per user its consolidatable count and what its
 pass knows beforehand (``stages.PassFacts``), in one query; its stage results already
 recorded (a second delivery); its live truths and their vectors, in one query
 (``vectors.users_vectors``); and its cursor. Writes for the whole batch: the stage
 results in one insert, the users' ``UserPass`` rows in one upsert; the run's counters
-are the caller's (``consolidation.count_user_plans``). Measured on 150 MSC users of
+are the caller's (``count_user_plans``). Measured on 150 MSC users of
 about 21 truths (``benchmarks/phase1.py --msc``): 9 queries a user one by one, about 0.3
 in a batch.
 
@@ -32,40 +37,282 @@ import operator
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, models, transaction
-from django.db.models import JSONField, OuterRef
+from django.db.models import Count, Exists, F, JSONField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 
+from ...conf import app_settings
 from ...embeddings import Embedder
 from ...models import (
     EMBEDDING_DIMENSIONS,
     ConsolidationRun,
+    LineageEvent,
+    SessionMessage,
     StageResult,
     Truth,
 )
 from ..hygiene import stages
-from . import consolidation, incremental, vectors
+from ..pipeline import clustering, forecast, incremental, vectors
+from . import lifecycle
 
 logger = logging.getLogger(__name__)
 
 NO_VECTORS = (np.zeros(0, dtype=np.int64), np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32))
 
 
+#: Users of at most this many consolidatable truths have phase 1's writes after embedding
+#: committed in one transaction (``build_user_plan``); larger ones commit as they go, so
+#: that the run's row is not locked for a long clustering.
+ONE_TRANSACTION_UP_TO = 5_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserPlan:
+    """Phase 1's result for one user: the clusters and the figures the run counts.
+
+    ``complete`` False: embedding reached its deadline, so clustering was left for
+    another call (``clusters`` is empty), with ``pending`` truths still to embed (maybe
+    0: the next call only clusters).
+    """
+
+    user_id: int
+    clusters: list[clustering.CandidateCluster]
+    truths: int
+    embedded: int
+    embed_seconds: float
+    cluster_seconds: float
+    #: Dry runs only: the forecast of the user's judge spend (``forecast.Forecast.as_dict``).
+    forecast: dict[str, Any] | None = None
+    complete: bool = True
+    pending: int = 0
+    #: Truths that could seed a cluster in this pass (``incremental.begin_user_pass``).
+    seeds: int = 0
+
+
+def build_user_plan(
+    *, run_id: Any, user_id: int, embedder: Embedder, embed_deadline: float | None = None
+) -> UserPlan:
+    """Phase 1 for one user without counting it on the run: embed missing embeddings,
+    build clusters. Writes embeddings, and adds each committed batch of embeddings to
+    the run's ``embedded`` and ``embed_seconds`` as it goes (the progress of a large
+    user). ``embed_deadline`` (``time.monotonic()`` seconds) stops embedding after the
+    batch that reaches it: the plan is then not ``complete`` (no clusters), and the
+    caller runs phase 1 again later (the queue does, in a new delivery). Raises
+    ``EmbeddingError`` if the embedder fails."""
+    run = _run_for_user(run_id, user_id=user_id, model_name=embedder.model_name)
+    embedded, embed_seconds = 0, 0.0
+    if run.user_unembedded:
+        embedded, embed_seconds = embed_user(run, user_id=user_id, embedder=embedder, deadline=embed_deadline)
+    truths = run.user_truths
+    if embed_deadline is not None and time.monotonic() >= embed_deadline:
+        return incomplete_plan(
+            user_id=user_id, truths=truths, embedded=embedded, embed_seconds=embed_seconds, embedder=embedder
+        )
+    small = truths <= ONE_TRANSACTION_UP_TO
+    # The stages share one read of the user's truths and stage results (``stages.user_pass``);
+    # a small user's results are written in one insert, in the transaction below.
+    facts = stages.PassFacts(recorded=run.user_recorded, undone=run.user_undone, messages=run.user_messages)
+    with stages.user_pass(run, user_id, buffered=small, facts=facts) as shared:
+        # The stages that may call a model (mine; relocate and promote below) run outside
+        # the transaction that follows: no network call while it holds the run's row.
+        stages.run_at(stages.When.FIRST, run, user_id, embedder=embedder)
+        offline_after = not stages.calls_model_after_clustering(run)
+        # A small user's writes from here on (stage results, the pass's cursor bounds) are
+        # committed once: a commit costs a flush to disk (about 3 ms here), several times
+        # the clustering of 100 truths. A large user's are not held in one transaction,
+        # which would lock the run's row for the whole clustering.
+        with transaction.atomic() if small else contextlib.nullcontext():
+            if small:
+                commit_without_waiting()
+            # Stages before clustering (noise, decay), each timed in its StageResult; after the
+            # embedding, so that an embedder that fails leaves every truth as it was.
+            stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
+            started = time.monotonic()
+            positions = [(row[8], row[0]) for row in shared.consolidatable()]
+            seed_filter, seeds = incremental.begin_user_pass(run=run, user_id=user_id, positions=positions)
+            # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
+            clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
+            cluster_seconds = time.monotonic() - started
+            if small and offline_after:
+                # No model call in relocate or promote: they may run in the same transaction.
+                stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
+            shared.flush()
+        # After the clusters are built (the order of a pass's stages): a truth relocated here leaves its
+        # cluster stale for phase 2, which re-reads every member under a lock.
+        if not (small and offline_after):
+            stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
+    return finished_plan(
+        run, user_id=user_id, clusters=clusters, truths=truths + shared.mined, embedded=embedded,
+        embed_seconds=embed_seconds, cluster_seconds=cluster_seconds, seeds=seeds,
+    )
+
+
+def finished_plan(
+    run: ConsolidationRun, *, user_id: int, clusters: list[clustering.CandidateCluster], truths: int,
+    embedded: int, embed_seconds: float, cluster_seconds: float, seeds: int,
+) -> UserPlan:
+    """The plan of a user whose phase 1 is done, with a dry run's forecast of its judge
+    spend (``forecast.forecast_user``)."""
+    user_forecast = None
+    if run.dry_run:
+        user_forecast = forecast.forecast_user(user_id=user_id, clusters=clusters, model=run.judge_model).as_dict()
+    return UserPlan(
+        user_id=user_id, clusters=clusters, truths=truths, embedded=embedded, embed_seconds=embed_seconds,
+        cluster_seconds=cluster_seconds, forecast=user_forecast, seeds=seeds,
+    )
+
+
+def incomplete_plan(
+    *, user_id: int, truths: int, embedded: int, embed_seconds: float, embedder: Embedder
+) -> UserPlan:
+    """The plan of a user whose embedding stopped at the deadline: no clusters, not
+    ``complete``, with how many truths still lack an embedding (one query)."""
+    return UserPlan(
+        user_id=user_id, clusters=[], truths=truths, embedded=embedded, embed_seconds=embed_seconds,
+        cluster_seconds=0.0, complete=False, pending=vectors.missing_embeddings(user_id=user_id, embedder=embedder),
+    )
+
+
+def embed_user(
+    run: ConsolidationRun, *, user_id: int, embedder: Embedder, deadline: float | None
+) -> tuple[int, float]:
+    """Embed the user's truths that lack a vector, adding each committed batch to the
+    run's ``embedded`` and ``embed_seconds``: (truths embedded, seconds). Raises
+    ``EmbeddingError``."""
+
+    def count_batch(count: int, seconds: float) -> None:
+        ConsolidationRun.objects.filter(pk=run.pk).update(
+            embedded=F("embedded") + count, embed_seconds=F("embed_seconds") + seconds
+        )
+
+    started = time.monotonic()
+    embedded = vectors.embed_missing(user_id=user_id, embedder=embedder, deadline=deadline, on_batch=count_batch)
+    return embedded, time.monotonic() - started
+
+
+def _run_for_user(run_id: Any, *, user_id: int, model_name: str) -> ConsolidationRun:
+    """The run, with what ``build_user_plan`` first asks about ``user_id`` in the same
+    query (``pass_facts``, each as ``user_<name>``). Raises
+    ``ConsolidationRun.DoesNotExist``."""
+    facts = pass_facts(user=user_id, run=OuterRef("pk"), model_name=model_name)
+    return ConsolidationRun.objects.annotate(**{f"user_{name}": value for name, value in facts.items()}).get(
+        pk=run_id
+    )
+
+
+def pass_facts(*, user: Any, run: Any, model_name: str) -> dict[str, Any]:
+    """What a user's pass asks first, as annotations: ``truths`` (consolidatable truths),
+    ``unembedded`` (a live truth lacks an embedding of ``model_name``), and the
+    ``stages.PassFacts``: ``recorded``, ``undone``, ``messages``. ``user`` and ``run``: an
+    id, or an ``OuterRef`` to the annotated row (a run, for one user; a user, for a batch:
+    ``batch_plan``)."""
+    truths = Truth.objects.filter(user_id=user)
+    consolidatable = truths.consolidatable(max_generation=app_settings.MAX_GENERATION).order_by()
+    return {
+        "truths": Coalesce(Subquery(consolidatable.values("user_id").annotate(n=Count("id")).values("n")), 0),
+        "unembedded": Exists(truths.missing_embedding(model_name=model_name)),
+        "recorded": Exists(StageResult.objects.filter(run_id=run, user_id=user)),
+        "undone": Exists(LineageEvent.objects.filter(action=LineageEvent.Action.UNDO, result__user_id=user)),
+        "messages": Exists(SessionMessage.objects.filter(session__user_id=user)),
+    }
+
+
+def estimate(
+    *,
+    embedder: Embedder,
+    threshold: float | None = None,
+    user_id: int | None = None,
+    since: str | None = None,
+    full: bool = False,
+) -> forecast.Forecast:
+    """Phase 1 of the run these options would make, and its forecast of every call (the
+    judge's, its second looks, and the stages' requests, built and counted: ``forecast``);
+    writes nothing and calls no model.
+
+    The judge is the configured one (``JUDGE``; the LLM judge at ``MODEL``), never built:
+    no API key is read. Raises ``InvalidThreshold``, ``InvalidWindow`` or
+    ``EmbeddingError`` like a real run.
+    """
+    model = app_settings.MODEL if app_settings.JUDGE == "llm" else ""
+    total = forecast.Forecast(model=model, per_call=max(1, int(app_settings.CLUSTERS_PER_CALL)),
+                              stages_forecast=True)
+    # With a model, the stages' requests are built and counted (``forecast.StageRecorder``), never sent.
+    with transaction.atomic(), (forecast.recording(model) if model else contextlib.nullcontext()) as recorder:
+        run = lifecycle.create_run(
+            trigger="command", dry_run=True, threshold=threshold, user_id=user_id, judge="", since=since, full=full
+        )
+        for uid in lifecycle.start_run(run):
+            plan = build_user_plan(run_id=run.pk, user_id=uid, embedder=embedder)
+            total = total + forecast.forecast_user(user_id=uid, clusters=plan.clusters, model=model)
+        transaction.set_rollback(True)
+    return replace(total, **recorder.forecast()) if recorder is not None else total
+
+
+def commit_without_waiting() -> None:
+    """Let the current transaction commit without waiting for its WAL flush
+    (``synchronous_commit`` off for it only). A crash right after may lose it, never
+    corrupt it, and any later ordinary commit (the job's, the run's counters) flushes it
+    first: so a pass whose job was recorded done is on disk, and one that was lost runs
+    again. On this machine a flush took 3-5 ms under load, the most of a small user's
+    pass."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def count_user_plan(*, run_id: Any, plan: UserPlan) -> None:
+    """``count_user_plans`` for one user."""
+    count_user_plans(run_id=run_id, plans=[plan])
+
+
+def count_user_plans(*, run_id: Any, plans: Sequence[UserPlan]) -> None:
+    """Add planned users to the run's counters (callers make it happen once per user); a
+    dry run's forecasts add the users' (under the run's row lock). Embeddings were counted
+    batch by batch in ``build_user_plan``. Queries: one update (two with a forecast),
+    none for no plan."""
+    if not plans:
+        return
+    counters = {
+        "users_done": F("users_done") + len(plans),
+        "truths": F("truths") + sum(plan.truths for plan in plans),
+        "seeds": F("seeds") + sum(plan.seeds for plan in plans),
+        "clusters_found": F("clusters_found") + sum(len(plan.clusters) for plan in plans),
+        "cluster_seconds": F("cluster_seconds") + sum(plan.cluster_seconds for plan in plans),
+    }
+    forecasts = [forecast.Forecast.from_dict(plan.forecast) for plan in plans if plan.forecast is not None]
+    with transaction.atomic():
+        if forecasts:
+            run = ConsolidationRun.objects.select_for_update().only("forecast").get(pk=run_id)
+            counters["forecast"] = sum(forecasts, forecast.Forecast.from_dict(run.forecast)).as_dict()
+        ConsolidationRun.objects.filter(pk=run_id).update(**counters)
+
+
+def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:
+    """Phase 1 for one user: embed missing embeddings, build clusters, count them on the run.
+
+    Writes embeddings and the run's counters (not truths' content). Raises
+    ``EmbeddingError`` if the embedder fails.
+    """
+    plan = build_user_plan(run_id=run_id, user_id=user_id, embedder=embedder)
+    count_user_plan(run_id=run_id, plan=plan)
+    return plan.clusters
+
+
 @dataclass(kw_only=True)
 class BatchPlan:
     """What ``build_user_plans`` did for each user of the batch.
 
-    ``plans``: ``{user_id: consolidation.UserPlan}`` of the users planned (a plan not
+    ``plans``: ``{user_id: UserPlan}`` of the users planned (a plan not
     ``complete`` stopped embedding at the deadline); ``failed``: ``{user_id: the
     exception}`` of users whose phase 1 raised (nothing of their pass is written);
     ``not_started``: users left alone because the deadline had passed before their turn.
     """
 
-    plans: dict[int, consolidation.UserPlan] = field(default_factory=dict)
+    plans: dict[int, UserPlan] = field(default_factory=dict)
     failed: dict[int, Exception] = field(default_factory=dict)
     not_started: list[int] = field(default_factory=list)
 
@@ -100,21 +347,21 @@ def build_user_plans(
         alone = (
             run.judge_kind == ConsolidationRun.JudgeKind.LLM
             or facts[user_id].pass_facts.messages
-            or facts[user_id].truths > consolidation.ONE_TRANSACTION_UP_TO
+            or facts[user_id].truths > ONE_TRANSACTION_UP_TO
         )
         try:
             if alone:
-                batch.plans[user_id] = consolidation.build_user_plan(
+                batch.plans[user_id] = build_user_plan(
                     run_id=run.pk, user_id=user_id, embedder=embedder, embed_deadline=embed_deadline
                 )
                 continue
             if facts[user_id].unembedded:
-                embedded, seconds = consolidation.embed_user(
+                embedded, seconds = embed_user(
                     run, user_id=user_id, embedder=embedder, deadline=embed_deadline
                 )
                 embedding[user_id] = (embedded, seconds)
                 if embed_deadline is not None and time.monotonic() >= embed_deadline:
-                    batch.plans[user_id] = consolidation.incomplete_plan(
+                    batch.plans[user_id] = incomplete_plan(
                         user_id=user_id, truths=facts[user_id].truths, embedded=embedded, embed_seconds=seconds,
                         embedder=embedder,
                     )
@@ -136,7 +383,7 @@ def build_user_plans(
             for user_id in together:
                 batch.failed.pop(user_id, None)
                 try:
-                    plan = consolidation.build_user_plan(run_id=run.pk, user_id=user_id, embedder=embedder)
+                    plan = build_user_plan(run_id=run.pk, user_id=user_id, embedder=embedder)
                     embedded, seconds = embedding.get(user_id, (plan.embedded, plan.embed_seconds))
                     # Its embedding, done before the batch broke, stays the user's.
                     batch.plans[user_id] = dataclasses.replace(plan, embedded=embedded, embed_seconds=seconds)
@@ -148,16 +395,16 @@ def build_user_plans(
 
 def plan_users(*, run_id: Any, user_ids: Sequence[int], embedder: Embedder) -> BatchPlan:
     """``build_user_plans``, then the planned users counted on the run in one update
-    (``consolidation.count_user_plans``): ``consolidation.plan_user`` for a batch."""
+    (``count_user_plans``): ``plan_user`` for a batch."""
     batch = build_user_plans(run_id=run_id, user_ids=user_ids, embedder=embedder)
-    consolidation.count_user_plans(run_id=run_id, plans=list(batch.plans.values()))
+    count_user_plans(run_id=run_id, plans=list(batch.plans.values()))
     return batch
 
 
 def _facts_of(run: ConsolidationRun, user_ids: Sequence[int], *, model_name: str) -> dict[int, _Facts]:
-    """What ``consolidation.pass_facts`` asks about one user, for every user of the batch
+    """What ``pass_facts`` asks about one user, for every user of the batch
     in one query. A user id with no user row gets no truths and no facts."""
-    facts = consolidation.pass_facts(user=OuterRef("pk"), run=run.pk, model_name=model_name)
+    facts = pass_facts(user=OuterRef("pk"), run=run.pk, model_name=model_name)
     # Prefixed: a user has a ``truths`` relation of its own.
     annotations = {f"pass_{name}": value for name, value in facts.items()}
     rows = get_user_model().objects.filter(pk__in=list(user_ids)).annotate(**annotations).values_list(
@@ -175,7 +422,7 @@ def _facts_of(run: ConsolidationRun, user_ids: Sequence[int], *, model_name: str
 def _plan_together(
     run: ConsolidationRun, user_ids: list[int], facts: dict[int, _Facts], *, embedder: Embedder, batch: BatchPlan,
     embedding: dict[int, tuple[int, float]],
-) -> dict[int, consolidation.UserPlan]:
+) -> dict[int, UserPlan]:
     """Plan ``user_ids`` (embedded, small, offline) from reads made for them all, in one
     transaction with a savepoint per user; fill ``batch``. ``embedding``: (truths embedded,
     seconds) of the users embedded just before. Returns the plans of the users planned
@@ -190,9 +437,9 @@ def _plan_together(
     cursors = incremental.cursors_of(user_ids)
     pending: list[StageResult] = []
     passes = []
-    plans: dict[int, consolidation.UserPlan] = {}
+    plans: dict[int, UserPlan] = {}
     with transaction.atomic():
-        consolidation.commit_without_waiting()
+        commit_without_waiting()
         for user_id in user_ids:
             shared = stages.UserPass(
                 run_id=run.pk, user_id=user_id, buffered=True, results=results[user_id],
@@ -224,7 +471,7 @@ def _plan_together(
 def _plan_one(
     run: ConsolidationRun, shared: stages.UserPass, *, truths: int, cursor: Any, embedder: Embedder,
     embedding: tuple[int, float],
-) -> tuple[consolidation.UserPlan, Any]:
+) -> tuple[UserPlan, Any]:
     """One user's stages and clusters in the batch (``build_user_plan``'s order): the plan
     and its unsaved ``UserPass`` row."""
     user_id = shared.user_id
@@ -240,7 +487,7 @@ def _plan_one(
         clusters = stages.candidate_clusters(run, user_id)
         cluster_seconds = time.monotonic() - started
         stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
-    plan = consolidation.finished_plan(
+    plan = finished_plan(
         run, user_id=user_id, clusters=clusters, truths=truths + shared.mined, embedded=embedding[0],
         embed_seconds=embedding[1],
         cluster_seconds=cluster_seconds, seeds=user_pass.seeds,
