@@ -33,7 +33,6 @@ calls a model, what its report lists); the pass runs each ``When`` with ``run_at
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import enum
 import functools
 import logging
@@ -41,7 +40,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from django.conf import settings
@@ -70,9 +69,28 @@ def pass_time(run: ConsolidationRun) -> datetime:
     return run.started_at or run.created_at
 
 
-#: The columns of a ``UserPass`` row, in order (``UserPass.rows``).
-PASS_FIELDS = ("id", "kind", "content", "pointer", "relevance", "held_since", "last_decayed", "last_accessed",
-               "updated_at", "consolidatable")
+class PassRow(NamedTuple):
+    """A live truth as a user's pass reads it (``pass_rows``; ``UserPass.rows``)."""
+
+    id: int
+    kind: str
+    content: str
+    pointer: bool
+    relevance: float
+    held_since: datetime | None
+    last_decayed: datetime | None
+    last_accessed: datetime | None
+    updated_at: datetime
+    consolidatable: bool
+
+    @property
+    def position(self) -> tuple[datetime, int]:
+        """``(updated_at, id)``: the truth's place in the incremental order (``incremental``)."""
+        return (self.updated_at, self.id)
+
+
+#: The columns of a ``UserPass`` row, in order (``PassRow``).
+PASS_FIELDS = PassRow._fields
 
 
 def pass_rows(truths: Any, *, by_user: bool = False) -> Any:
@@ -141,7 +159,7 @@ class UserPass:
     results: dict[str, StageResult]
     facts: PassFacts = field(default_factory=PassFacts)
     pending: list[StageResult] = field(default_factory=list)
-    _rows: list[tuple[Any, ...]] | None = None
+    _rows: list[PassRow] | None = None
     vectors: tuple[np.ndarray, np.ndarray] | None = None
     seed_bound: tuple[datetime, int] | None = None
     #: Truths the mine stage added in this pass (not in a delivery before): the pass counts
@@ -149,20 +167,20 @@ class UserPass:
     mined: int = 0
 
     @property
-    def rows(self) -> list[tuple[Any, ...]]:
+    def rows(self) -> list[PassRow]:
         if self._rows is None:
-            self._rows = read_rows(pass_rows(Truth.objects.for_user(self.user_id)))
+            self._rows = [PassRow._make(row) for row in read_rows(pass_rows(Truth.objects.for_user(self.user_id)))]
         return self._rows
 
-    def consolidatable(self) -> list[tuple[Any, ...]]:
+    def consolidatable(self) -> list[PassRow]:
         """The rows of the user's consolidatable truths, in order."""
-        return [row for row in self.rows if row[9]]
+        return [row for row in self.rows if row.consolidatable]
 
     def seed_ids(self) -> set[int]:
         """Ids of the live truths that may seed: consolidatable and after ``seed_bound``
         (the ``incremental.begin_user_pass`` filter, in memory)."""
         bound = self.seed_bound
-        return {row[0] for row in self.rows if row[9] and (bound is None or (row[8], row[0]) > bound)}
+        return {row.id for row in self.rows if row.consolidatable and (bound is None or row.position > bound)}
 
     def user_vectors(self) -> vectors.UserVectors:
         """The ``vectors`` of the truths still live (a stage may have retired some), with
@@ -171,7 +189,7 @@ class UserPass:
         if self.vectors is None:
             raise ValueError("this pass read no vectors")
         ids, unit = self.vectors
-        live = np.isin(ids, np.fromiter((row[0] for row in self.rows), dtype=np.int64))
+        live = np.isin(ids, np.fromiter((row.id for row in self.rows), dtype=np.int64))
         seeds = self.seed_ids()
         can_seed = np.fromiter((int(pk) in seeds for pk in ids[live]), dtype=bool, count=int(live.sum()))
         return vectors.UserVectors(ids=ids[live], vectors=unit[live], can_seed=can_seed)
@@ -180,7 +198,7 @@ class UserPass:
         """Drop retired truths from ``rows`` (if read)."""
         gone = set(truth_ids)
         if self._rows is not None and gone:
-            self._rows = [row for row in self._rows if row[0] not in gone]
+            self._rows = [row for row in self._rows if row.id not in gone]
 
     def flush(self) -> None:
         """Write the pending results in one insert (a row already there is kept)."""
@@ -189,53 +207,33 @@ class UserPass:
             self.pending = []
 
 
-_PASS: contextvars.ContextVar[UserPass | None] = contextvars.ContextVar("iris_user_pass", default=None)
-
-
 @contextlib.contextmanager
 def user_pass(
-    run: ConsolidationRun, user_id: int, *, buffered: bool, facts: PassFacts | None = None,
-    read: UserPass | None = None,
+    run: ConsolidationRun, user_id: int, *, buffered: bool, facts: PassFacts | None = None
 ) -> Iterator[UserPass]:
-    """Run stages of ``user_id`` for ``run`` inside: they share one read of the user's
-    stage results and live truths (``UserPass``) and, with ``buffered`` (the caller holds
-    one transaction around the pass), record their results in one insert at the end.
-    Outside it, every stage reads and writes on its own, as before. Queries: one on entry
-    (none when ``facts`` say no result is recorded yet).
-
-    ``read``: a ``UserPass`` whose results, rows and vectors the caller read with other
-    users' (``batch_plan``); it is used as is, and its pending results are left for the
-    caller to write with the others' (no insert here)."""
-    if read is None:
-        facts = facts or PassFacts()
-        recorded = StageResult.objects.filter(run=run, user_id=user_id) if facts.recorded else ()
-        shared = UserPass(
-            run_id=run.pk, user_id=user_id, buffered=buffered, results={r.stage: r for r in recorded}, facts=facts,
-        )
-    else:
-        shared = read
-    token = _PASS.set(shared)
-    try:
-        yield shared
-        if read is None:
-            shared.flush()
-    finally:
-        _PASS.reset(token)
-
-
-def current_pass(run: ConsolidationRun, user_id: int) -> UserPass | None:
-    """The ``UserPass`` of (run, user) if one is in progress here, else None."""
-    shared = _PASS.get()
-    return shared if shared is not None and shared.run_id == run.pk and shared.user_id == user_id else None
+    """A pass of ``user_id``'s stages for ``run``: they share one read of the user's stage
+    results and live truths (``UserPass``) and, with ``buffered`` (the caller holds one
+    transaction around the pass), record their results in one insert at the end. The stages
+    get the pass as their ``shared`` argument (``run_at(..., shared=...)``,
+    ``candidate_clusters(..., shared=...)``); without it, every stage reads and writes on
+    its own. A batch of users builds its ``UserPass`` rows itself (``run/plan``). Queries:
+    one on entry (none when ``facts`` say no result is recorded yet)."""
+    facts = facts or PassFacts()
+    recorded = StageResult.objects.filter(run=run, user_id=user_id) if facts.recorded else ()
+    shared = UserPass(
+        run_id=run.pk, user_id=user_id, buffered=buffered, results={r.stage: r for r in recorded}, facts=facts,
+    )
+    yield shared
+    shared.flush()
 
 
 def _record(
     run: ConsolidationRun, user_id: int, stage: str, mode: str, *, examined: int, affected: int, applied: int,
     seconds: float, findings: list[dict[str, Any]], immediate: bool = False, refused: int = 0,
+    shared: UserPass | None = None,
 ) -> StageResult:
-    """Record a stage's result: at once (``immediate``, or no buffered ``UserPass``), or
+    """Record a stage's result: at once (``immediate``, or no buffered ``shared`` pass), or
     with the pass's other results (``UserPass.flush``)."""
-    shared = current_pass(run, user_id)
     if shared is not None and shared.buffered and not immediate:
         result = StageResult(
             run=run, user_id=user_id, stage=stage, mode=mode, examined=examined, affected=affected,
@@ -255,12 +253,14 @@ def _record(
         return StageResult.objects.get(run=run, user_id=user_id, stage=stage)
 
 
-def _start(run: ConsolidationRun, user_id: int, stage: str) -> tuple[str, StageResult | None]:
-    """The stage's mode for ``run`` and its result if already recorded (a second delivery)."""
+def _start(
+    run: ConsolidationRun, user_id: int, stage: str, shared: UserPass | None
+) -> tuple[str, StageResult | None]:
+    """The stage's mode for ``run`` and its result if already recorded (a second delivery;
+    read from the ``shared`` pass if given)."""
     mode = run_modes(run)[stage]
     if mode == StageMode.OFF:
         return mode, None
-    shared = current_pass(run, user_id)
     if shared is not None:
         return mode, shared.results.get(stage)
     return mode, StageResult.objects.filter(run=run, user_id=user_id, stage=stage).first()
@@ -285,7 +285,7 @@ def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate
     return getattr(client, "classify_noise", None)
 
 
-def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
+def run_noise(run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None) -> StageResult | None:
     """The noise stage for one user (see ``noise.py``); retires in apply mode only.
 
     With the rule judge only the detector's sure tier retires (its suspects are listed,
@@ -295,13 +295,12 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     mode) and, with a model, its verdict and reason; the audit row's reason says the
     category, the tier and the model's reason.
     """
-    mode, existing = _start(run, user_id, "noise")
+    mode, existing = _start(run, user_id, "noise", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    shared = current_pass(run, user_id)
     if shared is not None:
-        rows = [(row[0], row[2], row[1]) for row in shared.consolidatable() if row[1] != "preference"]
+        rows = [(row.id, row.content, row.kind) for row in shared.consolidatable() if row.kind != "preference"]
     else:
         rows = list(
             Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
@@ -346,16 +345,15 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     # What the stage retires first, then the sure tier's (a model kept them), then suspects.
     findings.sort(key=lambda f: (not f["retires"], f["tier"] != noise.TIER_SURE))
     return _record(run, user_id, "noise", mode, examined=len(rows), affected=len(retiring), applied=len(applied),
-                   seconds=time.monotonic() - started, findings=findings)
+                   seconds=time.monotonic() - started, findings=findings, shared=shared)
 
 
-def run_decay(run: ConsolidationRun, user_id: int) -> StageResult | None:
+def run_decay(run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None) -> StageResult | None:
     """The decay stage for one user (see ``decay.py``); writes in apply mode only."""
-    mode, existing = _start(run, user_id, "decay")
+    mode, existing = _start(run, user_id, "decay", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    shared = current_pass(run, user_id)
     if shared is not None and mode != StageMode.APPLY:
         # Report mode reads the pass's rows (no lock needed: nothing is written).
         rows = [(r[0], r[2], r[1], r[4], r[5], r[6], r[7]) for r in shared.consolidatable()]
@@ -364,7 +362,7 @@ def run_decay(run: ConsolidationRun, user_id: int) -> StageResult | None:
         result = decay.decay_user(user_id=user_id, now=pass_time(run), write=mode == StageMode.APPLY)
     return _record(run, user_id, "decay", mode, examined=result.examined, affected=result.changed,
                    applied=result.changed if mode == StageMode.APPLY else 0,
-                   seconds=time.monotonic() - started, findings=result.findings)
+                   seconds=time.monotonic() - started, findings=result.findings, shared=shared)
 
 
 #: Sentinel: resolve the model client from the run (``model_client``).
@@ -389,7 +387,7 @@ def model_client(run: ConsolidationRun) -> Any | None:
 
 
 def run_mine(
-    run: ConsolidationRun, user_id: int, *, embedder: Embedder, client: Any = FROM_RUN
+    run: ConsolidationRun, user_id: int, *, embedder: Embedder, client: Any = FROM_RUN, shared: UserPass | None = None
 ) -> StageResult | None:
     """The mine stage for one user (see ``mining.py``); adds truths in apply mode only.
 
@@ -397,12 +395,11 @@ def run_mine(
     stage's result are written in one transaction, so a second delivery of the same
     work finds the result and adds nothing twice.
     """
-    mode, existing = _start(run, user_id, "mine")
+    mode, existing = _start(run, user_id, "mine", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
     client = model_client(run) if client is FROM_RUN else client
-    shared = current_pass(run, user_id)
     result = mining.find(run=run, user_id=user_id, embedder=embedder, client=client,
                          has_messages=shared is None or shared.facts.messages)
     write = mode == StageMode.APPLY and bool(result.added)
@@ -415,18 +412,19 @@ def run_mine(
         # New truths and their result commit together; a pass that added none may wait.
         return _record(run, user_id, "mine", mode, examined=examined, affected=len(result.added),
                        applied=len(result.added) if write else 0, seconds=time.monotonic() - started,
-                       findings=result.findings(written=write), immediate=write)
+                       findings=result.findings(written=write), immediate=write, shared=shared)
 
 
-def run_relocate(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) -> StageResult | None:
+def run_relocate(
+    run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN, shared: UserPass | None = None
+) -> StageResult | None:
     """The relocate stage for one user (see ``relocation.py``); relocates in apply mode
     only, each truth in its own transaction (a conflict skips that truth, recorded)."""
-    mode, existing = _start(run, user_id, "relocate")
+    mode, existing = _start(run, user_id, "relocate", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
     client = model_client(run) if client is FROM_RUN else client
-    shared = current_pass(run, user_id)
     rows = [(r[0], r[2], r[3]) for r in shared.consolidatable()] if shared is not None else None
     decided = relocation.plan(run=run, user_id=user_id, client=client, rows=rows)
     findings: list[dict[str, Any]] = [{"errors": decided.errors, "refused": decided.refused,
@@ -446,12 +444,14 @@ def run_relocate(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN)
                 item.update(relocated=True, note=note.slug, pointer_id=pointer.pk)
         findings.append(item)
     return _record(run, user_id, "relocate", mode, examined=decided.examined, affected=len(decided.moves),
-                   applied=applied, seconds=time.monotonic() - started, findings=findings)
+                   applied=applied, seconds=time.monotonic() - started, findings=findings, shared=shared)
 
 
-def run_promote(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) -> StageResult | None:
+def run_promote(
+    run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN, shared: UserPass | None = None
+) -> StageResult | None:
     """The promote stage for one user (see ``promotion.py``); appends rules in apply mode only."""
-    mode, existing = _start(run, user_id, "promote")
+    mode, existing = _start(run, user_id, "promote", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
@@ -463,11 +463,11 @@ def run_promote(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) 
             "extractor": "llm" if client is not None else "rules", **result.asked_head()}
     return _record(run, user_id, "promote", mode, examined=result.offered, affected=added,
                    applied=added if mode == StageMode.APPLY else 0, seconds=time.monotonic() - started,
-                   findings=[head, *result.proposals])
+                   findings=[head, *result.proposals], shared=shared)
 
 
 def candidate_clusters(
-    run: ConsolidationRun, user_id: int, *, seed_filter: Q | None = None
+    run: ConsolidationRun, user_id: int, *, seed_filter: Q | None = None, shared: UserPass | None = None
 ) -> list[clustering.CandidateCluster]:
     """Phase 1's clusters of ``user_id`` from both arms, interleaved (``lexical.interleave``).
 
@@ -479,7 +479,6 @@ def candidate_clusters(
     lexical_clusters: list[clustering.CandidateCluster] = []
     if modes["semantic"] != StageMode.OFF:
         started = time.monotonic()
-        shared = current_pass(run, user_id)
         small = shared is not None and len(shared.rows) <= vectors.FETCH_ROWS
         read = shared.user_vectors() if shared is not None and shared.vectors is not None else None
         if app_settings.NEIGHBOURHOODS:
@@ -499,12 +498,11 @@ def candidate_clusters(
                 user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small, vectors=read,
             )
         _record(run, user_id, "semantic", modes["semantic"], examined=0, affected=len(semantic), applied=0,
-                seconds=time.monotonic() - started, findings=[])
+                seconds=time.monotonic() - started, findings=[], shared=shared)
     if modes["lexical"] != StageMode.OFF:
         started = time.monotonic()
         judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
         taken = {pk for c in judged_semantic for pk in c.member_ids}
-        shared = current_pass(run, user_id)
         if shared is not None and (seed_filter is None or shared.vectors is not None):
             lexical_clusters = lexical.lexical_clusters(
                 [(r[0], r[1], r[2]) for r in shared.rows], user_id=user_id,
@@ -516,15 +514,16 @@ def candidate_clusters(
         _, added = lexical.interleave(judged_semantic, lexical_clusters)
         _record(run, user_id, "lexical", modes["lexical"], examined=len(lexical_clusters), affected=added,
                 applied=0, seconds=time.monotonic() - started,
-                findings=[{"truth_ids": list(c.member_ids), "jaccard": list(c.similarities)} for c in lexical_clusters])
+                findings=[{"truth_ids": list(c.member_ids), "jaccard": list(c.similarities)} for c in lexical_clusters],
+                shared=shared)
     judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
     judged_lexical = lexical_clusters if modes["lexical"] == StageMode.APPLY else []
     clusters, _ = lexical.interleave(judged_semantic, judged_lexical)
-    return keep_undone_apart(clusters, user_id=user_id)
+    return keep_undone_apart(clusters, user_id=user_id, shared=shared)
 
 
 def keep_undone_apart(
-    clusters: list[clustering.CandidateCluster], *, user_id: int
+    clusters: list[clustering.CandidateCluster], *, user_id: int, shared: UserPass | None = None
 ) -> list[clustering.CandidateCluster]:
     """``clusters`` without the pairs an operator separated by undoing their merge or
     supersede: a member that an undo restored together with an earlier member of the same
@@ -532,7 +531,6 @@ def keep_undone_apart(
     fewer than ``MIN_CLUSTER_SIZE`` members is dropped. So the next pass does not make the
     undone step again; the truths may still merge with others. One query (none when the
     user's pass knows no undo separated any of the user's truths: ``PassFacts``)."""
-    shared = _PASS.get()
     if shared is not None and shared.user_id == user_id and not shared.facts.undone:
         return clusters
     groups: dict[int, set[int]] = {}
@@ -560,7 +558,7 @@ def keep_undone_apart(
     return kept
 
 
-def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
+def run_prune(run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None) -> StageResult | None:
     """The prune stage for one user, after the run's merges (see ``prune.py``).
 
     Post-decay relevance is recomputed at the pass time (decay is deterministic, so it
@@ -573,7 +571,7 @@ def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
     prune may retire) are pruned in apply mode, the rest refused: ``refused`` counts them
     and each finding says ``retired`` and ``refused``.
     """
-    mode, existing = _start(run, user_id, "prune")
+    mode, existing = _start(run, user_id, "prune", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
@@ -597,7 +595,7 @@ def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
         for c in found
     ]
     return _record(run, user_id, "prune", mode, examined=examined, affected=len(found), applied=len(applied),
-                   refused=len(refused), seconds=time.monotonic() - started, findings=findings)
+                   refused=len(refused), seconds=time.monotonic() - started, findings=findings, shared=shared)
 
 
 def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
@@ -755,11 +753,14 @@ class Stage:
     shows: Callable[[dict[str, Any]], bool] | None = None
     report: Callable[..., dict[str, Any]] | None = None
 
-    def run(self, run: ConsolidationRun, user_id: int, **context: Any) -> StageResult | None:
-        """Run the stage for ``user_id`` (in its mode for ``run``; once per run and user)."""
+    def run(
+        self, run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None, **context: Any
+    ) -> StageResult | None:
+        """Run the stage for ``user_id`` (in its mode for ``run``; once per run and user),
+        in the ``shared`` pass if given (``user_pass``)."""
         if self.step is None:
             return None
-        return self.step(run, user_id, **{key: context[key] for key in self.needs})
+        return self.step(run, user_id, shared=shared, **{key: context[key] for key in self.needs})
 
 
 #: Every stage in the order of a pass (``run_settings.STAGES`` names them in this order).
@@ -782,12 +783,15 @@ REGISTRY: tuple[Stage, ...] = (
 )
 
 
-def run_at(when: When, run: ConsolidationRun, user_id: int, **context: Any) -> None:
-    """Run the stages of ``when`` for ``user_id``, in registry order; ``context`` holds
-    what some need (``Stage.needs``: ``embedder`` for mine)."""
+def run_at(
+    when: When, run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None, **context: Any
+) -> None:
+    """Run the stages of ``when`` for ``user_id``, in registry order, in the ``shared`` pass
+    if given (``user_pass``); ``context`` holds what some need (``Stage.needs``: ``embedder``
+    for mine)."""
     for stage in REGISTRY:
         if stage.when is when:
-            stage.run(run, user_id, **context)
+            stage.run(run, user_id, shared=shared, **context)
 
 
 def calls_model_after_clustering(run: ConsolidationRun) -> bool:

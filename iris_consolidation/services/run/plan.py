@@ -120,7 +120,7 @@ def build_user_plan(
     with stages.user_pass(run, user_id, buffered=small, facts=facts) as shared:
         # The stages that may call a model (mine; relocate and promote below) run outside
         # the transaction that follows: no network call while it holds the run's row.
-        stages.run_at(stages.When.FIRST, run, user_id, embedder=embedder)
+        stages.run_at(stages.When.FIRST, run, user_id, shared=shared, embedder=embedder)
         offline_after = not stages.calls_model_after_clustering(run)
         # A small user's writes from here on (stage results, the pass's cursor bounds) are
         # committed once: a commit costs a flush to disk (about 3 ms here), several times
@@ -131,21 +131,21 @@ def build_user_plan(
                 commit_without_waiting()
             # Stages before clustering (noise, decay), each timed in its StageResult; after the
             # embedding, so that an embedder that fails leaves every truth as it was.
-            stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
+            stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id, shared=shared)
             started = time.monotonic()
-            positions = [(row[8], row[0]) for row in shared.consolidatable()]
+            positions = [row.position for row in shared.consolidatable()]
             seed_filter, seeds = incremental.begin_user_pass(run=run, user_id=user_id, positions=positions)
             # Both candidate arms (embedding, Jaccard), interleaved; each in its stage mode.
-            clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter)
+            clusters = stages.candidate_clusters(run, user_id, seed_filter=seed_filter, shared=shared)
             cluster_seconds = time.monotonic() - started
             if small and offline_after:
                 # No model call in relocate or promote: they may run in the same transaction.
-                stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
+                stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id, shared=shared)
             shared.flush()
         # After the clusters are built (the order of a pass's stages): a truth relocated here leaves its
         # cluster stale for phase 2, which re-reads every member under a lock.
         if not (small and offline_after):
-            stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
+            stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id, shared=shared)
     return finished_plan(
         run, user_id=user_id, clusters=clusters, truths=truths + shared.mined, embedded=embedded,
         embed_seconds=embed_seconds, cluster_seconds=cluster_seconds, seeds=seeds,
@@ -475,18 +475,18 @@ def _plan_one(
     """One user's stages and clusters in the batch (``build_user_plan``'s order): the plan
     and its unsaved ``UserPass`` row."""
     user_id = shared.user_id
-    with stages.user_pass(run, user_id, buffered=True, read=shared):
-        stages.run_at(stages.When.FIRST, run, user_id, embedder=embedder)
-        stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id)
-        started = time.monotonic()
-        user_pass = incremental.user_pass_row(
-            run, user_id, cursor=cursor, positions=[(row[8], row[0]) for row in shared.consolidatable()]
-        )
-        shared.seed_bound = incremental.pass_bound(user_pass)
-        # The pass's seed bound stands for the seed filter: the arms read seeds from the pass.
-        clusters = stages.candidate_clusters(run, user_id)
-        cluster_seconds = time.monotonic() - started
-        stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id)
+    # The pass was read with the batch's (``_rows_and_vectors_of``); its results are written with theirs.
+    stages.run_at(stages.When.FIRST, run, user_id, shared=shared, embedder=embedder)
+    stages.run_at(stages.When.BEFORE_CLUSTERING, run, user_id, shared=shared)
+    started = time.monotonic()
+    user_pass = incremental.user_pass_row(
+        run, user_id, cursor=cursor, positions=[row.position for row in shared.consolidatable()]
+    )
+    shared.seed_bound = incremental.pass_bound(user_pass)
+    # The pass's seed bound stands for the seed filter: the arms read seeds from the pass.
+    clusters = stages.candidate_clusters(run, user_id, shared=shared)
+    cluster_seconds = time.monotonic() - started
+    stages.run_at(stages.When.AFTER_CLUSTERING, run, user_id, shared=shared)
     plan = finished_plan(
         run, user_id=user_id, clusters=clusters, truths=truths + shared.mined, embedded=embedding[0],
         embed_seconds=embedding[1],
@@ -497,14 +497,14 @@ def _plan_one(
 
 def _rows_and_vectors_of(
     user_ids: Sequence[int],
-) -> tuple[dict[int, list[tuple[Any, ...]]], dict[int, tuple[np.ndarray, np.ndarray]]]:
+) -> tuple[dict[int, list[stages.PassRow]], dict[int, tuple[np.ndarray, np.ndarray]]]:
     """``stages.UserPass.rows`` and ``UserPass.vectors`` of every user of the batch, in one
     query: each live truth's row and its embedding in pgvector's binary form
     (``vectors.users_vectors``). For users of at most ``vectors.FETCH_ROWS`` truths in all
     (``dispatch.user_batches`` keeps a task's users under it). One query instead of two
     saved 0.18 ms a user of 100 truths (1.08 against 1.26 ms, median of five rounds of 500
     users, 4 December 2026)."""
-    rows: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    rows: dict[int, list[stages.PassRow]] = defaultdict(list)
     owners: list[int] = []
     ids: list[int] = []
     raws: list[Any] = []
@@ -513,7 +513,7 @@ def _rows_and_vectors_of(
     # In PostgreSQL's binary format where it gives the ORM's values: the rows' part took 0.4
     # ms a user of 100 truths against 1.2 through the ORM (3 December 2026).
     for row in stages.read_rows(read):
-        rows[row[0]].append(row[1:-1])
+        rows[row[0]].append(stages.PassRow._make(row[1:-1]))
         if row[-1] is not None:
             owners.append(row[0])
             ids.append(row[1])

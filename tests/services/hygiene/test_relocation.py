@@ -184,8 +184,8 @@ def test_a_truth_tagged_as_pointer_is_never_a_candidate(heavy, run_factory, in_a
     run = started(run_factory())
     if in_a_pass:
         with stages.user_pass(run, heavy["user"].pk, buffered=False) as shared:
-            assert [row[3] for row in shared.rows] == [False, True, False, False]
-            result = stages.run_relocate(run, heavy["user"].pk, client=None)
+            assert [row.pointer for row in shared.rows] == [False, True, False, False]
+            result = stages.run_relocate(run, heavy["user"].pk, client=None, shared=shared)
     else:
         result = stages.run_relocate(run, heavy["user"].pk, client=None)
     assert (result.examined, result.affected) == (2, 1)
