@@ -214,6 +214,26 @@ def test_no_function_is_longer_than_80_lines() -> None:
     assert long == [], f"functions over {MAX_FUNCTION_LINES} lines: {long}"
 
 
+#: The verbs of a run: a function named for one of them is defined in one module only, so the
+#: name says which layer does it (no ``start_run`` calling a ``start_run`` below it).
+RUN_VERBS = ("start", "plan", "decide")
+
+
+def namesakes(modules: dict[str, Module]) -> dict[str, list[str]]:
+    """Module-level functions named for a run's verb (``RUN_VERBS``) defined in more than
+    one module: ``{name: [modules]}``."""
+    where: dict[str, list[str]] = {}
+    for mod in modules.values():
+        for name, _ in mod.functions:
+            if "." not in name and name.split("_")[0] in RUN_VERBS:
+                where.setdefault(name, []).append(mod.name)
+    return {name: sorted(mods) for name, mods in where.items() if len(mods) > 1}
+
+
+def test_one_name_for_each_of_start_plan_decide() -> None:
+    assert namesakes(scan()) == {}
+
+
 def test_the_queue_names_existing_tasks() -> None:
     """The queue layer names its django-q2 tasks by dotted path (it never imports the doors):
     each path is a function of ``tasks.py``."""

@@ -426,7 +426,7 @@ def run_relocate(
     started = time.monotonic()
     client = model_client(run) if client is FROM_RUN else client
     rows = [(r[0], r[2], r[3]) for r in shared.consolidatable()] if shared is not None else None
-    decided = relocation.plan(run=run, user_id=user_id, client=client, rows=rows)
+    decided = relocation.choose_moves(run=run, user_id=user_id, client=client, rows=rows)
     findings: list[dict[str, Any]] = [{"errors": decided.errors, "refused": decided.refused,
                                        "extractor": "llm" if client is not None else "rules",
                                        **decided.asked_head()}]
@@ -456,7 +456,7 @@ def run_promote(
         return existing
     started = time.monotonic()
     client = model_client(run) if client is FROM_RUN else client
-    result, rules = promotion.plan(run=run, user_id=user_id, client=client)
+    result, rules = promotion.propose_rules(run=run, user_id=user_id, client=client)
     added = promotion.append(run=run, user_id=user_id, rules=rules, result=result, write=mode == StageMode.APPLY,
                              model=getattr(client, "model", ""))
     head = {"skipped": result.skipped, "errors": result.errors, "refused": result.refused,

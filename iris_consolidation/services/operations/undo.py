@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -165,14 +165,61 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
     return results
 
 
-def plan_undo(*, truth: Truth) -> selectors.UndoStep:
-    """The step ``undo_consolidation`` would reverse on ``truth``, for a confirmation page.
+@dataclass(frozen=True, kw_only=True)
+class Reversal:
+    """The undo of one truth, its kind chosen once (``reversal_of``) and used by the
+    confirmation page (``step``, ``title``), by the undo itself (``perform``) and by the
+    message after it (``UndoResult.kind``).
 
-    Reads only. Raises what ``undo_consolidation`` would refuse with. For a truth the
-    noise or prune stage retired, the step restores it (no events, action ``restore``).
+    ``kind``: ``RESTORE`` (a truth the noise or prune ``stage`` retired: live again, no
+    lineage step), ``RELOCATION`` (a relocated truth and its pointer, named by either: the
+    truth live again, the pointer retired) or ``CONSOLIDATION`` (the latest merge or
+    supersede into the truth: its sources live again; ``_undo``).
     """
+
+    RESTORE: ClassVar[str] = "restore"
+    RELOCATION: ClassVar[str] = "relocate"
+    CONSOLIDATION: ClassVar[str] = "consolidation"
+    TITLES: ClassVar[dict[str, str]] = {
+        "restore": "Restore truth #{pk}, retired by the {stage} stage",
+        "relocate": "Undo the consolidation that made truth #{pk}",
+        "consolidation": "Undo the consolidation that made truth #{pk}",
+    }
+
+    kind: str
+    truth: Truth
+    step: selectors.UndoStep
+    #: ``RESTORE`` only: the stage that retired the truth (noise or prune).
+    stage: str = ""
+
+    @property
+    def title(self) -> str:
+        """The confirmation page's title, e.g. "Undo the consolidation that made truth #12"."""
+        return self.TITLES[self.kind].format(pk=self.truth.pk, stage=self.stage)
+
+    def perform(self, *, actor: str, reason: str) -> UndoResult:
+        """Undo it (one transaction, row locks); raises ``UndoRefused`` /
+        ``ConsolidatedFurther`` as ``undo_consolidation`` says."""
+        pk = self.truth.pk
+        if self.kind == self.RESTORE:
+            retire.restore(truth_id=pk, actor=actor, reason=reason)
+            return UndoResult(truth_id=pk, truth_retired=False, restored_ids=(pk,), review_id=None,
+                              action=self.RESTORE, stage=self.stage)
+        if self.kind == self.RELOCATION:
+            original, pointer = relocation.undo_relocation(truth_id=pk, actor=actor, reason=reason)
+            return UndoResult(truth_id=pointer.pk, truth_retired=True, restored_ids=(original.pk,), review_id=None,
+                              action=self.RELOCATION)
+        return _undo(truth_ids=[pk], review_id=None, actor=actor, reason=reason)[0]
+
+
+def reversal_of(truth: Truth) -> Reversal:
+    """The ``Reversal`` of ``truth``: the one place that chooses what undoing it means.
+    Reads only. Raises what the undo would refuse with (``UndoRefused``,
+    ``ConsolidatedFurther``) for a consolidation with nothing to undo."""
     if retire.is_hygiene_retirement(truth):
-        return selectors.UndoStep(truth=truth, review=None, events=(), creates_truth=False)
+        stage = "prune" if truth.retired_reason == RetiredReason.PRUNED else "noise"
+        step = selectors.UndoStep(truth=truth, review=None, events=(), creates_truth=False)
+        return Reversal(kind=Reversal.RESTORE, truth=truth, step=step, stage=stage)
     pair = relocation.relocated_pair(truth)
     if pair is not None:
         # A relocation: the pointer "made" from the truth; undoing restores one, retires the other.
@@ -180,8 +227,9 @@ def plan_undo(*, truth: Truth) -> selectors.UndoStep:
         events = tuple(LineageEvent.objects.filter(
             source=original, result=pointer, action=LineageEvent.Action.RELOCATE
         ))
-        return selectors.UndoStep(truth=pointer, review=None, events=events, creates_truth=True)
-    return _latest_step(truth)
+        step = selectors.UndoStep(truth=pointer, review=None, events=events, creates_truth=True)
+        return Reversal(kind=Reversal.RELOCATION, truth=truth, step=step)
+    return Reversal(kind=Reversal.CONSOLIDATION, truth=truth, step=_latest_step(truth))
 
 
 def plan_review_undo(*, review: ClusterReview) -> list[selectors.UndoStep]:
@@ -205,22 +253,18 @@ def undo_consolidation(*, truth_id: int, actor: str, reason: str) -> UndoResult:
     """Undo the latest consolidation step into truth ``truth_id``; see the module doc.
 
     Transaction: one, with row locks. Idempotent in effect: a second call refuses
-    with ``ALREADY_UNDONE``. Raises ``UndoRefused`` / ``ConsolidatedFurther``.
-    A truth retired by the noise or prune stage is restored (``hygiene.retire.restore``);
-    a relocation (named by the relocated truth or its pointer) is undone by
-    ``hygiene.relocation.undo_relocation``: the truth live again, the pointer retired.
+    with ``ALREADY_UNDONE``. Raises ``UndoRefused`` / ``ConsolidatedFurther``. What
+    undoing means is the truth's ``Reversal`` (``reversal_of``): a truth retired by the
+    noise or prune stage is restored (``hygiene.retire.restore``); a relocation (named by
+    the relocated truth or its pointer) is undone by ``hygiene.relocation.undo_relocation``:
+    the truth live again, the pointer retired.
     """
     truth = Truth.all_objects.filter(pk=truth_id).first()
-    if truth is not None and retire.is_hygiene_retirement(truth):
-        stage = "prune" if truth.retired_reason == RetiredReason.PRUNED else "noise"
-        retire.restore(truth_id=truth_id, actor=actor, reason=reason)
-        return UndoResult(truth_id=truth_id, truth_retired=False, restored_ids=(truth_id,), review_id=None,
-                          action="restore", stage=stage)
-    if truth is not None and relocation.relocated_pair(truth) is not None:
-        original, pointer = relocation.undo_relocation(truth_id=truth_id, actor=actor, reason=reason)
-        return UndoResult(truth_id=pointer.pk, truth_retired=True, restored_ids=(original.pk,), review_id=None,
-                          action="relocate")
-    return _undo(truth_ids=[truth_id], review_id=None, actor=actor, reason=reason)[0]
+    if truth is None:
+        raise UndoRefused(UNKNOWN_TRUTH.format(truth=truth_id))
+    if not reason.strip():
+        raise UndoRefused(REASON_REQUIRED)
+    return reversal_of(truth).perform(actor=actor, reason=reason)
 
 
 def undo_review(*, review_id: int, actor: str, reason: str) -> list[UndoResult]:

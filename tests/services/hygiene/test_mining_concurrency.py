@@ -138,10 +138,8 @@ def test_a_user_mined_by_a_model_gets_a_phase_one_task_of_its_own(llm_server, an
         truth_factory("Likes tea", user=user)
         truth_factory("Likes coffee", user=user)
     run = lifecycle.create_run(trigger="command", full=True, judge=get_judge_client().name)
-    user_ids = lifecycle.start_run(run)
-    jobs = ConsolidationJob.objects.bulk_create(
-        ConsolidationJob(run=run, kind="user", user_id=pk, key=f"user:{pk}") for pk in user_ids
-    )
+    user_ids = lifecycle.start_run(run)  # makes a phase 1 job per user
+    jobs = list(ConsolidationJob.objects.filter(run=run, kind="user").order_by("pk"))
 
     groups = [[job.user_id for job in group] for group in dispatch.user_batches(jobs)]
 

@@ -123,7 +123,7 @@ def test_a_truth_changed_meanwhile_is_not_relocated(heavy, settings, run_factory
 
 def test_undo_restores_the_truth_and_retires_the_pointer(heavy):
     _, pointer = relocation.relocate(move=relocation.rule_move(heavy["history"], "length"), run=None)
-    plan = undo.plan_undo(truth=Truth.all_objects.get(pk=heavy["history"].pk))
+    plan = undo.reversal_of(Truth.all_objects.get(pk=heavy["history"].pk)).step
     assert (plan.truth.pk, plan.source_ids, plan.action, plan.creates_truth) == (
         pointer.pk, (heavy["history"].pk,), "relocate", True
     )
