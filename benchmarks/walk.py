@@ -9,7 +9,10 @@ replayed, as ``make demo`` does) under ``sys.setprofile``: every Python function
 counted by its module, and a module of ``iris_consolidation`` is "crossed" when one of its
 functions runs (module-level code at import aside: the imports happen before the pass). It
 prints the modules, the count, how many times control passed from one module to another
-(calls only) and the merged and superseded truths, then drops the database.
+(calls only) and the merged and superseded truths, then drops the database. The spine is
+the modules between the command and the parts: the doors, ``services/queue/``,
+``services/run/`` (before it, ``pipeline/consolidation``, ``batch_plan`` and ``inventory``);
+its edges are the (caller, callee) pairs of modules seen among them.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ def main() -> None:
 
     setup_test_environment()
     old_name = connection.settings_dict["NAME"]
+    # A database of its own: the test suite's (``test_<name>``) may be in use.
+    connection.settings_dict.setdefault("TEST", {})["NAME"] = f"iris_walk_{os.getpid()}"
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
         call_command("load_truths", args.data, create_users=True, verbosity=0)
@@ -65,6 +70,7 @@ def main() -> None:
 
         first: dict[str, int] = {}
         calls: Counter[str] = Counter()
+        edges: Counter[tuple[str, str]] = Counter()
         passes = [0]
         last = [None]
 
@@ -78,6 +84,9 @@ def main() -> None:
                 return
             calls[module] += 1
             first.setdefault(module, len(first))
+            caller = _module_of(frame.f_back.f_code.co_filename) if frame.f_back is not None else None
+            if caller is not None and caller != module:
+                edges[(caller, module)] += 1
             if last[0] is not None and last[0] != module:
                 passes[0] += 1
             last[0] = module
@@ -98,7 +107,24 @@ def main() -> None:
         print(f"{first[module]:3d} {module} ({calls[module]} calls)")
     print(f"modules crossed: {len(ordered)}")
     print(f"calls into the app: {sum(calls.values())}; changes of module between consecutive app calls: {passes[0]}")
+    spine = [m for m in ordered if _in_spine(m)]
+    spine_edges = sorted((a, b) for a, b in edges if _in_spine(a) and _in_spine(b))
+    print(f"spine: {len(spine)} modules: {', '.join(m.removeprefix(PACKAGE + '.') for m in spine)}")
+    print(f"spine edges (caller -> callee): {len(spine_edges)}")
+    for a, b in spine_edges:
+        print(f"  {a.removeprefix(PACKAGE + '.')} -> {b.removeprefix(PACKAGE + '.')} ({edges[(a, b)]} calls)")
     print(f"sources merged: {merged}, superseded: {superseded}")
+
+
+#: The run's owner before ``services/run/`` existed.
+FORMER_OWNER = {f"{PACKAGE}.services.pipeline.{name}" for name in ("consolidation", "batch_plan", "inventory")}
+
+
+def _in_spine(module: str) -> bool:
+    """A door, ``services/queue/``, ``services/run/`` or the former owner (see the docstring)."""
+    doors = (f"{PACKAGE}.tasks", f"{PACKAGE}.management.", f"{PACKAGE}.admin.", f"{PACKAGE}.api")
+    return (module.startswith((f"{PACKAGE}.services.queue.", f"{PACKAGE}.services.run.", *doors))
+            or module in FORMER_OWNER)
 
 
 if __name__ == "__main__":

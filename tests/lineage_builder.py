@@ -72,7 +72,7 @@ def judge_and_record(
         llm_calls=1,
     )
     result = validation.validate(request, verdict.actions, max_length=1000, max_generation=5)
-    draft = merging.ReviewDraft(
+    decision = merging.Decision(
         run_id=run.pk,
         user_id=truths[0].user_id,
         key=judging.cluster_key(list(truths)),
@@ -85,7 +85,7 @@ def judge_and_record(
         spend=Spend(calls=1, prompt_tokens=tokens - tokens // 4, completion_tokens=tokens // 4),
         asked_model=True,
     )
-    return merging.record_review(draft=draft, dry_run=run.dry_run)
+    return merging.record_review(decision=decision, dry_run=run.dry_run)
 
 
 def merge(truths: Sequence[Truth], *, content: str, run: ConsolidationRun, reasoning: str | None = None) -> Truth:

@@ -228,7 +228,7 @@ def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterR
     embeddings: dict[str, Any] = {}
     if checked.new_contents:
         embeddings = dict(zip(checked.new_contents, embedder.embed(list(checked.new_contents)), strict=True))
-    draft = merging.ReviewDraft(
+    decision = merging.Decision(
         run_id=run.pk,
         user_id=preview.user_id,
         key=preview.key,
@@ -241,7 +241,7 @@ def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterR
         prepass=checked.prepass,
         embeddings=embeddings,
     )
-    return merging.record_review(draft=draft, dry_run=False, embedding_model=embedder.model_name)
+    return merging.record_review(decision=decision, dry_run=False, embedding_model=embedder.model_name)
 
 
 def _members(entry: dict[str, Any]) -> list[str]:

@@ -38,10 +38,10 @@ NOTE_LLM_STOPPED = "LLM judge stopped for user {user_id} (pre-pass applied, the 
 
 
 def snapshot_members(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str, Any], ...]:
-    """The members as the judge saw them, one dict per alias, for ``ReviewDraft.snapshot``.
+    """The members as the judge saw them, one dict per alias, for ``merging.Decision.snapshot``.
 
     ``merging.record_review`` re-checks freshness against ``content`` and ``updated_at``
-    (ISO 8601) here, so every draft must be built from this function.
+    (ISO 8601) here, so every decision must be built from this function.
     """
     return tuple(
         {
@@ -95,7 +95,7 @@ class _Prepared:
     index: int
     request: Any
     by_alias: dict[str, Truth]
-    draft_args: dict[str, Any]
+    decision_args: dict[str, Any]
 
 
 def budget_check(run: ConsolidationRun, client: JudgeClient) -> Callable[[Spend], bool] | None:
@@ -183,10 +183,10 @@ def _prepare(
     judge: str, first_alias: int,
 ) -> _Prepared:
     """The judge's request for a cluster's live ``truths`` (aliases from ``first_alias``)
-    and the fields its review draft will carry."""
+    and the fields its review decision will carry."""
     request, by_alias = judging.build_request(truths, first_alias=first_alias)
     sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
-    draft_args: dict[str, Any] = {
+    decision_args: dict[str, Any] = {
         "run_id": run.pk,
         "user_id": cluster.user_id,
         "key": key,
@@ -194,7 +194,7 @@ def _prepare(
         "similarities": {alias: sims.get(t.pk, 0.0) for alias, t in by_alias.items()},
         "judge": judge,
     }
-    return _Prepared(index=index, request=request, by_alias=by_alias, draft_args=draft_args)
+    return _Prepared(index=index, request=request, by_alias=by_alias, decision_args=decision_args)
 
 
 def _answer_without_model(
@@ -205,9 +205,9 @@ def _answer_without_model(
     if len(truths) < 2:
         # Changed since planning (retired elsewhere, say): nothing to judge, and no
         # judge failed, so the run is not partial for it.
-        draft = merging.ReviewDraft(**item.draft_args, stale_reason=STALE_CLUSTER)
-        return merging.record_review(draft=draft, dry_run=run.dry_run)
-    user_id = item.draft_args["user_id"]
+        decision = merging.Decision(**item.decision_args, stale_reason=STALE_CLUSTER)
+        return merging.record_review(decision=decision, dry_run=run.dry_run)
+    user_id = item.decision_args["user_id"]
     cached = verdict_cache.use_cached_keep(user_id=user_id, request=item.request, client=client, run_id=run.pk)
     if cached is None:
         return None
@@ -266,8 +266,8 @@ def _record(
     if new_contents and not run.dry_run:
         new_vectors = embedder.embed(new_contents)
         embeddings = dict(zip(new_contents, new_vectors, strict=True))
-    draft = merging.ReviewDraft(
-        **item.draft_args,
+    decision = merging.Decision(
+        **item.decision_args,
         verdict=judgement.verdict,
         accepted=judgement.accepted,
         rejections=judgement.rejections,
@@ -280,7 +280,7 @@ def _record(
         spend=judgement.spend,
         asked_model=judgement.asked_model,
     )
-    return merging.record_review(draft=draft, dry_run=run.dry_run, embedding_model=embedder.model_name)
+    return merging.record_review(decision=decision, dry_run=run.dry_run, embedding_model=embedder.model_name)
 
 
 def failure_of(judgement: judging.Judgement) -> str:
@@ -299,7 +299,6 @@ def record_cluster_failure(
     judge: str,
     error: str,
     key: str,
-    llm_calls: int = 0,
     failure: str = ClusterReview.Failure.JOB_FAULT,
 ) -> Any:
     """Record a failed review for a cluster that got no verdict (timeouts, rate limits past
@@ -309,7 +308,7 @@ def record_cluster_failure(
     truths = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
     request, by_alias = judging.build_request(truths)
     sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
-    draft = merging.ReviewDraft(
+    decision = merging.Decision(
         run_id=run.pk,
         user_id=cluster.user_id,
         key=key,
@@ -318,9 +317,8 @@ def record_cluster_failure(
         judge=judge,
         error=error,
         failure=failure,
-        llm_calls=llm_calls,
     )
-    return merging.record_review(draft=draft, dry_run=run.dry_run)
+    return merging.record_review(decision=decision, dry_run=run.dry_run)
 
 
 def batches(clusters: Sequence[Any], size: int | None = None) -> list[list[Any]]:

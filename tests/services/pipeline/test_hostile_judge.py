@@ -346,7 +346,7 @@ def test_member_changed_after_judging_drops_the_action(llm_server, truth_factory
     Truth.objects.filter(pk=b.pk).update(content="Enjoys green tea")
 
     review = merging.record_review(
-        draft=merging.ReviewDraft(
+        decision=merging.Decision(
             run_id=run.pk,
             user_id=a.user_id,
             key="k",

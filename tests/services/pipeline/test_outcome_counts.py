@@ -35,7 +35,7 @@ def _record(truths, actions, *, run, error="", edit_before_write=None):
     result = validation.validate(request, tuple(actions), max_length=1000, max_generation=5)
     if edit_before_write is not None:
         edit_before_write()
-    draft = merging.ReviewDraft(
+    decision = merging.Decision(
         run_id=run.pk,
         user_id=truths[0].user_id,
         key=judging.cluster_key(list(truths)),
@@ -47,7 +47,7 @@ def _record(truths, actions, *, run, error="", edit_before_write=None):
         rejections=result.rejections if not error else (),
         error=error,
     )
-    return merging.record_review(draft=draft, dry_run=run.dry_run)
+    return merging.record_review(decision=decision, dry_run=run.dry_run)
 
 
 @pytest.fixture

@@ -135,6 +135,7 @@ def test_unexpected_error_is_a_fault_requeued_until_job_attempts(two_clusters, s
     settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 2
     run = _queued_run()
     lifecycle.start_run(run)
+    ConsolidationJob.objects.filter(run=run, kind="user").update(status="done")  # phase 1 done: cluster jobs follow
     members = two_clusters["alice"]
     cluster = {"user_id": members[0].user_id, "member_ids": [t.pk for t in members], "similarities": [1.0, 0.95]}
     job = run_jobs.create_cluster_jobs(
@@ -186,6 +187,7 @@ def test_two_deliveries_judging_at_once_apply_the_verdict_once(two_clusters):
 
     run = _queued_run()
     lifecycle.start_run(run)
+    ConsolidationJob.objects.filter(run=run, kind="user").update(status="done")  # phase 1 done: cluster jobs follow
     members = two_clusters["alice"]
     from iris_consolidation.services.pipeline.clustering import CandidateCluster
 
