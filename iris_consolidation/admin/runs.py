@@ -26,7 +26,7 @@ from django.utils.html import format_html, format_html_join
 from .. import inventory_display, lineage_display, run_display, selectors
 from ..exceptions import ApplyRefused, CancelRefused, RetryRefused
 from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
-from ..services.hygiene import stages
+from ..services.hygiene import reports
 from ..services.operations import dry_runs
 from ..services.pipeline.forecast import Forecast
 from ..services.queue import cancel, dispatch, recovery
@@ -379,7 +379,7 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
                 forecast_line=(
                     inventory_display.forecast_sentence(Forecast.from_dict(obj.forecast)) if obj.forecast else ""
                 ),
-                stage_report=_readable_stage_report(stages.summarise(obj)),
+                stage_report=_readable_stage_report(reports.summarise(obj)),
                 kinds=(kinds := run_display.kind_table(obj))[0],
                 kind_rows=kinds[1],
                 review_groups=run_display.review_groups(

@@ -9,7 +9,7 @@ the same order and the same results, but what every user's pass reads is read fo
 batch at once, and what it writes is written at once.
 
 Reads for the whole batch: the run; per user its consolidatable count and what its
-pass knows beforehand (``stages.PassFacts``), in one query; its stage results already
+pass knows beforehand (``passes.PassFacts``), in one query; its stage results already
 recorded (a second delivery); its live truths and their vectors, in one query
 (``vectors.users_vectors``); and its cursor. Writes for the whole batch: the stage
 results in one insert, the users' ``UserPass`` rows in one upsert; the run's counters
@@ -56,7 +56,7 @@ from ...models import (
     StageResult,
     Truth,
 )
-from ..hygiene import stages
+from ..hygiene import passes, stages
 from ..pipeline import clustering, forecast, incremental, vectors
 from . import lifecycle
 
@@ -114,10 +114,10 @@ def build_user_plan(
             user_id=user_id, truths=truths, embedded=embedded, embed_seconds=embed_seconds, embedder=embedder
         )
     small = truths <= ONE_TRANSACTION_UP_TO
-    # The stages share one read of the user's truths and stage results (``stages.user_pass``);
+    # The stages share one read of the user's truths and stage results (``passes.user_pass``);
     # a small user's results are written in one insert, in the transaction below.
-    facts = stages.PassFacts(recorded=run.user_recorded, undone=run.user_undone, messages=run.user_messages)
-    with stages.user_pass(run, user_id, buffered=small, facts=facts) as shared:
+    facts = passes.PassFacts(recorded=run.user_recorded, undone=run.user_undone, messages=run.user_messages)
+    with passes.user_pass(run, user_id, buffered=small, facts=facts) as shared:
         # The stages that may call a model (mine; relocate and promote below) run outside
         # the transaction that follows: no network call while it holds the run's row.
         stages.run_at(stages.When.FIRST, run, user_id, shared=shared, embedder=embedder)
@@ -208,7 +208,7 @@ def _run_for_user(run_id: Any, *, user_id: int, model_name: str) -> Consolidatio
 def pass_facts(*, user: Any, run: Any, model_name: str) -> dict[str, Any]:
     """What a user's pass asks first, as annotations: ``truths`` (consolidatable truths),
     ``unembedded`` (a live truth lacks an embedding of ``model_name``), and the
-    ``stages.PassFacts``: ``recorded``, ``undone``, ``messages``. ``user`` and ``run``: an
+    ``passes.PassFacts``: ``recorded``, ``undone``, ``messages``. ``user`` and ``run``: an
     id, or an ``OuterRef`` to the annotated row (a run, for one user; a user, for a batch:
     ``batch_plan``)."""
     truths = Truth.objects.filter(user_id=user)
@@ -321,7 +321,7 @@ class BatchPlan:
 class _Facts:
     truths: int
     unembedded: bool
-    pass_facts: stages.PassFacts
+    pass_facts: passes.PassFacts
 
 
 def build_user_plans(
@@ -412,10 +412,10 @@ def _facts_of(run: ConsolidationRun, user_ids: Sequence[int], *, model_name: str
     )
     found = {
         pk: _Facts(truths=n, unembedded=unembedded,
-                   pass_facts=stages.PassFacts(recorded=recorded, undone=undone, messages=messages))
+                   pass_facts=passes.PassFacts(recorded=recorded, undone=undone, messages=messages))
         for pk, n, unembedded, recorded, undone, messages in rows
     }
-    none = _Facts(truths=0, unembedded=False, pass_facts=stages.PassFacts(recorded=False, undone=False, messages=False))
+    none = _Facts(truths=0, unembedded=False, pass_facts=passes.PassFacts(recorded=False, undone=False, messages=False))
     return {user_id: found.get(user_id, none) for user_id in user_ids}
 
 
@@ -436,12 +436,12 @@ def _plan_together(
     recorded_stages = {user_id: set(results[user_id]) for user_id in user_ids}
     cursors = incremental.cursors_of(user_ids)
     pending: list[StageResult] = []
-    passes = []
+    user_passes = []
     plans: dict[int, UserPlan] = {}
     with transaction.atomic():
         commit_without_waiting()
         for user_id in user_ids:
-            shared = stages.UserPass(
+            shared = passes.UserPass(
                 run_id=run.pk, user_id=user_id, buffered=True, results=results[user_id],
                 facts=facts[user_id].pass_facts, _rows=rows.get(user_id, []),
                 vectors=user_vectors.get(user_id, NO_VECTORS),
@@ -461,15 +461,15 @@ def _plan_together(
             # A second delivery re-records the arms' results (one by one, ``flush`` keeps the
             # row already there): the batch leaves out what the user had recorded before.
             pending += [r for r in shared.pending if r.stage not in recorded_stages[user_id]]
-            passes.append(user_pass)
+            user_passes.append(user_pass)
             plans[user_id] = plan
         _insert_results(pending)
-        incremental.record_user_passes(passes)
+        incremental.record_user_passes(user_passes)
     return plans
 
 
 def _plan_one(
-    run: ConsolidationRun, shared: stages.UserPass, *, truths: int, cursor: Any, embedder: Embedder,
+    run: ConsolidationRun, shared: passes.UserPass, *, truths: int, cursor: Any, embedder: Embedder,
     embedding: tuple[int, float],
 ) -> tuple[UserPlan, Any]:
     """One user's stages and clusters in the batch (``build_user_plan``'s order): the plan
@@ -497,23 +497,23 @@ def _plan_one(
 
 def _rows_and_vectors_of(
     user_ids: Sequence[int],
-) -> tuple[dict[int, list[stages.PassRow]], dict[int, tuple[np.ndarray, np.ndarray]]]:
-    """``stages.UserPass.rows`` and ``UserPass.vectors`` of every user of the batch, in one
+) -> tuple[dict[int, list[passes.PassRow]], dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """``passes.UserPass.rows`` and ``UserPass.vectors`` of every user of the batch, in one
     query: each live truth's row and its embedding in pgvector's binary form
     (``vectors.users_vectors``). For users of at most ``vectors.FETCH_ROWS`` truths in all
     (``dispatch.user_batches`` keeps a task's users under it). One query instead of two
     saved 0.18 ms a user of 100 truths (1.08 against 1.26 ms, median of five rounds of 500
     users, 4 December 2026)."""
-    rows: dict[int, list[stages.PassRow]] = defaultdict(list)
+    rows: dict[int, list[passes.PassRow]] = defaultdict(list)
     owners: list[int] = []
     ids: list[int] = []
     raws: list[Any] = []
-    read = stages.pass_rows(Truth.objects.filter(user_id__in=list(user_ids)), by_user=True)
-    read = read.annotate(raw=vectors.binary_embedding()).values_list("user_id", *stages.PASS_FIELDS, "raw")
+    read = passes.pass_rows(Truth.objects.filter(user_id__in=list(user_ids)), by_user=True)
+    read = read.annotate(raw=vectors.binary_embedding()).values_list("user_id", *passes.PASS_FIELDS, "raw")
     # In PostgreSQL's binary format where it gives the ORM's values: the rows' part took 0.4
     # ms a user of 100 truths against 1.2 through the ORM (3 December 2026).
-    for row in stages.read_rows(read):
-        rows[row[0]].append(stages.PassRow._make(row[1:-1]))
+    for row in passes.read_rows(read):
+        rows[row[0]].append(passes.PassRow._make(row[1:-1]))
         if row[-1] is not None:
             owners.append(row[0])
             ids.append(row[1])

@@ -13,7 +13,7 @@ from iris_consolidation.exceptions import UndoRefused
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm import hygiene as prompts
 from iris_consolidation.models import LineageEvent, Note, RetiredReason, Truth, TruthChange
-from iris_consolidation.services.hygiene import relocation, stages
+from iris_consolidation.services.hygiene import passes, relocation, stages
 from iris_consolidation.services.operations import undo
 from tests import llm_stub
 from tests.helpers import truth_state
@@ -183,7 +183,7 @@ def test_a_truth_tagged_as_pointer_is_never_a_candidate(heavy, run_factory, in_a
     Truth.objects.filter(pk=heavy["history"].pk).update(tags=["travel", relocation.POINTER_TAG])
     run = started(run_factory())
     if in_a_pass:
-        with stages.user_pass(run, heavy["user"].pk, buffered=False) as shared:
+        with passes.user_pass(run, heavy["user"].pk, buffered=False) as shared:
             assert [row.pointer for row in shared.rows] == [False, True, False, False]
             result = stages.run_relocate(run, heavy["user"].pk, client=None, shared=shared)
     else:

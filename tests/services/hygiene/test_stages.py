@@ -11,7 +11,7 @@ from django.utils import timezone
 from iris_consolidation import run_settings
 from iris_consolidation.exceptions import InvalidInput, UndoRefused
 from iris_consolidation.models import LiveSettings, Origin, RetiredReason, StageResult, Truth, TruthChange
-from iris_consolidation.services.hygiene import retire, stages
+from iris_consolidation.services.hygiene import passes, retire, stages
 from iris_consolidation.services.run import lifecycle
 from iris_consolidation.services.run import plan as run_plan
 
@@ -228,9 +228,9 @@ def test_a_pass_reads_its_rows_as_the_orm_gives_them(truth_factory, user_factory
     truth_factory("Retired", user=user, retired_at=now, retired_reason=RetiredReason.NOISE)
     truth_factory("Another user's", user=other)
     Truth.objects.filter(user=user, content="Prefers tea").update(created_at=now - timedelta(days=60))
-    orm = list(stages.pass_rows(Truth.objects.for_user(user.pk)))
+    orm = list(passes.pass_rows(Truth.objects.for_user(user.pk)))
 
-    rows = stages.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
+    rows = passes.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
 
     assert rows == orm
     assert [row[2] for row in rows] == ["Prefers tea", "Lives in Porto", "See the note on travel",
@@ -250,10 +250,10 @@ def test_a_host_with_naive_dates_gets_the_orms_rows(settings, truth_factory, use
     try:
         user = user_factory()
         truth_factory("Lives in Porto", user=user, last_decayed=timezone.now() - timedelta(days=3))
-        orm = list(stages.pass_rows(Truth.objects.for_user(user.pk)))
+        orm = list(passes.pass_rows(Truth.objects.for_user(user.pk)))
         assert orm[0][5].tzinfo is None
 
-        rows = stages.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
+        rows = passes.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
         batch, _ = run_plan._rows_and_vectors_of([user.pk])
 
         assert rows == orm and batch[user.pk] == orm

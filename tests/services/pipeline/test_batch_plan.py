@@ -22,7 +22,7 @@ from iris_consolidation.models import (
     Truth,
     UserPass,
 )
-from iris_consolidation.services.hygiene import stages
+from iris_consolidation.services.hygiene import passes, stages
 from iris_consolidation.services.pipeline import vectors
 from iris_consolidation.services.run import lifecycle
 from iris_consolidation.services.run import plan as run_plan
@@ -290,7 +290,7 @@ def test_the_copy_writes_a_foreign_key_as_django_prepares_it():
 @pytest.mark.parametrize("psycopg3", [True, False], ids=["psycopg3", "another driver"])
 def test_a_batch_reads_what_each_user_alone_reads(user_factory, monkeypatch, psycopg3):
     """The batch's one query gives each user the rows and vectors its pass would read alone
-    (``stages.pass_rows``, ``vectors.load_user_vectors``): a truth without an embedding is in
+    (``passes.pass_rows``, ``vectors.load_user_vectors``): a truth without an embedding is in
     the rows and not in the vectors, a retired truth in neither, and a user with no embedded
     truth has no vectors."""
     rng = np.random.default_rng(7)
@@ -319,7 +319,7 @@ def test_a_batch_reads_what_each_user_alone_reads(user_factory, monkeypatch, psy
         users["bare"].pk: 3, users["mixed"].pk: 4, users["embedded"].pk: 4}
     assert sorted(read) == [users["mixed"].pk, users["embedded"].pk]
     for user in users.values():
-        assert rows.get(user.pk, []) == list(stages.pass_rows(Truth.objects.for_user(user.pk)))
+        assert rows.get(user.pk, []) == list(passes.pass_rows(Truth.objects.for_user(user.pk)))
         alone = vectors.load_user_vectors(user_id=user.pk, max_generation=app_settings.MAX_GENERATION, small=True)
         got_ids, got_vectors = read.get(user.pk, run_plan.NO_VECTORS)
         assert got_ids.tolist() == alone.ids.tolist()

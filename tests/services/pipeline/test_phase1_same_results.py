@@ -27,7 +27,7 @@ from django.utils import timezone
 from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.models import RetiredReason, StageResult, Truth
-from iris_consolidation.services.hygiene import decay, lexical, noise, relocation, stages
+from iris_consolidation.services.hygiene import decay, lexical, noise, passes, relocation, stages
 from iris_consolidation.services.pipeline import clustering, vectors
 from iris_consolidation.services.run import lifecycle
 from iris_consolidation.services.run import plan as run_plan
@@ -252,7 +252,7 @@ def _dry_run_and_check(user_ids: list[int], *, semantic: bool = True, embedder: 
     _remember(user_ids)
     assert any(v > 0 for v in _original_relevance.values())
     for user_id in user_ids:
-        expected_decay = _reference_decay(user_id, stages.pass_time(run))
+        expected_decay = _reference_decay(user_id, passes.pass_time(run))
         clusters = run_plan.plan_user(run_id=run.pk, user_id=user_id, embedder=embedder or _NoEmbedder())
         _check_user(run, user_id, clusters, semantic=semantic, decay_before=expected_decay)
         # A dry run writes no truth: relevance is where it was.
@@ -327,12 +327,12 @@ def test_apply_mode_writes_the_reference_decay_and_retires_the_reference_noise(u
     retired = Truth.all_objects.filter(user=user, retired_reason=RetiredReason.NOISE).values_list("id", flat=True)
     assert set(retired) == flagged
     assert len(flagged) >= 5
-    expected = _reference_decay(user.pk, stages.pass_time(run))
+    expected = _reference_decay(user.pk, passes.pass_time(run))
     stages.run_decay(run, user.pk)
     got = dict(Truth.objects.filter(user=user, pk__in=list(expected)).values_list("id", "relevance"))
     assert got == expected
     assert set(Truth.objects.filter(pk__in=list(expected)).values_list("last_decayed", flat=True)) == {
-        stages.pass_time(run)}
+        passes.pass_time(run)}
     assert dict(Truth.objects.filter(pk__in=list(expected)).values_list("id", "updated_at")) == {
         pk: updated[pk] for pk in expected}
 
