@@ -25,8 +25,23 @@ OPTIONAL_DEPENDENCIES = frozenset(
 LAZY_MODULES = frozenset({f"{PACKAGE}.llm.litellm_client"})
 # Imports inside functions allowed beyond the optional dependencies (each one a documented exception).
 MAX_FUNCTION_IMPORTS = 5
-#: Longest function, in lines (decorators aside, docstring included).
-MAX_FUNCTION_LINES = 80
+#: Longest function, in lines (decorators aside, docstring included), and longest module.
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 600
+#: The modules and functions still over those sizes, at their size when the limits came: each
+#: may shrink (and leaves this list once within the limit), none may grow, and no other may
+#: pass the limit.
+OVERSIZE_MODULES = {
+    "admin.runs": 725, "evaluation.scoring": 650, "lineage_display": 628, "models": 943, "run_display": 672,
+    "selectors": 693, "services.pipeline.judging": 615, "services.pipeline.validation": 620,
+}
+OVERSIZE_FUNCTIONS = {
+    "evaluation.scoring._score_case": 72, "evaluation.scoring.score_pairs_at": 63, "evaluation.scoring._score_pass": 67,
+    "lineage_display.picture_for": 62, "services.hygiene.lexical.jaccard_pairs": 64,
+    "services.hygiene.stages.run_noise": 61, "services.operations.undo._undo": 62,
+    "services.pipeline.clustering.greedy_clusters": 61, "services.pipeline.judging.judge_batch": 78,
+    "services.pipeline.judging._second_look": 64, "text.languages.derive": 66,
+}
 
 
 @dataclass
@@ -203,15 +218,22 @@ def test_few_imports_inside_functions() -> None:
     assert len(inner) <= MAX_FUNCTION_IMPORTS, f"{len(inner)} imports inside functions:\n{listing}"
 
 
-def test_no_function_is_longer_than_80_lines() -> None:
+def _over(found: dict[str, int], limit: int, known: dict[str, int]) -> list[tuple[str, int]]:
+    """Those of ``found`` (name: lines) over ``limit`` that are new or grew past ``known``."""
+    return sorted((name, size) for name, size in found.items() if size > limit and size > known.get(name, limit))
+
+
+def test_no_function_is_longer_than_60_lines() -> None:
     modules = scan()
-    long = sorted(
-        (f"{m.name}.{fn}", size)
-        for m in modules.values()
-        for fn, size in m.functions
-        if size > MAX_FUNCTION_LINES
-    )
-    assert long == [], f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+    sizes = {f"{m.name.removeprefix(PACKAGE + '.')}.{fn}": size for m in modules.values() for fn, size in m.functions}
+    assert _over(sizes, MAX_FUNCTION_LINES, OVERSIZE_FUNCTIONS) == []
+    assert all(sizes.get(name, 0) > MAX_FUNCTION_LINES for name in OVERSIZE_FUNCTIONS), "shrunk: leave the list"
+
+
+def test_no_module_is_longer_than_600_lines() -> None:
+    sizes = {m.name.removeprefix(PACKAGE + "."): m.lines for m in scan().values()}
+    assert _over(sizes, MAX_MODULE_LINES, OVERSIZE_MODULES) == []
+    assert all(sizes.get(name, 0) > MAX_MODULE_LINES for name in OVERSIZE_MODULES), "shrunk: leave the list"
 
 
 #: The verbs of a run: a function named for one of them is defined in one module only, so the

@@ -59,7 +59,7 @@ PASS_FIELDS = PassRow._fields
 def pass_rows(truths: Any, *, by_user: bool = False) -> Any:
     """The ``PASS_FIELDS`` rows of the live ``truths`` (a ``Truth`` queryset) in
     (created_at, id) order; ``by_user``: each row led by its ``user_id``, in (user_id,
-    created_at, id) order (a batch of users' rows, ``batch_plan``)."""
+    created_at, id) order (a batch of users' rows, ``run/plan``)."""
     leading = ("user_id",) if by_user else ()
     consolidatable = ExpressionWrapper(~protected_q(max_generation=app_settings.MAX_GENERATION),
                                        output_field=BooleanField())

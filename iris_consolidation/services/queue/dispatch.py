@@ -148,7 +148,7 @@ def batch_call(batch: list[Job]) -> Call:
 
 def user_batch_call(batch: list[Job]) -> Call:
     """``(task path, args, q_options)`` of the phase 1 task that plans the small users of
-    ``batch`` (``user_batches``) together (``batch_plan``), with one user's timeout."""
+    ``batch`` (``user_batches``) together (``run/plan.build_user_plans``), with one user's timeout."""
     first = batch[0]
     run = str(first.run_id)
     name = f"iris:plan:{run[:8]}:user{first.user_id}+{len(batch) - 1}"

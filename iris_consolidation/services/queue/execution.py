@@ -165,7 +165,7 @@ def apply_sync(
     clock: Callable[[], datetime] = timezone.now,
 ) -> ConsolidationRun:
     """Run every apply job of ``run`` (the application of a dry run, started in process by
-    ``lifecycle.start_application``) in this process, one preview at a time, through the
+    ``dry_runs.start_application``) in this process, one preview at a time, through the
     workers' function (``workers.work_apply_job``); returns the refreshed run.
 
     ``progress("cluster", i, n, review)`` is called after each. Raises what applying

@@ -205,22 +205,7 @@ def work_cluster_jobs(
         delivery.finish_cluster_job(job, review)
         results[job.pk] = review.outcome
     if pending:
-
-        starts = 0
-
-        def before_model() -> None:
-            # Only model calls wait for the limit: the rule judge and the pre-pass never get here.
-            nonlocal starts
-            starts += 1
-            if not throttled:
-                return
-            if starts == 1 and not _pass_throttle(pending, sleep=sleep, clock=clock):
-                raise _Deferred
-            if starts > 1 and not _wait_for_start(sleep=sleep):
-                # A second look after the judge's call: the batch has its verdict, so it is
-                # not put back; the flagged actions wait for a later run (judging says so).
-                raise _Deferred
-
+        before_model = _model_gate(pending, throttled=throttled, sleep=sleep, clock=clock)
         try:
             reviews = decide.decide_batch(
                 run_id=pending[0].run_id,
@@ -246,6 +231,32 @@ def work_cluster_jobs(
             delivery.finish_cluster_job(job, review)
             results[job.pk] = review.outcome
     return [{"job": job.pk, "outcome": results[job.pk]} for job in batch]
+
+
+def _model_gate(
+    pending: list[ConsolidationJob], *, throttled: bool, sleep: Callable[[float], None],
+    clock: Callable[[], datetime],
+) -> Callable[[], None]:
+    """``before_model`` for ``decide.decide_batch``: each model call of the batch takes a
+    start under the jobs-per-minute limit (unless not ``throttled``); raises ``_Deferred``
+    when the first must wait longer than a worker may (the batch was put back) or a later
+    one (a second look) cannot start now."""
+    starts = 0
+
+    def before_model() -> None:
+        # Only model calls wait for the limit: the rule judge and the pre-pass never get here.
+        nonlocal starts
+        starts += 1
+        if not throttled:
+            return
+        if starts == 1 and not _pass_throttle(pending, sleep=sleep, clock=clock):
+            raise _Deferred
+        if starts > 1 and not _wait_for_start(sleep=sleep):
+            # A second look after the judge's call: the batch has its verdict, so it is
+            # not put back; the flagged actions wait for a later run (judging says so).
+            raise _Deferred
+
+    return before_model
 
 
 def _rate_limited(

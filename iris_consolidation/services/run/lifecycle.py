@@ -175,7 +175,7 @@ def refresh_run(run_id: Any, *, now: datetime | None = None) -> str:
 
     While a job is active the run is running and its schedule lock (if it holds one) is
     renewed. Once none is: ``_finished_status``; ``finished_at`` is set, the run closed
-    (``consolidation.close_run``: checkpoint, cursors, inventory) and the lock released.
+    (``close_run``: prune, checkpoint, cursors, inventory) and the lock released.
     A finished run stays as it is.
     """
     now = now or timezone.now()

@@ -210,7 +210,7 @@ def pass_facts(*, user: Any, run: Any, model_name: str) -> dict[str, Any]:
     ``unembedded`` (a live truth lacks an embedding of ``model_name``), and the
     ``passes.PassFacts``: ``recorded``, ``undone``, ``messages``. ``user`` and ``run``: an
     id, or an ``OuterRef`` to the annotated row (a run, for one user; a user, for a batch:
-    ``batch_plan``)."""
+    ``build_user_plans``)."""
     truths = Truth.objects.filter(user_id=user)
     consolidatable = truths.consolidatable(max_generation=app_settings.MAX_GENERATION).order_by()
     return {
@@ -380,17 +380,25 @@ def build_user_plans(
             # delivery recorded a result meanwhile): each user again, on its own.
             logger.exception("run %s: phase 1 of a batch of %d users failed; planning them one by one",
                              run.pk, len(together))
-            for user_id in together:
-                batch.failed.pop(user_id, None)
-                try:
-                    plan = build_user_plan(run_id=run.pk, user_id=user_id, embedder=embedder)
-                    embedded, seconds = embedding.get(user_id, (plan.embedded, plan.embed_seconds))
-                    # Its embedding, done before the batch broke, stays the user's.
-                    batch.plans[user_id] = dataclasses.replace(plan, embedded=embedded, embed_seconds=seconds)
-                except Exception as exc:  # one user's failure is its own
-                    logger.exception("run %s: phase 1 of user %s failed", run.pk, user_id)
-                    batch.failed[user_id] = exc
+            _plan_alone(run, together, embedder=embedder, batch=batch, embedding=embedding)
     return batch
+
+
+def _plan_alone(
+    run: ConsolidationRun, user_ids: Sequence[int], *, embedder: Embedder, batch: BatchPlan,
+    embedding: dict[int, tuple[int, float]],
+) -> None:
+    """Plan each of ``user_ids`` on its own (``build_user_plan``) into ``batch``, after their
+    batch's transaction broke; a user's embedding done before that (``embedding``) stays its."""
+    for user_id in user_ids:
+        batch.failed.pop(user_id, None)
+        try:
+            plan = build_user_plan(run_id=run.pk, user_id=user_id, embedder=embedder)
+            embedded, seconds = embedding.get(user_id, (plan.embedded, plan.embed_seconds))
+            batch.plans[user_id] = dataclasses.replace(plan, embedded=embedded, embed_seconds=seconds)
+        except Exception as exc:  # one user's failure is its own
+            logger.exception("run %s: phase 1 of user %s failed", run.pk, user_id)
+            batch.failed[user_id] = exc
 
 
 def plan_users(*, run_id: Any, user_ids: Sequence[int], embedder: Embedder) -> BatchPlan:
