@@ -3,7 +3,7 @@ any call is made.
 
 ``forecast_user`` works on one user's clusters as phase 1 found them: a cluster the
 verdict cache answers or the deterministic pre-pass settles needs no call; the rest go
-to the model ``CLUSTERS_PER_CALL`` at a time, exactly as ``run/decide.batches``
+to the model ``CLUSTERS_PER_CALL`` at a time, exactly as ``queue/dispatch.batches``
 sends them. Prompt tokens are counted on the very messages those calls would send
 (``prompts.build_messages``, litellm's token counter for the model); completion tokens
 are an assumption per cluster (``COMPLETION_TOKENS_PER_CLUSTER``). Money is at the

@@ -293,7 +293,7 @@ def finish_user_jobs(
         for job, _ in still_open:
             created[job.pk] = len(by_user.get(job.user_id, []))
             # One task per batch of the user's clusters: one model call judges them all.
-            for batch in decide.batches(by_user.get(job.user_id, [])):
+            for batch in dispatch.batches(by_user.get(job.user_id, [])):
                 dispatch.send_batch(batch)
     return created
 

@@ -72,6 +72,13 @@ def timeout_of(kind: str, *, user_id: int | None = None) -> int:
     return max(base, derived)
 
 
+def batches(clusters: Sequence[Any], size: int | None = None) -> list[list[Any]]:
+    """``clusters`` (one user's, in order; clusters or their jobs) in batches of ``size``
+    (default ``CLUSTERS_PER_CALL``): what one phase 2 task, and one model call, carries."""
+    size = max(1, int(size or app_settings.CLUSTERS_PER_CALL))
+    return [list(clusters[i : i + size]) for i in range(0, len(clusters), size)]
+
+
 def user_batches(jobs: Sequence[Job]) -> list[list[Job]]:
     """The phase 1 jobs ``jobs`` (one run's, in order) grouped into the tasks that plan them.
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 from ...embeddings import Embedder
 from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
-from ..run import decide, lifecycle
+from ..run import lifecycle
 from ..run.jobs import candidate
 from . import delivery, dispatch, workers
 from .delivery import worker_name
@@ -145,7 +145,7 @@ def run_sync(
         if progress:
             progress("clusters", i, len(user_ids), [candidate(j) for j in cluster_jobs])
         done = 0
-        for batch in decide.batches(cluster_jobs):
+        for batch in dispatch.batches(cluster_jobs):
             for finished in _run_batch(batch, judge, sleep=sleep, clock=clock):
                 done += 1
                 if progress:

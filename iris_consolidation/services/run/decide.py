@@ -20,7 +20,6 @@ from typing import Any
 
 from ... import run_settings
 from ...choices import MergeProtection
-from ...conf import app_settings
 from ...embeddings import Embedder
 from ...llm.base import JudgeClient, Spend
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
@@ -321,8 +320,3 @@ def record_cluster_failure(
     return merging.record_review(decision=decision, dry_run=run.dry_run)
 
 
-def batches(clusters: Sequence[Any], size: int | None = None) -> list[list[Any]]:
-    """``clusters`` (one user's, in order; clusters or their jobs) in batches of ``size``
-    (default ``CLUSTERS_PER_CALL``): what one phase 2 task, and one model call, carries."""
-    size = max(1, int(size or app_settings.CLUSTERS_PER_CALL))
-    return [list(clusters[i : i + size]) for i in range(0, len(clusters), size)]
