@@ -123,8 +123,9 @@ FORMER_OWNER = {f"{PACKAGE}.services.pipeline.{name}" for name in ("consolidatio
 def _in_spine(module: str) -> bool:
     """A door, ``services/queue/``, ``services/run/`` or the former owner (see the docstring)."""
     doors = (f"{PACKAGE}.tasks", f"{PACKAGE}.management.", f"{PACKAGE}.admin.", f"{PACKAGE}.api")
-    return (module.startswith((f"{PACKAGE}.services.queue.", f"{PACKAGE}.services.run.", *doors))
-            or module in FORMER_OWNER)
+    return (
+        module.startswith((f"{PACKAGE}.services.queue.", f"{PACKAGE}.services.run.", *doors)) or module in FORMER_OWNER
+    )
 
 
 if __name__ == "__main__":

@@ -31,9 +31,7 @@ def make_pairs(
 def run_pass(*, dry_run: bool = False, **kwargs: Any) -> ConsolidationRun:
     """Create and run one pass in this process with the configured judge; returns the run."""
     client = get_judge_client()
-    run = lifecycle.create_run(
-        trigger="command", dry_run=dry_run, execution="in_process", judge=client.name, **kwargs
-    )
+    run = lifecycle.create_run(trigger="command", dry_run=dry_run, execution="in_process", judge=client.name, **kwargs)
     return execution.run_sync(run=run, client=client, embedder=get_embedder())
 
 
