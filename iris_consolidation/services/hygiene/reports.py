@@ -21,17 +21,11 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
     rows = StageResult.objects.filter(run=run)
     totals = {
         r["stage"]: r
-        for r in rows.values("stage")
-        .annotate(
-            examined=Sum("examined"),
-            affected=Sum("affected"),
-            applied=Sum("applied"),
-            seconds=Sum("seconds"),
+        for r in rows.values("stage").annotate(
+            examined=Sum("examined"), affected=Sum("affected"), applied=Sum("applied"), seconds=Sum("seconds"),
             # Named apart from the field: an aggregate named "refused" would shadow it in the filter.
-            refused_total=Sum("refused"),
-            capped=Count("id", filter=Q(refused__gt=0)),
-        )
-        .order_by()
+            refused_total=Sum("refused"), capped=Count("id", filter=Q(refused__gt=0)),
+        ).order_by()
     }
     # One query for the findings of every stage that lists examples or reports more.
     listed: dict[str, list[StageResult]] = {}
@@ -52,17 +46,9 @@ def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
         if stage.name == "prune":
             share = prune_share(run)
             applying = item["mode"] == StageMode.APPLY
-            item.update(
-                cap=share,
-                users_capped=int(total["capped"]) if total else 0,
-                text=prune.share_text(
-                    found=item["affected"],
-                    live=item["examined"],
-                    share=share,
-                    refused=item["refused"],
-                    pruned=item["applied"] if applying else None,
-                ),
-            )
+            item.update(cap=share, users_capped=int(total["capped"]) if total else 0, text=prune.share_text(
+                found=item["affected"], live=item["examined"], share=share, refused=item["refused"],
+                pruned=item["applied"] if applying else None))
         results = listed.get(stage.name, [])
         if stage.examples:
             shown: list[dict[str, Any]] = []
