@@ -101,6 +101,33 @@ def _fingerprint(step: selectors.UndoStep) -> tuple[Any, ...]:
     return (step.truth.pk, step.review.pk if step.review else None, step.source_ids, step.creates_truth)
 
 
+def _reverse_step(
+    step: selectors.UndoStep, locked: dict[int, Truth], *, events: list[LineageEvent], actor: str, reason: str,
+    now: Any,
+) -> list[truth_events.Change]:
+    """Reverse ``step`` on the ``locked`` truths: its sources live again (an ``undo`` lineage
+    event each, appended to ``events``), its truth retired as undone if the step made it.
+    Returns the changes for the audit."""
+    truth = locked[step.truth.pk]
+    changes: list[truth_events.Change] = []
+    for source_id in step.source_ids:
+        source = locked[source_id]
+        source.retired_at = None
+        source.superseded_by = None
+        source.retired_reason = ""
+        source.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
+        events.append(LineageEvent(action=LineageEvent.Action.UNDO, source=truth, result=source, review=step.review,
+                                   reason=reason, actor=actor))
+        changes.append(truth_events.Change(truth=source, action=truth_events.RESTORED, reason=reason))
+    if step.creates_truth:
+        truth.retired_at = now
+        truth.superseded_by = None
+        truth.retired_reason = RetiredReason.UNDONE
+        truth.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
+        changes.append(truth_events.Change(truth=truth, action=truth_events.UNDONE, reason=reason))
+    return changes
+
+
 def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: str) -> list[UndoResult]:
     reason = reason.strip()
     if not reason:
@@ -122,35 +149,11 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
         now = timezone.now()
         events: list[LineageEvent] = []
         for step in steps:
-            truth = locked[step.truth.pk]
-            step_changes: list[truth_events.Change] = []
-            for source_id in step.source_ids:
-                source = locked[source_id]
-                source.retired_at = None
-                source.superseded_by = None
-                source.retired_reason = ""
-                source.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
-                events.append(
-                    LineageEvent(
-                        action=LineageEvent.Action.UNDO,
-                        source=truth,
-                        result=source,
-                        review=step.review,
-                        reason=reason,
-                        actor=actor,
-                    )
-                )
-                step_changes.append(truth_events.Change(truth=source, action=truth_events.RESTORED, reason=reason))
-            if step.creates_truth:
-                truth.retired_at = now
-                truth.superseded_by = None
-                truth.retired_reason = RetiredReason.UNDONE
-                truth.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
-                step_changes.append(truth_events.Change(truth=truth, action=truth_events.UNDONE, reason=reason))
+            step_changes = _reverse_step(step, locked, events=events, actor=actor, reason=reason, now=now)
             changed.append((step.review, step_changes))
             results.append(
                 UndoResult(
-                    truth_id=truth.pk,
+                    truth_id=step.truth.pk,
                     truth_retired=step.creates_truth,
                     restored_ids=step.source_ids,
                     review_id=step.review.pk if step.review else None,
@@ -169,7 +172,7 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
 class Reversal:
     """The undo of one truth, its kind chosen once (``reversal_of``) and used by the
     confirmation page (``step``, ``title``), by the undo itself (``perform``) and by the
-    message after it (``UndoResult.kind``).
+    message after it (``UndoResult.action``).
 
     ``kind``: ``RESTORE`` (a truth the noise or prune ``stage`` retired: live again, no
     lineage step), ``RELOCATION`` (a relocated truth and its pointer, named by either: the
