@@ -119,6 +119,17 @@ def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate
     return getattr(client, "classify_noise", None)
 
 
+def _noise_rows(user_id: int, shared: UserPass | None) -> list[tuple[int, str, str]]:
+    """``(id, content, kind)`` of the user's consolidatable truths but preferences, in
+    (created_at, id) order: from the ``shared`` pass if given, else one query."""
+    if shared is not None:
+        return [(row.id, row.content, row.kind) for row in shared.consolidatable() if row.kind != "preference"]
+    return list(
+        Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+        .exclude(kind="preference").order_by("created_at", "id").values_list("id", "content", "kind")
+    )
+
+
 def run_noise(run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None) -> StageResult | None:
     """The noise stage for one user (see ``noise.py``); retires in apply mode only.
 
@@ -133,13 +144,7 @@ def run_noise(run: ConsolidationRun, user_id: int, *, shared: UserPass | None = 
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    if shared is not None:
-        rows = [(row.id, row.content, row.kind) for row in shared.consolidatable() if row.kind != "preference"]
-    else:
-        rows = list(
-            Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
-            .exclude(kind="preference").order_by("created_at", "id").values_list("id", "content", "kind")
-        )
+    rows = _noise_rows(user_id, shared)
     # Truths are built only for the texts the detector flags (few): the same findings as
     # ``find_noise`` over every truth, without a model instance per clean text.
     matches = noise_rules.detect_all([content for _, content, _ in rows])
