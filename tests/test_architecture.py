@@ -38,7 +38,7 @@ OVERSIZE_MODULES = {
 OVERSIZE_FUNCTIONS = {
     "evaluation.scoring._score_case": 72, "evaluation.scoring.score_pairs_at": 63, "evaluation.scoring._score_pass": 67,
     "lineage_display.picture_for": 62, "services.hygiene.lexical.jaccard_pairs": 64,
-        "services.pipeline.clustering.greedy_clusters": 61, "services.pipeline.judging.judge_batch": 78,
+    "services.pipeline.clustering.greedy_clusters": 61, "services.pipeline.judging.judge_batch": 78,
     "services.pipeline.judging._second_look": 64, "text.languages.derive": 66,
 }
 
