@@ -125,10 +125,10 @@ def run_sync(
     user_ids = lifecycle.start_run(run)
     user_jobs = {j.user_id: j for j in Job.objects.in_run(run.pk).filter(kind=Job.Kind.USER)}
 
-    def plan(job: Job, _clock: Callable[[], datetime]) -> dict[str, Any]:
+    def work_user(job: Job, _clock: Callable[[], datetime]) -> dict[str, Any]:
         return workers.work_user_job(job, embedder=embedder)
 
-    def judge(batch: list[Job], now: Callable[[], datetime]) -> list[dict[str, Any]]:
+    def work_clusters(batch: list[Job], now: Callable[[], datetime]) -> list[dict[str, Any]]:
         return workers.work_cluster_jobs(
             batch, client=client, embedder=embedder, sleep=sleep, clock=now, throttled=False
         )
@@ -138,7 +138,7 @@ def run_sync(
         if progress:
             progress("user", i, len(user_ids), user_id)
         if user_id not in planned:
-            _run_job(user_jobs[user_id], plan, sleep=sleep, clock=clock)
+            _run_job(user_jobs[user_id], work_user, sleep=sleep, clock=clock)
         cluster_jobs = list(
             Job.objects.in_run(run.pk).filter(kind=Job.Kind.CLUSTER, user_id=user_id).order_by("id")
         )
@@ -146,7 +146,7 @@ def run_sync(
             progress("clusters", i, len(user_ids), [candidate(j) for j in cluster_jobs])
         done = 0
         for batch in dispatch.batches(cluster_jobs):
-            for finished in _run_batch(batch, judge, sleep=sleep, clock=clock):
+            for finished in _run_batch(batch, work_clusters, sleep=sleep, clock=clock):
                 done += 1
                 if progress:
                     review = ClusterReview.objects.filter(pk=finished.review_id).first()
