@@ -29,7 +29,7 @@ from ...models import ClusterReview, ConsolidationJob
 from ..operations import dry_runs
 from ..run import decide
 from ..run.jobs import candidate
-from ..run.plan import UserPlan, build_user_plan, build_user_plans
+from ..run.plan import UserPlan, build_user_plans
 from . import delivery, dispatch, throttling
 
 logger = logging.getLogger(__name__)
@@ -79,13 +79,11 @@ def work_user_job(
     deadline = embed_deadline
     if deadline is None:
         deadline = time.monotonic() + EMBED_SHARE * dispatch.timeout_of(job.kind, user_id=job.user_id)
-    plan = build_user_plan(
-        run_id=job.run_id, user_id=job.user_id, embedder=embedder, embed_deadline=deadline
-    )
-    if not plan.complete:
-        return _continue_later(job, plan)
-    created = delivery.finish_user_job(job, plan)
-    return {"user_id": job.user_id, "clusters": created}
+    # A batch of one (``plan.build_user_plans``): a large user is planned alone inside it.
+    results, failed = work_user_jobs([job], embedder=embedder, embed_deadline=deadline)
+    if failed:
+        raise failed[job.pk]
+    return results[0]
 
 
 def _continue_later(job: ConsolidationJob, plan: UserPlan) -> dict[str, Any]:

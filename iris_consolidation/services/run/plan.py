@@ -1,7 +1,7 @@
-"""Phase 1 of a run: for one user (``plan_user``, ``build_user_plan``) or a batch of users
-(``plan_users``, ``build_user_plans``): embed the truths lacking a vector, run the stages
-before judging and build the candidate clusters; ``estimate`` is the same for a run not
-made; ``count_user_plans`` counts planned users on the run.
+"""Phase 1 of a run for a batch of users (``plan_users``, ``build_user_plans``; one user is
+a batch of one: ``plan_user``): embed the truths lacking a vector, run the stages before
+judging and build the candidate clusters; ``estimate`` is the same for a run not made;
+``count_user_plans`` counts planned users on the run.
 
 A batch of small users (the queue's shared tasks, a run in process) is planned in a few
 queries: each user is planned as ``build_user_plan`` plans one, with the same stages in
@@ -292,14 +292,16 @@ def count_user_plans(*, run_id: Any, plans: Sequence[UserPlan]) -> None:
 
 
 def plan_user(*, run_id: Any, user_id: int, embedder: Embedder) -> list[clustering.CandidateCluster]:
-    """Phase 1 for one user: embed missing embeddings, build clusters, count them on the run.
+    """Phase 1 for one user, a batch of one (``plan_users``): embed missing embeddings,
+    build clusters, count them on the run; returns the clusters.
 
-    Writes embeddings and the run's counters (not truths' content). Raises
-    ``EmbeddingError`` if the embedder fails.
+    Writes embeddings and the run's counters (not truths' content). Raises the user's
+    error (``EmbeddingError`` if the embedder fails, a stage's).
     """
-    plan = build_user_plan(run_id=run_id, user_id=user_id, embedder=embedder)
-    count_user_plan(run_id=run_id, plan=plan)
-    return plan.clusters
+    batch = plan_users(run_id=run_id, user_ids=[user_id], embedder=embedder)
+    if user_id in batch.failed:
+        raise batch.failed[user_id]
+    return batch.plans[user_id].clusters
 
 
 @dataclass(kw_only=True)

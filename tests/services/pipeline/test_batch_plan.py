@@ -68,7 +68,10 @@ def _outcome(run: ConsolidationRun) -> dict[str, Any]:
 
 
 def _one_by_one(run: ConsolidationRun, users: list[Any]) -> dict[int, Any]:
-    return {u.pk: run_plan.plan_user(run_id=run.pk, user_id=u.pk, embedder=_NoEmbedder()) for u in users}
+    """Each user planned alone (``build_user_plan``, the large users' path), then counted."""
+    plans = [run_plan.build_user_plan(run_id=run.pk, user_id=u.pk, embedder=_NoEmbedder()) for u in users]
+    run_plan.count_user_plans(run_id=run.pk, plans=plans)
+    return {plan.user_id: plan.clusters for plan in plans}
 
 
 def _batched(run: ConsolidationRun, users: list[Any]) -> dict[int, Any]:
