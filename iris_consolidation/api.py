@@ -114,7 +114,8 @@ def consolidate(
     started = launch.launch(
         user=user, threshold=None if threshold is None else str(threshold), sync=sync, dry_run=dry_run
     )
-    return started.run  # type: ignore[return-value]  (only an estimate has no run)
+    assert started.run is not None  # only an estimate has no run, and this launch asks for none
+    return started.run
 
 
 def add_truth(

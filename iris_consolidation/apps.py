@@ -50,4 +50,4 @@ def _ensure_schedules(*, using: str = "default", verbosity: int = 1, stdout: Any
 
     weekly = scheduling.ensure_schedules()[scheduling.WEEKLY]
     if verbosity >= 1:
-        out.write(SCHEDULED.format(cron=weekly.cron, tz=settings.TIME_ZONE) if weekly else UNSCHEDULED)
+        out.write(SCHEDULED.format(cron=getattr(weekly, "cron", ""), tz=settings.TIME_ZONE) if weekly else UNSCHEDULED)

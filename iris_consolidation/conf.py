@@ -128,8 +128,8 @@ DEFAULTS: dict[str, Any] = {
     # 1 user per task, or 0 truths: a task per user.
     "PHASE1_USERS_PER_TASK": 50,
     "PHASE1_BATCH_MAX_TRUTHS": 1000,
-    # pgvector hnsw.ef_search for neighbour queries; 100 found 98.5% of true pairs
-    # >= 0.8 cosine at 100k x 384 against 95.5% for the default 40 (measured here).
+    # pgvector hnsw.ef_search for neighbour queries: above pgvector's 40 for recall
+    # (docs/benchmarks.md, "Measured constants").
     "HNSW_EF_SEARCH": 100,
     # --- incremental passes and live settings (the live settings record overrides these) ---
     # Days a "--since last" window reaches back when no run has written a checkpoint yet.

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from django.core.signals import setting_changed
@@ -29,6 +29,9 @@ from django.utils.module_loading import import_string
 from .conf import app_settings
 from .exceptions import EmbeddingDimensionMismatch, EmbeddingError
 from .models import EMBEDDING_DIMENSIONS
+
+if TYPE_CHECKING:  # the [local] extra's; imported on first use
+    from tokenizers import Tokenizer
 
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
@@ -109,7 +112,7 @@ class LocalEmbedder:
     def __init__(self, *, threads: int = 0) -> None:
         self._threads = threads or usable_cores()
         self._session = None
-        self._tokenizer = None
+        self._tokenizer: Tokenizer | None = None
         self._lock = threading.Lock()
 
     def _load(self) -> None:

@@ -84,7 +84,10 @@ def checkpoint_line(run: ConsolidationRun, *, when: Any = _when) -> str:
 
 
 COST_UNKNOWN = "unknown"
+COST_NONE = "none"
 NO_PRICE = "no price for this model"
+NO_TOKENS = "no tokens used"
+SOME_UNPRICED = "some calls had no price for this model, so the cost is higher"
 FORECAST = (
     "Forecast: users={users} clusters={clusters} (verdict cache {cached}, pre-pass {prepass}, to the model "
     "{to_model}) calls={calls} at {per_call} clusters per call and ~{second_looks} second looks, "
@@ -149,9 +152,33 @@ def forecast_sentence(forecast: Forecast) -> str:
     )
 
 
-def cost_text(run: ConsolidationRun) -> str:
-    """The run's judge spend in USD, or "unknown" when a call had no price in litellm's map."""
-    return COST_UNKNOWN if run.unpriced else f"{run.cost:.4f}"
+def cost_text(*, cost: float, tokens: int, unpriced: int, brief: bool = False) -> str:
+    """A run's or a review's model cost in words: the one rule of the admin and the commands.
+
+    ``cost``: USD from litellm's price map; ``tokens``: tokens used; ``unpriced``: how many
+    reviews had a call with no price in that map (a review: 1 or 0). litellm prices only the
+    models in its map, so a call it cannot price adds tokens and no cost:
+
+    - every call priced: ``"$0.0012"``;
+    - some calls unpriced, the others priced: ``"$0.0012+ (some calls had no price ...)"``, a
+      lower bound;
+    - tokens but no cost (no call priced, or priced at 0): ``"unknown (no price for this model)"``;
+    - no tokens: ``"none (no tokens used)"``, never ``"$0.0000"``.
+
+    ``brief``: only the words before the parenthesis, which hold no space (``key=value`` lines).
+    """
+    if cost > 0:
+        head, why = (f"${cost:.4f}+", SOME_UNPRICED) if unpriced else (f"${cost:.4f}", "")
+    elif tokens or unpriced:
+        head, why = COST_UNKNOWN, NO_PRICE
+    else:
+        head, why = COST_NONE, NO_TOKENS
+    return head if brief or not why else f"{head} ({why})"
+
+
+def run_cost_text(run: ConsolidationRun, *, brief: bool = False) -> str:
+    """``cost_text`` of a run's recorded spend (its ``cost``, ``tokens`` and ``unpriced``)."""
+    return cost_text(cost=run.cost, tokens=run.tokens, unpriced=run.unpriced, brief=brief)
 
 
 def judge_calls(run: ConsolidationRun) -> int:
@@ -170,14 +197,13 @@ def clusters_per_call(run: ConsolidationRun) -> float:
 def spend_fields(run: ConsolidationRun) -> str:
     """``key=value`` figures of a run's model economics for the summary line: calls (all, then
     the judge's and the stages'), clusters per judge call, prompt tokens not cached / cached,
-    completion tokens, cost (USD
-    or "unknown"), clusters deferred by the budget."""
+    completion tokens, cost (``cost_text``, brief), clusters deferred by the budget."""
     uncached = max(0, run.prompt_tokens - run.cached_tokens)
     return (
         f"llm_calls={run.llm_calls} judge_calls={judge_calls(run)} stage_calls={run.stage_calls} "
         f"clusters_per_call={clusters_per_call(run):.2f} "
         f"prompt_tokens={uncached} cached_tokens={run.cached_tokens} completion_tokens={run.completion_tokens} "
-        f"cost={cost_text(run)} deferred={run.deferred}"
+        f"cost={run_cost_text(run, brief=True)} deferred={run.deferred}"
     )
 
 
@@ -190,7 +216,10 @@ def report_lines(run: ConsolidationRun, *, verbosity: int = 1) -> list[str]:
     if "after" in data:
         lines.append(_counts("after ", data["after"]))
     llm = data.get("llm", {})
-    cost = f"${llm.get('cost', 0.0):.4f}" if llm.get("cost_known", True) else "unknown (no price for this model)"
+    cost = cost_text(
+        cost=float(llm.get("cost", 0.0)), tokens=int(llm.get("tokens", run.tokens)),
+        unpriced=0 if llm.get("cost_known", True) else 1,
+    )
     lines.append(
         f"  seeds {data.get('seeds', run.seeds)}; LLM calls {llm.get('calls', run.llm_calls)}, "
         f"tokens {llm.get('tokens', run.tokens)}, cost {cost}; cached verdicts {llm.get('cache_hits', run.cache_hits)}"

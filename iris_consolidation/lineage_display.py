@@ -16,7 +16,7 @@ from typing import Any
 
 from .choices import JudgeKind, judge_identity
 from .llm.base import ALIAS, truth_names, with_truth_numbers  # noqa: F401  (the presenters' names for them)
-from .models import ConsolidationRun, LineageEvent, RetiredReason, Truth
+from .models import ConsolidationRun, LineageEvent, RetiredReason, RunId, Truth
 from .selectors import LineageGraph
 from .services.pipeline.judging import PREPASS_REASONING
 
@@ -91,7 +91,7 @@ def _generation_class(generation: int) -> str:
     return f"iris-gen-{min(generation, 6)}"
 
 
-def _short_run(run_id: Any) -> str:
+def _short_run(run_id: RunId) -> str:
     return str(run_id)[:8]
 
 
@@ -168,7 +168,7 @@ class StepBox:
     model: str
     prompt_version: str
     review_id: int | None
-    run_id: Any
+    run_id: RunId | None
     run_label: str
     run_kind: str
     actor: str
@@ -193,7 +193,7 @@ class ForwardStep:
     model: str
     prompt_version: str
     review_id: int | None
-    run_id: Any
+    run_id: RunId | None
     run_label: str
     created_at: datetime
     undone: UndoNote | None
@@ -426,7 +426,7 @@ def picture_for(root: TruthBox) -> Picture | None:
         nonlocal rows
         x = left + (max_depth - box.depth) * COLUMN
         if box.is_leaf or box.seen_before:
-            y = MARGIN + 14 + rows * ROW
+            y: float = MARGIN + 14 + rows * ROW
             rows += 1
         else:
             ys = [place(source)[1] for source in box.sources]
@@ -514,7 +514,7 @@ class HistoryRow:
     reason: str
     other_id: int | None = None
     review_id: int | None = None
-    run_id: Any = None
+    run_id: RunId | None = None
 
 
 _OUT_WORDS = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Any
+from typing import Any, TypeAlias
 
 from django.conf import settings
 from django.db import models
@@ -154,6 +154,10 @@ class Truth(models.Model):
         return is_protected(
             pinned=self.pinned, origin=self.origin, generation=self.generation, max_generation=max_generation
         )
+
+
+#: A run's primary key as callers pass it: the UUID, or its text (URLs, task arguments).
+RunId: TypeAlias = uuid.UUID | str
 
 
 class ConsolidationRun(models.Model):

@@ -58,7 +58,7 @@ class TruthQuerySet(models.QuerySet["Truth"]):
         """Annotate ``quality_now``: ``quality.quality`` at ``now`` computed in SQL, term by
         term (relevance clamped, log-scaled uses, recency halving every ``half_life_days``
         from the last use or else ``created_at``, validated), so the admin can filter by it."""
-        real = FloatField()
+        real: FloatField = FloatField()
         relevance = Least(Value(1.0), Greatest(Value(0.0), Cast("relevance", real)))
         uses = Least(
             Value(1.0),
@@ -96,14 +96,14 @@ class TruthQuerySet(models.QuerySet["Truth"]):
         """The ``limit`` truths nearest to ``vector`` (annotated ``distance``), nearest first.
 
         Ordered by the distance alone: that is the ORDER BY an HNSW index can serve on
-        every PostgreSQL version (measured: PostgreSQL 15 with pgvector 0.8.0 falls back
-        to a sequential scan and a sort for ``ORDER BY distance, created_at, id``).
+        every PostgreSQL version (a tie-break makes PostgreSQL 15 scan and sort; docs/benchmarks.md,
+        "Measured constants").
         Callers that need a stable order among equal distances sort the rows afterwards.
         There is no distance filter on purpose: filter the rows afterwards. A filter on
         the distance inside the query makes pgvector's HNSW iterative scan read up to
         ``hnsw.max_scan_tuples`` (20,000) index tuples whenever fewer than ``limit`` rows
-        pass it, which is almost always (measured: 43 ms a query at 10,000 truths against
-        a few ms without; pgvector's README, "Distance filters", gives the same advice).
+        pass it, which is almost always (pgvector's README, "Distance filters", gives the
+        same advice; the cost: docs/benchmarks.md, "Measured constants").
         """
         return self.with_embedding().with_cosine_distance(vector).order_by("distance")[:limit]
 
@@ -152,7 +152,8 @@ class RunQuerySet(models.QuerySet):
         """Append ``note`` as the last line of these runs' notes, in one UPDATE (no read,
         so no lost line beside another writer); returns the rows changed. The one way
         the app writes a run's notes."""
-        line, text = note.strip(), models.TextField()
+        line = note.strip()
+        text: models.TextField = models.TextField()
         # RTRIM with these characters drops trailing blanks and newlines (plain RTRIM: spaces only).
         kept = Func(F("notes"), Value(" \t\r\n"), function="RTRIM", output_field=text)
         return self.update(

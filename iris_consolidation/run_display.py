@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from . import inventory_display
 from .inventory_display import checkpoint_line, human_when, window_line
 from .lineage_display import (
     ReasoningPart,
@@ -322,8 +323,6 @@ OUTCOME_FIELDS: tuple[tuple[str, str], ...] = (
     ("failed", "failed"),
     ("deferred", "deferred"),
 )
-COST_UNKNOWN = "unknown (no price for this model)"
-COST_NONE = "none (no tokens used)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -504,17 +503,6 @@ def application_line(application: ConsolidationRun | None, *, started: bool = Tr
     return "They were applied as run {run}; nothing was refused."
 
 
-def cost_text(*, cost: float, tokens: int) -> str:
-    """A run's or review's cost for people: USD to 4 places, or why there is none.
-
-    litellm prices only the models in its cost map and reports 0 for the others, so a
-    cost of 0 with tokens used means "unknown", as the command line says, never "0.0000".
-    """
-    if cost > 0:
-        return f"${cost:.4f}"
-    return COST_NONE if not tokens else COST_UNKNOWN
-
-
 @dataclass(frozen=True, kw_only=True)
 class InventoryRow:
     """Live truths of the run's scope at one moment: total, by kind, by origin."""
@@ -622,7 +610,7 @@ def run_summary(run: ConsolidationRun) -> RunSummary:
         checkpoint=checkpoint_line(run, when=human_when).removeprefix("Checkpoint: ").replace(" -> ", " → "),
         seeds=int(data.get("seeds", run.seeds)),
         cache_hits=run.cache_hits,
-        cost=cost_text(cost=run.cost, tokens=run.tokens),
+        cost=inventory_display.run_cost_text(run),
         inventory=inventory,
         settings=settings,
         changes=changes,

@@ -46,6 +46,7 @@ from .models import (
     LineageEvent,
     Origin,
     RetiredReason,
+    RunId,
     ScheduleLock,
     Truth,
     TruthChange,
@@ -362,7 +363,7 @@ class ConsolidationStatus:
     cron: str
     in_flight: tuple[RunProgress, ...]
     runs_by_status: dict[str, int]
-    lock_run_id: Any = None
+    lock_run_id: RunId | None = None
     lock_expires_at: datetime | None = None
     #: The workers and jobs (``get_queue_overview``), and the runs in flight that wait
     #: for a worker (``is_waiting_for_worker``).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.contrib.auth import get_permission_codename
@@ -19,6 +19,18 @@ from django.utils.http import urlencode
 from django.utils.text import capfirst
 
 from ..models import Truth
+
+if TYPE_CHECKING:
+    # django-stubs' names for what ``get_fields`` and ``get_list_display`` return.
+    from django.contrib.admin.options import _FieldGroups as FieldGroups  # noqa: F401
+    from django.contrib.admin.options import _ListDisplayT as ListDisplay  # noqa: F401
+
+    #: Base of this package's ``ModelAdmin`` mixins: to the type checker the ``ModelAdmin``
+    #: they are mixed into (so ``self.opts``, ``self.admin_site``, ``super().get_urls()``
+    #: are checked); at run time ``object``, so the mixin adds nothing to the class's MRO.
+    AdminMixin = admin.ModelAdmin
+else:
+    AdminMixin = object
 
 #: Shown when a URL names an object that does not exist (Django's own wording).
 MISSING_OBJECT = "{name} with ID “{key}” doesn’t exist. Perhaps it was deleted?"
@@ -60,7 +72,7 @@ def missing_object(model_admin: admin.ModelAdmin[Any], request: HttpRequest, obj
         "opts": opts,
         "title": "Not found",
         "subtitle": None,
-        "message": MISSING_OBJECT.format(name=opts.verbose_name.capitalize(), key=object_id),
+        "message": MISSING_OBJECT.format(name=str(opts.verbose_name).capitalize(), key=object_id),
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, template_list(opts, "missing.html"), context, status=404)
@@ -141,13 +153,13 @@ def permission_denied(model_admin: admin.ModelAdmin[Any], request: HttpRequest, 
     return TemplateResponse(request, template_list(model_admin.opts, "denied.html"), context, status=403)
 
 
-class FramedDenialMixin:
+class FramedDenialMixin(AdminMixin):
     """Every page of this ``ModelAdmin`` answers a refusal with ``permission_denied``
     (the admin's frame, the missing permission named) instead of a bare 403."""
 
-    def get_urls(self) -> list[Any]:
-        patterns = super().get_urls()  # type: ignore[misc]
-        prefix = f"{self.opts.app_label}_{self.opts.model_name}_"  # type: ignore[attr-defined]
+    def get_urls(self) -> list[URLPattern]:
+        patterns = super().get_urls()
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}_"
         for pattern in patterns:
             if isinstance(pattern, URLPattern):
                 view = (pattern.name or "").removeprefix(prefix)
@@ -162,7 +174,7 @@ class FramedDenialMixin:
             except PermissionDenied:
                 if not request.user.is_active or not request.user.is_staff:
                     raise
-                return permission_denied(self, request, name)  # type: ignore[arg-type]
+                return permission_denied(self, request, name)
 
         return framed
 
@@ -178,7 +190,7 @@ def _user_link(user: Any, *, missing: str = "—") -> str:
     return format_html('<a href="{}" title="This user\'s truths">{}</a>', url, user.get_username())
 
 
-class UserLinkMixin:
+class UserLinkMixin(AdminMixin):
     """Read-only users (``user``, ``user_filter``) link to the user's truths, a page every
     reader of the console may open, instead of the user's admin page (Django links a
     read-only foreign key without asking whether the reader may open it), for staff who
@@ -188,16 +200,16 @@ class UserLinkMixin:
         return not (request.user.has_perm("auth.view_user") or request.user.has_perm("auth.change_user"))
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        fields = super().get_readonly_fields(request, obj)  # type: ignore[misc]
+        fields = super().get_readonly_fields(request, obj)
         if not self._links_users(request):
             return fields
         return [USER_FIELDS.get(f, f) if isinstance(f, str) else f for f in fields]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        fieldsets = super().get_fieldsets(request, obj)  # type: ignore[misc]
+        fieldsets = super().get_fieldsets(request, obj)
         if not self._links_users(request):
             return fieldsets
-        all_readonly = not self.has_change_permission(request, obj)  # type: ignore[attr-defined]
+        all_readonly = not self.has_change_permission(request, obj)
         readonly = set(self.get_readonly_fields(request, obj))
 
         def swap(fields: Any) -> Any:

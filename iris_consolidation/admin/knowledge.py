@@ -10,7 +10,7 @@ auto-managed rule is never edited (append-only), and nothing here deletes.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -22,7 +22,18 @@ from ..models import ChatSession, LearnedRule, Note, SessionMessage, Truth
 from ..run_settings import get_effective_settings
 from ..selectors import user_search_fields
 from ..services.hygiene import promotion
-from .base import FramedDenialMixin, ReadOnlyAdmin, UserLinkMixin, can_change_truths, can_view_truths, change_url
+from .base import (
+    AdminMixin,
+    FramedDenialMixin,
+    ReadOnlyAdmin,
+    UserLinkMixin,
+    can_change_truths,
+    can_view_truths,
+    change_url,
+)
+
+if TYPE_CHECKING:
+    from .base import FieldGroups
 
 WIKILINK = re.compile(r"\[\[([a-z0-9-]+)\]\]")
 
@@ -31,8 +42,7 @@ class SessionMessageInline(admin.TabularInline):
     """The session's messages in order, read-only."""
 
     model = SessionMessage
-    fields = ["position", "external_id", "role", "speaker", "content", "at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("position", "external_id", "role", "speaker", "content", "at")
     extra = 0
     can_delete = False
     ordering = ["position"]
@@ -53,8 +63,7 @@ class ChatSessionAdmin(ReadOnlyAdmin):
     search_fields = ["external_id", *user_search_fields()]
     list_select_related = ["user"]
     date_hierarchy = "started_at"
-    fields = ["user", "external_id", "started_at", "source", "created_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("user", "external_id", "started_at", "source", "created_at")
     inlines = [SessionMessageInline]
 
     @admin.display(description="messages")
@@ -87,20 +96,19 @@ EMPTY_REPORT = (
 EMPTY_APPLY = "No {what} yet: the {stage} stage (“apply”) has found nothing to write in the passes so far."
 
 
-class EmptyListSaysWhy:
+class EmptyListSaysWhy(AdminMixin):
     """An empty list of what a stage writes says why: the stage's mode in force."""
 
     stage = ""
     what = ""
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        model: Any = self.model  # type: ignore[attr-defined]
-        if request.method == "GET" and not model.objects.exists():
+        if request.method == "GET" and not self.model._default_manager.exists():
             mode = str(get_effective_settings().stage_modes.get(self.stage, "off"))
             words = EMPTY_APPLY if mode == "apply" else EMPTY_REPORT
             setting = f"IRIS_CONSOLIDATION_{self.stage.upper()}"
             messages.info(request, words.format(what=self.what, stage=self.stage, mode=mode, setting=setting))
-        return super().changelist_view(request, extra_context)  # type: ignore[misc]
+        return super().changelist_view(request, extra_context)
 
 
 @admin.register(Note)
@@ -112,8 +120,7 @@ class NoteAdmin(EmptyListSaysWhy, ReadOnlyAdmin):
     list_display = ["slug", "title", "user", "created_at"]
     search_fields = ["slug", "title", "body", *user_search_fields()]
     list_select_related = ["user"]
-    fields = ["user", "slug", "title", "rendered_body", "sources", "run", "created_at", "updated_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("user", "slug", "title", "rendered_body", "sources", "run", "created_at", "updated_at")
 
     @admin.display(description="body")
     def rendered_body(self, obj: Note) -> SafeString:
@@ -172,7 +179,7 @@ class LearnedRuleAdmin(EmptyListSaysWhy, UserLinkMixin, FramedDenialMixin, admin
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> FieldGroups:
         if obj is None:
             return ["user", "text"]
         return ["user", "text", "hand_authored", "sources", "reason", "model", "run", "created_at"]

@@ -6,7 +6,7 @@ Imported by the admin package's ``__init__`` so that autodiscovery registers the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin
@@ -19,11 +19,14 @@ from .. import lineage_display, selectors
 from ..conf import app_settings
 from ..exceptions import InvalidThreshold
 from ..lineage_display import actor_words
-from ..models import ConsolidationCursor, LiveSettings, StageMode, TruthChange, UserPass, VerdictCacheEntry
+from ..models import ConsolidationCursor, LiveSettings, RiskPolicy, StageMode, TruthChange, UserPass, VerdictCacheEntry
 from ..run_settings import get_effective_settings, validate_threshold
 from ..selectors import named_users, user_search_fields
 from ..services.hygiene import prune
 from .base import FramedDenialMixin, ReadOnlyAdmin, can_view_truths, change_url
+
+if TYPE_CHECKING:
+    from .base import FieldGroups, ListDisplay
 
 #: Audit columns and fields that quote a truth (its text, or a reason that may quote
 #: it): personal data, shown only to staff who may also view truths.
@@ -66,7 +69,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
         # Its own permission opens it too: the columns below keep truth text behind the truths' gate.
         return admin.ModelAdmin.has_view_permission(self, request, obj) or can_view_truths(request)
 
-    def get_list_display(self, request: HttpRequest) -> list[str]:
+    def get_list_display(self, request: HttpRequest) -> ListDisplay[Any]:
         if can_view_truths(request):
             return list(self.list_display)
         return ["truth_number" if f == "truth_display" else f for f in self.list_display if f not in TRUTH_TEXT]
@@ -77,7 +80,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     def get_search_fields(self, request: HttpRequest) -> list[str]:
         return [f for f in self.search_fields if can_view_truths(request) or f not in ("content", "reason")]
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> FieldGroups:
         # The reason as operators read it: truth numbers, never the judge's call-local aliases.
         fields = [f for f in super().get_fields(request, obj) if f != "reason_display"]
         fields = ["reason_display" if f == "reason" else f for f in fields]
@@ -236,9 +239,9 @@ class LiveSettingsForm(forms.ModelForm):
                 field.widget.attrs["placeholder"] = f"default: {default}"
                 field.help_text = f"{plain} Empty: {USE_DEFAULT.format(value=default).lower()}."
         risk = self.fields.get("risk_policy")
-        if risk is not None:
+        if isinstance(risk, forms.ChoiceField):
             default = str(app_settings.RISK_POLICY)
-            risk.choices = [("", USE_DEFAULT.format(value=default)), *[c for c in risk.choices if c[0]]]
+            risk.choices = [("", USE_DEFAULT.format(value=default)), *RiskPolicy.choices]
             risk.help_text = risk.help_text.split(" Empty:")[0]
         for name, field in self.fields.items():
             if name.endswith("_mode") and hasattr(field, "choices"):
@@ -276,7 +279,8 @@ class LiveSettingsForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         """Prune switched to apply is saved only once the page has shown what the next
         pass would prune with the settings being saved (``prune.preview``, reads only)."""
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors or data.get("confirm_prune"):
             return data
         new_mode = data.get("prune_mode") or str(app_settings.PRUNE)

@@ -10,9 +10,10 @@ tasks; the work (invariants and freshness re-checked, writes) happens in the que
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -25,12 +26,15 @@ from django.utils.html import format_html, format_html_join
 
 from .. import inventory_display, lineage_display, run_display, selectors
 from ..exceptions import ApplyRefused, CancelRefused, RetryRefused
-from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent
+from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent, RunId
 from ..services.hygiene import reports
 from ..services.operations import dry_runs
 from ..services.pipeline.forecast import Forecast
 from ..services.queue import cancel, dispatch, recovery
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
+
+if TYPE_CHECKING:
+    from .base import FieldGroups
 from .undo import ReviewUndoMixin, RunUndoMixin
 
 #: Seconds between refreshes of an in-progress run's page.
@@ -42,7 +46,7 @@ APPLY_QUEUED = (
 )
 APPLY_TITLE = "Apply the verdicts of dry run {run}"
 #: Real runs by how their jobs are executed; a dry run is shown as a preview badge.
-EXECUTION_LABELS = {
+EXECUTION_LABELS: dict[str, str] = {
     ConsolidationRun.Execution.QUEUED: "Real run (workers)",
     ConsolidationRun.Execution.IN_PROCESS: "Real run (in process)",
 }
@@ -123,7 +127,7 @@ def warn_if_no_worker(model_admin: Any, request: HttpRequest) -> None:
         model_admin.message_user(request, text, messages.WARNING)
 
 
-def _run_link(run_id: Any) -> str:
+def _run_link(run_id: RunId) -> str:
     url = reverse("admin:iris_consolidation_consolidationrun_change", args=[run_id])
     return format_html('<a href="{}">{}</a>', url, str(run_id)[:8])
 
@@ -267,8 +271,8 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
 
     @admin.display(description="LLM", ordering="tokens")
     def llm_display(self, obj: ConsolidationRun) -> str:
-        text = run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
-        cost = "cost unknown" if text == run_display.COST_UNKNOWN else ("" if text == run_display.COST_NONE else text)
+        text = inventory_display.run_cost_text(obj, brief=True)
+        cost = {inventory_display.COST_UNKNOWN: "cost unknown", inventory_display.COST_NONE: ""}.get(text, text)
         return format_html('{} tokens<br><span class="iris-muted">{}</span>', f"{obj.tokens:,}", cost)
 
     @admin.display(description="users · clusters")
@@ -307,7 +311,7 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
 
     @admin.display(description="cost")
     def cost_display(self, obj: ConsolidationRun) -> str:
-        return run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
+        return inventory_display.run_cost_text(obj)
 
     @admin.display(description="embedding time")
     def embed_seconds_display(self, obj: ConsolidationRun) -> str:
@@ -464,7 +468,7 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
             runs=rows,
             confirm_label="Yes, retry them" if retryable else "",
             hidden=[("action", "retry_failed_clusters"), ("post", "yes")]
-            + [(admin.helpers.ACTION_CHECKBOX_NAME, str(run.pk)) for run in runs],
+            + [(ACTION_CHECKBOX_NAME, str(run.pk)) for run in runs],
         )
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -652,8 +656,8 @@ class ClusterReviewAdmin(ReviewUndoMixin, ReadOnlyAdmin):
 
     @admin.display(description="cost")
     def cost_display(self, obj: ClusterReview) -> str:
-        """As the run's: USD, or "unknown" for tokens litellm has no price for, never "0.0"."""
-        return run_display.cost_text(cost=obj.cost, tokens=obj.tokens)
+        """As the run's (``inventory_display.cost_text``): USD, or why there is no price."""
+        return inventory_display.cost_text(cost=obj.cost, tokens=obj.tokens, unpriced=int(not obj.cost_known))
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ClusterReview]:
         undone = LineageEvent.objects.filter(review=OuterRef("pk"), action=LineageEvent.Action.UNDO)
@@ -715,7 +719,7 @@ class LineageEventAdmin(ReadOnlyAdmin):
             .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot")
         )
 
-    def get_fields(self, request: HttpRequest, obj: LineageEvent | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: LineageEvent | None = None) -> FieldGroups:
         # The reason as operators read it: truth numbers, never the judge's call-local aliases.
         fields = [f for f in super().get_fields(request, obj) if f != "reason_display"]
         return ["reason_display" if f == "reason" else f for f in fields]

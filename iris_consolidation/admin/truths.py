@@ -6,7 +6,7 @@ deleted here (retirement is the only removal, and it is consolidation's job).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
@@ -38,6 +38,9 @@ from .base import (
 from .lineage import LineageViewMixin
 from .runs import warn_if_no_worker
 from .undo import TruthUndoMixin
+
+if TYPE_CHECKING:
+    from .base import ListDisplay
 
 PINNED = "Pinned {count} truth(s); retired truths are left as they were."
 UNPINNED = "Unpinned {count} truth(s); retired truths are left as they were."
@@ -118,9 +121,10 @@ class UserFilter(admin.SimpleListFilter):
         }
 
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        if not self.value():
+        value = self.value()
+        if not value:
             return queryset
-        name = self.value().strip()
+        name = value.strip()
         names = selectors.list_usernames_with_truths(term=name)
         if name not in names:
             # A partial or misspelt name: say so, and show the users whose name contains it.
@@ -141,10 +145,11 @@ class BandFilter(admin.SimpleListFilter):
         return [("0", "below 0.25"), ("1", "0.25 to 0.5"), ("2", "0.5 to 0.75"), ("3", "0.75 and above")]
 
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        if self.value() not in self.RANGES:
+        band = self.RANGES.get(self.value() or "")
+        if band is None:
             return queryset
         queryset = self.prepare(queryset)
-        low, high = self.RANGES[self.value()]
+        low, high = band
         if low is not None:
             queryset = queryset.filter(**{f"{self.field}__gte": low})
         if high is not None:
@@ -394,7 +399,7 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
             return "-"
         return f"{obj.quality:.2f}"
 
-    def get_list_display(self, request: HttpRequest) -> list[str]:
+    def get_list_display(self, request: HttpRequest) -> ListDisplay[Any]:
         columns = list(super().get_list_display(request))
         if request.GET.get(LiveFilter.parameter_name) in ("retired", "all"):
             at = columns.index("is_live_display") + 1
@@ -404,9 +409,9 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
     @admin.display(description="replaced by", ordering="superseded_by_id")
     def replaced_by(self, obj: Truth) -> str:
         """The truth that replaced a retired one (a merge or a supersede), linked; "—" otherwise."""
-        if obj.superseded_by_id is None:
+        target = obj.superseded_by if obj.superseded_by_id is not None else None
+        if target is None:
             return "—"
-        target = obj.superseded_by
         text = target.content if len(target.content) <= 50 else target.content[:49] + "…"
         url = reverse(f"admin:{url_name(self.opts, 'change')}", args=[target.pk])
         return format_html('<a href="{}">#{}</a> {}', url, target.pk, text)

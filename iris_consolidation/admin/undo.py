@@ -16,14 +16,14 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from ..exceptions import ConsolidatedFurther, UndoRefused
 from ..models import ClusterReview, Truth
 from ..selectors import UndoStep
 from ..services.operations import run_undo, undo
-from .base import can_change_truths, change_url, missing_object, object_page, template_list, url_name
+from .base import AdminMixin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
 
 UNDONE = "Undone: {restored} truth(s) are live again ({ids}); {fate}."
 FATE_RETIRED = "truth #{truth} is retired as “consolidation undone”"
@@ -74,18 +74,17 @@ def _done(request: HttpRequest, results: list[undo.UndoResult]) -> None:
         messages.success(request, UNDONE.format(restored=len(result.restored_ids), ids=ids, fate=fate))
 
 
-class _UndoPage:
+class _UndoPage(AdminMixin):
     """Shared GET/POST handling of an undo page."""
 
     undo_template: str | list[str] | None = None
 
-    def _undo_urls(self) -> list[Any]:
-        admin: Any = self
+    def _undo_urls(self) -> list[URLPattern]:
         return [
             path(
                 "<path:object_id>/undo/",
-                admin.admin_site.admin_view(self.undo_view),
-                name=url_name(admin.opts, "undo"),
+                self.admin_site.admin_view(self.undo_view),
+                name=url_name(self.opts, "undo"),
             )
         ]
 
@@ -98,11 +97,10 @@ class _UndoPage:
 
     def undo_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Confirm (GET) or perform (POST) the undo; needs the change permission on truths."""
-        admin: Any = self
-        obj = admin.get_object(request, unquote(object_id))
+        obj = self.get_object(request, unquote(object_id))
         if obj is None:
-            return missing_object(admin, request, object_id)
-        if not (admin.has_view_or_change_permission(request, obj) and can_change_truths(request)):
+            return missing_object(self, request, object_id)
+        if not (self.has_view_or_change_permission(request, obj) and can_change_truths(request)):
             raise PermissionDenied
         try:
             title, steps = self._plan(obj)
@@ -119,18 +117,18 @@ class _UndoPage:
             _done(request, results)
             return HttpResponseRedirect(_truth_admin_url("lineage", results[0].truth_id))
         context = object_page(
-            admin, request, obj, title=title, steps=steps, form=form, truth_opts=Truth._meta
+            self, request, obj, title=title, steps=steps, form=form, truth_opts=Truth._meta
         )
         return TemplateResponse(
-            request, self.undo_template or template_list(admin.opts, "undo_confirmation.html"), context
+            request, self.undo_template or template_list(self.opts, "undo_confirmation.html"), context
         )
 
 
 class TruthUndoMixin(_UndoPage):
     """``<id>/undo/`` on the truth admin: undo the latest step into that truth."""
 
-    def get_urls(self) -> list[Any]:
-        return self._undo_urls() + super().get_urls()  # type: ignore[misc]
+    def get_urls(self) -> list[URLPattern]:
+        return self._undo_urls() + super().get_urls()
 
     def _plan(self, obj: Truth) -> tuple[str, list[UndoStep]]:
         reversal = undo.reversal_of(obj)  # what undoing means, chosen once for page and undo
@@ -143,8 +141,8 @@ class TruthUndoMixin(_UndoPage):
 class ReviewUndoMixin(_UndoPage):
     """``<id>/undo/`` on the review admin: undo everything that review applied."""
 
-    def get_urls(self) -> list[Any]:
-        return self._undo_urls() + super().get_urls()  # type: ignore[misc]
+    def get_urls(self) -> list[URLPattern]:
+        return self._undo_urls() + super().get_urls()
 
     def _plan(self, obj: ClusterReview) -> tuple[str, list[UndoStep]]:
         return TITLE_REVIEW.format(pk=obj.pk), undo.plan_review_undo(review=obj)
@@ -159,17 +157,16 @@ RUN_REFUSED = "Refused: {label}: {reason}"
 CHOOSE_ONE_RUN = "Choose one run to undo: each undo has its own confirmation page."
 
 
-class RunUndoMixin:
+class RunUndoMixin(AdminMixin):
     """``<id>/undo/`` on the run admin, and an action leading there: undo every step of the
     run, newest first (``services.operations.run_undo``). GET lists the steps, those a later
     change made unsafe marked, and asks for a reason; POST undoes them and lists the refused
     ones in a message. Needs the change permission on truths, as every undo page."""
 
-    def get_urls(self) -> list[Any]:
-        admin: Any = self
-        page = path("<path:object_id>/undo/", admin.admin_site.admin_view(self.run_undo_view),
-                    name=url_name(admin.opts, "undo"))
-        return [page, *super().get_urls()]  # type: ignore[misc]
+    def get_urls(self) -> list[URLPattern]:
+        page = path("<path:object_id>/undo/", self.admin_site.admin_view(self.run_undo_view),
+                    name=url_name(self.opts, "undo"))
+        return [page, *super().get_urls()]
 
     def has_undo_permission(self, request: HttpRequest) -> bool:
         """Undoing a run changes truths: the change permission on truths."""
@@ -178,20 +175,18 @@ class RunUndoMixin:
     @admin.action(description="Undo the selected run (asks for confirmation)", permissions=["undo"])
     def undo_selected_run(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
         """Lead to the selected run's undo page (one run at a time)."""
-        admin: Any = self
         runs = list(queryset[:2])
         if len(runs) != 1:
-            admin.message_user(request, CHOOSE_ONE_RUN, messages.ERROR)
+            self.message_user(request, CHOOSE_ONE_RUN, messages.ERROR)
             return None
-        return HttpResponseRedirect(reverse(f"admin:{url_name(admin.opts, 'undo')}", args=[runs[0].pk]))
+        return HttpResponseRedirect(reverse(f"admin:{url_name(self.opts, 'undo')}", args=[runs[0].pk]))
 
     def run_undo_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Confirm (GET) or perform (POST) the undo of a whole run."""
-        admin: Any = self
-        run = admin.get_object(request, unquote(object_id))
+        run = self.get_object(request, unquote(object_id))
         if run is None:
-            return missing_object(admin, request, object_id)
-        if not (admin.has_view_permission(request, run) and self.has_undo_permission(request)):
+            return missing_object(self, request, object_id)
+        if not (self.has_view_permission(request, run) and self.has_undo_permission(request)):
             raise PermissionDenied
         try:
             planned = run_undo.plan_run_undo(run=run)
@@ -211,6 +206,6 @@ class RunUndoMixin:
             for outcome in result.refused:
                 messages.error(request, RUN_REFUSED.format(label=outcome.step.label(), reason=outcome.reason))
             return HttpResponseRedirect(change_url(run))
-        context = object_page(admin, request, run, title=TITLE_RUN.format(run=str(run.pk)[:8]), planned=planned,
+        context = object_page(self, request, run, title=TITLE_RUN.format(run=str(run.pk)[:8]), planned=planned,
                               refused=sum(1 for p in planned if not p.done), form=form, truth_opts=Truth._meta)
-        return TemplateResponse(request, template_list(admin.opts, "run_undo_confirmation.html"), context)
+        return TemplateResponse(request, template_list(self.opts, "run_undo_confirmation.html"), context)

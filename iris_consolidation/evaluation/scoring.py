@@ -259,7 +259,7 @@ def _score_case(case: Case, by_alias: dict[str, Truth], reviews: list[ClusterRev
 
     together = [set(a["ids"]) if a["action"] == "merge" else {*a["old"], a["new"]} for a in case.actions]
     for key in applied:
-        joined = set(key[1]) | (set(key[2]) if key[0] == "supersede" else set())
+        joined = frozenset().union(*key[1:])
         apart = sorted(f"{x}+{y}" for x in joined for y in joined if x < y and not any({x, y} <= t for t in together))
         if apart:
             harms.append(f"{_describe(key)} joins {', '.join(apart)}, expected apart")
@@ -505,7 +505,7 @@ def score_pairs_at(
     with truths_path.open(encoding="utf-8") as handle:
         rows = transfer.parse_truths(handle, path=str(truths_path))
     oracles = oracle_judge.oracles_by_user(pairs) if oracle else {}
-    judge_name = oracle_judge.NAME if oracle else client.name  # type: ignore[union-attr]
+    judge_name = oracle_judge.NAME if oracle or client is None else client.name
     tag = uuid.uuid4().hex[:8]
     reports: list[PairsReport] = []
     try:

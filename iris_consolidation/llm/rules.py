@@ -95,7 +95,7 @@ def merge_actions(request: JudgeRequest) -> tuple[Action, ...]:
         if not protection.allowed:
             # Two protected truths can never both survive one merge: merge the others
             # into the first protected one only.
-            group = [by_alias[a] for a in protection.retiring] + [by_alias[protection.keeper]]
+            group = [by_alias[a] for a in protection.retiring] + [by_alias[protection.protected[0]]]
             if len(group) < 2:
                 continue
         keeper = by_alias[protection.keeper] if protection.keeper is not None else best_written(group)

@@ -43,10 +43,10 @@ _LETTER = rf"(?:[^\W\d_]|[{_MARKS}])"
 
 # Possessive repeats (``++``, ``*+``): a word's pattern never needs to give back what it
 # took (each part ends where its characters do), so they match the same words as greedy
-# ones without keeping backtracking points: 30% faster on MSC texts (4 December 2026).
+# ones without keeping backtracking points, which is faster (docs/benchmarks.md, "Measured constants").
 _WORD = re.compile(rf"[0-9]++(?:[.,:/-][0-9]++)*+|{_LETTER}++(?:['’-]{_LETTER}++)*+", re.UNICODE)
 #: ``_WORD`` on ASCII text, where a letter is [a-zA-Z] (no ASCII character is a combining
-#: mark or "’"): the same words at half the time (a user's 100 texts, 3 December 2026).
+#: mark or "’"): the same words in less time (docs/benchmarks.md, "Measured constants").
 _ASCII_WORD = re.compile(r"[0-9]++(?:[.,:/-][0-9]++)*+|[a-zA-Z]++(?:['-][a-zA-Z]++)*+")
 
 

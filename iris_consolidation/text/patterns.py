@@ -3,11 +3,15 @@ the strings a scan may look for first, and skip the pattern where none occurs.""
 
 from __future__ import annotations
 
+import importlib
 import re
+from types import ModuleType
 from typing import Any
 
-try:  # ``re``'s own parser (CPython 3.11 and later)
-    from re import _constants, _parser
+_parser: ModuleType | None
+_constants: ModuleType | None
+try:  # ``re``'s own parser (CPython 3.11 and later; private, so typeshed has no stubs for it)
+    _parser, _constants = importlib.import_module("re._parser"), importlib.import_module("re._constants")
 except ImportError:  # pragma: no cover - another Python: no literal is known, scan always
     _constants = _parser = None
 

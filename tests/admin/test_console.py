@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from iris_consolidation import run_display, selectors
+from iris_consolidation import inventory_display, run_display, selectors
 from iris_consolidation.admin import records as records_admin
 from iris_consolidation.admin import runs as run_admin
 from iris_consolidation.conf import app_settings
@@ -85,11 +85,34 @@ def test_outcome_counts_name_each_outcome_once():
 
 
 @pytest.mark.parametrize(
-    ("cost", "tokens", "shown"),
-    [(0.00123, 500, "$0.0012"), (0.0, 500, "unknown (no price for this model)"), (0.0, 0, "none (no tokens used)")],
+    ("cost", "tokens", "unpriced", "shown", "brief"),
+    [
+        (0.00123, 500, 0, "$0.0012", "$0.0012"),
+        (0.00123, 500, 2, "$0.0012+ (some calls had no price for this model, so the cost is higher)", "$0.0012+"),
+        (0.0, 500, 1, "unknown (no price for this model)", "unknown"),
+        (0.0, 500, 0, "unknown (no price for this model)", "unknown"),
+        (0.0, 0, 0, "none (no tokens used)", "none"),
+    ],
 )
-def test_cost_is_unknown_when_the_model_has_no_price(cost, tokens, shown):
-    assert run_display.cost_text(cost=cost, tokens=tokens) == shown
+def test_one_cost_rule_priced_partly_priced_unpriced_and_none(cost, tokens, unpriced, shown, brief):
+    assert inventory_display.cost_text(cost=cost, tokens=tokens, unpriced=unpriced) == shown
+    assert inventory_display.cost_text(cost=cost, tokens=tokens, unpriced=unpriced, brief=True) == brief
+
+
+def test_a_partly_priced_run_shows_the_same_cost_in_the_admin_and_on_the_command_line(admin_client, user_factory):
+    run = lb.new_run(user_id=user_factory("alice").pk)
+    run.tokens, run.cost, run.unpriced = 900, 0.0021, 1
+    run.inventory = {"llm": {"calls": 2, "tokens": 900, "cost": 0.0021, "cost_known": False}}
+    run.save()
+    words = "$0.0021+ (some calls had no price for this model, so the cost is higher)"
+
+    html = admin_client.get(run_url(run)).content.decode()
+    report = "\n".join(inventory_display.report_lines(run))
+    fields = dict(item.split("=") for item in inventory_display.spend_fields(run).split())
+
+    assert f"cost {escape(words)}" in html
+    assert f"cost {words};" in report
+    assert fields["cost"] == "$0.0021+"
 
 
 def test_run_page_says_unknown_for_an_unpriced_models_cost(admin_client, user_factory):

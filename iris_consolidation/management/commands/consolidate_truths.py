@@ -168,6 +168,7 @@ class Command(BaseCommand):
             self.stdout.write(inventory_display.forecast_line(result.estimate))
             return
         run = result.run
+        assert run is not None  # only an estimate has no run
         if result.queued:
             # The id line is the whole output by default: scripts read the batch id from it.
             # The window is stored on the run (and shown in the admin); -v 2 prints it too.
@@ -194,6 +195,7 @@ class Command(BaseCommand):
         finally:
             progress.close()
         run = result.run
+        assert run is not None  # only an estimate has no run
         if result.queued:
             self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
             return

@@ -67,8 +67,10 @@ class Command(BaseCommand):
             client = None if options["oracle"] else get_judge_client(options["judge"])
             embedder = get_embedder()
             if options["golden"]:
+                assert client is not None  # --oracle needs --pairs (checked above)
+                judge_name = client.name
                 cases = scoring.load_cases(Path(options["golden"]))
-                report = scoring.score_golden(cases, client=client, embedder=embedder)  # type: ignore[arg-type]
+                report = scoring.score_golden(cases, client=client, embedder=embedder)
             else:
                 threshold = (
                     options["threshold"] if options["threshold"] is not None else app_settings.SIMILARITY_THRESHOLD
@@ -83,7 +85,7 @@ class Command(BaseCommand):
         except (InvalidInput, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
         if options["golden"]:
-            self._print_golden(report, client.name)  # type: ignore[union-attr]
+            self._print_golden(report, judge_name)
             if report.harmful:
                 raise CommandError(self.HARMFUL.format(harmful=report.harmful))
         else:

@@ -44,7 +44,7 @@ class Command(BaseCommand):
             self.stderr.write(self.EXPORTED.format(count=count, path=options["output"]))
         else:
             try:
-                transfer.write_jsonl(rows, self.stdout)  # type: ignore[arg-type]
+                transfer.write_jsonl(rows, self.stdout)
             except BrokenPipeError:
                 # The reader went away (`export_truths | head`): stop quietly, as Unix tools do,
                 # and keep Python from complaining again when it flushes stdout at exit.

@@ -22,7 +22,7 @@ Reads only.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from itertools import chain, repeat
 
 import numpy as np
@@ -214,7 +214,7 @@ DENSE_PAIRS_UP_TO = 20_000_000
 
 
 def _dense_pairs(
-    token_sets: Sequence[frozenset[str]], kinds: Sequence[Hashable], threshold: float, *, frequency: Counter[str]
+    token_sets: Sequence[frozenset[str]], kinds: Sequence[str], threshold: float, *, frequency: Counter[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``jaccard_pairs`` by counting every intersection: a 0/1 matrix of sets x tokens
     times its transpose (float32, exact for counts below 2**24), then the same score

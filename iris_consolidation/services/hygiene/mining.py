@@ -252,7 +252,7 @@ def _prepare(
     """Each session's request (docs/llm.md's mining contract): its messages and the user's
     nearest known truths to what the person said in it (one embedding batch, a query each)."""
     own_texts = ["\n".join(m.content for m in messages if m.role == MessageRole.USER) for _, messages in sessions]
-    vectors = embedder.embed(own_texts) if own_texts else []
+    vectors: Sequence[np.ndarray] | np.ndarray = embedder.embed(own_texts) if own_texts else []
     calls = []
     for (session, messages), vector in zip(sessions, vectors, strict=True):
         known = _known(user_id, vector, int(app_settings.MINING_KNOWN_TRUTHS))
@@ -415,7 +415,7 @@ def _decide(
             c.vector = vector
             nearest = _known(user_id, vector, 1)
             if nearest:
-                similarity = 1.0 - float(nearest[0].distance)
+                similarity = 1.0 - float(nearest[0].distance)  # type: ignore[attr-defined]  # nearest()'s annotation
                 if similarity >= threshold:
                     c.skipped = SKIP_NEAR.format(truth=nearest[0].pk, similarity=similarity)
                     result.skipped.append(c)

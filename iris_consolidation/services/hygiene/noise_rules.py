@@ -251,9 +251,8 @@ class _Pattern:
         # The pre-check over many texts joined by ``_JOIN`` (``detect_all``): ``^`` at each text's start.
         self.joined = re.compile(self.quick.pattern, re.MULTILINE)
         #: Every match contains one of these strings (``text.patterns.required_literals``):
-        #: where none occurs, the pattern cannot match and is not scanned. Measured on 5,000
-        #: texts of the benchmark's users: ``detect_all`` of 100 texts at a time 14.2 -> 6.0
-        #: µs a text, of the MSC users' 21 at a time 24 -> 12 (3 December 2026).
+        #: where none occurs, the pattern cannot match and is not scanned (the time saved:
+        #: docs/benchmarks.md, "Small users in batches").
         self.needs = required_literals(pattern)
 
     def search(self, text: str) -> re.Match[str] | None:
@@ -285,8 +284,8 @@ def _needed_automaton() -> ahocorasick.Automaton:
 
 def needed_in(text: str) -> set[str]:
     """The strings of ``_NEEDED`` that occur in ``text``, from one Aho-Corasick scan
-    (Aho and Corasick, CACM 1975) instead of one substring search per string: 0.05
-    against 0.5 ms for 100 MSC texts of 4 KB (4 December 2026). Every occurrence is
+    (Aho and Corasick, CACM 1975) instead of one substring search per string (ten times
+    faster: docs/benchmarks.md, "Measured constants"). Every occurrence is
     reported, overlapping ones included, so the set is ``{s for s in _NEEDED if s in text}``."""
     return {_NEEDED[index] for _, index in _needed_automaton().iter(text)}
 

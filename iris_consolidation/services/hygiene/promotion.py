@@ -97,8 +97,9 @@ def propose_rules(
         return result, []
     truths = candidates(user_id)
     result.offered = len(truths)
-    identity = {"stage": answers.PROMOTE, "user_id": user_id, "model": str(getattr(client, "model", "") or ""),
-                "prompt_version": prompts.PROMOTE_PROMPT_VERSION}
+    identity: dict[str, Any] = {"stage": answers.PROMOTE, "user_id": user_id,
+                                "model": str(getattr(client, "model", "") or ""),
+                                "prompt_version": prompts.PROMOTE_PROMPT_VERSION}
     known = answers.remembered(**identity, contents=[t.content for t in truths])
     asking = [t for t in truths if t.content not in known]
     result.remembered = len(truths) - len(asking)

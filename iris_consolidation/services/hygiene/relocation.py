@@ -174,8 +174,9 @@ def choose_moves(
     by_rule = {t.pk: why for t in truths if (why := is_reference_heavy(t.content, min_chars=min_chars))}
     half = min_chars // 2
     offered = [t for t in truths if t.pk in by_rule or len(t.content) >= half]
-    identity = {"stage": answers.RELOCATE, "user_id": user_id, "model": str(getattr(client, "model", "") or ""),
-                "prompt_version": prompts.RELOCATE_PROMPT_VERSION}
+    identity: dict[str, Any] = {"stage": answers.RELOCATE, "user_id": user_id,
+                                "model": str(getattr(client, "model", "") or ""),
+                                "prompt_version": prompts.RELOCATE_PROMPT_VERSION}
     kept = answers.remembered(**identity, contents=[t.content for t in offered])
     asking = [t for t in offered if t.content not in kept]
     if not asking:

@@ -39,7 +39,7 @@ from ...embeddings import Embedder
 from ...exceptions import ApplyRefused
 from ...llm.base import Action, JudgeRequest, MemberView, Signal, Verdict
 from ...llm.parsing import parse_action
-from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
+from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, RunId, Truth
 from ..pipeline import judging, merging, validation
 from ..run import lifecycle
 
@@ -59,7 +59,7 @@ NOT_A_PREVIEW = "Review(s) {ids} are not previewed clusters of dry run {run}."
 PREPASS = "prepass"
 
 
-def _short(run_id: Any) -> str:
+def _short(run_id: RunId) -> str:
     return str(run_id)[:8]
 
 
@@ -198,7 +198,7 @@ def recheck(decision: PreviewedDecision) -> Rechecked:
     )
 
 
-def apply_review(*, run_id: Any, review_id: int, embedder: Embedder) -> ClusterReview:
+def apply_review(*, run_id: RunId, review_id: int, embedder: Embedder) -> ClusterReview:
     """Apply preview review ``review_id`` of ``run_id``'s dry run within run ``run_id``:
     exactly its previewed actions (``previewed_decision``), re-checked (``recheck``).
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -34,6 +34,9 @@ from ...exceptions import ImportFileInvalid
 from ...models import Origin, Truth
 from ...selectors import user_name_lookup, username_max_length
 from ..pipeline import truth_events
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 BAD_LINE = "{path}:{line}: {problem}. Nothing was imported; fix the line and load again."
 REQUIRED = ("user", "content", "origin", "created_at")
@@ -283,8 +286,8 @@ def iter_export_rows(*, user_id: int | None, include_retired: bool) -> Iterator[
         }
 
 
-def write_jsonl(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
-    """Write ``rows`` as JSON lines; returns the count."""
+def write_jsonl(rows: Iterable[dict[str, Any]], out: SupportsWrite[str]) -> int:
+    """Write ``rows`` as JSON lines to ``out`` (a text stream, or a command's ``stdout``); returns the count."""
     count = 0
     for row in rows:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")

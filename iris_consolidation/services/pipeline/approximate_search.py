@@ -25,14 +25,11 @@ from .vectors import UserVectors
 
 logger = logging.getLogger(__name__)
 
-#: IVF layout, measured on planted unit vectors (docs/benchmarks.md;
-#: benchmarks/phase1.py; 1 December 2026): 4 * sqrt(n) cells, k-means over every vector
-#: for 2 iterations, 12 cells probed per query: 99.5% of the exact pairs at 100,000
-#: truths in 3.3 s (two data seeds), 99.8% at 50,000. Training on every vector, not 40
-#: per cell, is what lifts recall (16 probes: 98.9% -> 99.8%); a third iteration gave
-#: 99.7% for 0.5 s more, 8 probes 99.4%. On dense real embeddings (templated sentences,
-#: about 700 pairs >= 0.40 per truth) the exact path was as fast at 10,000-20,000 truths,
-#: hence the switch at ``PHASE1_APPROXIMATE_FROM`` (50,000) seeds.
+#: IVF layout: 4 * sqrt(n) cells, k-means over every vector (not 40 per cell: that is
+#: what lifts recall) for 2 iterations, 12 cells probed per query; chosen on planted unit
+#: vectors with benchmarks/phase1.py, where it found 99.5% of the exact pairs at 100,000
+#: truths (docs/benchmarks.md, "Measured constants"). On dense real embeddings the exact
+#: path was as fast, hence the switch at ``PHASE1_APPROXIMATE_FROM`` (50,000) seeds.
 IVF_CELLS_PER_SQRT_N = 4.0
 IVF_PROBES = 12
 IVF_TRAIN_ITERATIONS = 2
@@ -41,11 +38,8 @@ IVF_TRAIN_ITERATIONS = 2
 #: 2**-11 * sum |q_i x_i| <= 4.9e-4 (Cauchy-Schwarz); the float64 recomputation decides.
 FP16_SCREEN_MARGIN = 1e-3
 #: The IVF path checks itself: the exact pairs of ``IVF_RECALL_SAMPLE`` seeds (256 x n
-#: products: about 0.15 s at 100,000 truths) against what it found; below ``IVF_MIN_RECALL``
-#: it probes twice as many cells and searches again. Planted vectors pass at 12 probes;
-#: real embeddings of template sentences at 0.75 gave 99.3-99.7% at 12 probes (10,000-
-#: 20,000 truths); LoCoMo users of about 100 truths at 0.40 forced onto this path 68.8%
-#: (a fresh user's trial), where the check now probes more.
+#: products) against what it found; below ``IVF_MIN_RECALL`` it probes twice as many cells
+#: and searches again (the recalls seen at 12 probes: docs/benchmarks.md, "Measured constants").
 IVF_MIN_RECALL = 0.99
 IVF_RECALL_SAMPLE = 256
 #: Bytes per range-search hit while a step of queries is handled: faiss's label (8) and

@@ -34,7 +34,8 @@ float64 before the threshold is applied, so both paths and any block size agree 
 the edges. A seed keeps at most its ``PHASE1_NEIGHBOURS`` (64) most similar pairs: the
 same clusters unless 60 of a seed's 64 nearest are already taken, and bounded work and
 memory for a dense user whose every truth is near thousands. pgvector is not used here:
-one nearest-neighbour query per seed measured 40x slower than the in-memory pass.
+one nearest-neighbour query per seed is far slower than the in-memory pass
+(docs/benchmarks.md, "Measured constants").
 """
 
 from __future__ import annotations

@@ -35,14 +35,12 @@ SCREEN_MARGIN = 1e-4
 THRESHOLD_TOLERANCE = 1e-6
 #: Bytes per element of a similarity tile: the float32 product and the boolean mask.
 TILE_BYTES_PER_ELEMENT = 5
-#: Longest side of a similarity tile. Tiles on the diagonal are computed whole, so a
-#: smaller side wastes fewer products there, while BLAS stays efficient: exact pairs of
-#: 10,000 truths took 0.29 s with 2,048 (0.33 s with 4,096, 0.27 s with 1,024), of
-#: 30,000 truths 2.27 s (2.55 s, 2.40 s); planted vectors, 1 December 2026.
+#: Longest side of a similarity tile, in rows. Tiles on the diagonal are computed whole, so a
+#: smaller side wastes fewer products there, while BLAS stays efficient (the sizes timed:
+#: docs/benchmarks.md, "Measured constants").
 MAX_TILE = 2048
-#: Seeds x truths at or below which the products run on one BLAS thread: a 100 x 100
-#: tile took 0.1 ms on one thread and 0.4-2.6 ms on two on a shared 2-core machine
-#: (measured 1 December 2026), so a small user pays no thread wake-ups. 2,000 x 2,000.
+#: Seeds x truths (2,000 x 2,000) at or below which the products run on one BLAS thread,
+#: so a small user pays no thread wake-ups (docs/benchmarks.md, "Measured constants").
 ONE_THREAD_UP_TO = 4_000_000
 
 
@@ -102,9 +100,8 @@ def blas_threads(seeds: int, truths: int) -> Any:
     """A context for the products of ``seeds`` rows by ``truths`` columns that keeps BLAS
     to one thread when they are small (``ONE_THREAD_UP_TO``), else changes nothing
     (threadpoolctl). Two threads on a small product cost more than they save, and
-    OpenBLAS's second thread then spins for a while after each product: a batch of small
-    users took 8 ms of CPU a user for 4-5 ms of wall clock, taking the core another worker
-    or PostgreSQL would use."""
+    OpenBLAS's second thread then spins for a while after each product, taking the core
+    another worker or PostgreSQL would use (docs/benchmarks.md, "Measured constants")."""
     global _threadpools
     if seeds * truths > ONE_THREAD_UP_TO:
         return contextlib.nullcontext()

@@ -249,7 +249,7 @@ def forecast_user(
     for cluster in clusters:
         truths = list(Truth.objects.filter(pk__in=cluster.member_ids))
         request, _ = judging.build_request(truths)
-        if verdict_cache.lookup(user_id=user_id, request=request, client=identity) is not None:  # type: ignore[arg-type]
+        if verdict_cache.lookup(user_id=user_id, request=request, client=identity) is not None:
             cached += 1
             continue
         pre = judging._validate(request, rules.RuleJudge().judge(request).actions)

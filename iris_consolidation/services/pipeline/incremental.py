@@ -229,7 +229,9 @@ def seed_bound(run: ConsolidationRun, cursor: ConsolidationCursor | None) -> Pos
 
 def pass_bound(row: UserPass) -> Position | None:
     """The seed bound a ``UserPass`` row records (``seed_bound``)."""
-    return (row.bound_updated_at, row.bound_id) if row.bound_updated_at is not None else None
+    if row.bound_updated_at is None or row.bound_id is None:
+        return None
+    return (row.bound_updated_at, row.bound_id)
 
 
 def user_pass_row(

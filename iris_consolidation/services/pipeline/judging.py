@@ -147,7 +147,7 @@ def after_prepass(request: JudgeRequest, merges: Sequence[Action], *, max_genera
         group = {alias: members.pop(alias) for alias in action.ids}
         protection = MergeProtection.of_members(group.values())
         kept = protection.keeper is not None
-        keeper = group[protection.keeper] if kept else group[action.ids[0]]
+        keeper = group[protection.keeper or action.ids[0]]
         generation = keeper.generation if kept else max(m.generation for m in group.values()) + 1
         members[keeper.alias] = replace(
             keeper,

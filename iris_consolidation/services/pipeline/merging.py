@@ -25,7 +25,7 @@ from ... import run_settings
 from ...choices import MergeProtection
 from ...conf import app_settings
 from ...llm.base import Action, Spend, Verdict, with_truth_numbers
-from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, Truth
+from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, RunId, Truth
 from ...querysets import spend_counters
 from . import bookkeeping, truth_events
 from .validation import Code, Rejection
@@ -63,7 +63,7 @@ class Decision:
     account of money and calls; ``asked_model``: it went to the model.
     """
 
-    run_id: Any
+    run_id: RunId
     user_id: int
     key: str
     snapshot: tuple[dict[str, Any], ...]
@@ -185,6 +185,14 @@ class _Application:
     changed: list[tuple[Truth, str, str]] = field(default_factory=list)
     now: Any = None
 
+    def truth(self, alias: str) -> Truth:
+        """The truth ``alias`` stands for now. Raises ``LookupError`` for a member deleted
+        since judging, which ``_refusal`` has refused (as stale) before any use."""
+        found = self.current[alias]
+        if found is None:
+            raise LookupError(f"no truth stands for {alias} (deleted since judging)")
+        return found
+
 
 def record_review(*, decision: Decision, dry_run: bool, embedding_model: str = "", actor: str = "") -> ClusterReview:
     """Apply ``decision.accepted`` (unless ``dry_run``) and record the review; see module doc.
@@ -255,7 +263,7 @@ def _protection(work: _Application, action: Action) -> MergeProtection:
 
     def protected(alias: str) -> bool:
         if alias in work.moved:
-            return work.current[alias].is_protected(max_generation=max_generation)  # type: ignore[union-attr]
+            return work.truth(alias).is_protected(max_generation=max_generation)
         return bool(work.rows[alias]["protected"])
 
     return MergeProtection.of(action.ids, protected)
@@ -277,7 +285,7 @@ def _apply(work: _Application, index: int, action: Action) -> None:
     entry: dict[str, Any] = {
         **action.as_wire(),
         "stage": "prepass" if index < work.decision.prepass else "judge",
-        "truth_ids": {a: work.current[a].pk for a in action.members()},  # type: ignore[union-attr]
+        "truth_ids": {a: work.truth(a).pk for a in action.members()},
     }
     work.retired_count += len(retiring)
     if not work.dry_run:
@@ -289,12 +297,12 @@ def _write_action(work: _Application, action: Action, *, keeper: str | None, ret
     """Write an accepted, fresh ``action``: the merged truth (or the protected keeper,
     never reworded), the retired sources pointing at it, their lineage events. Returns
     the truth that stands for the action's members now."""
-    sources = [work.current[a] for a in action.members()]
+    sources = [work.truth(a) for a in action.members()]
     # The records keep truth numbers, never the call's aliases (valid for one call only).
     why = with_truth_numbers(action.reason, {alias: f"#{row['id']}" for alias, row in work.rows.items()})
     if action.action == "merge":
         if keeper is not None:
-            result = work.current[keeper]
+            result = work.truth(keeper)
             # The protected keeper is never reworded, but it takes the merge's
             # bookkeeping (tags, uses, validation, relevance) of what it absorbs.
             bookkeeping.absorb(result, sources=sources, retired=len(retiring))
@@ -304,10 +312,10 @@ def _write_action(work: _Application, action: Action, *, keeper: str | None, ret
             work.changed.append((result, "created", why))
         reason, kind = RetiredReason.MERGED, LineageEvent.Action.MERGE
     else:
-        result = work.current[action.new]
+        result = work.truth(action.new)
         reason, kind = RetiredReason.SUPERSEDED, LineageEvent.Action.SUPERSEDE
     for alias in retiring:
-        source = work.current[alias]
+        source = work.truth(alias)
         _retire(source, into=result, reason=reason, now=work.now)
         work.changed.append((source, "retired", why))
         work.events.append(LineageEvent(action=kind, source=source, result=result, reason=why, actor=work.actor))

@@ -14,6 +14,7 @@ Truths a host creates with the ORM directly are not seen unless it calls it too.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,8 +81,15 @@ def record_changes(
     )
     for change, row in zip(changes, rows, strict=True):
         transaction.on_commit(
-            lambda c=change, r=row: truth_changed.send(
-                sender=Truth, truth=c.truth, action=c.action, reason=c.reason, review=review, actor=actor, change=r
+            functools.partial(
+                truth_changed.send,
+                sender=Truth,
+                truth=change.truth,
+                action=change.action,
+                reason=change.reason,
+                review=review,
+                actor=actor,
+                change=row,
             )
         )
     return rows

@@ -44,6 +44,7 @@ A rejected action is recorded and the members it named are kept as they were.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -230,8 +231,8 @@ class ValidationResult:
         return tuple(a for a in self.accepted if a.signals)
 
 
-def _quoted(words: object) -> str:
-    return ", ".join(repr(w) for w in sorted(words))  # type: ignore[call-overload]
+def _quoted(words: Iterable[str]) -> str:
+    return ", ".join(repr(w) for w in sorted(words))
 
 
 def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
@@ -366,8 +367,8 @@ def _content_invariant(
     vouched = text.vouched(reason, sources)
     unstated = {w for w in text.unstated_stems(content, sources) if not text.covered_by(w, vouched)}
     if unstated:
-        words = _quoted(text.words_of_stems(content, unstated) or unstated)
-        return Code.INVENTED_WORDS, INVENTED_WORDS.format(words=words)
+        quoted = _quoted(text.words_of_stems(content, unstated) or unstated)
+        return Code.INVENTED_WORDS, INVENTED_WORDS.format(words=quoted)
     return None
 
 

@@ -60,7 +60,7 @@ def embed_missing(
     of ``batch_size`` (default ``EMBEDDING_BATCH_SIZE``); each batch is written in its
     own short transaction (``save_embeddings``), so a task stopped part way keeps what
     it embedded. The next batch is embedded while this one is written (the write is mostly
-    the server's HNSW index insertions, about 1 ms a truth): ``embedder.embed`` runs on a
+    the server's HNSW index insertions; docs/benchmarks.md): ``embedder.embed`` runs on a
     helper thread, so an embedder that reads the database does so on its own connection,
     outside the caller's transaction.
     ``deadline`` (``time.monotonic()`` seconds) stops after the batch under way when it
@@ -120,10 +120,9 @@ def save_embeddings(ids: Sequence[int], vectors: np.ndarray, *, model_name: str)
 
     On psycopg 3 the vectors go in binary through ``COPY`` into a temporary table, then one
     ``UPDATE`` takes them from it (emptying it); else, or where the database's role may not
-    create temporary tables, ``bulk_update``. For 5,120 truths in batches of 256: 1.06 ms a
-    truth against ``bulk_update``'s 2.97 (its ``CASE`` of one branch per row, each vector
-    formatted as text), most of what is left being the HNSW index's insertions (4 December
-    2026). Raises ``EmbeddingDimensionMismatch`` (or ``EmbeddingError`` for a count other
+    create temporary tables, ``bulk_update`` (about three times slower: its ``CASE`` of one
+    branch per row, each vector formatted as text; docs/benchmarks.md, "Measured constants").
+    Raises ``EmbeddingDimensionMismatch`` (or ``EmbeddingError`` for a count other
     than ``len(ids)``) before writing anything.
     """
     check_dimensions(vectors, expected_rows=len(ids), model_name=model_name)
@@ -266,8 +265,8 @@ def stream_rows(queryset: Any, size: int, *, small: bool = False) -> Any:
     """The rows of a ``values_list`` queryset, in lists of at most ``size``, read with a
     server-side cursor wrapped by Django (query logging and execute wrappers apply).
     With psycopg 3 the rows come in PostgreSQL's binary format: a ``bytea`` is then read
-    as stored, not decoded from hex text (100,000 vectors: 0.5 s against 1.2 s through
-    the ORM's iterator, 1 December 2026); other drivers get Django's chunked cursor."""
+    as stored, not decoded from hex text (faster than the ORM's iterator: docs/benchmarks.md,
+    "Measured constants"); other drivers get Django's chunked cursor."""
     from django.db import connections
 
     connection = connections[queryset.db]
@@ -286,7 +285,7 @@ def stream_rows(queryset: Any, size: int, *, small: bool = False) -> Any:
             raw = psycopg.ServerCursor(connection.connection, name=f"iris_rows_{id(queryset)}")
         raw.format = Format.BINARY
         wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
-        cursor = wrap(raw)
+        cursor = wrap(raw)  # type: ignore[arg-type]  # django-stubs: a DB-API cursor, typed as Django's wrapper
     else:
         cursor = connection.chunked_cursor()
     # Inside a transaction, so the cursor need not be WITH HOLD (which copies the whole

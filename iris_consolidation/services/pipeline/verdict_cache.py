@@ -17,13 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Any
 
 from django.db.models import F
 from django.utils import timezone
 
 from ...llm.base import JudgeClient, JudgeRequest, MemberView, Verdict
-from ...models import ConsolidationRun, VerdictCacheEntry
+from ...models import ConsolidationRun, RunId, VerdictCacheEntry
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +102,9 @@ def cached_verdict(entry: VerdictCacheEntry) -> Verdict:
     )
 
 
-def use_cached_keep(*, user_id: int, request: JudgeRequest, client: JudgeClient, run_id: Any = None) -> Verdict | None:
+def use_cached_keep(
+    *, user_id: int, request: JudgeRequest, client: JudgeClient, run_id: RunId | None = None
+) -> Verdict | None:
     """The cached "keep" verdict for this cluster state, judge and prompt, or None.
 
     On a hit the entry's hit counter and the run's ``cache_hits`` go up; the caller
