@@ -79,13 +79,13 @@ def measure(truths: Path) -> dict[str, Any]:
     from django_q.conf import Conf
 
     from iris_consolidation.models import ConsolidationRun
-    from iris_consolidation.services.queue import lifecycle
+    from iris_consolidation.services.operations import dry_runs
 
     call_command("load_truths", str(truths), "--create-users", stdout=StringIO())
     call_command("consolidate_truths", "--dry-run", "--full", verbosity=0, stdout=StringIO(), stderr=StringIO())
     dry = ConsolidationRun.objects.get(dry_run=True)
     Conf.SYNC = True  # async_task runs the apply jobs in this process, when the start commits
-    application, _ = lifecycle.start_application(dry_run_id=dry.pk, actor="benchmark")
+    application, _ = dry_runs.start_application(dry_run_id=dry.pk, actor="benchmark")
     application.refresh_from_db()
     return {"dry_run": _counts(dry), "application": _counts(application), "status": application.status}
 

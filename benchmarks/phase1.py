@@ -17,13 +17,13 @@ Cases, each measured in its own child process (``ru_maxrss`` is phase 1's own pe
 - ``incremental`` (``--incremental`` new among the largest ``--sizes``): only the newest
   truths seed clusters (the seed filter of an incremental pass), against every truth.
 
-The product is ``services.pipeline.consolidation.plan_user`` in a run of the semantic stage
+The product is ``services.run.plan.plan_user`` (formerly ``pipeline.consolidation``) in a run of the semantic stage
 only (``--only semantic``: embedding, then the embedding arm's clusters; ``find_clusters``
 with the seed filter for the incremental case). The column "with noise, decay, lexical"
 times ``plan_user`` again in a default run (every stage before judging, in a dry run: no
 writes), on the vectors the first pass embedded; for many small users, "batched" times the
 same pass as the queue's shared tasks and a run in process make it
-(``batch_plan.plan_users``, ``PHASE1_USERS_PER_TASK`` users at a time). The reference, in the same child and on the same
+(``plan.plan_users``, ``PHASE1_USERS_PER_TASK`` users at a time). The reference, in the same child and on the same
 vectors, is a plain exact numpy pass: float32 blocked products of 4,096 rows (upper
 triangle for full passes), every pair >= the threshold; for many users it includes each
 user's fetch. Recall is the share of the reference's pairs that the product's neighbour search (exact
@@ -405,10 +405,11 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
     from iris_consolidation.services.pipeline import (
         approximate_search,
         clustering,
-        consolidation,
         exact_search,
         vectors,
     )
+
+    consolidation = _phase1_module()
 
     threshold = app_settings.SIMILARITY_THRESHOLD
     users = list(get_user_model().objects.filter(username__startswith=BENCH_USER).order_by("id"))
@@ -513,6 +514,21 @@ def child_phase1(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _phase1_module() -> Any:
+    """The module with ``create_run`` and ``plan_user`` in the version imported: one
+    namespace over ``services.run``'s ``lifecycle`` and ``plan``, or the older
+    ``services.pipeline.consolidation``."""
+    try:
+        from types import SimpleNamespace
+
+        from iris_consolidation.services.run import lifecycle, plan
+    except ImportError:
+        from iris_consolidation.services.pipeline import consolidation
+
+        return consolidation
+    return SimpleNamespace(create_run=lifecycle.create_run, plan_user=plan.plan_user, plan_users=plan.plan_users)
+
+
 def _batched_pass(users: list[Any], embedder: Any, count: Any) -> dict[str, Any]:
     """The whole phase 1 of ``users`` as the queue's shared tasks and a run in process plan
     small users: ``PHASE1_USERS_PER_TASK`` at a time (``batch_plan.plan_users``). Empty
@@ -521,12 +537,13 @@ def _batched_pass(users: list[Any], embedder: Any, count: Any) -> dict[str, Any]
     from django.db import connection
 
     from iris_consolidation.conf import app_settings
-    from iris_consolidation.services.pipeline import consolidation
-
-    try:
-        from iris_consolidation.services.pipeline import batch_plan
-    except ImportError:
-        return {}
+    consolidation = _phase1_module()
+    batch_plan = consolidation
+    if not hasattr(batch_plan, "plan_users"):
+        try:
+            from iris_consolidation.services.pipeline import batch_plan
+        except ImportError:
+            return {}
     per_task = int(app_settings.PHASE1_USERS_PER_TASK)
     run = consolidation.create_run(trigger="command", dry_run=True, judge="bench")
     queries = [0]
@@ -568,7 +585,8 @@ def _batched_rounds(mode: str, n: int, args: argparse.Namespace) -> dict[str, An
     """``--rounds`` batched passes of this version and of ``--previous`` taking turns (this
     one first in odd rounds, second in even ones): on a shared machine whose speed drifts
     within minutes, the median of interleaved rounds is the fair comparison."""
-    if not (args.previous / "iris_consolidation" / "services" / "pipeline" / "batch_plan.py").is_file():
+    services = args.previous / "iris_consolidation" / "services"
+    if not any((services / path).is_file() for path in ("pipeline/batch_plan.py", "run/plan.py")):
         return {}  # the previous version plans every user alone
     if _last_migration(args.previous) != _last_migration(ROOT):
         sys.stderr.write("benchmark: no interleaved rounds, the two versions' schemas differ\n")

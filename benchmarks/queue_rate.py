@@ -168,7 +168,7 @@ def _prepare(count: int):  # type: ignore[no-untyped-def]
     from django.contrib.auth import get_user_model
 
     from iris_consolidation.models import Truth
-    from iris_consolidation.services.pipeline import consolidation
+    from iris_consolidation.services.run import lifecycle
 
     users = [get_user_model().objects.create(username=f"bench{i}") for i in range(5)]
     for i in range(count):
@@ -182,7 +182,7 @@ def _prepare(count: int):  # type: ignore[no-untyped-def]
                 embedding=vector / np.linalg.norm(vector),
                 embedding_model="all-MiniLM-L6-v2-onnx-int8",
             )
-    return consolidation.create_run(trigger="command", judge="llm:openai/stub-judge")
+    return lifecycle.create_run(trigger="command", judge="llm:openai/stub-judge")
 
 
 if __name__ == "__main__":

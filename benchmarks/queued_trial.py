@@ -96,12 +96,12 @@ def _one_run(per_task: int, *, arms: str, cluster: subprocess.Popen[bytes], log:
     from iris_consolidation import tasks
     from iris_consolidation.conf import app_settings
     from iris_consolidation.models import ConsolidationJob
-    from iris_consolidation.services.pipeline import consolidation
     from iris_consolidation.services.queue import dispatch
+    from iris_consolidation.services.run import lifecycle
 
     arm_modes = {"IRIS_CONSOLIDATION_LEXICAL": arms, "IRIS_CONSOLIDATION_SEMANTIC": arms}
     with override_settings(IRIS_CONSOLIDATION_PHASE1_USERS_PER_TASK=per_task, **arm_modes):
-        run = consolidation.create_run(trigger="command", dry_run=True, full=True)
+        run = lifecycle.create_run(trigger="command", dry_run=True, full=True)
         tasks.enqueue_run(run)
         jobs = list(ConsolidationJob.objects.in_run(run.pk).filter(kind="user").order_by("id"))
         phase1_tasks = len(dispatch.user_batches(jobs))

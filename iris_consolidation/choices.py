@@ -132,7 +132,7 @@ def llm_judge_name(model: str) -> str:
 def judge_identity(name: str | None) -> tuple[JudgeKind, str]:
     """``(kind, model)`` of the judge named ``name``: ``(LLM, its litellm model)``,
     ``(RULES, "")``, or ``(OTHER, "")`` for any other name or none. The one reading of a
-    judge's name: ``consolidation.create_run`` stores its answer on the run."""
+    judge's name: ``lifecycle.create_run`` stores its answer on the run."""
     name = name or ""
     if name.startswith(LLM_JUDGE_PREFIX):
         return JudgeKind.LLM, name.removeprefix(LLM_JUDGE_PREFIX)

@@ -124,7 +124,7 @@ DEFAULTS: dict[str, Any] = {
     # Phase 1 of small users in shared tasks (services/queue/dispatch.py, user_batches):
     # users with at most PHASE1_BATCH_MAX_TRUTHS live truths are planned up to
     # PHASE1_USERS_PER_TASK to one django-q2 task (and at most 10,000 truths in all, what
-    # one USER_JOB_TIMEOUT covers), planned together in a few queries (batch_plan), each on
+    # one USER_JOB_TIMEOUT covers), planned together in a few queries (run/plan), each on
     # its own job; larger users get a task each. A run in process plans them the same way.
     # A task costs its broker round trip, its claim and its run refresh whatever it plans.
     # 1 user per task, or 0 truths: a task per user.

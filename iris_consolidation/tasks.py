@@ -1,11 +1,12 @@
 """django-q2 entry points (thin doors) and the two helpers that start queued runs.
 
 Tasks take primitive arguments (ids), claim their job row, call one service and return
-a small dict. Phase 1: ``plan_user`` per user, or ``plan_users`` for several small users
-planned together (each on its own job), which creates a job per cluster and
-sends a ``consolidate_batch`` task per batch of up to ``CLUSTERS_PER_CALL`` of them
-(one model call), all in the run's group
-``iris_consolidation:run:<id>``; ``apply_review`` per verdict of an applied dry run.
+a small dict: each claims its job rows, calls one function of ``services/run/`` through
+``services/queue/workers`` and records the jobs' end. Phase 1: ``user_job`` per user, or
+``user_jobs`` for several small users planned together (each on its own job), which
+creates a job per cluster and sends a ``cluster_jobs`` task per batch of up to
+``CLUSTERS_PER_CALL`` of them (one model call), all in the run's group
+``iris_consolidation:run:<id>``; ``apply_job`` per verdict of an applied dry run.
 Messages are sent by ``services/queue/dispatch.py`` only. ``scheduled_consolidation`` is the weekly schedule's
 task, ``recover_jobs`` the minutely sweep. A delivery that ends in an exception (a
 timeout included) is counted as a fault on its job, which is re-queued by this app,
@@ -30,9 +31,10 @@ from django_q.exceptions import TimeoutException
 from .embeddings import Embedder, LocalEmbedder, MultilingualEmbedder, get_embedder
 from .llm import get_judge_client
 from .models import ConsolidationJob, ConsolidationRun
-from .services.pipeline import consolidation
-from .services.queue import creation, delivery, dispatch, lifecycle, recovery, scheduling, workers
-from .services.queue.keys import worker_name
+from .services.queue import delivery, dispatch, recovery, scheduling, workers
+from .services.queue.delivery import worker_name
+from .services.run import lifecycle
+from .services.run.jobs import ensure_apply_job, ensure_user_job
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +43,13 @@ CRASHED = "{kind}: {error}"
 
 
 def enqueue_run(run: ConsolidationRun) -> int:
-    """Start ``run`` and enqueue its phase 1 tasks (``plan_user`` per large user,
-    ``plan_users`` per batch of small ones); returns the count of users.
+    """Start ``run`` (``lifecycle.start_run``) and enqueue its phase 1 tasks (``user_job``
+    per large user, ``user_jobs`` per batch of small ones); returns the count of users.
 
     The tasks are sent when the current transaction commits. A run with no user to
     consolidate is finished at once.
     """
-    return len(lifecycle.start_run(run))
+    return len(lifecycle.start_run(run, send=dispatch.send_jobs))
 
 
 @functools.cache
@@ -106,17 +108,17 @@ def _fault(job: ConsolidationJob, error: str) -> None:
         logger.exception("run %s: could not record a fault on job %s", job.run_id, job.key)
 
 
-def plan_user(run_id: str, user_id: int) -> dict[str, Any]:
+def user_job(run_id: str, user_id: int) -> dict[str, Any]:
     """Task: phase 1 for one user, then send its cluster tasks."""
-    job = delivery.claim(creation.ensure_user_job(run_id, int(user_id)).pk, worker=worker_name())
+    job = delivery.claim(ensure_user_job(run_id, int(user_id)).pk, worker=worker_name())
     if job is None:
         return {"user_id": user_id, "skipped": True}
-    return _run_claimed(job, lambda: workers.plan_user_job(job, embedder=_worker_embedder()))
+    return _run_claimed(job, lambda: workers.work_user_job(job, embedder=_worker_embedder()))
 
 
-def plan_users(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
+def user_jobs(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
     """Task: phase 1 for the jobs of several small users (``dispatch.user_batches``),
-    planned together in a few queries (``workers.plan_user_jobs``), each user on its own
+    planned together in a few queries (``workers.work_user_jobs``), each user on its own
     job: claimed, done, faulted or failed on its own, its cluster tasks sent when it is
     done.
 
@@ -133,7 +135,7 @@ def plan_users(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
         return [{"jobs": list(job_ids), "skipped": True}]
     deadline = time.monotonic() + workers.EMBED_SHARE * timeout
     try:
-        results, failed = workers.plan_user_jobs(claimed, embedder=_worker_embedder(), embed_deadline=deadline)
+        results, failed = workers.work_user_jobs(claimed, embedder=_worker_embedder(), embed_deadline=deadline)
     except TimeoutException:
         for job in claimed:  # a job already done is no longer held: its fault is ignored
             _fault(job, TIMED_OUT.format(seconds=timeout, setting="IRIS_CONSOLIDATION_USER_JOB_TIMEOUT"))
@@ -152,7 +154,7 @@ def plan_users(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
     return results
 
 
-def consolidate_batch(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
+def cluster_jobs(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
     """Task: phase 2 for a batch of one user's cluster jobs, judged in one model call
     (rate-limited as one call); the run is finished by its last job. Jobs another
     delivery holds or finished are left out."""
@@ -162,7 +164,7 @@ def consolidate_batch(run_id: str, job_ids: list[int]) -> list[dict[str, Any]]:
         return [{"jobs": list(job_ids), "skipped": True}]
     return _run_claimed(
         claimed,
-        lambda: workers.judge_batch_job(claimed, client=get_judge_client(), embedder=_worker_embedder()),
+        lambda: workers.work_cluster_jobs(claimed, client=get_judge_client(), embedder=_worker_embedder()),
     )
 
 
@@ -176,19 +178,19 @@ def enqueue_users(
     """
     runs = []
     for user_id in sorted(set(user_ids)):
-        run = consolidation.create_run(trigger=trigger, dry_run=dry_run, user_id=user_id, judge=judge)
+        run = lifecycle.create_run(trigger=trigger, dry_run=dry_run, user_id=user_id, judge=judge)
         enqueue_run(run)
         runs.append(run)
     return runs
 
 
-def apply_review(run_id: str, review_id: int) -> dict[str, Any]:
+def apply_job(run_id: str, review_id: int) -> dict[str, Any]:
     """Task: apply one previewed verdict of a dry run (its apply job); the run is
     finished by its last job."""
-    job = delivery.claim(creation.ensure_apply_job(run_id, int(review_id)).pk, worker=worker_name())
+    job = delivery.claim(ensure_apply_job(run_id, int(review_id)).pk, worker=worker_name())
     if job is None:
         return {"review_id": review_id, "skipped": True}
-    return _run_claimed(job, lambda: workers.apply_review_job(job, embedder=_worker_embedder()))
+    return _run_claimed(job, lambda: workers.work_apply_job(job, embedder=_worker_embedder()))
 
 
 def scheduled_consolidation(scheduled_for: str | datetime | None = None) -> dict[str, Any]:

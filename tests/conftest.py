@@ -246,12 +246,12 @@ def truth_factory(user_factory: Any) -> Any:
 
 @pytest.fixture
 def run_factory() -> Any:
-    from iris_consolidation.services.pipeline import consolidation
+    from iris_consolidation.services.run import lifecycle
 
     def make(
         execution: str = "in_process", threshold: float = 0.75, user_id: int | None = None, **kwargs: Any
     ) -> Any:
-        return consolidation.create_run(
+        return lifecycle.create_run(
             trigger="command", execution=execution, threshold=threshold, user_id=user_id, **kwargs
         )
 
@@ -336,13 +336,13 @@ def failed_run(truth_factory, settings, django_capture_on_commit_callbacks):
     """A queued run whose only cluster failed (the judge could not be built): for the retry
     command and the admin's retry."""
     from iris_consolidation import tasks
-    from iris_consolidation.services.pipeline import consolidation
+    from iris_consolidation.services.run import lifecycle
 
     truth_factory("Works as a nurse", embedding=vector_at(1.0))
     truth_factory("Works as a nurse.", embedding=vector_at(0.95))
     settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
     settings.IRIS_CONSOLIDATION_JUDGE = "nonexistent"
-    run = consolidation.create_run(trigger="command")
+    run = lifecycle.create_run(trigger="command")
     with pytest.raises(Exception, match="Unknown judge"), django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     run.refresh_from_db()

@@ -66,10 +66,10 @@ def rules_run(user: Any, *, dry_run: bool = False) -> Any:
     """A run over ``user``'s truths with the rule judge, executed in this process, refreshed."""
     from iris_consolidation.embeddings import get_embedder
     from iris_consolidation.llm.rules import RuleJudge
-    from iris_consolidation.services.pipeline import consolidation
     from iris_consolidation.services.queue import execution
+    from iris_consolidation.services.run import lifecycle
 
-    run = consolidation.create_run(
+    run = lifecycle.create_run(
         trigger="command", dry_run=dry_run, execution="in_process", threshold=0.75, user_id=user.pk, judge="rules")
     execution.run_sync(run=run, client=RuleJudge(), embedder=get_embedder())
     run.refresh_from_db()
@@ -188,13 +188,13 @@ def consolidate(
 ) -> Any:
     """Judge and apply the cluster of ``truths`` (``cluster_of``) in ``run`` (a new sync
     run if None) with ``client`` (the rule judge if None): the ``ClusterReview``. Raises
-    whatever ``consolidation.consolidate_cluster`` raises."""
+    whatever ``decide.decide_cluster`` raises."""
     from iris_consolidation.llm.rules import RuleJudge
-    from iris_consolidation.services.pipeline import consolidation
+    from iris_consolidation.services.run import decide, lifecycle
 
     if run is None:
-        run = consolidation.create_run(trigger="command", execution="in_process", threshold=0.75, user_id=None)
-    return consolidation.consolidate_cluster(
+        run = lifecycle.create_run(trigger="command", execution="in_process", threshold=0.75, user_id=None)
+    return decide.decide_cluster(
         run_id=run.pk,
         cluster=cluster_of(*truths, similarities=similarities),
         client=client if client is not None else RuleJudge(),
@@ -208,10 +208,10 @@ def waiting_run(user: Any, *, minutes: float = 10) -> Any:
     from django.utils import timezone
 
     from iris_consolidation.models import ConsolidationJob, ConsolidationRun
-    from iris_consolidation.services.pipeline import consolidation
+    from iris_consolidation.services.run import lifecycle
 
     since = timezone.now() - timedelta(minutes=minutes)
-    run = consolidation.create_run(trigger="admin", execution="queued", threshold=0.75, user_id=user.pk)
+    run = lifecycle.create_run(trigger="admin", execution="queued", threshold=0.75, user_id=user.pk)
     ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=since, users=1)
     ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=since)
     run.refresh_from_db()

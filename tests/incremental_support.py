@@ -7,8 +7,8 @@ from typing import Any
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationRun, Truth
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import execution
+from iris_consolidation.services.run import lifecycle
 from tests.conftest import vector_at
 
 
@@ -31,9 +31,7 @@ def make_pairs(
 def run_pass(*, dry_run: bool = False, **kwargs: Any) -> ConsolidationRun:
     """Create and run one pass in this process with the configured judge; returns the run."""
     client = get_judge_client()
-    run = consolidation.create_run(
-        trigger="command", dry_run=dry_run, execution="in_process", judge=client.name, **kwargs
-    )
+    run = lifecycle.create_run(trigger="command", dry_run=dry_run, execution="in_process", judge=client.name, **kwargs)
     return execution.run_sync(run=run, client=client, embedder=get_embedder())
 
 

@@ -13,7 +13,8 @@ from django.utils import timezone
 from iris_consolidation import text
 from iris_consolidation.llm.base import Action, Spend, Verdict
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
-from iris_consolidation.services.pipeline import consolidation, judging, merging, validation
+from iris_consolidation.services.pipeline import judging, merging, validation
+from iris_consolidation.services.run import decide, lifecycle
 
 MODEL = "openai/stub-judge"
 PROMPT_VERSION = "judge-3"
@@ -39,7 +40,7 @@ SAME_SON = "Same son: 'father of a boy' = 'son'."
 
 def new_run(*, dry_run: bool = False, execution: str = "in_process", user_id: int | None = None) -> ConsolidationRun:
     """A finished run to hang reviews on."""
-    run = consolidation.create_run(
+    run = lifecycle.create_run(
         trigger="command", dry_run=dry_run, execution=execution, threshold=0.75, user_id=user_id, judge=JUDGE
     )
     run.status = ConsolidationRun.Status.DONE
@@ -71,11 +72,11 @@ def judge_and_record(
         llm_calls=1,
     )
     result = validation.validate(request, verdict.actions, max_length=1000, max_generation=5)
-    draft = merging.ReviewDraft(
+    decision = merging.Decision(
         run_id=run.pk,
         user_id=truths[0].user_id,
         key=judging.cluster_key(list(truths)),
-        snapshot=consolidation.snapshot_members(by_alias, request),
+        snapshot=decide.snapshot_members(by_alias, request),
         similarities={alias: round(1.0 - i * 0.03, 3) for i, alias in enumerate(by_alias)},
         judge=JUDGE,
         verdict=verdict,
@@ -84,7 +85,7 @@ def judge_and_record(
         spend=Spend(calls=1, prompt_tokens=tokens - tokens // 4, completion_tokens=tokens // 4),
         asked_model=True,
     )
-    return merging.record_review(draft=draft, dry_run=run.dry_run)
+    return merging.record_review(decision=decision, dry_run=run.dry_run)
 
 
 def merge(truths: Sequence[Truth], *, content: str, run: ConsolidationRun, reasoning: str | None = None) -> Truth:

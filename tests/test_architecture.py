@@ -25,8 +25,22 @@ OPTIONAL_DEPENDENCIES = frozenset(
 LAZY_MODULES = frozenset({f"{PACKAGE}.llm.litellm_client"})
 # Imports inside functions allowed beyond the optional dependencies (each one a documented exception).
 MAX_FUNCTION_IMPORTS = 5
-#: Longest function, in lines (decorators aside, docstring included).
-MAX_FUNCTION_LINES = 80
+#: Longest function, in lines (decorators aside, docstring included), and longest module.
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 600
+#: The modules and functions still over those sizes, at their size when the limits came: each
+#: may shrink (and leaves this list once within the limit), none may grow, and no other may
+#: pass the limit.
+OVERSIZE_MODULES = {
+    "admin.runs": 729, "evaluation.scoring": 650, "lineage_display": 628, "models": 947, "run_display": 660,
+    "selectors": 694, "services.pipeline.judging": 615, "services.pipeline.validation": 621,
+}
+OVERSIZE_FUNCTIONS = {
+    "evaluation.scoring._score_case": 72, "evaluation.scoring.score_pairs_at": 63, "evaluation.scoring._score_pass": 67,
+    "lineage_display.picture_for": 62, "services.hygiene.lexical.jaccard_pairs": 64,
+    "services.pipeline.clustering.greedy_clusters": 61, "services.pipeline.judging.judge_batch": 78,
+    "services.pipeline.judging._second_look": 64, "text.languages.derive": 66,
+}
 
 
 @dataclass
@@ -203,15 +217,42 @@ def test_few_imports_inside_functions() -> None:
     assert len(inner) <= MAX_FUNCTION_IMPORTS, f"{len(inner)} imports inside functions:\n{listing}"
 
 
-def test_no_function_is_longer_than_80_lines() -> None:
+def _over(found: dict[str, int], limit: int, known: dict[str, int]) -> list[tuple[str, int]]:
+    """Those of ``found`` (name: lines) over ``limit`` that are new or grew past ``known``."""
+    return sorted((name, size) for name, size in found.items() if size > limit and size > known.get(name, limit))
+
+
+def test_no_function_is_longer_than_60_lines() -> None:
     modules = scan()
-    long = sorted(
-        (f"{m.name}.{fn}", size)
-        for m in modules.values()
-        for fn, size in m.functions
-        if size > MAX_FUNCTION_LINES
-    )
-    assert long == [], f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+    sizes = {f"{m.name.removeprefix(PACKAGE + '.')}.{fn}": size for m in modules.values() for fn, size in m.functions}
+    assert _over(sizes, MAX_FUNCTION_LINES, OVERSIZE_FUNCTIONS) == []
+    assert all(sizes.get(name, 0) > MAX_FUNCTION_LINES for name in OVERSIZE_FUNCTIONS), "shrunk: leave the list"
+
+
+def test_no_module_is_longer_than_600_lines() -> None:
+    sizes = {m.name.removeprefix(PACKAGE + "."): m.lines for m in scan().values()}
+    assert _over(sizes, MAX_MODULE_LINES, OVERSIZE_MODULES) == []
+    assert all(sizes.get(name, 0) > MAX_MODULE_LINES for name in OVERSIZE_MODULES), "shrunk: leave the list"
+
+
+#: The verbs of a run: a function named for one of them is defined in one module only, so the
+#: name says which layer does it (no ``start_run`` calling a ``start_run`` below it).
+RUN_VERBS = ("start", "plan", "decide")
+
+
+def namesakes(modules: dict[str, Module]) -> dict[str, list[str]]:
+    """Module-level functions named for a run's verb (``RUN_VERBS``) defined in more than
+    one module: ``{name: [modules]}``."""
+    where: dict[str, list[str]] = {}
+    for mod in modules.values():
+        for name, _ in mod.functions:
+            if "." not in name and name.split("_")[0] in RUN_VERBS:
+                where.setdefault(name, []).append(mod.name)
+    return {name: sorted(mods) for name, mods in where.items() if len(mods) > 1}
+
+
+def test_one_name_for_each_of_start_plan_decide() -> None:
+    assert namesakes(scan()) == {}
 
 
 def test_the_queue_names_existing_tasks() -> None:
@@ -280,12 +321,9 @@ DOMAIN = (
     "embeddings", "signals", "llm", "text",
 )
 #: The folders of ``services/``, lowest first: a module imports its own folder and lower ones.
-SERVICE_LAYERS = ("pipeline", "hygiene", "operations", "queue")
-#: The pass (a run's phase 1 and 2, its report) lives beside the pipeline's parts and calls the
-#: hygiene stages around them: the one exception to the folders' order.
-THE_PASS = frozenset({
-    f"{PACKAGE}.services.pipeline.{name}" for name in ("consolidation", "inventory", "batch_plan")
-})
+#: ``run`` (a run's lifecycle, phase 1, phase 2) sits above the parts (``pipeline``) and the
+#: stages around them (``hygiene``); the queue only carries its steps.
+SERVICE_LAYERS = ("pipeline", "hygiene", "run", "operations", "queue")
 
 
 def _service_layer(module: str) -> int | None:
@@ -297,7 +335,7 @@ def _service_layer(module: str) -> int | None:
 
 def test_layers_import_downward() -> None:
     """The domain imports no service and no door; the service folders import downward
-    (``SERVICE_LAYERS``), the pass aside."""
+    (``SERVICE_LAYERS``), with no exception."""
     edges = graph(scan())
     domain = {m for m in edges if m.count(".") and m.split(".")[1] in DOMAIN}
     upward_from_domain = sorted((a, b) for a in domain for b in edges[a] if b not in domain and b != PACKAGE)
@@ -305,8 +343,7 @@ def test_layers_import_downward() -> None:
         (a, b)
         for a, targets in edges.items()
         for b in targets
-        if a not in THE_PASS
-        and _service_layer(a) is not None
+        if _service_layer(a) is not None
         and _service_layer(b) is not None
         and _service_layer(b) > _service_layer(a)  # type: ignore[operator]
     )

@@ -18,9 +18,9 @@ from iris_consolidation.exceptions import CancelRefused
 from iris_consolidation.llm.base import Action
 from iris_consolidation.models import ConsolidationJob, ConsolidationRun, Truth
 from iris_consolidation.services.operations import undo
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline.forecast import Forecast
 from iris_consolidation.services.queue import cancel
+from iris_consolidation.services.run import lifecycle
 from tests import lineage_builder as lb
 from tests.conftest import vector_at
 from tests.helpers import rules_run, waiting_run
@@ -52,7 +52,7 @@ def test_a_dry_runs_counts_say_would_and_a_real_runs_do_not(user_factory):
 
 def test_an_application_still_queued_is_not_said_to_be_applied(user_factory):
     user = user_factory("alice")
-    application = consolidation.create_run(trigger="admin", threshold=0.75, user_id=user.pk)
+    application = lifecycle.create_run(trigger="admin", threshold=0.75, user_id=user.pk)
 
     queued = run_display.application_line(application)
     ConsolidationRun.objects.filter(pk=application.pk).update(status="running")

@@ -13,9 +13,9 @@ from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationCursor, ConsolidationRun, LiveSettings, Truth
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline.validation import Code
-from iris_consolidation.services.queue import execution, lifecycle, scheduling
+from iris_consolidation.services.queue import execution, scheduling
+from iris_consolidation.services.run import lifecycle
 from tests.conftest import vector_at
 from tests.incremental_support import make_pairs
 
@@ -85,7 +85,7 @@ def test_live_retirement_cap_defers_the_rest_and_keeps_the_cursor_before_it(trut
     client = get_judge_client("rules")
 
     first = execution.run_sync(
-        run=consolidation.create_run(trigger="command", execution="in_process"), client=client, embedder=get_embedder()
+        run=lifecycle.create_run(trigger="command", execution="in_process"), client=client, embedder=get_embedder()
     )
 
     assert (first.retired, first.merged) == (2, 1)
@@ -95,7 +95,7 @@ def test_live_retirement_cap_defers_the_rest_and_keeps_the_cursor_before_it(trut
     assert (cursor.updated_at, cursor.truth_id) < (deferred.updated_at, deferred.pk)
 
     second = execution.run_sync(
-        run=consolidation.create_run(trigger="command", execution="in_process"), client=client, embedder=get_embedder()
+        run=lifecycle.create_run(trigger="command", execution="in_process"), client=client, embedder=get_embedder()
     )
 
     assert (second.retired, second.merged) == (2, 1)

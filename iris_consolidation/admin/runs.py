@@ -27,10 +27,10 @@ from django.utils.html import format_html, format_html_join
 from .. import inventory_display, lineage_display, run_display, selectors
 from ..exceptions import ApplyRefused, CancelRefused, RetryRefused
 from ..models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent, RunId
-from ..services.hygiene import stages
+from ..services.hygiene import reports
 from ..services.operations import dry_runs
 from ..services.pipeline.forecast import Forecast
-from ..services.queue import cancel, lifecycle, recovery
+from ..services.queue import cancel, dispatch, recovery
 from .base import ReadOnlyAdmin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
 
 if TYPE_CHECKING:
@@ -383,7 +383,7 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
                 forecast_line=(
                     inventory_display.forecast_sentence(Forecast.from_dict(obj.forecast)) if obj.forecast else ""
                 ),
-                stage_report=_readable_stage_report(stages.summarise(obj)),
+                stage_report=_readable_stage_report(reports.summarise(obj)),
                 kinds=(kinds := run_display.kind_table(obj))[0],
                 kind_rows=kinds[1],
                 review_groups=run_display.review_groups(
@@ -570,8 +570,8 @@ class ConsolidationRunAdmin(RunUndoMixin, ReadOnlyAdmin):
         self, request: HttpRequest, run: ConsolidationRun, review_ids: list[int] | None = None
     ) -> ConsolidationRun | None:
         try:
-            application, review_ids = lifecycle.start_application(
-                dry_run_id=run.pk, actor=request.user.get_username(), review_ids=review_ids
+            application, review_ids = dry_runs.start_application(
+                dry_run_id=run.pk, actor=request.user.get_username(), review_ids=review_ids, send=dispatch.send_jobs
             )
         except ApplyRefused as exc:
             self.message_user(request, str(exc), messages.ERROR)

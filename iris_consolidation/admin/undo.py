@@ -20,9 +20,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from ..exceptions import ConsolidatedFurther, UndoRefused
-from ..models import ClusterReview, RetiredReason, Truth
+from ..models import ClusterReview, Truth
 from ..selectors import UndoStep
-from ..services.hygiene import retire
 from ..services.operations import run_undo, undo
 from .base import AdminMixin, can_change_truths, change_url, missing_object, object_page, template_list, url_name
 
@@ -30,9 +29,8 @@ UNDONE = "Undone: {restored} truth(s) are live again ({ids}); {fate}."
 FATE_RETIRED = "truth #{truth} is retired as “consolidation undone”"
 FATE_KEPT = "truth #{truth} stays live (it existed before that step)"
 UNDO_LATER_FIRST = "Undo truth #{truth} first"
-TITLE_TRUTH = "Undo the consolidation that made truth #{pk}"
+TITLE_TRUTH = undo.Reversal.TITLES[undo.Reversal.CONSOLIDATION]
 TITLE_REVIEW = "Undo the consolidation of review #{pk}"
-TITLE_RESTORE = "Restore truth #{pk}, retired by the {stage} stage"
 
 
 class UndoForm(forms.Form):
@@ -68,7 +66,7 @@ RESTORED = "Restored: truth #{truth} is live again (the {stage} stage's retireme
 
 def _done(request: HttpRequest, results: list[undo.UndoResult]) -> None:
     for result in results:
-        if result.action == "restore":
+        if result.action == undo.Reversal.RESTORE:
             messages.success(request, RESTORED.format(truth=result.truth_id, stage=result.stage or "noise or prune"))
             continue
         fate = (FATE_RETIRED if result.truth_retired else FATE_KEPT).format(truth=result.truth_id)
@@ -90,13 +88,11 @@ class _UndoPage(AdminMixin):
             )
         ]
 
-    def _plan(self, obj: Any) -> list[UndoStep]:
+    def _plan(self, obj: Any) -> tuple[str, list[UndoStep]]:
+        """The page's title and the steps the undo would reverse; raises ``UndoRefused``."""
         raise NotImplementedError
 
     def _perform(self, obj: Any, *, actor: str, reason: str) -> list[undo.UndoResult]:
-        raise NotImplementedError
-
-    def _title(self, obj: Any) -> str:
         raise NotImplementedError
 
     def undo_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -107,7 +103,7 @@ class _UndoPage(AdminMixin):
         if not (self.has_view_or_change_permission(request, obj) and can_change_truths(request)):
             raise PermissionDenied
         try:
-            steps = self._plan(obj)
+            title, steps = self._plan(obj)
         except UndoRefused as exc:
             _refusal(request, exc)
             return HttpResponseRedirect(change_url(obj))
@@ -121,7 +117,7 @@ class _UndoPage(AdminMixin):
             _done(request, results)
             return HttpResponseRedirect(_truth_admin_url("lineage", results[0].truth_id))
         context = object_page(
-            self, request, obj, title=self._title(obj), steps=steps, form=form, truth_opts=Truth._meta
+            self, request, obj, title=title, steps=steps, form=form, truth_opts=Truth._meta
         )
         return TemplateResponse(
             request, self.undo_template or template_list(self.opts, "undo_confirmation.html"), context
@@ -134,17 +130,12 @@ class TruthUndoMixin(_UndoPage):
     def get_urls(self) -> list[URLPattern]:
         return self._undo_urls() + super().get_urls()
 
-    def _plan(self, obj: Truth) -> list[UndoStep]:
-        return [undo.plan_undo(truth=obj)]
+    def _plan(self, obj: Truth) -> tuple[str, list[UndoStep]]:
+        reversal = undo.reversal_of(obj)  # what undoing means, chosen once for page and undo
+        return reversal.title, [reversal.step]
 
     def _perform(self, obj: Truth, *, actor: str, reason: str) -> list[undo.UndoResult]:
         return [undo.undo_consolidation(truth_id=obj.pk, actor=actor, reason=reason)]
-
-    def _title(self, obj: Truth) -> str:
-        if retire.is_hygiene_retirement(obj):  # no consolidation made it: a stage retired it
-            stage = "prune" if obj.retired_reason == RetiredReason.PRUNED else "noise"
-            return TITLE_RESTORE.format(pk=obj.pk, stage=stage)
-        return TITLE_TRUTH.format(pk=obj.pk)
 
 
 class ReviewUndoMixin(_UndoPage):
@@ -153,14 +144,11 @@ class ReviewUndoMixin(_UndoPage):
     def get_urls(self) -> list[URLPattern]:
         return self._undo_urls() + super().get_urls()
 
-    def _plan(self, obj: ClusterReview) -> list[UndoStep]:
-        return undo.plan_review_undo(review=obj)
+    def _plan(self, obj: ClusterReview) -> tuple[str, list[UndoStep]]:
+        return TITLE_REVIEW.format(pk=obj.pk), undo.plan_review_undo(review=obj)
 
     def _perform(self, obj: ClusterReview, *, actor: str, reason: str) -> list[undo.UndoResult]:
         return undo.undo_review(review_id=obj.pk, actor=actor, reason=reason)
-
-    def _title(self, obj: ClusterReview) -> str:
-        return TITLE_REVIEW.format(pk=obj.pk)
 
 
 TITLE_RUN = "Undo run {run}: bring back every truth it retired or merged"

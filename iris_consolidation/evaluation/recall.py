@@ -3,7 +3,7 @@ puts before the judge, and at what cost in judge calls.
 
 Two measures, both on scratch users inside one transaction that is rolled back (nothing
 stays in the database), both through the real phase 1 of a dry run
-(``consolidation.plan_user``: every stage and candidate arm at the run's settings):
+(``plan.plan_user``: every stage and candidate arm at the run's settings):
 
 - **Pair recall on a whole-memory reference** (``reference_recall``): the reference
   (``eval/reference/locomo_whole_memory.jsonl``: one action per line, truths named by
@@ -40,8 +40,8 @@ from ..embeddings import Embedder
 from ..exceptions import InvalidInput
 from ..models import Truth
 from ..services.operations import transfer
-from ..services.pipeline import consolidation
 from ..services.pipeline.clustering import CandidateCluster
+from ..services.run import lifecycle, plan
 from .scoring import NO_FILE, ScratchRollback, load_cases, parse_lines, scratch_user
 
 #: Truths embedded per call of the embedder while a measure is prepared.
@@ -163,9 +163,9 @@ def _dry_run_groups(
     per_call = int(app_settings.CLUSTERS_PER_CALL)
     try:
         with transaction.atomic():
-            run = consolidation.create_run(trigger="command", dry_run=True, execution="in_process",
+            run = lifecycle.create_run(trigger="command", dry_run=True, execution="in_process",
                                            threshold=threshold, judge="rules")
-            consolidation.start_run(run)
+            lifecycle.start_run(run)
             for name, rows in users.items():
                 user = scratch_user(tag, name)
                 made = Truth.objects.bulk_create(
@@ -175,7 +175,7 @@ def _dry_run_groups(
                 )
                 ids[name] = {row.get("source") or row["content"]: truth.pk
                              for row, truth in zip(rows, made, strict=True)}
-                clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
+                clusters = plan.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
                 groups[name] = clusters
                 cost.groups += len(clusters)
                 cost.members += sum(len(c.member_ids) for c in clusters)

@@ -1,9 +1,9 @@
 """Score the judge and the validator: the golden set and the same/different pairs.
 
-Both scorings go through the real path of a run, ``consolidation.consolidate_cluster``
+Both scorings go through the real path of a run, ``decide.decide_cluster``
 (pre-pass, prompt, judge, validator, merge), on scratch users whose names start with
 ``iris-eval-``, inside one transaction that is rolled back at the end: nothing stays
-in the database. The pairs scoring also embeds and clusters (``plan_user``).
+in the database. The pairs scoring also embeds and clusters (``plan.plan_user``).
 
 Golden set scoring:
 - **correct**: the applied actions equal the expected ones (optional ones may be
@@ -47,8 +47,10 @@ from ..exceptions import InvalidInput, JudgeRateLimited
 from ..llm.base import JudgeClient
 from ..models import ClusterReview, ConsolidationRun, Origin, Truth
 from ..services.operations import transfer
-from ..services.pipeline import consolidation, vectors
+from ..services.pipeline import vectors
 from ..services.pipeline.clustering import CandidateCluster
+from ..services.queue import execution
+from ..services.run import decide, lifecycle, plan
 from . import oracle as oracle_judge
 
 BAD_FILE = "{path}:{line}: {problem}. Fix the file and try again."
@@ -308,7 +310,7 @@ def score_golden(
     tag = uuid.uuid4().hex[:8]
     try:
         with transaction.atomic():
-            run = consolidation.create_run(trigger="command", execution="in_process", judge=client.name)
+            run = lifecycle.create_run(trigger="command", execution="in_process", judge=client.name)
             for case in cases:
                 user = scratch_user(tag, case.id)
                 by_alias = {
@@ -329,7 +331,7 @@ def score_golden(
                 error = ""
                 calls_before = ConsolidationRun.objects.get(pk=run.pk).llm_calls
                 try:
-                    consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=client, embedder=embedder)
+                    decide.decide_cluster(run_id=run.pk, cluster=cluster, client=client, embedder=embedder)
                 except JudgeRateLimited as exc:
                     error = RATE_LIMITED.format(error=exc)
                 reviews = list(run.reviews.filter(user=user).order_by("id"))
@@ -555,16 +557,16 @@ def _score_pass(
     embedder: Embedder,
     on_reviews: ReviewSink | None = None,
 ) -> PairsReport:
-    run = consolidation.create_run(trigger="command", execution="in_process", threshold=threshold, judge=judge_name)
-    consolidation.start_run(run)
+    run = lifecycle.create_run(trigger="command", execution="in_process", threshold=threshold, judge=judge_name)
+    lifecycle.start_run(run)
     per_user: list[int] = []
     for name, user in users.items():
         client = client_for(name)
-        clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
+        clusters = plan.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
         per_user.append(len(clusters))
         for cluster in clusters:
             try:
-                consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=client, embedder=embedder)
+                decide.decide_cluster(run_id=run.pk, cluster=cluster, client=client, embedder=embedder)
             except JudgeRateLimited:
                 pass  # counted below as a cluster without a review
     run.refresh_from_db()
@@ -616,8 +618,9 @@ def score_truths(
     truths_path: Path, *, client: JudgeClient, embedder: Embedder, on_reviews: ReviewSink | None = None
 ) -> int:
     """One pass of the real pipeline over a truths file with no labels: load its truths
-    for scratch users, run phase 1 (``plan_user``) and judge each user's clusters in
-    batches of ``CLUSTERS_PER_CALL`` (``consolidate_batch``), as a ``--sync`` run does.
+    for scratch users and run a pass over them as ``--sync`` does (``execution.run_sync``:
+    phase 1, each user's clusters judged in batches of ``CLUSTERS_PER_CALL``, the run
+    closed).
 
     Returns the number of clusters judged; ``on_reviews`` receives the reviews. Raises
     ``InvalidInput`` for a missing or bad file. Writes nothing that outlives the call.
@@ -632,16 +635,13 @@ def score_truths(
         with transaction.atomic():
             users = {name: scratch_user(tag, name) for name in sorted({r["user"] for r in rows})}
             Truth.objects.bulk_create([Truth(**{**r, "user": users[r["user"]]}) for r in rows], batch_size=1000)
-            run = consolidation.create_run(trigger="command", execution="in_process", judge=client.name)
-            consolidation.start_run(run)
-            for user in users.values():
-                clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=embedder)
-                for batch in consolidation.batches(clusters):
-                    try:
-                        consolidation.consolidate_batch(run_id=run.pk, clusters=batch, client=client, embedder=embedder)
-                    except JudgeRateLimited:
-                        continue  # no review: counted as not judged
-                    judged += len(batch)
+            run = lifecycle.create_run(trigger="command", judge=client.name)
+            # The scratch users only: never another user's truths.
+            scratch = [u.pk for u in users.values()]
+            run.effective_settings = {**(run.effective_settings or {}), "allowed_user_ids": scratch}
+            run.save(update_fields=["effective_settings"])
+            run = execution.run_sync(run=run, client=client, embedder=embedder)
+            judged = run.reviews.exclude(failure=ClusterReview.Failure.RATE_LIMITED).count()
             if on_reviews is not None:
                 on_reviews(list(run.reviews.order_by("id")))
             raise ScratchRollback

@@ -14,7 +14,7 @@ from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
 from iris_consolidation.services.operations import dry_runs
-from iris_consolidation.services.queue import execution, lifecycle
+from iris_consolidation.services.queue import dispatch, execution
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -106,7 +106,9 @@ def test_an_id_that_is_not_a_preview_of_this_dry_run_is_refused(admin_client, dr
 
 def test_the_dry_run_page_lists_what_its_application_refused(admin_client, dry):
     previews = _previews(dry)
-    application, _ = lifecycle.start_application(dry_run_id=dry.pk, actor="operator", execution="in_process")
+    application, _ = dry_runs.start_application(
+        dry_run_id=dry.pk, actor="operator", execution="in_process", send=dispatch.send_jobs
+    )
     changed = Truth.objects.get(content=PAIRS[1][1])
     changed.content = "works as a night nurse."
     changed.save()  # after the confirmation, before the worker: the freshness check refuses it

@@ -8,7 +8,8 @@ from django.urls import reverse
 
 from iris_consolidation.conf import app_settings
 from iris_consolidation.models import LiveSettings, TruthChange
-from iris_consolidation.services.pipeline import consolidation, truth_events
+from iris_consolidation.services.pipeline import truth_events
+from iris_consolidation.services.run import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +105,7 @@ def test_live_settings_list_leads_to_add_then_to_the_single_record(admin_client)
         True,
     )
     assert admin_client.get(reverse("admin:iris_consolidation_livesettings_add")).status_code == 403
-    assert consolidation.create_run(trigger="command", execution="in_process").threshold == 0.9
+    assert lifecycle.create_run(trigger="command", execution="in_process").threshold == 0.9
 
 
 def test_live_settings_refuse_a_threshold_out_of_range(admin_client):

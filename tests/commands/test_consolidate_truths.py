@@ -311,7 +311,7 @@ def test_ctrl_c_during_a_sync_run_fails_the_run_in_one_line_and_changes_no_truth
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(workers, "judge_batch_job", interrupted)
+    monkeypatch.setattr(workers, "work_cluster_jobs", interrupted)
     before = truth_state()
 
     with pytest.raises(CommandError) as info:
@@ -333,7 +333,7 @@ def test_an_error_during_a_sync_run_fails_the_run_and_changes_no_truth(duplicate
     def closed(*args, **kwargs):
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(workers, "judge_batch_job", closed)
+    monkeypatch.setattr(workers, "work_cluster_jobs", closed)
     before = truth_state()
 
     with pytest.raises(BrokenPipeError):
@@ -348,10 +348,9 @@ def test_an_error_during_a_sync_run_fails_the_run_and_changes_no_truth(duplicate
 
 @pytest.mark.django_db
 def test_a_failed_run_keeps_the_notes_written_before_the_failure():
-    from iris_consolidation.services.pipeline import consolidation
-    from iris_consolidation.services.queue import lifecycle
+    from iris_consolidation.services.run import lifecycle
 
-    run = consolidation.create_run(trigger="command", execution="in_process")
+    run = lifecycle.create_run(trigger="command", execution="in_process")
     ConsolidationRun.objects.filter(pk=run.pk).update(notes="user 7: phase 1 continues in a new delivery\n")
     lifecycle.fail_run(run.pk, note="The embedder failed: boom")
     run.refresh_from_db()

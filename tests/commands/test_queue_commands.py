@@ -13,8 +13,8 @@ from iris_consolidation import run_display
 from iris_consolidation.management.commands.consolidation_status import Command as Status
 from iris_consolidation.management.commands.retry_consolidation import Command as Retry
 from iris_consolidation.models import ConsolidationJob, ConsolidationRun
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import scheduling
+from iris_consolidation.services.run import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +58,7 @@ def test_retry_refuses_a_bad_or_unknown_run_id(value, message):
 
 
 def test_retry_refuses_a_run_that_was_not_queued():
-    run = consolidation.create_run(trigger="command", execution="in_process")
+    run = lifecycle.create_run(trigger="command", execution="in_process")
 
     with pytest.raises(CommandError, match="only queued runs have jobs to retry"):
         _run("retry_consolidation", str(run.pk))
@@ -69,7 +69,7 @@ def test_status_shows_the_last_run_the_next_due_and_what_is_in_flight(failed_run
 
     from iris_consolidation.management.commands.consolidation_status import _when
 
-    in_flight = consolidation.create_run(trigger="schedule")
+    in_flight = lifecycle.create_run(trigger="schedule")
     in_flight.status = "running"
     in_flight.save()
     ConsolidationJob.objects.create(run=in_flight, kind="user", key="user:1", user_id=failed_run.jobs.first().user_id)
@@ -98,7 +98,7 @@ def test_status_says_a_run_waits_for_a_worker_when_none_is_seen(user_factory):
     from django.utils import timezone
 
     user = user_factory("alice")
-    run = consolidation.create_run(trigger="command")
+    run = lifecycle.create_run(trigger="command")
     long_ago = timezone.now() - timedelta(minutes=10)
     ConsolidationRun.objects.filter(pk=run.pk).update(status="running", started_at=long_ago)
     ConsolidationJob.objects.create(run=run, kind="user", key=f"user:{user.pk}", user=user, created_at=long_ago)

@@ -12,8 +12,8 @@ import pytest
 from iris_consolidation.embeddings import LocalEmbedder
 from iris_consolidation.llm import get_judge_client, second_look
 from iris_consolidation.models import ClusterReview, LiveSettings, Truth
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline.validation import Code
+from iris_consolidation.services.run import decide
 from tests import llm_stub
 from tests.helpers import cluster_of, consolidate, judge_request, merge_action, merge_dict, supersede_dict, truth_state
 
@@ -142,7 +142,7 @@ def test_one_second_look_per_batch_covers_every_flagged_action(llm_server, run_f
     llm_server.script = [llm_stub.verdict([JOINED, supersede])]
     llm_server.second_looks = "confirm"
 
-    reviews = consolidation.consolidate_batch(
+    reviews = decide.decide_batch(
         run_id=run_factory().pk, clusters=clusters, client=get_judge_client(), embedder=EMBEDDER
     )
 
@@ -242,7 +242,7 @@ def test_the_rule_judge_still_refuses_on_signals(settings, truth_factory):
 
             return Verdict(actions=(merge_action(("t1", "t2"), JOINED["content"], reason="x"),))
 
-    (judgement,) = judging.decide_batch(requests=[request], client=Proposes(), risk_policy="accept")
+    (judgement,) = judging.judge_batch(requests=[request], client=Proposes(), risk_policy="accept")
     assert judgement.accepted == () and [r.code for r in judgement.rejections] == [Code.POLARITY]
 
 

@@ -84,7 +84,7 @@ class PromotionResult:
 NOT_A_RULE = "not a standing instruction, by the model"
 
 
-def plan(
+def propose_rules(
     *, run: ConsolidationRun, user_id: int, client: Any | None
 ) -> tuple[PromotionResult, list[tuple[Truth, str, str]]]:
     """Ask the model about the user's candidates; returns the result and the rules to add

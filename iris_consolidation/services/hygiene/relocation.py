@@ -153,7 +153,7 @@ class Plan:
 NOT_CHOSEN = "not chosen for a note by the model"
 
 
-def plan(
+def choose_moves(
     *, run: ConsolidationRun, user_id: int, client: Any | None, rows: Sequence[tuple[int, str, Any]] | None = None
 ) -> Plan:
     """Which truths to relocate (see the module docstring); writes nothing but the run's

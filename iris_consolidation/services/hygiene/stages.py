@@ -33,23 +33,18 @@ calls a model, what its report lists); the pass runs each ``When`` with ``run_at
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import enum
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, connection, transaction
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q, Sum
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 
-from ...choices import protected_q
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import JudgeMisconfigured
@@ -59,183 +54,20 @@ from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, 
 from ...run_settings import prune_share, run_modes
 from ..pipeline import clustering, forecast, neighbourhoods, vectors
 from . import budget, decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
+from .passes import UserPass, pass_time
 
 logger = logging.getLogger(__name__)
 
 ACTOR = "hygiene:{stage}"
 
 
-def pass_time(run: ConsolidationRun) -> datetime:
-    """The pass time of ``run`` (decay and quality are computed at it): when it started."""
-    return run.started_at or run.created_at
-
-
-#: The columns of a ``UserPass`` row, in order (``UserPass.rows``).
-PASS_FIELDS = ("id", "kind", "content", "pointer", "relevance", "held_since", "last_decayed", "last_accessed",
-               "updated_at", "consolidatable")
-
-
-def pass_rows(truths: Any, *, by_user: bool = False) -> Any:
-    """The ``PASS_FIELDS`` rows of the live ``truths`` (a ``Truth`` queryset) in
-    (created_at, id) order; ``by_user``: each row led by its ``user_id``, in (user_id,
-    created_at, id) order (a batch of users' rows, ``batch_plan``)."""
-    leading = ("user_id",) if by_user else ()
-    consolidatable = ExpressionWrapper(~protected_q(max_generation=app_settings.MAX_GENERATION),
-                                       output_field=BooleanField())
-    return (truths.annotate(consolidatable=consolidatable, pointer=relocation.is_pointer())
-            .order_by(*leading, "created_at", "id").values_list(*leading, *PASS_FIELDS))
-
-
-def reads_binary_dates() -> bool:
-    """Whether rows with dates may be read in PostgreSQL's binary format (``vectors.stream_rows``)
-    and give what the ORM gives: with psycopg 3, and with ``USE_TZ`` (psycopg's binary dates are
-    aware; Django makes them naive for ``USE_TZ = False`` in its text reads only)."""
-    return settings.USE_TZ and vectors.is_psycopg3(connection)
-
-
-def read_rows(rows: Any) -> list[tuple[Any, ...]]:
-    """The rows of a ``values_list`` queryset (``pass_rows``, or a batch's rows with their
-    vectors), as the ORM gives them, read in one round trip (inside a transaction) in
-    PostgreSQL's binary format where ``reads_binary_dates``, else through the ORM. The binary
-    read skips the ORM's parse of each date from text: a user's 10,000 rows in 18 against 88 ms
-    (best of five, 5 December 2026). Memory: the whole result, as the ORM's read (it too fetches
-    it at once)."""
-    if not reads_binary_dates():
-        return list(rows)
-    return [row for batch in vectors.stream_rows(rows, vectors.FETCH_ROWS, small=True) for row in batch]
-
-
-@dataclass(frozen=True, kw_only=True)
-class PassFacts:
-    """What a user's pass knows before it starts, read with the run (``consolidation``'s
-    first query), so that its stages skip the reads that would find nothing: whether
-    (run, user) has stage results already (a second delivery), whether an undo ever
-    separated truths of the user (``keep_undone_apart``), and whether the user has any
-    session message (``mining``)."""
-
-    recorded: bool = True
-    undone: bool = True
-    messages: bool = True
-
-
-@dataclass(kw_only=True)
-class UserPass:
-    """One user's phase 1 in progress (``user_pass``): what its stages share so that a
-    small user's pass costs a handful of queries.
-
-    ``results``: the stage results already recorded for (run, user), read once (a second
-    delivery finds them). ``pending``: results recorded during the pass, written in one
-    insert by ``flush`` (only when ``buffered``: the pass runs in one transaction).
-    ``rows``: the user's live truths (``PASS_FIELDS``) in (created_at, id) order, read
-    once on first use; a truth a stage retires is dropped from them (``forget``).
-    ``facts``: see ``PassFacts``. ``vectors``: the user's live ``(ids, unit vectors)`` if
-    read with other users' (``vectors.users_vectors``), and ``seed_bound``: the
-    ``(updated_at, id)`` after which truths seed (None: every consolidatable truth); the
-    arms then take their vectors and seeds from the pass, not from a query. ``mined``:
-    truths the mine stage added in this pass.
-    """
-
-    run_id: Any
-    user_id: int
-    buffered: bool
-    results: dict[str, StageResult]
-    facts: PassFacts = field(default_factory=PassFacts)
-    pending: list[StageResult] = field(default_factory=list)
-    _rows: list[tuple[Any, ...]] | None = None
-    vectors: tuple[np.ndarray, np.ndarray] | None = None
-    seed_bound: tuple[datetime, int] | None = None
-    #: Truths the mine stage added in this pass (not in a delivery before): the pass counts
-    #: them with the truths it read before mining (``ConsolidationRun.truths``).
-    mined: int = 0
-
-    @property
-    def rows(self) -> list[tuple[Any, ...]]:
-        if self._rows is None:
-            self._rows = read_rows(pass_rows(Truth.objects.for_user(self.user_id)))
-        return self._rows
-
-    def consolidatable(self) -> list[tuple[Any, ...]]:
-        """The rows of the user's consolidatable truths, in order."""
-        return [row for row in self.rows if row[9]]
-
-    def seed_ids(self) -> set[int]:
-        """Ids of the live truths that may seed: consolidatable and after ``seed_bound``
-        (the ``incremental.begin_user_pass`` filter, in memory)."""
-        bound = self.seed_bound
-        return {row[0] for row in self.rows if row[9] and (bound is None or (row[8], row[0]) > bound)}
-
-    def user_vectors(self) -> vectors.UserVectors:
-        """The ``vectors`` of the truths still live (a stage may have retired some), with
-        ``can_seed`` from ``seed_ids``: what ``vectors.load_user_vectors`` would read now.
-        Raises ``ValueError`` if the pass was given no vectors."""
-        if self.vectors is None:
-            raise ValueError("this pass read no vectors")
-        ids, unit = self.vectors
-        live = np.isin(ids, np.fromiter((row[0] for row in self.rows), dtype=np.int64))
-        seeds = self.seed_ids()
-        can_seed = np.fromiter((int(pk) in seeds for pk in ids[live]), dtype=bool, count=int(live.sum()))
-        return vectors.UserVectors(ids=ids[live], vectors=unit[live], can_seed=can_seed)
-
-    def forget(self, truth_ids: Iterable[int]) -> None:
-        """Drop retired truths from ``rows`` (if read)."""
-        gone = set(truth_ids)
-        if self._rows is not None and gone:
-            self._rows = [row for row in self._rows if row[0] not in gone]
-
-    def flush(self) -> None:
-        """Write the pending results in one insert (a row already there is kept)."""
-        if self.pending:
-            StageResult.objects.bulk_create(self.pending, ignore_conflicts=True)
-            self.pending = []
-
-
-_PASS: contextvars.ContextVar[UserPass | None] = contextvars.ContextVar("iris_user_pass", default=None)
-
-
-@contextlib.contextmanager
-def user_pass(
-    run: ConsolidationRun, user_id: int, *, buffered: bool, facts: PassFacts | None = None,
-    read: UserPass | None = None,
-) -> Iterator[UserPass]:
-    """Run stages of ``user_id`` for ``run`` inside: they share one read of the user's
-    stage results and live truths (``UserPass``) and, with ``buffered`` (the caller holds
-    one transaction around the pass), record their results in one insert at the end.
-    Outside it, every stage reads and writes on its own, as before. Queries: one on entry
-    (none when ``facts`` say no result is recorded yet).
-
-    ``read``: a ``UserPass`` whose results, rows and vectors the caller read with other
-    users' (``batch_plan``); it is used as is, and its pending results are left for the
-    caller to write with the others' (no insert here)."""
-    if read is None:
-        facts = facts or PassFacts()
-        recorded = StageResult.objects.filter(run=run, user_id=user_id) if facts.recorded else ()
-        shared = UserPass(
-            run_id=run.pk, user_id=user_id, buffered=buffered, results={r.stage: r for r in recorded}, facts=facts,
-        )
-    else:
-        shared = read
-    token = _PASS.set(shared)
-    try:
-        yield shared
-        if read is None:
-            shared.flush()
-    finally:
-        _PASS.reset(token)
-
-
-def current_pass(run: ConsolidationRun, user_id: int) -> UserPass | None:
-    """The ``UserPass`` of (run, user) if one is in progress here, else None."""
-    shared = _PASS.get()
-    return shared if shared is not None and shared.run_id == run.pk and shared.user_id == user_id else None
-
-
 def _record(
     run: ConsolidationRun, user_id: int, stage: str, mode: str, *, examined: int, affected: int, applied: int,
     seconds: float, findings: list[dict[str, Any]], immediate: bool = False, refused: int = 0,
+    shared: UserPass | None = None,
 ) -> StageResult:
-    """Record a stage's result: at once (``immediate``, or no buffered ``UserPass``), or
+    """Record a stage's result: at once (``immediate``, or no buffered ``shared`` pass), or
     with the pass's other results (``UserPass.flush``)."""
-    shared = current_pass(run, user_id)
     if shared is not None and shared.buffered and not immediate:
         result = StageResult(
             run=run, user_id=user_id, stage=stage, mode=mode, examined=examined, affected=affected,
@@ -258,12 +90,14 @@ def _record(
     return result
 
 
-def _start(run: ConsolidationRun, user_id: int, stage: str) -> tuple[str, StageResult | None]:
-    """The stage's mode for ``run`` and its result if already recorded (a second delivery)."""
+def _start(
+    run: ConsolidationRun, user_id: int, stage: str, shared: UserPass | None
+) -> tuple[str, StageResult | None]:
+    """The stage's mode for ``run`` and its result if already recorded (a second delivery;
+    read from the ``shared`` pass if given)."""
     mode = run_modes(run)[stage]
     if mode == StageMode.OFF:
         return mode, None
-    shared = current_pass(run, user_id)
     if shared is not None:
         return mode, shared.results.get(stage)
     return mode, StageResult.objects.filter(run=run, user_id=user_id, stage=stage).first()
@@ -288,7 +122,18 @@ def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate
     return getattr(client, "classify_noise", None)
 
 
-def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
+def _noise_rows(user_id: int, shared: UserPass | None) -> list[tuple[int, str, str]]:
+    """``(id, content, kind)`` of the user's consolidatable truths but preferences, in
+    (created_at, id) order: from the ``shared`` pass if given, else one query."""
+    if shared is not None:
+        return [(row.id, row.content, row.kind) for row in shared.consolidatable() if row.kind != "preference"]
+    return list(
+        Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
+        .exclude(kind="preference").order_by("created_at", "id").values_list("id", "content", "kind")
+    )
+
+
+def run_noise(run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None) -> StageResult | None:
     """The noise stage for one user (see ``noise.py``); retires in apply mode only.
 
     With the rule judge only the detector's sure tier retires (its suspects are listed,
@@ -298,18 +143,11 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     mode) and, with a model, its verdict and reason; the audit row's reason says the
     category, the tier and the model's reason.
     """
-    mode, existing = _start(run, user_id, "noise")
+    mode, existing = _start(run, user_id, "noise", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    shared = current_pass(run, user_id)
-    if shared is not None:
-        rows = [(row[0], row[2], row[1]) for row in shared.consolidatable() if row[1] != "preference"]
-    else:
-        rows = list(
-            Truth.objects.for_user(user_id).consolidatable(max_generation=app_settings.MAX_GENERATION)
-            .exclude(kind="preference").order_by("created_at", "id").values_list("id", "content", "kind")
-        )
+    rows = _noise_rows(user_id, shared)
     # Truths are built only for the texts the detector flags (few): the same findings as
     # ``find_noise`` over every truth, without a model instance per clean text.
     matches = noise_rules.detect_all([content for _, content, _ in rows])
@@ -349,16 +187,15 @@ def run_noise(run: ConsolidationRun, user_id: int) -> StageResult | None:
     # What the stage retires first, then the sure tier's (a model kept them), then suspects.
     findings.sort(key=lambda f: (not f["retires"], f["tier"] != noise.TIER_SURE))
     return _record(run, user_id, "noise", mode, examined=len(rows), affected=len(retiring), applied=len(applied),
-                   seconds=time.monotonic() - started, findings=findings)
+                   seconds=time.monotonic() - started, findings=findings, shared=shared)
 
 
-def run_decay(run: ConsolidationRun, user_id: int) -> StageResult | None:
+def run_decay(run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None) -> StageResult | None:
     """The decay stage for one user (see ``decay.py``); writes in apply mode only."""
-    mode, existing = _start(run, user_id, "decay")
+    mode, existing = _start(run, user_id, "decay", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    shared = current_pass(run, user_id)
     if shared is not None and mode != StageMode.APPLY:
         # Report mode reads the pass's rows (no lock needed: nothing is written).
         rows = [(r[0], r[2], r[1], r[4], r[5], r[6], r[7]) for r in shared.consolidatable()]
@@ -367,7 +204,7 @@ def run_decay(run: ConsolidationRun, user_id: int) -> StageResult | None:
         result = decay.decay_user(user_id=user_id, now=pass_time(run), write=mode == StageMode.APPLY)
     return _record(run, user_id, "decay", mode, examined=result.examined, affected=result.changed,
                    applied=result.changed if mode == StageMode.APPLY else 0,
-                   seconds=time.monotonic() - started, findings=result.findings)
+                   seconds=time.monotonic() - started, findings=result.findings, shared=shared)
 
 
 #: Sentinel: resolve the model client from the run (``model_client``).
@@ -392,7 +229,7 @@ def model_client(run: ConsolidationRun) -> Any | None:
 
 
 def run_mine(
-    run: ConsolidationRun, user_id: int, *, embedder: Embedder, client: Any = FROM_RUN
+    run: ConsolidationRun, user_id: int, *, embedder: Embedder, client: Any = FROM_RUN, shared: UserPass | None = None
 ) -> StageResult | None:
     """The mine stage for one user (see ``mining.py``); adds truths in apply mode only.
 
@@ -400,12 +237,11 @@ def run_mine(
     stage's result are written in one transaction, so a second delivery of the same
     work finds the result and adds nothing twice.
     """
-    mode, existing = _start(run, user_id, "mine")
+    mode, existing = _start(run, user_id, "mine", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
     client = model_client(run) if client is FROM_RUN else client
-    shared = current_pass(run, user_id)
     result = mining.find(run=run, user_id=user_id, embedder=embedder, client=client,
                          has_messages=shared is None or shared.facts.messages)
     write = mode == StageMode.APPLY and bool(result.added)
@@ -418,20 +254,21 @@ def run_mine(
         # New truths and their result commit together; a pass that added none may wait.
         return _record(run, user_id, "mine", mode, examined=examined, affected=len(result.added),
                        applied=len(result.added) if write else 0, seconds=time.monotonic() - started,
-                       findings=result.findings(written=write), immediate=write)
+                       findings=result.findings(written=write), immediate=write, shared=shared)
 
 
-def run_relocate(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) -> StageResult | None:
+def run_relocate(
+    run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN, shared: UserPass | None = None
+) -> StageResult | None:
     """The relocate stage for one user (see ``relocation.py``); relocates in apply mode
     only, each truth in its own transaction (a conflict skips that truth, recorded)."""
-    mode, existing = _start(run, user_id, "relocate")
+    mode, existing = _start(run, user_id, "relocate", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
     client = model_client(run) if client is FROM_RUN else client
-    shared = current_pass(run, user_id)
     rows = [(r[0], r[2], r[3]) for r in shared.consolidatable()] if shared is not None else None
-    decided = relocation.plan(run=run, user_id=user_id, client=client, rows=rows)
+    decided = relocation.choose_moves(run=run, user_id=user_id, client=client, rows=rows)
     findings: list[dict[str, Any]] = [{"errors": decided.errors, "refused": decided.refused,
                                        "extractor": "llm" if client is not None else "rules",
                                        **decided.asked_head()}]
@@ -449,28 +286,30 @@ def run_relocate(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN)
                 item.update(relocated=True, note=note.slug, pointer_id=pointer.pk)
         findings.append(item)
     return _record(run, user_id, "relocate", mode, examined=decided.examined, affected=len(decided.moves),
-                   applied=applied, seconds=time.monotonic() - started, findings=findings)
+                   applied=applied, seconds=time.monotonic() - started, findings=findings, shared=shared)
 
 
-def run_promote(run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN) -> StageResult | None:
+def run_promote(
+    run: ConsolidationRun, user_id: int, *, client: Any = FROM_RUN, shared: UserPass | None = None
+) -> StageResult | None:
     """The promote stage for one user (see ``promotion.py``); appends rules in apply mode only."""
-    mode, existing = _start(run, user_id, "promote")
+    mode, existing = _start(run, user_id, "promote", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
     client = model_client(run) if client is FROM_RUN else client
-    result, rules = promotion.plan(run=run, user_id=user_id, client=client)
+    result, rules = promotion.propose_rules(run=run, user_id=user_id, client=client)
     added = promotion.append(run=run, user_id=user_id, rules=rules, result=result, write=mode == StageMode.APPLY,
                              model=getattr(client, "model", ""))
     head = {"skipped": result.skipped, "errors": result.errors, "refused": result.refused,
             "extractor": "llm" if client is not None else "rules", **result.asked_head()}
     return _record(run, user_id, "promote", mode, examined=result.offered, affected=added,
                    applied=added if mode == StageMode.APPLY else 0, seconds=time.monotonic() - started,
-                   findings=[head, *result.proposals])
+                   findings=[head, *result.proposals], shared=shared)
 
 
 def candidate_clusters(
-    run: ConsolidationRun, user_id: int, *, seed_filter: Q | None = None
+    run: ConsolidationRun, user_id: int, *, seed_filter: Q | None = None, shared: UserPass | None = None
 ) -> list[clustering.CandidateCluster]:
     """Phase 1's clusters of ``user_id`` from both arms, interleaved (``lexical.interleave``).
 
@@ -482,7 +321,6 @@ def candidate_clusters(
     lexical_clusters: list[clustering.CandidateCluster] = []
     if modes["semantic"] != StageMode.OFF:
         started = time.monotonic()
-        shared = current_pass(run, user_id)
         small = shared is not None and len(shared.rows) <= vectors.FETCH_ROWS
         read = shared.user_vectors() if shared is not None and shared.vectors is not None else None
         if app_settings.NEIGHBOURHOODS:
@@ -502,12 +340,11 @@ def candidate_clusters(
                 user_id=user_id, threshold=run.threshold, seed_filter=seed_filter, small=small, vectors=read,
             )
         _record(run, user_id, "semantic", modes["semantic"], examined=0, affected=len(semantic), applied=0,
-                seconds=time.monotonic() - started, findings=[])
+                seconds=time.monotonic() - started, findings=[], shared=shared)
     if modes["lexical"] != StageMode.OFF:
         started = time.monotonic()
         judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
         taken = {pk for c in judged_semantic for pk in c.member_ids}
-        shared = current_pass(run, user_id)
         if shared is not None and (seed_filter is None or shared.vectors is not None):
             lexical_clusters = lexical.lexical_clusters(
                 [(r[0], r[1], r[2]) for r in shared.rows], user_id=user_id,
@@ -519,18 +356,19 @@ def candidate_clusters(
         _, added = lexical.interleave(judged_semantic, lexical_clusters)
         _record(run, user_id, "lexical", modes["lexical"], examined=len(lexical_clusters), affected=added,
                 applied=0, seconds=time.monotonic() - started,
-                findings=[{"truth_ids": list(c.member_ids), "jaccard": list(c.similarities)} for c in lexical_clusters])
+                findings=[{"truth_ids": list(c.member_ids), "jaccard": list(c.similarities)} for c in lexical_clusters],
+                shared=shared)
     judged_semantic = semantic if modes["semantic"] == StageMode.APPLY else []
     judged_lexical = lexical_clusters if modes["lexical"] == StageMode.APPLY else []
     clusters, _ = lexical.interleave(judged_semantic, judged_lexical)
     if StageMode.APPLY in (modes["semantic"], modes["lexical"]):
         # A truth mined as a change of a stored one is judged beside it (a supersede).
-        clusters = mining.with_changes(clusters, _start(run, user_id, "mine")[1], user_id=user_id)
-    return keep_undone_apart(clusters, user_id=user_id)
+        clusters = mining.with_changes(clusters, _start(run, user_id, "mine", shared)[1], user_id=user_id)
+    return keep_undone_apart(clusters, user_id=user_id, shared=shared)
 
 
 def keep_undone_apart(
-    clusters: list[clustering.CandidateCluster], *, user_id: int
+    clusters: list[clustering.CandidateCluster], *, user_id: int, shared: UserPass | None = None
 ) -> list[clustering.CandidateCluster]:
     """``clusters`` without the pairs an operator separated by undoing their merge or
     supersede: a member that an undo restored together with an earlier member of the same
@@ -538,7 +376,6 @@ def keep_undone_apart(
     fewer than ``MIN_CLUSTER_SIZE`` members is dropped. So the next pass does not make the
     undone step again; the truths may still merge with others. One query (none when the
     user's pass knows no undo separated any of the user's truths: ``PassFacts``)."""
-    shared = _PASS.get()
     if shared is not None and shared.user_id == user_id and not shared.facts.undone:
         return clusters
     groups: dict[int, set[int]] = {}
@@ -566,7 +403,7 @@ def keep_undone_apart(
     return kept
 
 
-def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
+def run_prune(run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None) -> StageResult | None:
     """The prune stage for one user, after the run's merges (see ``prune.py``).
 
     Post-decay relevance is recomputed at the pass time (decay is deterministic, so it
@@ -579,7 +416,7 @@ def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
     prune may retire) are pruned in apply mode, the rest refused: ``refused`` counts them
     and each finding says ``retired`` and ``refused``.
     """
-    mode, existing = _start(run, user_id, "prune")
+    mode, existing = _start(run, user_id, "prune", shared)
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
@@ -603,58 +440,10 @@ def run_prune(run: ConsolidationRun, user_id: int) -> StageResult | None:
         for c in found
     ]
     return _record(run, user_id, "prune", mode, examined=examined, affected=len(found), applied=len(applied),
-                   refused=len(refused), seconds=time.monotonic() - started, findings=findings)
+                   refused=len(refused), seconds=time.monotonic() - started, findings=findings, shared=shared)
 
 
-def summarise(run: ConsolidationRun, *, examples: int = 5) -> dict[str, Any]:
-    """Per stage: mode, examined, affected, applied, refused, seconds and a few findings (for
-    the report); prune adds its cap (``cap``: the share), the users it held back
-    (``users_capped``) and its counts in words with their share (``text``, ``prune.share_text``)."""
-    modes = run_modes(run)
-    rows = StageResult.objects.filter(run=run)
-    totals = {
-        r["stage"]: r
-        for r in rows.values("stage").annotate(
-            examined=Sum("examined"), affected=Sum("affected"), applied=Sum("applied"), seconds=Sum("seconds"),
-            # Named apart from the field: an aggregate named "refused" would shadow it in the filter.
-            refused_total=Sum("refused"), capped=Count("id", filter=Q(refused__gt=0)),
-        ).order_by()
-    }
-    # One query for the findings of every stage that lists examples or reports more.
-    listed: dict[str, list[StageResult]] = {}
-    reading = [s.name for s in REGISTRY if s.examples or s.report is not None]
-    for result in rows.filter(stage__in=reading).only("stage", "findings").order_by("user_id", "id"):
-        listed.setdefault(result.stage, []).append(result)
-    report: dict[str, Any] = {}
-    for stage in REGISTRY:
-        total = totals.get(stage.name)
-        item: dict[str, Any] = {
-            "mode": modes[stage.name],
-            "examined": int(total["examined"]) if total else 0,
-            "affected": int(total["affected"]) if total else 0,
-            "applied": int(total["applied"]) if total else 0,
-            "refused": int(total["refused_total"] or 0) if total else 0,
-            "seconds": round(float(total["seconds"]), 3) if total else 0.0,
-        }
-        if stage.name == "prune":
-            share = prune_share(run)
-            applying = item["mode"] == StageMode.APPLY
-            item.update(cap=share, users_capped=int(total["capped"]) if total else 0, text=prune.share_text(
-                found=item["affected"], live=item["examined"], share=share, refused=item["refused"],
-                pruned=item["applied"] if applying else None))
-        results = listed.get(stage.name, [])
-        if stage.examples:
-            shown: list[dict[str, Any]] = []
-            for result in results:
-                if len(shown) >= examples:
-                    break
-                picked = [f for f in result.findings if stage.shows(f)] if stage.shows else result.findings
-                shown.extend(picked[: examples - len(shown)])
-            item["examples"] = shown
-        if stage.report is not None:
-            item.update(stage.report(results, examples=examples))
-        report[stage.name] = item
-    return report
+# --- the registry: every stage, when it runs, what it reports ----------------------
 
 
 def _noise_retires(finding: dict[str, Any]) -> bool:
@@ -725,9 +514,6 @@ def _part2_report(stage: str, results: Sequence[StageResult], *, examples: int) 
     return extra
 
 
-# --- the registry: every stage, when it runs, what it reports ----------------------
-
-
 class When(enum.Enum):
     """When a stage runs in a pass, per user: ``FIRST`` (before anything else, outside
     any transaction), ``BEFORE_CLUSTERING``, ``CLUSTERING`` (the candidate arms, run
@@ -761,11 +547,14 @@ class Stage:
     shows: Callable[[dict[str, Any]], bool] | None = None
     report: Callable[..., dict[str, Any]] | None = None
 
-    def run(self, run: ConsolidationRun, user_id: int, **context: Any) -> StageResult | None:
-        """Run the stage for ``user_id`` (in its mode for ``run``; once per run and user)."""
+    def run(
+        self, run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None, **context: Any
+    ) -> StageResult | None:
+        """Run the stage for ``user_id`` (in its mode for ``run``; once per run and user),
+        in the ``shared`` pass if given (``user_pass``)."""
         if self.step is None:
             return None
-        return self.step(run, user_id, **{key: context[key] for key in self.needs})
+        return self.step(run, user_id, shared=shared, **{key: context[key] for key in self.needs})
 
 
 #: Every stage in the order of a pass (``run_settings.STAGES`` names them in this order).
@@ -788,12 +577,15 @@ REGISTRY: tuple[Stage, ...] = (
 )
 
 
-def run_at(when: When, run: ConsolidationRun, user_id: int, **context: Any) -> None:
-    """Run the stages of ``when`` for ``user_id``, in registry order; ``context`` holds
-    what some need (``Stage.needs``: ``embedder`` for mine)."""
+def run_at(
+    when: When, run: ConsolidationRun, user_id: int, *, shared: UserPass | None = None, **context: Any
+) -> None:
+    """Run the stages of ``when`` for ``user_id``, in registry order, in the ``shared`` pass
+    if given (``user_pass``); ``context`` holds what some need (``Stage.needs``: ``embedder``
+    for mine)."""
     for stage in REGISTRY:
         if stage.when is when:
-            stage.run(run, user_id, **context)
+            stage.run(run, user_id, shared=shared, **context)
 
 
 def calls_model_after_clustering(run: ConsolidationRun) -> bool:

@@ -1,7 +1,7 @@
 """Apply a dry run as it was previewed: its accepted actions, not a second judgement.
 
-``apply_refusal`` says whether a dry run can be applied; the queue's
-``lifecycle.start_application`` then creates the applying run (``source_run`` points at the
+``apply_refusal`` says whether a dry run can be applied; ``start_application`` then
+creates the applying run (``source_run`` points at the
 dry run) and starts one apply job per chosen preview, each running ``apply_review``.
 
 What a dry run decided for a cluster is stored on its preview review: ``applied_actions``
@@ -26,10 +26,12 @@ member changed since), so that the admin offers only what can still be applied.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from django.db import transaction
 
 from ...choices import MergeProtection
 from ...conf import app_settings
@@ -37,8 +39,9 @@ from ...embeddings import Embedder
 from ...exceptions import ApplyRefused
 from ...llm.base import Action, JudgeRequest, MemberView, Signal, Verdict
 from ...llm.parsing import parse_action
-from ...models import ClusterReview, ConsolidationRun, RunId, Truth
+from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, RunId, Truth
 from ..pipeline import judging, merging, validation
+from ..run import lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -225,7 +228,7 @@ def apply_review(*, run_id: RunId, review_id: int, embedder: Embedder) -> Cluste
     embeddings: dict[str, Any] = {}
     if checked.new_contents:
         embeddings = dict(zip(checked.new_contents, embedder.embed(list(checked.new_contents)), strict=True))
-    draft = merging.ReviewDraft(
+    decision = merging.Decision(
         run_id=run.pk,
         user_id=preview.user_id,
         key=preview.key,
@@ -238,7 +241,7 @@ def apply_review(*, run_id: RunId, review_id: int, embedder: Embedder) -> Cluste
         prepass=checked.prepass,
         embeddings=embeddings,
     )
-    return merging.record_review(draft=draft, dry_run=False, embedding_model=embedder.model_name)
+    return merging.record_review(decision=decision, dry_run=False, embedding_model=embedder.model_name)
 
 
 def _members(entry: dict[str, Any]) -> list[str]:
@@ -275,3 +278,76 @@ def stale_previews(previews: Sequence[ClusterReview]) -> set[int]:
         if entries and all(_action_stale(e, rows, truths) for e in entries):
             stale.add(preview.pk)
     return stale
+
+
+def start_application(
+    *,
+    dry_run_id: Any,
+    actor: str,
+    review_ids: Sequence[int] | None = None,
+    trigger: str = ConsolidationRun.Trigger.ADMIN,
+    execution: str = ConsolidationRun.Execution.QUEUED,
+    send: Callable[[Sequence[ConsolidationJob]], None] | None,
+) -> tuple[ConsolidationRun, list[int]]:
+    """Create and start the run that applies dry run ``dry_run_id``; return it and the
+    preview review ids it applies.
+
+    ``review_ids`` chooses some of the dry run's previewed clusters (None: every one); a
+    dry run is applied once, whole or in part. The run is made like any run
+    (``lifecycle.create_run``) and carries the dry run's stored settings
+    (``application_settings``); it is started like any run (``lifecycle.start_run`` with the
+    previews; ``send``: the queue's, as there) and finished, recovered and retried by its
+    jobs like any run. ``execution``
+    in process: its jobs are left for ``execution.apply_sync``. Transaction: one, locking
+    the dry run's row, so two clicks make one application. Raises ``ApplyRefused``
+    (``apply_refusal``'s and ``choose_previews``' reasons; every preview
+    stale counts only for a whole application) and writes nothing then.
+    """
+    with transaction.atomic():
+        dry = ConsolidationRun.objects.select_for_update().get(pk=dry_run_id)
+        previews = list(dry.reviews.filter(outcome=ClusterReview.Outcome.PREVIEW).order_by("id"))
+        stale = len(stale_previews(previews)) if dry.dry_run and review_ids is None else 0
+        refusal = apply_refusal(
+            run=dry, application=dry.applications.order_by("created_at").first(), previews=len(previews), stale=stale
+        )
+        if refusal is not None:
+            raise ApplyRefused(refusal)
+        chosen = choose_previews(run=dry, previews=previews, review_ids=review_ids)
+        run = lifecycle.create_run(
+            trigger=trigger,
+            execution=execution,
+            threshold=dry.threshold,
+            judge=dry.judge,
+            user_id=dry.user_filter_id,
+            source_run=dry,
+            notes=f"Applies {_scope(chosen, previews)} of dry run {dry.pk}; requested by {actor}.",
+        )
+        run.effective_settings = application_settings(dry=dry, current=run.effective_settings or {})
+        run.save(update_fields=["effective_settings"])
+        lifecycle.start_run(run, previews=chosen, send=send)
+    logger.info("run %s applies dry run %s (%d of %d clusters)", run.pk, dry.pk, len(chosen), len(previews))
+    return run, [p.pk for p in chosen]
+
+
+def _scope(chosen: Sequence[ClusterReview], previews: Sequence[ClusterReview]) -> str:
+    if len(chosen) == len(previews):
+        return "the verdicts"
+    return f"the verdicts of {len(chosen)} of {len(previews)} previewed clusters"
+
+
+#: The stored settings an application takes from its dry run: what the preview was judged under.
+FROM_DRY_RUN = ("similarity_threshold", "risk_policy")
+
+
+def application_settings(*, dry: ConsolidationRun, current: dict[str, Any]) -> dict[str, Any]:
+    """The settings stored on the application of dry run ``dry``: ``current`` (the live
+    settings now, as ``create_run`` stored them) with the dry run's ``FROM_DRY_RUN``, and the
+    lower of the two retirement caps: applying a preview never loosens a cap set since.
+    Stage modes stay ``current``'s (an application runs no stage). Pure."""
+    previewed = dry.effective_settings or {}
+    stored = {**current, **{k: previewed[k] for k in FROM_DRY_RUN if k in previewed}}
+    caps = [int(c) for c in (current.get("max_retirements_per_run"), previewed.get("max_retirements_per_run"))
+            if c is not None]
+    if caps:
+        stored["max_retirements_per_run"] = min(caps)
+    return stored

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -101,6 +101,33 @@ def _fingerprint(step: selectors.UndoStep) -> tuple[Any, ...]:
     return (step.truth.pk, step.review.pk if step.review else None, step.source_ids, step.creates_truth)
 
 
+def _reverse_step(
+    step: selectors.UndoStep, locked: dict[int, Truth], *, events: list[LineageEvent], actor: str, reason: str,
+    now: Any,
+) -> list[truth_events.Change]:
+    """Reverse ``step`` on the ``locked`` truths: its sources live again (an ``undo`` lineage
+    event each, appended to ``events``), its truth retired as undone if the step made it.
+    Returns the changes for the audit."""
+    truth = locked[step.truth.pk]
+    changes: list[truth_events.Change] = []
+    for source_id in step.source_ids:
+        source = locked[source_id]
+        source.retired_at = None
+        source.superseded_by = None
+        source.retired_reason = ""
+        source.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
+        events.append(LineageEvent(action=LineageEvent.Action.UNDO, source=truth, result=source, review=step.review,
+                                   reason=reason, actor=actor))
+        changes.append(truth_events.Change(truth=source, action=truth_events.RESTORED, reason=reason))
+    if step.creates_truth:
+        truth.retired_at = now
+        truth.superseded_by = None
+        truth.retired_reason = RetiredReason.UNDONE
+        truth.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
+        changes.append(truth_events.Change(truth=truth, action=truth_events.UNDONE, reason=reason))
+    return changes
+
+
 def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: str) -> list[UndoResult]:
     reason = reason.strip()
     if not reason:
@@ -122,35 +149,11 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
         now = timezone.now()
         events: list[LineageEvent] = []
         for step in steps:
-            truth = locked[step.truth.pk]
-            step_changes: list[truth_events.Change] = []
-            for source_id in step.source_ids:
-                source = locked[source_id]
-                source.retired_at = None
-                source.superseded_by = None
-                source.retired_reason = ""
-                source.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
-                events.append(
-                    LineageEvent(
-                        action=LineageEvent.Action.UNDO,
-                        source=truth,
-                        result=source,
-                        review=step.review,
-                        reason=reason,
-                        actor=actor,
-                    )
-                )
-                step_changes.append(truth_events.Change(truth=source, action=truth_events.RESTORED, reason=reason))
-            if step.creates_truth:
-                truth.retired_at = now
-                truth.superseded_by = None
-                truth.retired_reason = RetiredReason.UNDONE
-                truth.save(update_fields=["retired_at", "superseded_by", "retired_reason", "updated_at"])
-                step_changes.append(truth_events.Change(truth=truth, action=truth_events.UNDONE, reason=reason))
+            step_changes = _reverse_step(step, locked, events=events, actor=actor, reason=reason, now=now)
             changed.append((step.review, step_changes))
             results.append(
                 UndoResult(
-                    truth_id=truth.pk,
+                    truth_id=step.truth.pk,
                     truth_retired=step.creates_truth,
                     restored_ids=step.source_ids,
                     review_id=step.review.pk if step.review else None,
@@ -165,14 +168,61 @@ def _undo(*, truth_ids: list[int], review_id: int | None, actor: str, reason: st
     return results
 
 
-def plan_undo(*, truth: Truth) -> selectors.UndoStep:
-    """The step ``undo_consolidation`` would reverse on ``truth``, for a confirmation page.
+@dataclass(frozen=True, kw_only=True)
+class Reversal:
+    """The undo of one truth, its kind chosen once (``reversal_of``) and used by the
+    confirmation page (``step``, ``title``), by the undo itself (``perform``) and by the
+    message after it (``UndoResult.action``).
 
-    Reads only. Raises what ``undo_consolidation`` would refuse with. For a truth the
-    noise or prune stage retired, the step restores it (no events, action ``restore``).
+    ``kind``: ``RESTORE`` (a truth the noise or prune ``stage`` retired: live again, no
+    lineage step), ``RELOCATION`` (a relocated truth and its pointer, named by either: the
+    truth live again, the pointer retired) or ``CONSOLIDATION`` (the latest merge or
+    supersede into the truth: its sources live again; ``_undo``).
     """
+
+    RESTORE: ClassVar[str] = "restore"
+    RELOCATION: ClassVar[str] = "relocate"
+    CONSOLIDATION: ClassVar[str] = "consolidation"
+    TITLES: ClassVar[dict[str, str]] = {
+        "restore": "Restore truth #{pk}, retired by the {stage} stage",
+        "relocate": "Undo the consolidation that made truth #{pk}",
+        "consolidation": "Undo the consolidation that made truth #{pk}",
+    }
+
+    kind: str
+    truth: Truth
+    step: selectors.UndoStep
+    #: ``RESTORE`` only: the stage that retired the truth (noise or prune).
+    stage: str = ""
+
+    @property
+    def title(self) -> str:
+        """The confirmation page's title, e.g. "Undo the consolidation that made truth #12"."""
+        return self.TITLES[self.kind].format(pk=self.truth.pk, stage=self.stage)
+
+    def perform(self, *, actor: str, reason: str) -> UndoResult:
+        """Undo it (one transaction, row locks); raises ``UndoRefused`` /
+        ``ConsolidatedFurther`` as ``undo_consolidation`` says."""
+        pk = self.truth.pk
+        if self.kind == self.RESTORE:
+            retire.restore(truth_id=pk, actor=actor, reason=reason)
+            return UndoResult(truth_id=pk, truth_retired=False, restored_ids=(pk,), review_id=None,
+                              action=self.RESTORE, stage=self.stage)
+        if self.kind == self.RELOCATION:
+            original, pointer = relocation.undo_relocation(truth_id=pk, actor=actor, reason=reason)
+            return UndoResult(truth_id=pointer.pk, truth_retired=True, restored_ids=(original.pk,), review_id=None,
+                              action=self.RELOCATION)
+        return _undo(truth_ids=[pk], review_id=None, actor=actor, reason=reason)[0]
+
+
+def reversal_of(truth: Truth) -> Reversal:
+    """The ``Reversal`` of ``truth``: the one place that chooses what undoing it means.
+    Reads only. Raises what the undo would refuse with (``UndoRefused``,
+    ``ConsolidatedFurther``) for a consolidation with nothing to undo."""
     if retire.is_hygiene_retirement(truth):
-        return selectors.UndoStep(truth=truth, review=None, events=(), creates_truth=False)
+        stage = "prune" if truth.retired_reason == RetiredReason.PRUNED else "noise"
+        step = selectors.UndoStep(truth=truth, review=None, events=(), creates_truth=False)
+        return Reversal(kind=Reversal.RESTORE, truth=truth, step=step, stage=stage)
     pair = relocation.relocated_pair(truth)
     if pair is not None:
         # A relocation: the pointer "made" from the truth; undoing restores one, retires the other.
@@ -180,8 +230,9 @@ def plan_undo(*, truth: Truth) -> selectors.UndoStep:
         events = tuple(LineageEvent.objects.filter(
             source=original, result=pointer, action=LineageEvent.Action.RELOCATE
         ))
-        return selectors.UndoStep(truth=pointer, review=None, events=events, creates_truth=True)
-    return _latest_step(truth)
+        step = selectors.UndoStep(truth=pointer, review=None, events=events, creates_truth=True)
+        return Reversal(kind=Reversal.RELOCATION, truth=truth, step=step)
+    return Reversal(kind=Reversal.CONSOLIDATION, truth=truth, step=_latest_step(truth))
 
 
 def plan_review_undo(*, review: ClusterReview) -> list[selectors.UndoStep]:
@@ -205,22 +256,18 @@ def undo_consolidation(*, truth_id: int, actor: str, reason: str) -> UndoResult:
     """Undo the latest consolidation step into truth ``truth_id``; see the module doc.
 
     Transaction: one, with row locks. Idempotent in effect: a second call refuses
-    with ``ALREADY_UNDONE``. Raises ``UndoRefused`` / ``ConsolidatedFurther``.
-    A truth retired by the noise or prune stage is restored (``hygiene.retire.restore``);
-    a relocation (named by the relocated truth or its pointer) is undone by
-    ``hygiene.relocation.undo_relocation``: the truth live again, the pointer retired.
+    with ``ALREADY_UNDONE``. Raises ``UndoRefused`` / ``ConsolidatedFurther``. What
+    undoing means is the truth's ``Reversal`` (``reversal_of``): a truth retired by the
+    noise or prune stage is restored (``hygiene.retire.restore``); a relocation (named by
+    the relocated truth or its pointer) is undone by ``hygiene.relocation.undo_relocation``:
+    the truth live again, the pointer retired.
     """
     truth = Truth.all_objects.filter(pk=truth_id).first()
-    if truth is not None and retire.is_hygiene_retirement(truth):
-        stage = "prune" if truth.retired_reason == RetiredReason.PRUNED else "noise"
-        retire.restore(truth_id=truth_id, actor=actor, reason=reason)
-        return UndoResult(truth_id=truth_id, truth_retired=False, restored_ids=(truth_id,), review_id=None,
-                          action="restore", stage=stage)
-    if truth is not None and relocation.relocated_pair(truth) is not None:
-        original, pointer = relocation.undo_relocation(truth_id=truth_id, actor=actor, reason=reason)
-        return UndoResult(truth_id=pointer.pk, truth_retired=True, restored_ids=(original.pk,), review_id=None,
-                          action="relocate")
-    return _undo(truth_ids=[truth_id], review_id=None, actor=actor, reason=reason)[0]
+    if truth is None:
+        raise UndoRefused(UNKNOWN_TRUTH.format(truth=truth_id))
+    if not reason.strip():
+        raise UndoRefused(REASON_REQUIRED)
+    return reversal_of(truth).perform(actor=actor, reason=reason)
 
 
 def undo_review(*, review_id: int, actor: str, reason: str) -> list[UndoResult]:

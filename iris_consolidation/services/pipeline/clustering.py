@@ -150,7 +150,7 @@ def find_clusters(
     """Greedy clusters of one user's truths, then its nearest-neighbour pairs (see the
     module docstring). Writes nothing. ``small``: see ``load_user_vectors``.
     ``vectors``: the user's live vectors if the caller has read them (a batch of small
-    users, ``stages.UserPass.user_vectors``); ``seed_filter`` is then already applied.
+    users, ``passes.UserPass.user_vectors``); ``seed_filter`` is then already applied.
 
     ``threshold`` is a cosine similarity in (0, 1]; the rest default to the settings.
     ``seed_filter`` restricts which truths may seed a cluster (incremental passes:

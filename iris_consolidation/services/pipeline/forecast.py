@@ -3,14 +3,14 @@ any call is made.
 
 ``forecast_user`` works on one user's clusters as phase 1 found them: a cluster the
 verdict cache answers or the deterministic pre-pass settles needs no call; the rest go
-to the model ``CLUSTERS_PER_CALL`` at a time, exactly as ``consolidation.batches``
+to the model ``CLUSTERS_PER_CALL`` at a time, exactly as ``queue/dispatch.batches``
 sends them. Prompt tokens are counted on the very messages those calls would send
 (``prompts.build_messages``, litellm's token counter for the model); completion tokens
 are an assumption per cluster (``COMPLETION_TOKENS_PER_CLUSTER``). Money is at the
 model's price in litellm's local price map, with no prompt-cache discount (an upper
 bound); a model without a price there has no forecast cost, never $0.
 
-``consolidation.estimate`` runs phase 1 for every user of a would-be run inside a
+``run/plan.estimate`` runs phase 1 for every user of a would-be run inside a
 transaction that is rolled back: nothing is written (not even embeddings), no judge is
 built and no call is made, so no API key is needed. The stages around the judge (mining,
 noise, relocation, promotion) run there in their report mode with a ``StageRecorder`` in
@@ -79,7 +79,7 @@ class Forecast:
     completion_tokens: int = 0
     #: The stages around the judge (``STAGES``): calls, prompt tokens (counted on their
     #: requests) and completion tokens (``STAGE_COMPLETION_TOKENS``) of each; zero unless
-    #: ``stages_forecast`` (``consolidation.estimate`` forecasts them, a dry run makes them).
+    #: ``stages_forecast`` (``run/plan.estimate`` forecasts them, a dry run makes them).
     mine_calls: int = 0
     mine_prompt_tokens: int = 0
     mine_completion_tokens: int = 0

@@ -177,12 +177,12 @@ def begin_user_pass(
 ) -> tuple[Q | None, int]:
     """Record the user's pass for ``run``; return the seed filter for clustering and
     the number of seeds (the caller adds it to the run's ``seeds`` once:
-    ``consolidation.count_user_plan``).
+    ``run/plan.count_user_plans``).
 
     The filter is None for "every consolidatable truth" (full pass, or a user with no
     cursor in cursor mode). Writes one ``UserPass`` row (an upsert, idempotent per run
     and user). ``positions``: the ``(updated_at, id)`` of every consolidatable truth of
-    the user at ``max_generation``, if the caller has read them (``stages.UserPass``): the
+    the user at ``max_generation``, if the caller has read them (``passes.UserPass``): the
     seeds are then counted from them. Queries: three (the cursor, the seeds' count and
     last position in one, the upsert), two with ``positions``.
     """

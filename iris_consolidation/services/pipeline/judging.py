@@ -4,7 +4,7 @@ call the injected client with failure isolation, validate every verdict.
 The client comes from the caller (``llm.get_judge_client()``); calls happen outside
 any transaction. Nothing here writes: ``merging.record_review`` applies the result.
 
-For a judge that calls a model (``client.calls_model``), ``decide_batch`` works on
+For a judge that calls a model (``client.calls_model``), ``judge_batch`` works on
 several clusters of ONE user in two stages:
 1. **Pre-pass** (no model call): the rule judge's provable merges (normalised text
    equal, or the same words with names in the same order), validated like any verdict.
@@ -284,7 +284,7 @@ def _combine(parts: list[tuple[JudgeRequest, Verdict]], raws: list[str], spend: 
 
 
 def judge_cluster(*, request: JudgeRequest, client: JudgeClient) -> Verdict:
-    """The client's verdict on ``request``, unvalidated (one call; see ``decide_cluster``).
+    """The client's verdict on ``request``, unvalidated (one call; see ``judge_one``).
 
     Raises what the client raises: ``JudgeUnavailable`` (``JudgeRateLimited``) or
     ``JudgeResponseInvalid``. Makes the client's model calls; writes nothing.
@@ -292,12 +292,12 @@ def judge_cluster(*, request: JudgeRequest, client: JudgeClient) -> Verdict:
     return client.judge(request)
 
 
-def decide_cluster(*, request: JudgeRequest, client: JudgeClient, model_allowed: bool = True) -> Judgement:
-    """Judge and validate one cluster (``decide_batch`` of one); never writes."""
-    return decide_batch(requests=[request], client=client, model_allowed=model_allowed)[0]
+def judge_one(*, request: JudgeRequest, client: JudgeClient, model_allowed: bool = True) -> Judgement:
+    """Judge and validate one cluster (``judge_batch`` of one); never writes."""
+    return judge_batch(requests=[request], client=client, model_allowed=model_allowed)[0]
 
 
-def decide_batch(
+def judge_batch(
     *,
     requests: Sequence[JudgeRequest],
     client: JudgeClient,

@@ -44,20 +44,23 @@ CAP_REACHED = (
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReviewDraft:
-    """Everything phase 2 learnt about one cluster before writing.
+class Decision:
+    """What phase 2 decided for one cluster: the one record between the judge and the
+    review row, frozen. ``run/decide`` makes one per cluster (``dry_runs.apply_review``
+    makes one from a dry run's stored decision, re-checked); ``record_review`` writes it.
 
     ``snapshot`` holds the members as judged (alias, id, content, updated_at, ...);
-    ``embeddings`` maps each merged content to its fresh vector. The first ``prepass``
-    accepted actions come from the deterministic pre-pass; a later action naming a
-    member of a pre-pass merge acts on that merge's result. ``failed`` lists the
-    aliases whose judgement failed; ``llm_calls`` counts every model call made.
-    ``stale_reason`` says why the cluster was not judged at all because its members
-    changed before judging (outcome ``STALE``: no error, not a failure of the run).
-    ``deferred_reason`` says why the cluster was left for the next run unjudged (the
-    run's budget was spent; outcome ``DEFERRED``: nothing applied, not a failure).
-    ``spend`` is the cluster's part of the model calls it took part in (``llm_calls``
-    adds calls known without a usage block); ``asked_model``: it went to the model.
+    ``embeddings`` maps each merged content to its fresh vector. ``accepted``: the actions
+    to apply, in order, each with the ``signals`` the validator raised and the
+    ``second_look`` answer that confirmed it; the first ``prepass`` of them come from the
+    deterministic pre-pass (a later action naming a member of a pre-pass merge acts on that
+    merge's result). ``rejections``: the refused actions, by code. ``failed`` lists the
+    aliases whose judgement failed. ``stale_reason`` says why the cluster was not judged at
+    all because its members changed before judging (outcome ``STALE``: no error, not a
+    failure of the run). ``deferred_reason`` says why the cluster was left for the next run
+    unjudged (the run's budget was spent; outcome ``DEFERRED``: nothing applied, not a
+    failure). ``spend`` is the cluster's part of the model calls it took part in, its one
+    account of money and calls; ``asked_model``: it went to the model.
     """
 
     run_id: RunId
@@ -76,7 +79,6 @@ class ReviewDraft:
     stale_reason: str = ""
     deferred_reason: str = ""
     embeddings: dict[str, Any] = field(default_factory=dict)
-    llm_calls: int = 0
     spend: Spend = field(default_factory=Spend)
     asked_model: bool = False
 
@@ -158,13 +160,13 @@ def outcome_counter(outcome: str, rejections: Sequence[Rejection]) -> str | None
 
 @dataclass(kw_only=True)
 class _Application:
-    """One draft's actions being applied under the row locks of its members.
+    """One decision's actions being applied under the row locks of its members.
 
     ``current`` maps an alias to the truth it stands for now: a merge moves its members'
     aliases onto its result (``moved``), so that a later action acts on the merged truth.
     """
 
-    draft: ReviewDraft
+    decision: Decision
     dry_run: bool
     embedding_model: str
     actor: str
@@ -192,8 +194,8 @@ class _Application:
         return found
 
 
-def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "", actor: str = "") -> ClusterReview:
-    """Apply ``draft.accepted`` (unless ``dry_run``) and record the review; see module doc.
+def record_review(*, decision: Decision, dry_run: bool, embedding_model: str = "", actor: str = "") -> ClusterReview:
+    """Apply ``decision.accepted`` (unless ``dry_run``) and record the review; see module doc.
 
     Steps, in one transaction: lock the run and the members (``_lock``), check and apply
     each action (``_apply``), choose the outcome (``review_outcome``), write the review
@@ -203,34 +205,34 @@ def record_review(*, draft: ReviewDraft, dry_run: bool, embedding_model: str = "
     Returns the new (or already existing) ``ClusterReview``.
     """
     with transaction.atomic():
-        run = ConsolidationRun.objects.select_for_update().get(pk=draft.run_id)
-        existing = ClusterReview.objects.filter(run=run, key=draft.key).first()
+        run = ConsolidationRun.objects.select_for_update().get(pk=decision.run_id)
+        existing = ClusterReview.objects.filter(run=run, key=decision.key).first()
         if existing is not None:
             return existing
-        work = _lock(run, draft, dry_run=dry_run, embedding_model=embedding_model, actor=actor)
-        for index, action in enumerate(() if draft.deferred_reason else draft.accepted):
+        work = _lock(run, decision, dry_run=dry_run, embedding_model=embedding_model, actor=actor)
+        for index, action in enumerate(() if decision.deferred_reason else decision.accepted):
             _apply(work, index, action)
-        outcome = review_outcome(draft, applied=bool(work.applied), rejections=work.rejections, dry_run=dry_run)
+        outcome = review_outcome(decision, applied=bool(work.applied), rejections=work.rejections, dry_run=dry_run)
         review = _write_review(run, work, outcome)
         _count_on_run(run, work, outcome, calls=review.llm_calls)
         # Audit rows now, signals after commit (services/pipeline/truth_events.py).
-        truth_events.record_change_tuples(work.changed, review=review, run=run, actor=actor or draft.judge)
-    logger.info("run %s review %s: %s", draft.run_id, review.pk, outcome)
+        truth_events.record_change_tuples(work.changed, review=review, run=run, actor=actor or decision.judge)
+    logger.info("run %s review %s: %s", decision.run_id, review.pk, outcome)
     return review
 
 
 def _lock(
-    run: ConsolidationRun, draft: ReviewDraft, *, dry_run: bool, embedding_model: str, actor: str
+    run: ConsolidationRun, decision: Decision, *, dry_run: bool, embedding_model: str, actor: str
 ) -> _Application:
-    """Lock the draft's members (ascending ids, the lock order) and start its application."""
-    ids = sorted(int(row["id"]) for row in draft.snapshot)
+    """Lock the decision's members (ascending ids, the lock order) and start its application."""
+    ids = sorted(int(row["id"]) for row in decision.snapshot)
     locked = {t.pk: t for t in Truth.all_objects.select_for_update().filter(pk__in=ids).order_by("pk")}
-    rows = {row["alias"]: row for row in draft.snapshot}
+    rows = {row["alias"]: row for row in decision.snapshot}
     return _Application(
-        draft=draft, dry_run=dry_run, embedding_model=embedding_model, actor=actor or draft.judge,
+        decision=decision, dry_run=dry_run, embedding_model=embedding_model, actor=actor or decision.judge,
         cap=run_settings.retirement_cap(run), already_retired=run.retired, rows=rows,
         current={alias: locked.get(int(row["id"])) for alias, row in rows.items()},
-        rejections=list(draft.rejections), now=timezone.now(),
+        rejections=list(decision.rejections), now=timezone.now(),
     )
 
 
@@ -277,12 +279,12 @@ def _apply(work: _Application, index: int, action: Action) -> None:
     refusal = _refusal(work, action, retiring)
     if refusal is not None:
         work.rejections.append(refusal)
-        if index < work.draft.prepass and action.action == "merge":
+        if index < work.decision.prepass and action.action == "merge":
             work.unmerged.update(action.ids)
         return
     entry: dict[str, Any] = {
         **action.as_wire(),
-        "stage": "prepass" if index < work.draft.prepass else "judge",
+        "stage": "prepass" if index < work.decision.prepass else "judge",
         "truth_ids": {a: work.truth(a).pk for a in action.members()},
     }
     work.retired_count += len(retiring)
@@ -305,7 +307,7 @@ def _write_action(work: _Application, action: Action, *, keeper: str | None, ret
             # bookkeeping (tags, uses, validation, relevance) of what it absorbs.
             bookkeeping.absorb(result, sources=sources, retired=len(retiring))
         else:
-            embedding = work.draft.embeddings.get(action.content.strip())
+            embedding = work.decision.embeddings.get(action.content.strip())
             result = _merged_truth(action, sources, embedding, work.embedding_model)
             work.changed.append((result, "created", why))
         reason, kind = RetiredReason.MERGED, LineageEvent.Action.MERGE
@@ -324,17 +326,17 @@ def _write_action(work: _Application, action: Action, *, keeper: str | None, ret
     return result
 
 
-def review_outcome(draft: ReviewDraft, *, applied: bool, rejections: Sequence[Rejection], dry_run: bool) -> str:
-    """The ``ClusterReview.Outcome`` of a draft once its actions were applied (``applied``:
+def review_outcome(decision: Decision, *, applied: bool, rejections: Sequence[Rejection], dry_run: bool) -> str:
+    """The ``ClusterReview.Outcome`` of a decision once its actions were applied (``applied``:
     at least one) or refused (``rejections``)."""
     Outcome = ClusterReview.Outcome
-    if draft.deferred_reason:
+    if decision.deferred_reason:
         return Outcome.DEFERRED
     if applied:
         return Outcome.PREVIEW if dry_run else Outcome.APPLIED
-    if draft.error:
+    if decision.error:
         return Outcome.FAILED
-    if draft.stale_reason:
+    if decision.stale_reason:
         return Outcome.STALE
     if rejections:
         return Outcome.STALE if all(r.code == Code.STALE_MEMBER for r in rejections) else Outcome.REJECTED
@@ -344,14 +346,14 @@ def review_outcome(draft: ReviewDraft, *, applied: bool, rejections: Sequence[Re
 def _write_review(run: ConsolidationRun, work: _Application, outcome: str) -> ClusterReview:
     """Create the review of ``work`` (members, verdict, what was applied or refused, the
     spend) and link its lineage events to it."""
-    draft, verdict, spend = work.draft, work.draft.verdict, work.draft.spend
+    decision, verdict, spend = work.decision, work.decision.verdict, work.decision.spend
     applied, rejections = work.applied, work.rejections
     review = ClusterReview.objects.create(
         run=run,
-        user_id=draft.user_id,
-        key=draft.key,
-        snapshot=list(draft.snapshot),
-        similarities=draft.similarities,
+        user_id=decision.user_id,
+        key=decision.key,
+        snapshot=list(decision.snapshot),
+        similarities=decision.similarities,
         actions=[a.as_wire() for a in verdict.actions] if verdict else [],
         applied_actions=applied,
         rejections=[r.as_dict() for r in rejections],
@@ -359,10 +361,10 @@ def _write_review(run: ConsolidationRun, work: _Application, outcome: str) -> Cl
         proposed_content="\n".join(a.content for a in verdict.actions if a.action == "merge") if verdict else "",
         outcome=outcome,
         applied=bool(applied) and not work.dry_run,
-        skip_reason=draft.stale_reason
-        or draft.deferred_reason
+        skip_reason=decision.stale_reason
+        or decision.deferred_reason
         or ("; ".join(r.reason for r in rejections) if not applied else ""),
-        judge=draft.judge,
+        judge=decision.judge,
         model=verdict.model if verdict else "",
         prompt_version=verdict.prompt_version if verdict else "",
         tokens=spend.tokens,
@@ -371,15 +373,15 @@ def _write_review(run: ConsolidationRun, work: _Application, outcome: str) -> Cl
         completion_tokens=spend.completion_tokens,
         cost=spend.cost,
         cost_known=not spend.unpriced,
-        llm_calls=spend.calls or draft.llm_calls or (verdict.llm_calls if verdict else 0),
+        llm_calls=spend.calls or (verdict.llm_calls if verdict else 0),
         latency_ms=verdict.latency_ms if verdict else 0,
         attempts=verdict.attempts if verdict else 0,
-        error=draft.error,
-        failure=draft.failure if draft.error else "",
-        failed_members=list(draft.failed),
+        error=decision.error,
+        failure=decision.failure if decision.error else "",
+        failed_members=list(decision.failed),
         raw_response=verdict.raw if verdict else "",
     )
-    review.members.set(sorted(int(row["id"]) for row in draft.snapshot))
+    review.members.set(sorted(int(row["id"]) for row in decision.snapshot))
     for event in work.events:
         event.review = review
     LineageEvent.objects.bulk_create(work.events)
@@ -400,7 +402,7 @@ def _count_on_run(run: ConsolidationRun, work: _Application, outcome: str, *, ca
         rejected=F("rejected") + int(counted == "rejected"),
         stale=F("stale") + int(counted == "stale"),
         deferred=F("deferred") + int(counted == "deferred"),
-        failed=F("failed") + (1 if work.draft.error else 0),
-        model_clusters=F("model_clusters") + (1 if work.draft.asked_model else 0),
-        **spend_counters(work.draft.spend, calls=calls),
+        failed=F("failed") + (1 if work.decision.error else 0),
+        model_clusters=F("model_clusters") + (1 if work.decision.asked_model else 0),
+        **spend_counters(work.decision.spend, calls=calls),
     )

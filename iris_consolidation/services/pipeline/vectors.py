@@ -224,7 +224,7 @@ def users_vectors(
     user's rows together, in (created_at, id) order): ``owners``, ``ids`` and ``raws``
     (``binary_embedding``) of each row, as ``{user_id: (ids (n,) int64, vectors (n, 384)
     float32 unit rows)}``; a user with none is left out. Which truths may seed is the
-    caller's (``stages.UserPass.user_vectors``). Memory: 1,536 bytes a truth."""
+    caller's (``passes.UserPass.user_vectors``). Memory: 1,536 bytes a truth."""
     if not raws:
         return {}
     owner = np.asarray(owners, dtype=np.int64)

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from ...exceptions import CancelRefused
 from ...models import ConsolidationJob, ConsolidationRun
-from . import lifecycle
+from ..run import lifecycle
 
 #: The run's note in its history (and each job's error) after a cancel.
 CANCELLED = (

@@ -18,6 +18,8 @@ Lock order, everywhere: job rows, then the run row, then truth rows.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -26,18 +28,15 @@ from django.utils import timezone
 
 from ...conf import app_settings
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
-from ..pipeline import consolidation
+from ..run import decide
+from ..run.jobs import PHASE2, candidate, create_cluster_jobs
+from ..run.plan import UserPlan, count_user_plans
 from . import dispatch
-from .creation import create_cluster_jobs
-from .keys import candidate
 
 logger = logging.getLogger(__name__)
 
 Job = ConsolidationJob
 Status = ConsolidationJob.Status
-
-#: Kinds of job that end in a review (phase 2): a judged cluster or an applied verdict.
-PHASE2 = (Job.Kind.CLUSTER, Job.Kind.APPLY)
 
 #: Seconds past a task's timeout before its running job counts as lost. django-q2's
 #: guard kills a worker 3 s past the timeout; the rest covers a guard cycle and clocks.
@@ -52,6 +51,11 @@ PHASE1_FAILED = "Phase 1 failed for user {user_id}: {error}"
 PHASE1_CONTINUES = (
     "Phase 1 continues in a new delivery: {embedded} truths embedded in the last, {pending} left to embed."
 )
+
+
+def worker_name() -> str:
+    """``host:pid`` of this process, stored on the jobs it claims."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _close(job: Job, status: str, *, error: str, now: datetime) -> None:
@@ -72,7 +76,7 @@ def fail_locked(job: Job, error: str, now: datetime) -> None:
     key is taken) and the job is done, or failed, as the review says.
     """
     if job.kind in PHASE2:
-        job.review = consolidation.record_cluster_failure(
+        job.review = decide.record_cluster_failure(
             run_id=job.run_id, cluster=candidate(job), judge="", error=error, key=job.review_key()
         )
         if job.review.outcome != ClusterReview.Outcome.FAILED:
@@ -247,7 +251,7 @@ def record_fault(job: Job, *, error: str, now: datetime | None = None) -> str:
     return "requeued"
 
 
-def finish_user_job(job: Job, plan: consolidation.UserPlan, *, now: datetime | None = None) -> int:
+def finish_user_job(job: Job, plan: UserPlan, *, now: datetime | None = None) -> int:
     """Phase 1 is done for ``job``: create the cluster jobs, count the user on the run,
     mark the job done and send the cluster tasks on commit, all in one transaction.
 
@@ -257,7 +261,7 @@ def finish_user_job(job: Job, plan: consolidation.UserPlan, *, now: datetime | N
 
 
 def finish_user_jobs(
-    done: Sequence[tuple[Job, consolidation.UserPlan]], *, now: datetime | None = None
+    done: Sequence[tuple[Job, UserPlan]], *, now: datetime | None = None
 ) -> dict[int, int]:
     """``finish_user_job`` for the user jobs of one task (one run's), in one transaction:
     the jobs locked in one query, every user's cluster jobs created in one insert, the
@@ -279,7 +283,7 @@ def finish_user_jobs(
             return created
         run_id = still_open[0][0].run_id
         jobs = create_cluster_jobs(run_id, [c for _, plan in still_open for c in plan.clusters], now=now)
-        consolidation.count_user_plans(run_id=run_id, plans=[plan for _, plan in still_open])
+        count_user_plans(run_id=run_id, plans=[plan for _, plan in still_open])
         Job.objects.filter(pk__in=[job.pk for job, _ in still_open]).update(
             status=Status.DONE, error="", continues=False, finished_at=now, lease_until=None
         )
@@ -289,7 +293,7 @@ def finish_user_jobs(
         for job, _ in still_open:
             created[job.pk] = len(by_user.get(job.user_id, []))
             # One task per batch of the user's clusters: one model call judges them all.
-            for batch in consolidation.batches(by_user.get(job.user_id, [])):
+            for batch in dispatch.batches(by_user.get(job.user_id, [])):
                 dispatch.send_batch(batch)
     return created
 

@@ -28,13 +28,13 @@ Job = ConsolidationJob
 
 _TASKS = "iris_consolidation.tasks"
 #: The django-q2 task of each job kind and schedule: dotted paths into ``tasks.py``.
-PLAN_USER = f"{_TASKS}.plan_user"
-PLAN_USERS = f"{_TASKS}.plan_users"
-CONSOLIDATE_BATCH = f"{_TASKS}.consolidate_batch"
-APPLY_REVIEW = f"{_TASKS}.apply_review"
+USER_TASK = f"{_TASKS}.user_job"
+USERS_TASK = f"{_TASKS}.user_jobs"
+CLUSTERS_TASK = f"{_TASKS}.cluster_jobs"
+APPLY_TASK = f"{_TASKS}.apply_job"
 SCHEDULED_CONSOLIDATION = f"{_TASKS}.scheduled_consolidation"
 RECOVER_JOBS = f"{_TASKS}.recover_jobs"
-TASKS = (PLAN_USER, PLAN_USERS, CONSOLIDATE_BATCH, APPLY_REVIEW, SCHEDULED_CONSOLIDATION, RECOVER_JOBS)
+TASKS = (USER_TASK, USERS_TASK, CLUSTERS_TASK, APPLY_TASK, SCHEDULED_CONSOLIDATION, RECOVER_JOBS)
 
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 
@@ -58,7 +58,7 @@ def timeout_of(kind: str, *, user_id: int | None = None) -> int:
 
     A user job's timeout grows with the user's size (``user_id`` given): see
     ``TRUTHS_PER_USER_TIMEOUT``. Embedding never needs it: it continues in a new
-    delivery (``workers.plan_user_job``).
+    delivery (``workers.work_user_job``).
     """
     if kind != Job.Kind.USER:
         return int(app_settings.CLUSTER_JOB_TIMEOUT)
@@ -70,6 +70,13 @@ def timeout_of(kind: str, *, user_id: int | None = None) -> int:
     if Conf.RETRY:
         derived = min(derived, int(Conf.RETRY) - BROKER_RETRY_MARGIN)
     return max(base, derived)
+
+
+def batches(clusters: Sequence[Any], size: int | None = None) -> list[list[Any]]:
+    """``clusters`` (one user's, in order; clusters or their jobs) in batches of ``size``
+    (default ``CLUSTERS_PER_CALL``): what one phase 2 task, and one model call, carries."""
+    size = max(1, int(size or app_settings.CLUSTERS_PER_CALL))
+    return [list(clusters[i : i + size]) for i in range(0, len(clusters), size)]
 
 
 def user_batches(jobs: Sequence[Job]) -> list[list[Job]]:
@@ -122,10 +129,10 @@ def task_call(job: Job) -> Call:
     """``(task path, args, q_options)`` of the django-q2 task that runs ``job``."""
     run = str(job.run_id)
     if job.kind == Job.Kind.USER:
-        func, args = PLAN_USER, (run, job.user_id)
+        func, args = USER_TASK, (run, job.user_id)
         name = f"iris:plan:{run[:8]}:user{job.user_id}"
     elif job.kind == Job.Kind.APPLY:
-        func, args = APPLY_REVIEW, (run, job.preview_id)
+        func, args = APPLY_TASK, (run, job.preview_id)
         name = f"iris:apply:{run[:8]}:review{job.preview_id}"
     else:
         return batch_call([job])
@@ -141,18 +148,18 @@ def batch_call(batch: list[Job]) -> Call:
     run = str(first.run_id)
     args = (run, [job.pk for job in batch])
     name = f"iris:clusters:{run[:8]}:{first.member_ids[0]}+{len(batch) - 1}"
-    return CONSOLIDATE_BATCH, args, {
+    return CLUSTERS_TASK, args, {
         "task_name": name, "group": group_name(first.run_id), "timeout": timeout_of(Job.Kind.CLUSTER)
     }
 
 
 def user_batch_call(batch: list[Job]) -> Call:
     """``(task path, args, q_options)`` of the phase 1 task that plans the small users of
-    ``batch`` (``user_batches``) together (``batch_plan``), with one user's timeout."""
+    ``batch`` (``user_batches``) together (``run/plan.build_user_plans``), with one user's timeout."""
     first = batch[0]
     run = str(first.run_id)
     name = f"iris:plan:{run[:8]}:user{first.user_id}+{len(batch) - 1}"
-    return PLAN_USERS, (run, [job.pk for job in batch]), {
+    return USERS_TASK, (run, [job.pk for job in batch]), {
         "task_name": name, "group": group_name(first.run_id), "timeout": timeout_of(Job.Kind.USER)
     }
 
@@ -168,6 +175,16 @@ def send(job: Job) -> None:
     run executed in process)."""
     if not in_process(job.run_id):
         _send(task_call(job))
+
+
+def send_jobs(jobs: Sequence[Job]) -> None:
+    """Send a run's first jobs (``lifecycle.start_run``'s ``send``) on commit: phase 1
+    jobs by ``send_user_jobs``, an application's apply jobs a task each; nothing for a run
+    executed in process."""
+    send_user_jobs([job for job in jobs if job.kind == Job.Kind.USER])
+    for job in jobs:
+        if job.kind == Job.Kind.APPLY:
+            send(job)
 
 
 def send_user_jobs(jobs: Sequence[Job]) -> None:

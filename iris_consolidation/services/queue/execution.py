@@ -5,8 +5,8 @@ here one at a time instead of by django-q2 workers.
 starts the run like a queued one (``lifecycle.start_run``), marks it executed in
 process (so ``dispatch`` sends nothing), then runs phase 1 (small users in batches, as
 the queue's shared tasks do), then each user's cluster jobs, ``CLUSTERS_PER_CALL`` at a
-time, through the workers' functions (``workers.plan_user_jobs``, ``plan_user_job``,
-``judge_batch_job``): same review keys, same review drafts, same 429 handling
+time, through the workers' functions (``workers.work_user_jobs``, ``work_user_job``,
+``work_cluster_jobs``): same review keys, same review drafts, same 429 handling
 (the job waits until the provider's time, within ``RETRY_WINDOW``, then a failed review
 with the cluster's members), same finish rule (``lifecycle.refresh_run``). The jobs-per-minute
 limit is not applied: one process judges one cluster at a time.
@@ -24,9 +24,10 @@ from django.utils import timezone
 from ...embeddings import Embedder
 from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
-from ..pipeline import consolidation
-from . import delivery, dispatch, lifecycle, workers
-from .keys import candidate, worker_name
+from ..run import lifecycle
+from ..run.jobs import candidate
+from . import delivery, dispatch, workers
+from .delivery import worker_name
 
 Job = ConsolidationJob
 
@@ -84,7 +85,7 @@ def _run_batch(
 
 def _plan_batches(jobs: list[Job], *, embedder: Embedder) -> set[int]:
     """Phase 1 of the small users among ``jobs`` as the queue's shared tasks plan them
-    (``dispatch.user_batches``, ``workers.plan_user_jobs``): the ids of the users done.
+    (``dispatch.user_batches``, ``workers.work_user_jobs``): the ids of the users done.
     A user left for later (embedding past its share, not started) is not among them: the
     caller plans it alone. Raises the first user's error (the caller fails the run)."""
     done: set[int] = set()
@@ -95,7 +96,7 @@ def _plan_batches(jobs: list[Job], *, embedder: Embedder) -> set[int]:
                                        timeout=dispatch.timeout_of(Job.Kind.USER))
         if not claimed:
             continue
-        results, failed = workers.plan_user_jobs(claimed, embedder=embedder)
+        results, failed = workers.work_user_jobs(claimed, embedder=embedder)
         if failed:
             raise next(iter(failed.values()))
         done.update(r["user_id"] for r in results if "clusters" in r)
@@ -124,26 +125,28 @@ def run_sync(
     user_ids = lifecycle.start_run(run)
     user_jobs = {j.user_id: j for j in Job.objects.in_run(run.pk).filter(kind=Job.Kind.USER)}
 
-    def plan(job: Job, _clock: Callable[[], datetime]) -> dict[str, Any]:
-        return workers.plan_user_job(job, embedder=embedder)
+    def work_user(job: Job, _clock: Callable[[], datetime]) -> dict[str, Any]:
+        return workers.work_user_job(job, embedder=embedder)
 
-    def judge(batch: list[Job], now: Callable[[], datetime]) -> list[dict[str, Any]]:
-        return workers.judge_batch_job(batch, client=client, embedder=embedder, sleep=sleep, clock=now, throttled=False)
+    def work_clusters(batch: list[Job], now: Callable[[], datetime]) -> list[dict[str, Any]]:
+        return workers.work_cluster_jobs(
+            batch, client=client, embedder=embedder, sleep=sleep, clock=now, throttled=False
+        )
 
     planned = _plan_batches([user_jobs[user_id] for user_id in user_ids], embedder=embedder)
     for i, user_id in enumerate(user_ids, start=1):
         if progress:
             progress("user", i, len(user_ids), user_id)
         if user_id not in planned:
-            _run_job(user_jobs[user_id], plan, sleep=sleep, clock=clock)
+            _run_job(user_jobs[user_id], work_user, sleep=sleep, clock=clock)
         cluster_jobs = list(
             Job.objects.in_run(run.pk).filter(kind=Job.Kind.CLUSTER, user_id=user_id).order_by("id")
         )
         if progress:
             progress("clusters", i, len(user_ids), [candidate(j) for j in cluster_jobs])
         done = 0
-        for batch in consolidation.batches(cluster_jobs):
-            for finished in _run_batch(batch, judge, sleep=sleep, clock=clock):
+        for batch in dispatch.batches(cluster_jobs):
+            for finished in _run_batch(batch, work_clusters, sleep=sleep, clock=clock):
                 done += 1
                 if progress:
                     review = ClusterReview.objects.filter(pk=finished.review_id).first()
@@ -162,15 +165,15 @@ def apply_sync(
     clock: Callable[[], datetime] = timezone.now,
 ) -> ConsolidationRun:
     """Run every apply job of ``run`` (the application of a dry run, started in process by
-    ``lifecycle.start_application``) in this process, one preview at a time, through the
-    workers' function (``workers.apply_review_job``); returns the refreshed run.
+    ``dry_runs.start_application``) in this process, one preview at a time, through the
+    workers' function (``workers.work_apply_job``); returns the refreshed run.
 
     ``progress("cluster", i, n, review)`` is called after each. Raises what applying
     raises (e.g. ``EmbeddingError``); the caller fails the run (``lifecycle.fail_run``).
     """
 
     def apply(job: Job, _clock: Callable[[], datetime]) -> dict[str, Any]:
-        return workers.apply_review_job(job, embedder=embedder)
+        return workers.work_apply_job(job, embedder=embedder)
 
     jobs = list(Job.objects.in_run(run.pk).filter(kind=Job.Kind.APPLY).order_by("id"))
     for i, job in enumerate(jobs, start=1):

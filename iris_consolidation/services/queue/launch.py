@@ -23,8 +23,10 @@ from ...exceptions import ApplyRefused, EmbeddingError, InvalidInput, LaunchFail
 from ...llm import get_judge_client
 from ...llm.base import JudgeClient
 from ...models import ConsolidationRun
-from ..pipeline import consolidation, forecast
-from . import execution, lifecycle
+from ..operations import dry_runs
+from ..pipeline import forecast
+from ..run import lifecycle, plan
+from . import dispatch, execution
 from .execution import ProgressCallback
 
 STOPPED = "Stopped by an error: run {run_id} is marked failed ({error})."
@@ -82,7 +84,7 @@ def launch(
         user_id = selectors.get_user(value=user).pk if user is not None else None
         value = run_settings.validate_threshold(threshold) if threshold is not None else None
         if estimate:
-            forecasted = consolidation.estimate(
+            forecasted = plan.estimate(
                 embedder=get_embedder(), threshold=value, user_id=user_id, since=since, full=full
             )
             return Launched(estimate=forecasted)
@@ -90,7 +92,7 @@ def launch(
         if client is not None and not here:
             raise InvalidInput(CLIENT_QUEUED)
         client = client or get_judge_client()
-        run = consolidation.create_run(
+        run = lifecycle.create_run(
             trigger=ConsolidationRun.Trigger.COMMAND, dry_run=dry_run,
             execution=ConsolidationRun.Execution.IN_PROCESS if here else ConsolidationRun.Execution.QUEUED,
             threshold=value, user_id=user_id, judge=client.name, since=since, full=full, only=only,
@@ -98,7 +100,7 @@ def launch(
     except (InvalidInput, ImproperlyConfigured, EmbeddingError) as exc:
         raise LaunchFailed(str(exc), code=LaunchFailed.NOT_STARTED) from exc
     if not here:
-        lifecycle.start_run(run)
+        lifecycle.start_run(run, send=dispatch.send_jobs)
         return Launched(run=run, queued=True)
     if progress:
         progress("start", 0, 0, run)
@@ -113,7 +115,7 @@ def apply_dry_run(
     *, run_id: str, sync: bool = False, actor: str = "command", progress: ProgressCallback | None = None
 ) -> Launched:
     """Apply dry run ``run_id`` (its UUID, as text) as ``consolidate_truths --apply`` does:
-    queue the application (``lifecycle.start_application``, every preview), or with ``sync``
+    queue the application (``dry_runs.start_application``, every preview), or with ``sync``
     execute it here (``execution.apply_sync``: ``progress("start", 0, 0, run)`` first, then
     one "cluster" event per preview applied).
 
@@ -131,8 +133,9 @@ def apply_dry_run(
         raise LaunchFailed(UNKNOWN_RUN.format(value=value), code=LaunchFailed.NOT_STARTED)
     execution_mode = ConsolidationRun.Execution.IN_PROCESS if sync else ConsolidationRun.Execution.QUEUED
     try:
-        run, _ = lifecycle.start_application(
-            dry_run_id=pk, actor=actor, trigger=ConsolidationRun.Trigger.COMMAND, execution=execution_mode
+        run, _ = dry_runs.start_application(
+            dry_run_id=pk, actor=actor, trigger=ConsolidationRun.Trigger.COMMAND, execution=execution_mode,
+            send=dispatch.send_jobs,
         )
     except ApplyRefused as exc:
         raise LaunchFailed(str(exc), code=LaunchFailed.NOT_STARTED) from exc

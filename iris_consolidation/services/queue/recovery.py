@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from ...exceptions import RetryRefused
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
+from ..run.jobs import PHASE2
+from ..run.lifecycle import refresh_run
 from . import dispatch
 from .cancel import history_time
-from .delivery import PHASE2, WORKER_LOST, count_fault, requeue_locked
-from .lifecycle import refresh_run
+from .delivery import WORKER_LOST, count_fault, requeue_locked
 
 logger = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ from ...conf import app_settings
 from ...llm import get_judge_client
 from ...models import ConsolidationRun, ScheduleLock
 from ...run_settings import get_effective_settings
-from ..pipeline import consolidation
-from . import dispatch, lifecycle
+from ..run import lifecycle
+from . import dispatch
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
                 last=last.scheduled_for.isoformat(), hours=effective.interval_hours, slot=slot.isoformat()
             )
             return ScheduledStart(slot=slot, skipped=reason)
-        run = consolidation.create_run(
+        run = lifecycle.create_run(
             trigger=ConsolidationRun.Trigger.SCHEDULE, dry_run=effective.scheduled_dry_run_only,
             judge=get_judge_client().name,
         )
@@ -193,6 +193,6 @@ def start_scheduled_run(*, scheduled_for: datetime | None = None, now: datetime 
         lock.acquired_at = now
         lock.expires_at = now + timedelta(seconds=int(app_settings.SCHEDULE_LOCK_TTL))
         lock.save()
-        lifecycle.start_run(run, now=now)
+        lifecycle.start_run(run, now=now, send=dispatch.send_jobs)
     logger.info("scheduled run %s (%s) started for the slot of %s", run.pk, run.kind_label, slot.isoformat())
     return ScheduledStart(slot=slot, run=run)

@@ -27,9 +27,10 @@ from ...exceptions import JudgeRateLimited
 from ...llm.base import JudgeClient
 from ...models import ClusterReview, ConsolidationJob
 from ..operations import dry_runs
-from ..pipeline import batch_plan, consolidation
+from ..run import decide
+from ..run.jobs import candidate
+from ..run.plan import UserPlan, build_user_plans
 from . import delivery, dispatch, throttling
-from .keys import candidate
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def max_throttle_sleep() -> float:
     return max(0.0, float(app_settings.CLUSTER_JOB_TIMEOUT) - float(app_settings.LLM_TIMEOUT) - THROTTLE_SLEEP_MARGIN)
 
 
-def plan_user_job(
+def work_user_job(
     job: ConsolidationJob, *, embedder: Embedder, embed_deadline: float | None = None
 ) -> dict[str, Any]:
     """Phase 1 of a claimed user job: embed, cluster, create and send the cluster jobs.
@@ -78,16 +79,14 @@ def plan_user_job(
     deadline = embed_deadline
     if deadline is None:
         deadline = time.monotonic() + EMBED_SHARE * dispatch.timeout_of(job.kind, user_id=job.user_id)
-    plan = consolidation.build_user_plan(
-        run_id=job.run_id, user_id=job.user_id, embedder=embedder, embed_deadline=deadline
-    )
-    if not plan.complete:
-        return _continue_later(job, plan)
-    created = delivery.finish_user_job(job, plan)
-    return {"user_id": job.user_id, "clusters": created}
+    # A batch of one (``plan.build_user_plans``): a large user is planned alone inside it.
+    results, failed = work_user_jobs([job], embedder=embedder, embed_deadline=deadline)
+    if failed:
+        raise failed[job.pk]
+    return results[0]
 
 
-def _continue_later(job: ConsolidationJob, plan: consolidation.UserPlan) -> dict[str, Any]:
+def _continue_later(job: ConsolidationJob, plan: UserPlan) -> dict[str, Any]:
     """Hand a job whose embedding stopped at its deadline to a new delivery (not a fault)."""
     note = delivery.PHASE1_CONTINUES.format(embedded=plan.embedded, pending=plan.pending)
     delivery.continue_later(job, note=note)
@@ -95,11 +94,11 @@ def _continue_later(job: ConsolidationJob, plan: consolidation.UserPlan) -> dict
     return {"user_id": job.user_id, "continued": True, "pending": plan.pending}
 
 
-def plan_user_jobs(
+def work_user_jobs(
     jobs: list[ConsolidationJob], *, embedder: Embedder, embed_deadline: float | None = None
 ) -> tuple[list[dict[str, Any]], dict[int, Exception]]:
-    """``plan_user_job`` for the claimed jobs of several small users of one run
-    (``dispatch.user_batches``), planned together (``batch_plan.build_user_plans``) and
+    """``work_user_job`` for the claimed jobs of several small users of one run
+    (``dispatch.user_batches``), planned together (``plan.build_user_plans``) and
     finished together (``delivery.finish_user_jobs``). A user whose embedding stops at
     ``embed_deadline`` continues in a new delivery; users not started by then are handed
     back together (``delivery.release``). Returns the results, one a user, and ``{job id:
@@ -107,7 +106,7 @@ def plan_user_jobs(
     deadline = embed_deadline
     if deadline is None:
         deadline = time.monotonic() + EMBED_SHARE * dispatch.timeout_of(ConsolidationJob.Kind.USER)
-    batch = batch_plan.build_user_plans(
+    batch = build_user_plans(
         run_id=jobs[0].run_id, user_ids=[job.user_id for job in jobs], embedder=embedder, embed_deadline=deadline
     )
     results: list[dict[str, Any]] = []
@@ -166,7 +165,7 @@ def _wait_for_start(*, sleep: Callable[[float], None]) -> bool:
         sleep(wait)
 
 
-def apply_review_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any]:
+def work_apply_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, Any]:
     """Phase 2 of a claimed apply job: apply the dry run's verdict (``dry_runs.apply_review``,
     no model call, so no throttle); returns ``{"job", "outcome"}``."""
     review = dry_runs.apply_review(run_id=job.run_id, review_id=job.preview_id, embedder=embedder)
@@ -174,7 +173,7 @@ def apply_review_job(job: ConsolidationJob, *, embedder: Embedder) -> dict[str, 
     return {"job": job.pk, "outcome": review.outcome}
 
 
-def judge_batch_job(
+def work_cluster_jobs(
     batch: list[ConsolidationJob],
     *,
     client: JudgeClient,
@@ -184,7 +183,7 @@ def judge_batch_job(
     throttled: bool = True,
 ) -> list[dict[str, Any]]:
     """Phase 2 of claimed cluster jobs of one user, judged in one model call
-    (``consolidation.consolidate_batch``); returns ``{"job", "outcome"}`` per job.
+    (``decide.decide_batch``); returns ``{"job", "outcome"}`` per job.
 
     Outcomes: a review outcome (applied, kept, rejected, stale, failed, deferred),
     "throttled" or "rate_limited" (the jobs wait together; not a failure). A job whose
@@ -204,24 +203,9 @@ def judge_batch_job(
         delivery.finish_cluster_job(job, review)
         results[job.pk] = review.outcome
     if pending:
-
-        starts = 0
-
-        def before_model() -> None:
-            # Only model calls wait for the limit: the rule judge and the pre-pass never get here.
-            nonlocal starts
-            starts += 1
-            if not throttled:
-                return
-            if starts == 1 and not _pass_throttle(pending, sleep=sleep, clock=clock):
-                raise _Deferred
-            if starts > 1 and not _wait_for_start(sleep=sleep):
-                # A second look after the judge's call: the batch has its verdict, so it is
-                # not put back; the flagged actions wait for a later run (judging says so).
-                raise _Deferred
-
+        before_model = _model_gate(pending, throttled=throttled, sleep=sleep, clock=clock)
         try:
-            reviews = consolidation.consolidate_batch(
+            reviews = decide.decide_batch(
                 run_id=pending[0].run_id,
                 clusters=[candidate(job) for job in pending],
                 client=client,
@@ -247,6 +231,32 @@ def judge_batch_job(
     return [{"job": job.pk, "outcome": results[job.pk]} for job in batch]
 
 
+def _model_gate(
+    pending: list[ConsolidationJob], *, throttled: bool, sleep: Callable[[float], None],
+    clock: Callable[[], datetime],
+) -> Callable[[], None]:
+    """``before_model`` for ``decide.decide_batch``: each model call of the batch takes a
+    start under the jobs-per-minute limit (unless not ``throttled``); raises ``_Deferred``
+    when the first must wait longer than a worker may (the batch was put back) or a later
+    one (a second look) cannot start now."""
+    starts = 0
+
+    def before_model() -> None:
+        # Only model calls wait for the limit: the rule judge and the pre-pass never get here.
+        nonlocal starts
+        starts += 1
+        if not throttled:
+            return
+        if starts == 1 and not _pass_throttle(pending, sleep=sleep, clock=clock):
+            raise _Deferred
+        if starts > 1 and not _wait_for_start(sleep=sleep):
+            # A second look after the judge's call: the batch has its verdict, so it is
+            # not put back; the flagged actions wait for a later run (judging says so).
+            raise _Deferred
+
+    return before_model
+
+
 def _rate_limited(
     batch: list[ConsolidationJob], exc: JudgeRateLimited, *, client: JudgeClient, clock: Callable[[], datetime]
 ) -> list[ClusterReview] | None:
@@ -262,7 +272,7 @@ def _rate_limited(
         return None
     error = RATE_LIMIT_EXHAUSTED.format(wait=wait, window=window, first=first.isoformat(), error=exc)
     return [
-        consolidation.record_cluster_failure(
+        decide.record_cluster_failure(
             run_id=job.run_id,
             cluster=candidate(job),
             judge=client.name,

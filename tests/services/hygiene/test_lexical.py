@@ -14,8 +14,8 @@ from iris_consolidation.llm.base import JudgeRequest, MemberView
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import Origin, Truth
 from iris_consolidation.services.hygiene import lexical, stages
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
+from iris_consolidation.services.run import decide
 from tests import llm_stub
 from tests.conftest import unit_vector, vector_at
 
@@ -168,7 +168,7 @@ def test_a_pair_the_embedding_misses_is_judged_and_merged(truth_factory, user_fa
     run = _started(run_factory())
     clusters = stages.candidate_clusters(run, user.pk)
     assert [set(c.member_ids) for c in clusters] == [{a.pk, b.pk}]
-    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=clusters[0], client=RuleJudge(),
+    review = decide.decide_cluster(run_id=run.pk, cluster=clusters[0], client=RuleJudge(),
                                                embedder=embedder)
     assert review.applied
     assert not Truth.objects.filter(pk__in=[a.pk, b.pk]).exists()
@@ -204,7 +204,7 @@ def test_a_negation_pair_found_by_jaccard_never_merges(truth_factory, user_facto
     ))).actions == ()
     llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": "Is a smoker",
                                             "reason": "same"}])]
-    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
+    review = decide.decide_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
                                                embedder=embedder)
     assert not review.applied and review.rejections
     assert Truth.objects.filter(pk__in=[a.pk, b.pk]).count() == 2

@@ -16,8 +16,8 @@ from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationJob, Truth
 from iris_consolidation.services.hygiene import stages
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import dispatch
+from iris_consolidation.services.run import lifecycle
 from tests import llm_stub
 from tests.services.hygiene.test_mining import make_session
 
@@ -136,11 +136,9 @@ def test_a_user_mined_by_a_model_gets_a_phase_one_task_of_its_own(llm_server, an
     for user in others:
         truth_factory("Likes tea", user=user)
         truth_factory("Likes coffee", user=user)
-    run = consolidation.create_run(trigger="command", full=True, judge=get_judge_client().name)
-    user_ids = consolidation.start_run(run)
-    jobs = ConsolidationJob.objects.bulk_create(
-        ConsolidationJob(run=run, kind="user", user_id=pk, key=f"user:{pk}") for pk in user_ids
-    )
+    run = lifecycle.create_run(trigger="command", full=True, judge=get_judge_client().name)
+    user_ids = lifecycle.start_run(run)  # makes a phase 1 job per user
+    jobs = list(ConsolidationJob.objects.filter(run=run, kind="user").order_by("pk"))
 
     groups = [[job.user_id for job in group] for group in dispatch.user_batches(jobs)]
 
@@ -149,7 +147,7 @@ def test_a_user_mined_by_a_model_gets_a_phase_one_task_of_its_own(llm_server, an
     assert len(groups) == 2
 
     settings.IRIS_CONSOLIDATION_JUDGE = "rules"  # the rules mine offline: quick, batched as before
-    rules_run = consolidation.create_run(trigger="command", full=True, judge="rules")
+    rules_run = lifecycle.create_run(trigger="command", full=True, judge="rules")
     rules_jobs = ConsolidationJob.objects.bulk_create(
         ConsolidationJob(run=rules_run, kind="user", user_id=pk, key=f"user:{pk}") for pk in user_ids
     )

@@ -123,7 +123,7 @@ def test_a_model_that_keeps_leaves_even_the_sure_tier(table, llm_server, admin_c
 def test_a_report_of_findings_written_before_the_tiers_still_reads(run_factory, user_factory):
     """Rows of earlier runs carry no ``tier`` or ``retires``: the rule judge's matches and the
     model's "noise" verdicts were what the stage retired, all of them the sure tier."""
-    from iris_consolidation.services.hygiene import stages
+    from iris_consolidation.services.hygiene import reports
 
     run = run_factory()
     user = user_factory("before")
@@ -135,7 +135,7 @@ def test_a_report_of_findings_written_before_the_tiers_still_reads(run_factory, 
                                    {"truth_id": 3, "content": "c", "category": "transient", "model": "keep",
                                     "model_reason": "k", "retired": False},
                                ])
-    report = stages.summarise(run)["noise"]
+    report = reports.summarise(run)["noise"]
     assert [e["content"] for e in report["examples"]] == ["a", "b"]
     assert (report["by_tier"], report["suspects"], report["model_kept"]) == ({"sure": 3, "suspect": 0}, 0, 1)
 

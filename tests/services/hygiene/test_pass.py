@@ -12,7 +12,7 @@ from django.utils import timezone
 from iris_consolidation import tasks
 from iris_consolidation.models import ConsolidationRun, Origin, RetiredReason, StageResult, Truth
 from iris_consolidation.run_settings import UNKNOWN_STAGE
-from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.run import lifecycle
 from tests.conftest import unit_vector, vector_at
 from tests.helpers import parse_summary, truth_state
 
@@ -124,7 +124,7 @@ def test_a_dry_run_reports_every_stage_and_changes_no_truth(mixed, settings):
 def test_the_queued_path_runs_the_stages_too(mixed, settings, django_capture_on_commit_callbacks):
     settings.IRIS_CONSOLIDATION_PRUNE = "apply"
     settings.IRIS_CONSOLIDATION_MAX_PRUNE_SHARE = 1.0
-    run = consolidation.create_run(trigger="command", judge="rules", full=True)
+    run = lifecycle.create_run(trigger="command", judge="rules", full=True)
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     run.refresh_from_db()

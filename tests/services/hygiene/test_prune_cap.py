@@ -18,7 +18,7 @@ from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.inventory_display import stage_lines
 from iris_consolidation.models import ConsolidationRun, LiveSettings, RetiredReason, Truth
 from iris_consolidation.run_display import stage_phrases
-from iris_consolidation.services.hygiene import prune, stages
+from iris_consolidation.services.hygiene import prune, reports, stages
 from iris_consolidation.services.operations import transfer
 from tests.conftest import NO_SHARED, SHARED
 from tests.services.hygiene.test_mining import make_session
@@ -111,7 +111,7 @@ def test_a_truly_stale_user_is_pruned_up_to_the_cap_and_no_further(truth_factory
     assert all(Truth.objects.filter(pk=t.pk).exists() for t in fresh)
     run.refresh_from_db()
     assert run.retired == 3
-    report = stages.summarise(run)["prune"]
+    report = reports.summarise(run)["prune"]
     assert report["users_capped"] == 1
     assert report["text"] == "pruned 3 of 42 truths, 7%; 27 more refused: above the cap of 10%"
 
@@ -173,7 +173,7 @@ def test_reports_state_the_prune_share_and_cap(truth_factory, user_factory, run_
     run = _started(run_factory())
     stages.run_at(stages.When.BEFORE_CLUSTERING, run, user.pk)
     stages.run_prune(run, user.pk)
-    ConsolidationRun.objects.filter(pk=run.pk).update(inventory={"stages": stages.summarise(run)})
+    ConsolidationRun.objects.filter(pk=run.pk).update(inventory={"stages": reports.summarise(run)})
     run.refresh_from_db()
     text = "would prune 20 of 20 truths, 100%: above the cap of 10%, 18 refused"
     assert text in stage_phrases(run)

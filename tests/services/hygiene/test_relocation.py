@@ -13,7 +13,7 @@ from iris_consolidation.exceptions import UndoRefused
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm import hygiene as prompts
 from iris_consolidation.models import LineageEvent, Note, RetiredReason, Truth, TruthChange
-from iris_consolidation.services.hygiene import relocation, stages
+from iris_consolidation.services.hygiene import passes, relocation, stages
 from iris_consolidation.services.operations import undo
 from tests import llm_stub
 from tests.helpers import truth_state
@@ -123,7 +123,7 @@ def test_a_truth_changed_meanwhile_is_not_relocated(heavy, settings, run_factory
 
 def test_undo_restores_the_truth_and_retires_the_pointer(heavy):
     _, pointer = relocation.relocate(move=relocation.rule_move(heavy["history"], "length"), run=None)
-    plan = undo.plan_undo(truth=Truth.all_objects.get(pk=heavy["history"].pk))
+    plan = undo.reversal_of(Truth.all_objects.get(pk=heavy["history"].pk)).step
     assert (plan.truth.pk, plan.source_ids, plan.action, plan.creates_truth) == (
         pointer.pk, (heavy["history"].pk,), "relocate", True
     )
@@ -183,9 +183,9 @@ def test_a_truth_tagged_as_pointer_is_never_a_candidate(heavy, run_factory, in_a
     Truth.objects.filter(pk=heavy["history"].pk).update(tags=["travel", relocation.POINTER_TAG])
     run = started(run_factory())
     if in_a_pass:
-        with stages.user_pass(run, heavy["user"].pk, buffered=False) as shared:
-            assert [row[3] for row in shared.rows] == [False, True, False, False]
-            result = stages.run_relocate(run, heavy["user"].pk, client=None)
+        with passes.user_pass(run, heavy["user"].pk, buffered=False) as shared:
+            assert [row.pointer for row in shared.rows] == [False, True, False, False]
+            result = stages.run_relocate(run, heavy["user"].pk, client=None, shared=shared)
     else:
         result = stages.run_relocate(run, heavy["user"].pk, client=None)
     assert (result.examined, result.affected) == (2, 1)

@@ -16,9 +16,10 @@ from iris_consolidation import inventory_display
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ConsolidationRun, Origin, Truth
-from iris_consolidation.services.hygiene import stages
-from iris_consolidation.services.pipeline import bookkeeping, inventory
+from iris_consolidation.services.hygiene import reports, stages
+from iris_consolidation.services.pipeline import bookkeeping
 from iris_consolidation.services.queue import execution
+from iris_consolidation.services.run import inventory
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import supersede_dict
@@ -97,7 +98,7 @@ def test_truths_counts_the_truths_the_pass_mined(user_factory, truth_factory):
 
 
 def _asked(run, stage):
-    return inventory_display.asked_line(stages.summarise(run)[stage])
+    return inventory_display.asked_line(reports.summarise(run)[stage])
 
 
 def started(run):

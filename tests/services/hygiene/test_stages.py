@@ -11,8 +11,9 @@ from django.utils import timezone
 from iris_consolidation import run_settings
 from iris_consolidation.exceptions import InvalidInput, UndoRefused
 from iris_consolidation.models import LiveSettings, Origin, RetiredReason, StageResult, Truth, TruthChange
-from iris_consolidation.services.hygiene import retire, stages
-from iris_consolidation.services.pipeline import batch_plan
+from iris_consolidation.services.hygiene import passes, retire, stages
+from iris_consolidation.services.run import lifecycle
+from iris_consolidation.services.run import plan as run_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -191,18 +192,17 @@ def test_only_prune_finds_what_a_whole_pass_finds_and_decay_off_means_no_decay(a
     decay is configured, so the post-decay relevance counts (a fresh user's trial found
     0 candidates with ``--only noise,prune`` against all of them in a whole pass). Decay
     switched off in the settings is no decay at all."""
-    from iris_consolidation.services.pipeline import consolidation
 
     user_id = aging["old"].user_id
-    whole = _started(consolidation.create_run(trigger="command", execution="in_process"))
-    only = _started(consolidation.create_run(trigger="command", execution="in_process", only="prune"))
+    whole = _started(lifecycle.create_run(trigger="command", execution="in_process"))
+    only = _started(lifecycle.create_run(trigger="command", execution="in_process", only="prune"))
     assert stages.run_modes(only)["decay"] == "off"
     found_whole = [f["truth_id"] for f in stages.run_prune(whole, user_id).findings]
     found_only = [f["truth_id"] for f in stages.run_prune(only, user_id).findings]
     assert found_only == found_whole == [aging["old"].pk]
 
     settings.IRIS_CONSOLIDATION_DECAY = "off"
-    no_decay = _started(consolidation.create_run(trigger="command", execution="in_process", only="prune"))
+    no_decay = _started(lifecycle.create_run(trigger="command", execution="in_process", only="prune"))
     assert stages.run_prune(no_decay, user_id).findings == []
 
 
@@ -228,9 +228,9 @@ def test_a_pass_reads_its_rows_as_the_orm_gives_them(truth_factory, user_factory
     truth_factory("Retired", user=user, retired_at=now, retired_reason=RetiredReason.NOISE)
     truth_factory("Another user's", user=other)
     Truth.objects.filter(user=user, content="Prefers tea").update(created_at=now - timedelta(days=60))
-    orm = list(stages.pass_rows(Truth.objects.for_user(user.pk)))
+    orm = list(passes.pass_rows(Truth.objects.for_user(user.pk)))
 
-    rows = stages.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
+    rows = passes.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
 
     assert rows == orm
     assert [row[2] for row in rows] == ["Prefers tea", "Lives in Porto", "See the note on travel",
@@ -250,11 +250,11 @@ def test_a_host_with_naive_dates_gets_the_orms_rows(settings, truth_factory, use
     try:
         user = user_factory()
         truth_factory("Lives in Porto", user=user, last_decayed=timezone.now() - timedelta(days=3))
-        orm = list(stages.pass_rows(Truth.objects.for_user(user.pk)))
+        orm = list(passes.pass_rows(Truth.objects.for_user(user.pk)))
         assert orm[0][5].tzinfo is None
 
-        rows = stages.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
-        batch, _ = batch_plan._rows_and_vectors_of([user.pk])
+        rows = passes.UserPass(run_id=1, user_id=user.pk, buffered=False, results={}).rows
+        batch, _ = run_plan._rows_and_vectors_of([user.pk])
 
         assert rows == orm and batch[user.pk] == orm
         assert rows[0][6].tzinfo is None

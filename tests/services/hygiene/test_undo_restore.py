@@ -23,7 +23,7 @@ def pruned(truth_factory):
 
 
 def test_undo_service_restores_a_pruned_truth(pruned):
-    assert undo.plan_undo(truth=pruned).action == "restore"
+    assert undo.reversal_of(pruned).step.action == "restore"
     result = undo.undo_consolidation(truth_id=pruned.pk, actor="ops", reason="still true")
     assert (result.restored_ids, result.truth_retired, result.action) == ((pruned.pk,), False, "restore")
     row = Truth.all_objects.get(pk=pruned.pk)

@@ -17,8 +17,8 @@ from iris_consolidation.llm.base import Action, JudgeRequest, MemberView
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import Origin, Truth
 from iris_consolidation.services.hygiene import stages
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline import validation as v
+from iris_consolidation.services.run import decide
 from tests import llm_stub
 from tests.conftest import unit_vector
 
@@ -146,7 +146,7 @@ def test_rule_judge_reports_a_moved_phrase_and_keeps_both(truth_factory, user_fa
     user, a, b = _pair(truth_factory, user_factory, *MOVED[0])
     run = _run(run_factory)
     (cluster,) = stages.candidate_clusters(run, user.pk)
-    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=RuleJudge(), embedder=embedder)
+    review = decide.decide_cluster(run_id=run.pk, cluster=cluster, client=RuleJudge(), embedder=embedder)
     assert not review.applied and "reported only, an LLM judge must confirm a merge" in review.reasoning
     assert Truth.objects.filter(pk__in=[a.pk, b.pk]).count() == 2
 
@@ -158,7 +158,7 @@ def test_an_llm_confirmed_moved_phrase_is_merged(truth_factory, user_factory, ru
     (cluster,) = stages.candidate_clusters(run, user.pk)
     llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": a.content,
                                             "reason": "the same preference, a phrase moved"}])]
-    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
+    review = decide.decide_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
                                                embedder=embedder)
     assert review.applied and review.rejections == []
     assert not Truth.objects.filter(pk__in=[a.pk, b.pk]).exists()
@@ -173,7 +173,7 @@ def test_an_llm_confirmed_role_swap_is_refused(truth_factory, user_factory, run_
     (cluster,) = stages.candidate_clusters(run, user.pk)
     llm_server.script = [llm_stub.verdict([{"action": "merge", "ids": ["t1", "t2"], "content": a.content,
                                             "reason": "same words"}])]
-    review = consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
+    review = decide.decide_cluster(run_id=run.pk, cluster=cluster, client=get_judge_client(),
                                                embedder=embedder)
     assert not review.applied
     assert [r["code"] for r in review.rejections] == [v.Code.ROLE_SWAP]

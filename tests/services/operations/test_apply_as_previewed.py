@@ -20,8 +20,9 @@ from iris_consolidation import run_display, selectors
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ClusterReview, ConsolidationRun, RetiredReason, Truth
+from iris_consolidation.services.operations import dry_runs
 from iris_consolidation.services.pipeline import validation
-from iris_consolidation.services.queue import execution, lifecycle
+from iris_consolidation.services.queue import dispatch, execution
 from tests import llm_stub
 from tests.conftest import vector_at
 
@@ -78,7 +79,7 @@ def _apply(dry: ConsolidationRun) -> ConsolidationRun:
     """Apply ``dry`` as the admin does (the test queue runs the apply jobs when the
     request's transaction commits)."""
     with TestCase.captureOnCommitCallbacks(execute=True):
-        run, _ = lifecycle.start_application(dry_run_id=dry.pk, actor="operator")
+        run, _ = dry_runs.start_application(dry_run_id=dry.pk, actor="operator", send=dispatch.send_jobs)
     run.refresh_from_db()
     return run
 
@@ -164,7 +165,9 @@ def test_a_keeper_merge_is_not_applied_when_its_prepass_merge_went_stale(preview
     """The model judged the pre-pass merge's result; with that merge refused as stale, the
     model's merge naming its keeper is refused too, and both are listed."""
     dry, truths = previewed["dry"], previewed["truths"]
-    run, _ = lifecycle.start_application(dry_run_id=dry.pk, actor="operator", execution="in_process")
+    run, _ = dry_runs.start_application(
+        dry_run_id=dry.pk, actor="operator", execution="in_process", send=dispatch.send_jobs
+    )
     changed = truths[TEA[1]]
     changed.content = "drinks green tea every morning, cold."
     changed.save()

@@ -23,7 +23,8 @@ from iris_consolidation.models import (
 )
 from iris_consolidation.services.operations import curation, dry_runs
 from iris_consolidation.services.pipeline import validation
-from iris_consolidation.services.queue import delivery, execution, lifecycle, recovery
+from iris_consolidation.services.queue import delivery, dispatch, execution, recovery
+from iris_consolidation.services.run import lifecycle
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +57,7 @@ def _apply(dry):
     """Apply ``dry`` as the admin does; its apply jobs run inline when the request's
     transaction commits (sync queue)."""
     with TestCase.captureOnCommitCallbacks(execute=True):
-        run, _ = lifecycle.start_application(dry_run_id=dry.pk, actor="operator")
+        run, _ = dry_runs.start_application(dry_run_id=dry.pk, actor="operator", send=dispatch.send_jobs)
     run.refresh_from_db()
     return run
 
@@ -64,7 +65,9 @@ def _apply(dry):
 def _start(dry, **kwargs):
     """Start applying ``dry`` in process without running its jobs yet (``_finish`` runs
     them): what a change between the confirmation page and the worker looks like."""
-    run, _ = lifecycle.start_application(dry_run_id=dry.pk, actor="operator", execution="in_process", **kwargs)
+    run, _ = dry_runs.start_application(
+        dry_run_id=dry.pk, actor="operator", execution="in_process", **kwargs, send=dispatch.send_jobs
+    )
     return run
 
 
@@ -122,7 +125,7 @@ def test_a_dry_run_whose_every_preview_went_stale_is_not_applied(previewed):
     dry = previewed["dry"]
 
     with pytest.raises(ApplyRefused) as refused:
-        lifecycle.start_application(dry_run_id=dry.pk, actor="operator")
+        dry_runs.start_application(dry_run_id=dry.pk, actor="operator", send=dispatch.send_jobs)
 
     assert str(refused.value) == dry_runs.ALL_STALE.format(run=str(dry.pk)[:8], previews=1)
     assert not ConsolidationRun.objects.filter(source_run=dry).exists()
@@ -147,7 +150,7 @@ def test_a_dry_run_is_applied_once(previewed):
     first = _apply(previewed["dry"])
 
     with pytest.raises(ApplyRefused) as refused:
-        lifecycle.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
+        dry_runs.start_application(dry_run_id=previewed["dry"].pk, actor="operator", send=dispatch.send_jobs)
 
     assert str(refused.value) == dry_runs.ALREADY_APPLIED.format(
         run=str(previewed["dry"].pk)[:8], application=str(first.pk)[:8]
@@ -160,9 +163,9 @@ def test_only_a_finished_dry_run_can_be_applied(run_factory):
     unfinished = run_factory(dry_run=True)
 
     with pytest.raises(ApplyRefused) as not_dry:
-        lifecycle.start_application(dry_run_id=real.pk, actor="operator")
+        dry_runs.start_application(dry_run_id=real.pk, actor="operator", send=dispatch.send_jobs)
     with pytest.raises(ApplyRefused) as not_finished:
-        lifecycle.start_application(dry_run_id=unfinished.pk, actor="operator")
+        dry_runs.start_application(dry_run_id=unfinished.pk, actor="operator", send=dispatch.send_jobs)
 
     assert str(not_dry.value) == dry_runs.NOT_A_DRY_RUN.format(run=str(real.pk)[:8])
     assert str(not_finished.value) == dry_runs.NOT_FINISHED.format(run=str(unfinished.pk)[:8])
@@ -183,7 +186,7 @@ def test_a_dry_run_that_proposed_nothing_has_nothing_to_apply(user_factory, run_
     assert dry.kept == 1
 
     with pytest.raises(ApplyRefused) as refused:
-        lifecycle.start_application(dry_run_id=dry.pk, actor="operator")
+        dry_runs.start_application(dry_run_id=dry.pk, actor="operator", send=dispatch.send_jobs)
 
     assert str(refused.value) == dry_runs.NOTHING_TO_APPLY.format(run=str(dry.pk)[:8])
 
@@ -206,7 +209,9 @@ def test_an_application_is_made_like_any_run_and_the_live_cap_applies(previewed)
 def test_an_application_has_job_rows_and_a_lost_message_is_recovered(previewed):
     """Bug: the application's tasks had no job rows, so a lost message left it running
     forever and the recovery sweep ignored it."""
-    run, review_ids = lifecycle.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
+    run, review_ids = dry_runs.start_application(
+        dry_run_id=previewed["dry"].pk, actor="operator", send=dispatch.send_jobs
+    )
     # The transaction's on-commit send never ran here: the message is lost.
     job = ConsolidationJob.objects.get(run=run)
     assert (job.kind, job.status, job.preview_id) == ("apply", "queued", review_ids[0])
@@ -224,7 +229,7 @@ def test_an_application_has_job_rows_and_a_lost_message_is_recovered(previewed):
 def test_a_failed_application_job_is_retried_like_any_run(previewed, settings):
     """An apply job that keeps failing fails the run; ``retry_failed`` applies it again."""
     settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 1
-    run, _ = lifecycle.start_application(dry_run_id=previewed["dry"].pk, actor="operator")
+    run, _ = dry_runs.start_application(dry_run_id=previewed["dry"].pk, actor="operator", send=dispatch.send_jobs)
     job = delivery.claim(ConsolidationJob.objects.get(run=run).pk, worker="test")
     assert delivery.record_fault(job, error="RuntimeError: boom") == "failed"
     assert lifecycle.refresh_run(run.pk) == ConsolidationRun.Status.FAILED
@@ -262,7 +267,7 @@ def test_an_application_takes_the_dry_runs_threshold_and_policy_and_the_lower_ca
         "stage_modes": {"prune": "apply"},
     }
 
-    stored = lifecycle.application_settings(dry=dry, current=current)
+    stored = dry_runs.application_settings(dry=dry, current=current)
 
     assert stored == {
         "max_retirements_per_run": 5,  # the dry run's, lower than the live one
@@ -270,6 +275,6 @@ def test_an_application_takes_the_dry_runs_threshold_and_policy_and_the_lower_ca
         "risk_policy": "verify",
         "stage_modes": {"prune": "apply"},  # an application runs no stage; the live modes stand
     }
-    assert lifecycle.application_settings(dry=dry, current={**current, "max_retirements_per_run": 2})[
+    assert dry_runs.application_settings(dry=dry, current={**current, "max_retirements_per_run": 2})[
         "max_retirements_per_run"
     ] == 2  # a cap lowered since the preview holds

@@ -203,3 +203,18 @@ def test_the_next_pass_does_not_make_an_undone_merge_again(truth_factory):
     call_command("consolidate_truths", "--sync", "--full", stdout=StringIO())
     live = set(Truth.objects.filter(user=a.user).values_list("pk", flat=True))
     assert b.pk in live and c.pk not in live and len(live) == 2  # c merged with a (the seed); b stays apart
+
+
+def test_a_truths_reversal_is_chosen_once_for_page_undo_and_message(merged, truth_factory):
+    """``reversal_of`` names the kind; the page's title and step and the undo's result follow it."""
+    ab = merged["ab"]
+    reversal = undo.reversal_of(ab)
+    assert (reversal.kind, reversal.title) == ("consolidation", f"Undo the consolidation that made truth #{ab.pk}")
+    assert reversal.step.source_ids == tuple(sorted([merged["a"].pk, merged["b"].pk]))
+    result = reversal.perform(actor="operator", reason="Two different boys.")
+    assert (result.action, result.truth_retired) == ("merge", True)
+
+    noisy = truth_factory("Heartbeat OK at 09:00", retired_at=timezone.now(), retired_reason=RetiredReason.NOISE)
+    restore = undo.reversal_of(noisy)
+    assert (restore.kind, restore.stage) == (undo.Reversal.RESTORE, "noise")
+    assert restore.title == f"Restore truth #{noisy.pk}, retired by the noise stage"

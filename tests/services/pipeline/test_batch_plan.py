@@ -22,8 +22,10 @@ from iris_consolidation.models import (
     Truth,
     UserPass,
 )
-from iris_consolidation.services.hygiene import stages
-from iris_consolidation.services.pipeline import batch_plan, consolidation, vectors
+from iris_consolidation.services.hygiene import passes, stages
+from iris_consolidation.services.pipeline import vectors
+from iris_consolidation.services.run import lifecycle
+from iris_consolidation.services.run import plan as run_plan
 from tests.services.pipeline.test_phase1_same_results import NOISY, _add_user_truths, _NoEmbedder, _phase1_module
 
 pytestmark = pytest.mark.django_db
@@ -66,11 +68,14 @@ def _outcome(run: ConsolidationRun) -> dict[str, Any]:
 
 
 def _one_by_one(run: ConsolidationRun, users: list[Any]) -> dict[int, Any]:
-    return {u.pk: consolidation.plan_user(run_id=run.pk, user_id=u.pk, embedder=_NoEmbedder()) for u in users}
+    """Each user planned alone (``build_user_plan``, the large users' path), then counted."""
+    plans = [run_plan.build_user_plan(run_id=run.pk, user_id=u.pk, embedder=_NoEmbedder()) for u in users]
+    run_plan.count_user_plans(run_id=run.pk, plans=plans)
+    return {plan.user_id: plan.clusters for plan in plans}
 
 
 def _batched(run: ConsolidationRun, users: list[Any]) -> dict[int, Any]:
-    batch = batch_plan.plan_users(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+    batch = run_plan.plan_users(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
     assert batch.failed == {} and batch.not_started == []
     return {user_id: plan.clusters for user_id, plan in batch.plans.items()}
 
@@ -86,7 +91,7 @@ def test_a_batch_plans_each_user_as_one_by_one(user_factory, settings, dry_run):
     outcomes, clusters = [], []
     for plan in (_one_by_one, _batched):
         with transaction.atomic():
-            run = consolidation.create_run(trigger="command", dry_run=dry_run, judge="rules",
+            run = lifecycle.create_run(trigger="command", dry_run=dry_run, judge="rules",
                                            execution="in_process", threshold=0.8)
             run.started_at = NOW  # decay is computed at the pass time: the same for both
             run.save(update_fields=["started_at"])
@@ -100,9 +105,9 @@ def test_a_batch_plans_each_user_as_one_by_one(user_factory, settings, dry_run):
     assert sum(len(c) for c in clusters[0].values()) >= 10
     assert one["counters"][0] == len(users)
     assert one["passes"][0][4] == 10  # the cursor held: only the truths after it seed
-    full = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process",
+    full = lifecycle.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process",
                                     threshold=0.8, full=True)
-    unbounded = consolidation.plan_user(run_id=full.pk, user_id=users[0].pk, embedder=_NoEmbedder())
+    unbounded = run_plan.plan_user(run_id=full.pk, user_id=users[0].pk, embedder=_NoEmbedder())
     assert unbounded != clusters[0][users[0].pk]  # so the bound changed the clusters
     noise = [r for r in one["results"] if r[1] == "noise"]
     assert sum(r[4] for r in noise) >= len(users) - 1  # each user with truths has noise found
@@ -115,9 +120,9 @@ def test_a_batch_plans_each_user_as_one_by_one(user_factory, settings, dry_run):
 
 
 def _count_queries(users: list[Any]) -> int:
-    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
+    run = lifecycle.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
     with CaptureQueriesContext(connection) as queries:
-        batch_plan.plan_users(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+        run_plan.plan_users(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
     return len(queries)
 
 
@@ -141,8 +146,8 @@ def test_a_user_that_raises_is_left_out_and_the_others_are_planned(user_factory,
         return real(run, user_id, **kwargs)
 
     monkeypatch.setattr(stages, "candidate_clusters", clusters)
-    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
-    batch = batch_plan.build_user_plans(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+    run = lifecycle.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
+    batch = run_plan.build_user_plans(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
 
     assert list(batch.failed) == [users[1].pk]
     assert str(batch.failed[users[1].pk]) == "this user's rows are broken"
@@ -166,8 +171,8 @@ def test_a_broken_transaction_plans_each_user_alone(user_factory, monkeypatch):
         return real(run, user_id, **kwargs)
 
     monkeypatch.setattr(stages, "candidate_clusters", clusters)
-    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
-    batch = batch_plan.build_user_plans(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+    run = lifecycle.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
+    batch = run_plan.build_user_plans(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
 
     assert calls[:2] == [users[0].pk, users[1].pk]  # the batch stopped at the broken user
     assert calls[2:] == [u.pk for u in users]  # then one by one
@@ -184,12 +189,12 @@ def test_a_second_delivery_plans_as_one_by_one_without_falling_back(user_factory
     recorded first stay, and the batch does not break on them."""
     users = _users(user_factory, count=2, per_user=20)
     fallbacks = []
-    real = consolidation.build_user_plan
-    monkeypatch.setattr(consolidation, "build_user_plan", lambda **kw: fallbacks.append(kw) or real(**kw))
+    real = run_plan.build_user_plan
+    monkeypatch.setattr(run_plan, "build_user_plan", lambda **kw: fallbacks.append(kw) or real(**kw))
     outcomes, clusters = [], []
     for plan in (_one_by_one, _batched):
         with transaction.atomic():
-            run = consolidation.create_run(trigger="command", dry_run=False, judge="rules", execution="in_process")
+            run = lifecycle.create_run(trigger="command", dry_run=False, judge="rules", execution="in_process")
             run.started_at = NOW
             run.save(update_fields=["started_at"])
             real(run_id=run.pk, user_id=users[0].pk, embedder=_NoEmbedder())  # the first delivery
@@ -218,8 +223,8 @@ def test_a_result_recorded_meanwhile_breaks_the_batch_and_each_user_is_planned_a
         return real(run, user_id, **kwargs)
 
     monkeypatch.setattr(stages, "candidate_clusters", clusters)
-    run = consolidation.create_run(trigger="command", dry_run=False, judge="rules", execution="in_process")
-    batch = batch_plan.build_user_plans(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
+    run = lifecycle.create_run(trigger="command", dry_run=False, judge="rules", execution="in_process")
+    batch = run_plan.build_user_plans(run_id=run.pk, user_ids=[u.pk for u in users], embedder=_NoEmbedder())
 
     assert raced == [users[1].pk]
     assert batch.failed == {}
@@ -236,7 +241,7 @@ def test_another_driver_reads_and_writes_the_same_through_the_orm(user_factory, 
     for binary in (True, False):
         monkeypatch.setattr(vectors, "is_psycopg3", lambda connection, binary=binary: binary)
         with transaction.atomic():
-            run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
+            run = lifecycle.create_run(trigger="command", dry_run=True, judge="rules", execution="in_process")
             run.started_at = NOW
             run.save(update_fields=["started_at"])
             clusters.append(_batched(run, users))
@@ -278,17 +283,17 @@ def test_the_copy_writes_a_foreign_key_as_django_prepares_it():
         (StageResult._meta.get_field("user"), [3, 2**40]),
     ]
     for field, values in cases:
-        prepare = batch_plan._copy_preparer(field)
+        prepare = run_plan._copy_preparer(field)
         for value in values:
             assert (value if prepare is None else prepare(value)) == field.get_db_prep_save(value, connection)
-    assert batch_plan._copy_preparer(Note._meta.get_field("owner"))(uuid.UUID(int=5)) == "0" * 31 + "5"
-    assert batch_plan._copy_preparer(StageResult._meta.get_field("user")) is int  # no call to Django per value
+    assert run_plan._copy_preparer(Note._meta.get_field("owner"))(uuid.UUID(int=5)) == "0" * 31 + "5"
+    assert run_plan._copy_preparer(StageResult._meta.get_field("user")) is int  # no call to Django per value
 
 
 @pytest.mark.parametrize("psycopg3", [True, False], ids=["psycopg3", "another driver"])
 def test_a_batch_reads_what_each_user_alone_reads(user_factory, monkeypatch, psycopg3):
     """The batch's one query gives each user the rows and vectors its pass would read alone
-    (``stages.pass_rows``, ``vectors.load_user_vectors``): a truth without an embedding is in
+    (``passes.pass_rows``, ``vectors.load_user_vectors``): a truth without an embedding is in
     the rows and not in the vectors, a retired truth in neither, and a user with no embedded
     truth has no vectors."""
     rng = np.random.default_rng(7)
@@ -311,15 +316,15 @@ def test_a_batch_reads_what_each_user_alone_reads(user_factory, monkeypatch, psy
         monkeypatch.setattr(vectors, "is_psycopg3", lambda connection: False)
     ids = [u.pk for u in users.values()]
 
-    rows, read = batch_plan._rows_and_vectors_of(ids)
+    rows, read = run_plan._rows_and_vectors_of(ids)
 
     assert {user_id: len(r) for user_id, r in rows.items()} == {
         users["bare"].pk: 3, users["mixed"].pk: 4, users["embedded"].pk: 4}
     assert sorted(read) == [users["mixed"].pk, users["embedded"].pk]
     for user in users.values():
-        assert rows.get(user.pk, []) == list(stages.pass_rows(Truth.objects.for_user(user.pk)))
+        assert rows.get(user.pk, []) == list(passes.pass_rows(Truth.objects.for_user(user.pk)))
         alone = vectors.load_user_vectors(user_id=user.pk, max_generation=app_settings.MAX_GENERATION, small=True)
-        got_ids, got_vectors = read.get(user.pk, batch_plan.NO_VECTORS)
+        got_ids, got_vectors = read.get(user.pk, run_plan.NO_VECTORS)
         assert got_ids.tolist() == alone.ids.tolist()
         assert np.array_equal(got_vectors, alone.vectors)
     mixed = [t for t in truths if t.user_id == users["mixed"].pk]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from iris_consolidation.models import ClusterReview
-from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.run import decide
 
 pytestmark = pytest.mark.django_db
 
@@ -26,13 +26,13 @@ def test_the_llm_tier_stops_on_the_failure_kind_not_the_wording(run_factory, use
         run, parsed_before, "b", error="LLM judge unavailable: rate limited", failure=ClusterReview.Failure.RATE_LIMITED
     )
 
-    assert consolidation.llm_tier_stopped(run_id=run.pk, user_id=reworded.pk) is True
-    assert consolidation.llm_tier_stopped(run_id=run.pk, user_id=parsed_before.pk) is False
+    assert decide.llm_tier_stopped(run_id=run.pk, user_id=reworded.pk) is True
+    assert decide.llm_tier_stopped(run_id=run.pk, user_id=parsed_before.pk) is False
 
 
 def test_a_review_stopped_by_the_tier_keeps_it_stopped(run_factory, user_factory):
     run = run_factory(execution="queued")
     user = user_factory()
-    _failed(run, user, "a", error=consolidation.LLM_TIER_STOPPED, failure=ClusterReview.Failure.LLM_STOPPED)
+    _failed(run, user, "a", error=decide.LLM_TIER_STOPPED, failure=ClusterReview.Failure.LLM_STOPPED)
 
-    assert consolidation.llm_tier_stopped(run_id=run.pk, user_id=user.pk) is True
+    assert decide.llm_tier_stopped(run_id=run.pk, user_id=user.pk) is True

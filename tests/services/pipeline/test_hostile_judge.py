@@ -1,6 +1,6 @@
 """A hostile model behind litellm: whatever it answers, no truth is lost.
 
-Each test sends a real cluster through ``consolidation.consolidate_cluster`` (pre-pass,
+Each test sends a real cluster through ``decide.decide_cluster`` (pre-pass,
 prompt, litellm, the stub on 127.0.0.1, validator, second look, merge) and asserts the
 exact state of the user's truths afterwards and what the review recorded. The hostile
 model confirms every second look it is asked (the worst case): what these tests show
@@ -16,8 +16,9 @@ import pytest
 from iris_consolidation.embeddings import LocalEmbedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Truth
-from iris_consolidation.services.pipeline import consolidation, judging, merging
+from iris_consolidation.services.pipeline import judging, merging
 from iris_consolidation.services.pipeline import validation as v
+from iris_consolidation.services.run import decide
 from tests import llm_stub
 from tests.helpers import consolidate, merge_dict
 
@@ -391,15 +392,15 @@ def test_member_changed_after_judging_drops_the_action(llm_server, truth_factory
     llm_server.script = [llm_stub.verdict([merge_dict(["t1", "t2"], "Likes tea", "same")])]
     run = run_factory()
     request, by_alias = judging.build_request([a, b])
-    judgement = judging.decide_cluster(request=request, client=get_judge_client())
+    judgement = judging.judge_one(request=request, client=get_judge_client())
     Truth.objects.filter(pk=b.pk).update(content="Enjoys green tea")
 
     review = merging.record_review(
-        draft=merging.ReviewDraft(
+        decision=merging.Decision(
             run_id=run.pk,
             user_id=a.user_id,
             key="k",
-            snapshot=consolidation.snapshot_members(by_alias, request),
+            snapshot=decide.snapshot_members(by_alias, request),
             similarities={},
             judge="llm",
             verdict=judgement.verdict,

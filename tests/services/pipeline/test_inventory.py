@@ -10,8 +10,8 @@ from django.db import connection
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import Truth
-from iris_consolidation.services.pipeline import inventory
 from iris_consolidation.services.queue import execution
+from iris_consolidation.services.run import inventory
 from tests.conftest import vector_at
 from tests.incremental_support import make_pairs, run_pass
 

@@ -18,8 +18,8 @@ from iris_consolidation import run_display
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, LocalEmbedder
 from iris_consolidation.llm.rules import REASON_SAME_TEXT, RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import execution
+from iris_consolidation.services.run import decide
 from iris_consolidation.signals import truth_changed
 from tests.conftest import vector_at
 from tests.helpers import consolidate, history_counts, truth_state
@@ -323,10 +323,10 @@ def test_a_cluster_gone_stale_before_judging_is_recorded_as_stale_not_failed(nur
     assert (review.outcome, review.error, review.skip_reason) == (
         ClusterReview.Outcome.STALE,
         "",
-        consolidation.STALE_CLUSTER,
+        decide.STALE_CLUSTER,
     )
     assert (review.applied, review.applied_actions) == (False, [])
-    assert run_display.review_card(review).why_not == (consolidation.STALE_CLUSTER,)
+    assert run_display.review_card(review).why_not == (decide.STALE_CLUSTER,)
     assert [row["id"] for row in review.snapshot] == [a.pk]
     assert (run.status, run.failed, run.clusters_found, run.clusters_done) == (ConsolidationRun.Status.DONE, 0, 1, 1)
     assert run.checkpoint is not None  # a done run writes its checkpoint

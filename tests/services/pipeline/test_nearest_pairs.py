@@ -12,7 +12,8 @@ import pytest
 from iris_consolidation.embeddings import LocalEmbedder
 from iris_consolidation.evaluation.oracle import OracleJudge
 from iris_consolidation.models import ClusterReview, Truth
-from iris_consolidation.services.pipeline import clustering, consolidation, validation
+from iris_consolidation.services.pipeline import clustering, validation
+from iris_consolidation.services.run import decide, lifecycle
 from tests.conftest import unit_vector
 
 pytestmark = pytest.mark.django_db
@@ -41,9 +42,9 @@ def overlapping(truth_factory, settings):
 def test_a_truth_in_two_clusters_of_one_batch_is_merged_once(overlapping, run_factory):
     a, b, c, clusters, judge = overlapping
     run = run_factory(threshold=0.8)
-    consolidation.start_run(run)
+    lifecycle.start_run(run)
 
-    reviews = consolidation.consolidate_batch(run_id=run.pk, clusters=clusters, client=judge, embedder=LocalEmbedder())
+    reviews = decide.decide_batch(run_id=run.pk, clusters=clusters, client=judge, embedder=LocalEmbedder())
 
     merged = Truth.objects.get(user=a.user, origin="consolidated")
     assert merged.content == "Has a cat named Tom. Owns a cat called Tom."
@@ -58,10 +59,10 @@ def test_a_truth_in_two_clusters_of_one_batch_is_merged_once(overlapping, run_fa
 def test_a_truth_merged_by_an_earlier_cluster_leaves_its_pair_stale(overlapping, run_factory):
     a, b, c, clusters, judge = overlapping
     run = run_factory(threshold=0.8)
-    consolidation.start_run(run)
+    lifecycle.start_run(run)
 
     for cluster in clusters:
-        consolidation.consolidate_cluster(run_id=run.pk, cluster=cluster, client=judge, embedder=LocalEmbedder())
+        decide.decide_cluster(run_id=run.pk, cluster=cluster, client=judge, embedder=LocalEmbedder())
 
     assert Truth.objects.filter(user=a.user, origin="consolidated").count() == 1
     assert Truth.objects.filter(pk=c.pk).exists()

@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from iris_consolidation.llm.base import Action, Verdict
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
-from iris_consolidation.services.pipeline import consolidation, judging, merging, validation
+from iris_consolidation.services.pipeline import judging, merging, validation
+from iris_consolidation.services.run import decide
 from tests import lineage_builder as lb
 
 pytestmark = pytest.mark.django_db
@@ -29,12 +30,12 @@ def _record(truths, actions, *, run, error="", edit_before_write=None):
     """Judge ``actions`` over ``truths`` as the pipeline does, optionally changing a
     member between judging and writing (what makes a cluster stale)."""
     request, by_alias = judging.build_request(list(truths))
-    snapshot = consolidation.snapshot_members(by_alias, request)
+    snapshot = decide.snapshot_members(by_alias, request)
     verdict = None if error else Verdict(actions=tuple(actions), reasoning="r", raw="{}", model="m", prompt_version="p")
     result = validation.validate(request, tuple(actions), max_length=1000, max_generation=5)
     if edit_before_write is not None:
         edit_before_write()
-    draft = merging.ReviewDraft(
+    decision = merging.Decision(
         run_id=run.pk,
         user_id=truths[0].user_id,
         key=judging.cluster_key(list(truths)),
@@ -46,7 +47,7 @@ def _record(truths, actions, *, run, error="", edit_before_write=None):
         rejections=result.rejections if not error else (),
         error=error,
     )
-    return merging.record_review(draft=draft, dry_run=run.dry_run)
+    return merging.record_review(decision=decision, dry_run=run.dry_run)
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.models import LineageEvent, StageResult, Truth
-from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.run import lifecycle
+from iris_consolidation.services.run import plan as run_plan
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -50,9 +51,9 @@ def _statements(ctx: CaptureQueriesContext) -> list[str]:
 
 def test_small_user_pass_costs_a_handful_of_queries(user_factory):
     user = _small_user(user_factory)
-    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules")
+    run = lifecycle.create_run(trigger="command", dry_run=True, judge="rules")
     with CaptureQueriesContext(connection) as ctx:
-        clusters = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=_NoEmbedder())
+        clusters = run_plan.plan_user(run_id=run.pk, user_id=user.pk, embedder=_NoEmbedder())
     statements = _statements(ctx)
     assert len(statements) <= SMALL_PASS_QUERIES, "\n".join(statements)
     assert clusters
@@ -63,12 +64,12 @@ def test_small_user_pass_costs_a_handful_of_queries(user_factory):
 def test_second_delivery_reads_the_recorded_results_and_an_undo_is_still_kept_apart(user_factory):
     """What the first query says is there (recorded results, an undo) is read, not skipped."""
     user = _small_user(user_factory)
-    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules")
-    first = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=_NoEmbedder())
+    run = lifecycle.create_run(trigger="command", dry_run=True, judge="rules")
+    first = run_plan.plan_user(run_id=run.pk, user_id=user.pk, embedder=_NoEmbedder())
     a, b = first[0].member_ids[:2]
     LineageEvent.objects.create(action=LineageEvent.Action.UNDO, source_id=a, result_id=b, actor="test")
     with CaptureQueriesContext(connection) as ctx:
-        again = consolidation.plan_user(run_id=run.pk, user_id=user.pk, embedder=_NoEmbedder())
+        again = run_plan.plan_user(run_id=run.pk, user_id=user.pk, embedder=_NoEmbedder())
     assert any('"iris_consolidation_lineageevent"' in sql for sql in _statements(ctx))
     assert any('FROM "iris_consolidation_stageresult"' in sql for sql in _statements(ctx))
     assert all(not {a, b} <= set(c.member_ids) for c in again)

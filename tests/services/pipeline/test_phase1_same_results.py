@@ -27,8 +27,10 @@ from django.utils import timezone
 from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.models import RetiredReason, StageResult, Truth
-from iris_consolidation.services.hygiene import decay, lexical, noise, relocation, stages
-from iris_consolidation.services.pipeline import clustering, consolidation, vectors
+from iris_consolidation.services.hygiene import decay, lexical, noise, passes, relocation, stages
+from iris_consolidation.services.pipeline import clustering, vectors
+from iris_consolidation.services.run import lifecycle
+from iris_consolidation.services.run import plan as run_plan
 from iris_consolidation.text.attributes import attributes_of
 from tests.conftest import NO_SHARED, SHARED
 
@@ -244,14 +246,14 @@ def _remember(user_ids: list[int]) -> None:
 
 def _dry_run_and_check(user_ids: list[int], *, semantic: bool = True, embedder: Any = None) -> None:
     only = None if semantic else "noise,decay,lexical,relocate"
-    run = consolidation.create_run(trigger="command", dry_run=True, judge="rules", only=only)
+    run = lifecycle.create_run(trigger="command", dry_run=True, judge="rules", only=only)
     run.started_at = timezone.now()
     run.save(update_fields=["started_at"])
     _remember(user_ids)
     assert any(v > 0 for v in _original_relevance.values())
     for user_id in user_ids:
-        expected_decay = _reference_decay(user_id, stages.pass_time(run))
-        clusters = consolidation.plan_user(run_id=run.pk, user_id=user_id, embedder=embedder or _NoEmbedder())
+        expected_decay = _reference_decay(user_id, passes.pass_time(run))
+        clusters = run_plan.plan_user(run_id=run.pk, user_id=user_id, embedder=embedder or _NoEmbedder())
         _check_user(run, user_id, clusters, semantic=semantic, decay_before=expected_decay)
         # A dry run writes no truth: relevance is where it was.
         assert dict(Truth.all_objects.filter(user_id=user_id).values_list("id", "relevance")) == {
@@ -316,7 +318,7 @@ def test_apply_mode_writes_the_reference_decay_and_retires_the_reference_noise(u
         texts[i] = NOISY[i % len(NOISY)]
     user = user_factory()
     _add_user_truths(user, texts, seed=9)
-    run = consolidation.create_run(trigger="command", execution="in_process", judge="rules", only="noise,decay")
+    run = lifecycle.create_run(trigger="command", execution="in_process", judge="rules", only="noise,decay")
     run.started_at = timezone.now()
     run.save(update_fields=["started_at"])
     flagged = {f["truth_id"] for f in _reference_noise(user.pk)}
@@ -325,12 +327,12 @@ def test_apply_mode_writes_the_reference_decay_and_retires_the_reference_noise(u
     retired = Truth.all_objects.filter(user=user, retired_reason=RetiredReason.NOISE).values_list("id", flat=True)
     assert set(retired) == flagged
     assert len(flagged) >= 5
-    expected = _reference_decay(user.pk, stages.pass_time(run))
+    expected = _reference_decay(user.pk, passes.pass_time(run))
     stages.run_decay(run, user.pk)
     got = dict(Truth.objects.filter(user=user, pk__in=list(expected)).values_list("id", "relevance"))
     assert got == expected
     assert set(Truth.objects.filter(pk__in=list(expected)).values_list("last_decayed", flat=True)) == {
-        stages.pass_time(run)}
+        passes.pass_time(run)}
     assert dict(Truth.objects.filter(pk__in=list(expected)).values_list("id", "updated_at")) == {
         pk: updated[pk] for pk in expected}
 
@@ -457,12 +459,12 @@ def _phase1_results(users: list[tuple[int, dict[int, int]]], embedder: Any) -> d
     are held since they were stated, and the prune cap is lifted (share 1): the reference
     was recorded before either existed."""
     with override_settings(IRIS_CONSOLIDATION_MAX_PRUNE_SHARE=1.0):
-        dry = consolidation.create_run(trigger="command", dry_run=True, judge="rules")
+        dry = lifecycle.create_run(trigger="command", dry_run=True, judge="rules")
     dry.started_at = NOW
     dry.save(update_fields=["started_at"])
     results: dict[str, Any] = {}
     for user_id, positions in users:
-        clusters = consolidation.plan_user(run_id=dry.pk, user_id=user_id, embedder=embedder)
+        clusters = run_plan.plan_user(run_id=dry.pk, user_id=user_id, embedder=embedder)
         stages.run_at(stages.When.AFTER_MERGES, dry, user_id)
         results[str(len(results))] = {
             "clusters": [[[positions[pk] for pk in c.member_ids], [round(s, 6) for s in c.similarities]]
@@ -471,7 +473,7 @@ def _phase1_results(users: list[tuple[int, dict[int, int]]], embedder: Any) -> d
         }
     with override_settings(IRIS_CONSOLIDATION_NOISE="apply", IRIS_CONSOLIDATION_DECAY="apply",
                            IRIS_CONSOLIDATION_PRUNE="apply", IRIS_CONSOLIDATION_MAX_PRUNE_SHARE=1.0):
-        applied = consolidation.create_run(
+        applied = lifecycle.create_run(
             trigger="command", execution="in_process", judge="rules", only="noise,decay,prune"
         )
     applied.started_at = NOW

@@ -31,12 +31,12 @@ def _planned(run_factory, user_ids, capture):
     with capture(execute=False) as callbacks:
         tasks.enqueue_run(run)
         for user_id in user_ids:
-            tasks.plan_user(str(run.pk), user_id)
+            tasks.user_job(str(run.pk), user_id)
     sent = []
     for callback in callbacks:
         cell = callback.__closure__ or ()
         values = [c.cell_contents for c in cell]
-        if dispatch.CONSOLIDATE_BATCH in values:
+        if dispatch.CLUSTERS_TASK in values:
             sent.append(next(v for v in values if isinstance(v, tuple))[1])
     return run, sent
 
@@ -67,7 +67,7 @@ def test_a_batch_task_makes_one_call_takes_one_start_and_finishes_every_job(
     run, sent = _planned(run_factory, [user.pk], django_capture_on_commit_callbacks)
     (batch,) = sent
 
-    results = tasks.consolidate_batch(str(run.pk), batch)
+    results = tasks.cluster_jobs(str(run.pk), batch)
 
     assert [r["outcome"] for r in results] == ["kept", "kept", "kept"]
     assert len(llm_server.chat_requests()) == 1
@@ -85,7 +85,7 @@ def test_calls_added_by_a_split_reply_are_counted_by_the_rate_limit(
     llm_server.script = [llm_stub.text("not json"), llm_stub.verdict([], "alone")]
     run, sent = _planned(run_factory, [user.pk], django_capture_on_commit_callbacks)
 
-    tasks.consolidate_batch(str(run.pk), sent[0])
+    tasks.cluster_jobs(str(run.pk), sent[0])
 
     # The pair's call failed as a whole; each cluster was then asked alone: 3 calls.
     assert len(llm_server.chat_requests()) == 3
@@ -101,9 +101,9 @@ def test_a_rate_limited_batch_waits_and_comes_back_as_one_task(
     run, sent = _planned(run_factory, [user.pk], django_capture_on_commit_callbacks)
     claimed = [delivery.claim(pk) for pk in sent[0]]
 
-    results = workers.judge_batch_job(claimed, client=get_judge_client(), embedder=Embedder())
+    results = workers.work_cluster_jobs(claimed, client=get_judge_client(), embedder=Embedder())
 
     assert [r["outcome"] for r in results] == ["rate_limited", "rate_limited"]
     assert set(ConsolidationJob.objects.filter(pk__in=sent[0]).values_list("status", flat=True)) == {"waiting"}
-    (schedule,) = Schedule.objects.filter(func=dispatch.CONSOLIDATE_BATCH)
+    (schedule,) = Schedule.objects.filter(func=dispatch.CLUSTERS_TASK)
     assert str(sorted(sent[0])) in schedule.args

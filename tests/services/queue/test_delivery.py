@@ -9,8 +9,9 @@ from django.utils import timezone
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, Origin, Truth
-from iris_consolidation.services.pipeline import consolidation
-from iris_consolidation.services.queue import creation, delivery, dispatch, recovery
+from iris_consolidation.services.queue import delivery, dispatch, recovery
+from iris_consolidation.services.run import jobs as run_jobs
+from iris_consolidation.services.run import lifecycle
 from tests import llm_stub
 from tests.conftest import vector_at
 
@@ -33,7 +34,7 @@ def two_clusters(user_factory, truth_factory):
 
 
 def _queued_run():
-    return consolidation.create_run(trigger="command", judge="rules")
+    return lifecycle.create_run(trigger="command", judge="rules")
 
 
 def test_queued_run_goes_through_both_phases_and_is_done(two_clusters, django_capture_on_commit_callbacks):
@@ -67,7 +68,7 @@ def test_cluster_task_delivered_twice_applies_its_verdict_once(two_clusters, dja
     job = ConsolidationJob.objects.get(run=run, kind="cluster", user__username="alice")
 
     with django_capture_on_commit_callbacks(execute=True):
-        again = tasks.consolidate_batch(str(run.pk), [job.pk])
+        again = tasks.cluster_jobs(str(run.pk), [job.pk])
 
     run.refresh_from_db()
     assert again == [{"jobs": [job.pk], "skipped": True}]
@@ -83,7 +84,7 @@ def test_plan_task_delivered_twice_counts_the_user_once(two_clusters, django_cap
     alice = two_clusters["alice"][0].user_id
 
     with django_capture_on_commit_callbacks(execute=True):
-        assert tasks.plan_user(str(run.pk), alice) == {"user_id": alice, "skipped": True}
+        assert tasks.user_job(str(run.pk), alice) == {"user_id": alice, "skipped": True}
 
     run.refresh_from_db()
     assert (run.users_done, run.clusters_found) == (2, 2)
@@ -109,7 +110,7 @@ def test_redelivery_after_the_write_finishes_the_job_without_asking_the_judge_ag
             }
         ]
     )
-    run = consolidation.create_run(trigger="command", user_id=alice.pk)
+    run = lifecycle.create_run(trigger="command", user_id=alice.pk)
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     job = ConsolidationJob.objects.get(run=run, kind="cluster")
@@ -118,7 +119,7 @@ def test_redelivery_after_the_write_finishes_the_job_without_asking_the_judge_ag
     calls = len(llm_server.chat_requests())
 
     with django_capture_on_commit_callbacks(execute=True):
-        tasks.consolidate_batch(str(run.pk), [job.pk])
+        tasks.cluster_jobs(str(run.pk), [job.pk])
 
     job.refresh_from_db()
     assert (job.status, job.faults, job.deliveries) == ("done", 1, 2)
@@ -133,10 +134,11 @@ def test_unexpected_error_is_a_fault_requeued_until_job_attempts(two_clusters, s
 
     settings.IRIS_CONSOLIDATION_JOB_ATTEMPTS = 2
     run = _queued_run()
-    consolidation.start_run(run)
+    lifecycle.start_run(run)
+    ConsolidationJob.objects.filter(run=run, kind="user").update(status="done")  # phase 1 done: cluster jobs follow
     members = two_clusters["alice"]
     cluster = {"user_id": members[0].user_id, "member_ids": [t.pk for t in members], "similarities": [1.0, 0.95]}
-    job = creation.create_cluster_jobs(
+    job = run_jobs.create_cluster_jobs(
         run.pk,
         [
             CandidateCluster(
@@ -148,12 +150,12 @@ def test_unexpected_error_is_a_fault_requeued_until_job_attempts(two_clusters, s
     settings.IRIS_CONSOLIDATION_JUDGE = "nonexistent"  # get_judge_client raises JudgeMisconfigured
 
     with pytest.raises(JudgeMisconfigured):  # django-q2 records the failure
-        tasks.consolidate_batch(str(run.pk), [job.pk])
+        tasks.cluster_jobs(str(run.pk), [job.pk])
     job.refresh_from_db()
     assert (job.status, job.faults) == ("queued", 1)
 
     with pytest.raises(JudgeMisconfigured):
-        tasks.consolidate_batch(str(run.pk), [job.pk])
+        tasks.cluster_jobs(str(run.pk), [job.pk])
     job.refresh_from_db()
     run.refresh_from_db()
     assert (job.status, job.faults) == ("failed", 2)
@@ -184,11 +186,12 @@ def test_two_deliveries_judging_at_once_apply_the_verdict_once(two_clusters):
             return super().judge(request)
 
     run = _queued_run()
-    consolidation.start_run(run)
+    lifecycle.start_run(run)
+    ConsolidationJob.objects.filter(run=run, kind="user").update(status="done")  # phase 1 done: cluster jobs follow
     members = two_clusters["alice"]
     from iris_consolidation.services.pipeline.clustering import CandidateCluster
 
-    job = creation.create_cluster_jobs(
+    job = run_jobs.create_cluster_jobs(
         run.pk,
         [
             CandidateCluster(
@@ -202,7 +205,7 @@ def test_two_deliveries_judging_at_once_apply_the_verdict_once(two_clusters):
 
     def deliver() -> None:
         try:
-            result = workers.judge_batch_job([claimed], client=TogetherJudge(), embedder=_Embedder())[0]
+            result = workers.work_cluster_jobs([claimed], client=TogetherJudge(), embedder=_Embedder())[0]
             outcomes.append(result["outcome"])
         finally:
             connection.close()
@@ -235,7 +238,7 @@ def test_retry_after_the_model_was_unavailable_asks_the_model_again(
     truth_factory("Is a nurse", user=alice, embedding=vector_at(1.0))
     truth_factory("Has a job as a nurse", user=alice, embedding=vector_at(0.95))
     llm_server.script = [llm_stub.error(500, message="upstream exploded")]
-    run = consolidation.create_run(trigger="command", user_id=alice.pk)
+    run = lifecycle.create_run(trigger="command", user_id=alice.pk)
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
     run.refresh_from_db()
@@ -299,7 +302,7 @@ def test_a_user_larger_than_one_tasks_budget_finishes_phase_one_across_deliverie
     results = []
     while job.status != "done" and len(results) < 20:
         with django_capture_on_commit_callbacks(execute=False) as sent:
-            results.append(tasks.plan_user(str(run.pk), alice.pk))
+            results.append(tasks.user_job(str(run.pk), alice.pk))
         job.refresh_from_db()
         if job.status != "done":
             assert len(sent) == 1  # the continuation's task
@@ -323,7 +326,7 @@ def test_phase_one_progress_is_shown_while_a_user_continues(user_factory, truth_
     run.status = "running"
     run.users, run.embedded = 1, 4000
     run.save()
-    job = creation.ensure_user_job(run.pk, alice.pk)
+    job = run_jobs.ensure_user_job(run.pk, alice.pk)
     note = delivery.PHASE1_CONTINUES.format(embedded=2000, pending=16000)
     ConsolidationJob.objects.filter(pk=job.pk).update(error=note, continues=True)
 

@@ -8,9 +8,10 @@ import pytest
 from django.utils import timezone
 
 from iris_consolidation.models import ClusterReview, ConsolidationJob, ConsolidationRun
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
-from iris_consolidation.services.queue import creation, delivery, keys, lifecycle, recovery
+from iris_consolidation.services.queue import delivery, recovery
+from iris_consolidation.services.run import decide, lifecycle
+from iris_consolidation.services.run import jobs as run_jobs
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +31,7 @@ def run(run_factory):
 def job(run, truth_factory):
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
     b = truth_factory("Works as a nurse.", user=a.user, embedding=vector_at(0.95))
-    return creation.create_cluster_jobs(
+    return run_jobs.create_cluster_jobs(
         run.pk,
         [CandidateCluster(user_id=a.user_id, member_ids=(a.pk, b.pk), similarities=(1.0, 0.95))],
         now=timezone.now(),
@@ -172,8 +173,8 @@ def test_run_status_is_derived_from_its_jobs(run, user_factory, statuses, expect
 
 def test_retry_failed_requeues_in_a_new_round_and_uncounts_the_failure(job, run, django_capture_on_commit_callbacks):
     delivery.claim(job.pk, now=NOW)
-    review = consolidation.record_cluster_failure(
-        run_id=run.pk, cluster=keys.candidate(job), judge="llm", error="boom", key=job.review_key()
+    review = decide.record_cluster_failure(
+        run_id=run.pk, cluster=run_jobs.candidate(job), judge="llm", error="boom", key=job.review_key()
     )
     delivery.finish_cluster_job(job, review)
     lifecycle.refresh_run(run.pk)
@@ -226,7 +227,7 @@ def test_fail_run_fails_the_jobs_and_the_run_in_one_transaction(run_factory, tru
     a = truth_factory("Works as a nurse", embedding=vector_at(1.0))
     b = truth_factory("Works as a nurse.", user=a.user, embedding=vector_at(0.95))
     cluster = CandidateCluster(user_id=a.user_id, member_ids=(a.pk, b.pk), similarities=(1.0, 0.95))
-    job = creation.create_cluster_jobs(run.pk, [cluster], now=NOW)[0]
+    job = run_jobs.create_cluster_jobs(run.pk, [cluster], now=NOW)[0]
     holding, release = threading.Event(), threading.Event()
 
     def hold_the_run() -> None:
@@ -267,8 +268,8 @@ def test_giving_up_on_a_job_whose_verdict_was_written_keeps_the_verdict(job, run
     from iris_consolidation.models import Truth
 
     claimed = delivery.claim(job.pk, now=NOW)
-    applied = consolidation.record_cluster_failure(  # stands in for any recorded review
-        run_id=run.pk, cluster=keys.candidate(claimed), judge="rules", error="", key=claimed.review_key()
+    applied = decide.record_cluster_failure(  # stands in for any recorded review
+        run_id=run.pk, cluster=run_jobs.candidate(claimed), judge="rules", error="", key=claimed.review_key()
     )
 
     assert delivery.claim(job.pk, now=claimed.lease_until + timedelta(seconds=1)) is None
@@ -292,7 +293,8 @@ def test_sweep_leaves_a_running_run_without_job_rows_to_its_own_finish(run_facto
 
 
 def test_a_run_finished_by_its_jobs_is_closed_with_its_inventory_and_checkpoint(run, job):
-    consolidation.start_run(run)  # captures the inventory's "before"
+    lifecycle.start_run(run)  # captures the inventory's "before"
+    ConsolidationJob.objects.filter(run=run, kind="user").update(status="done")  # its phase 1 is done
     _set(job, status="done")
 
     lifecycle.refresh_run(run.pk, now=NOW)
@@ -311,7 +313,7 @@ def test_a_user_whose_phase_one_failed_keeps_the_cursor(run, truth_factory, user
     truth_factory("Works as a nurse", user=alice, embedding=vector_at(1.0))
     incremental.begin_user_pass(run=run, user_id=alice.pk)  # then clustering failed
     ConsolidationJob.objects.create(
-        run=run, kind="user", key=keys.user_job_key(alice.pk), user=alice, status="failed", dispatched_at=NOW
+        run=run, kind="user", key=run_jobs.user_job_key(alice.pk), user=alice, status="failed", dispatched_at=NOW
     )
 
     assert lifecycle.refresh_run(run.pk, now=NOW) == "failed"

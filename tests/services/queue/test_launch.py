@@ -29,7 +29,7 @@ def test_an_interrupted_run_is_marked_failed_with_exit_status_130(truth_factory,
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(workers, "judge_batch_job", interrupted)
+    monkeypatch.setattr(workers, "work_cluster_jobs", interrupted)
 
     with pytest.raises(LaunchFailed) as info:
         launch.launch(sync=True)

@@ -56,7 +56,7 @@ def test_queued_run_is_executed_by_a_real_qcluster_worker(qcluster, truth_factor
         timeout=30,
         what="the three tasks' Success rows",
     )
-    assert done == ["iris_consolidation.tasks.consolidate_batch"] * 2 + ["iris_consolidation.tasks.plan_users"]
+    assert done == ["iris_consolidation.tasks.cluster_jobs"] * 2 + ["iris_consolidation.tasks.user_jobs"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -82,13 +82,13 @@ def test_small_users_share_phase_one_tasks_on_a_real_worker(qcluster, truth_fact
         what=f"run {run_id} to finish; worker log:\n{worker.log}",
     )
     assert (run.status, run.users_done, run.clusters_found, run.merged, run.failed) == ("done", 6, 6, 6, 0)
-    phase1 = Success.objects.filter(group=group_name(run_id), func__contains=".plan_")
+    phase1 = Success.objects.filter(group=group_name(run_id), func__contains=".user_job")
     planned = wait_until(
         lambda: len(found := sorted(phase1.values_list("func", flat=True))) == 4 and found,
         timeout=30,
         what="the four phase 1 tasks' Success rows",
     )
-    # ceil(5 / 2) tasks for the small users (the last carries one, so it is a plan_user) + 1 for the large one.
-    assert planned == ["iris_consolidation.tasks.plan_user"] * 2 + ["iris_consolidation.tasks.plan_users"] * 2
+    # ceil(5 / 2) tasks for the small users (the last carries one, so it is a user_job) + 1 for the large one.
+    assert planned == ["iris_consolidation.tasks.user_job"] * 2 + ["iris_consolidation.tasks.user_jobs"] * 2
     for user in [*small, large]:
         assert Truth.objects.get(user=user, origin=Origin.CONSOLIDATED).embedding is not None

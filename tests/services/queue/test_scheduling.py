@@ -10,7 +10,8 @@ from django_q.models import Schedule
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ConsolidationRun, ScheduleLock
-from iris_consolidation.services.queue import dispatch, lifecycle, scheduling
+from iris_consolidation.services.queue import dispatch, scheduling
+from iris_consolidation.services.run import lifecycle
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db

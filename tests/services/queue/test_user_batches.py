@@ -1,4 +1,4 @@
-"""Phase 1 of small users in shared tasks (``tasks.plan_users``): fewer tasks, the same
+"""Phase 1 of small users in shared tasks (``tasks.user_jobs``): fewer tasks, the same
 clusters and merges, each user still on its own job."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from django.utils import timezone
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, ConsolidationRun, StageResult, Truth
 from iris_consolidation.services.hygiene import stages
-from iris_consolidation.services.pipeline import consolidation
 from iris_consolidation.services.queue import delivery, dispatch
+from iris_consolidation.services.run import lifecycle
+from iris_consolidation.services.run import plan as run_plan
 from tests.conftest import vector_at
 
 pytestmark = pytest.mark.django_db
@@ -64,10 +65,10 @@ def test_fifty_small_users_and_one_large_are_sent_in_ceil_fifty_over_n_plus_one_
     with django_capture_on_commit_callbacks(execute=True):
         tasks.enqueue_run(run)
 
-    plans = [(func, args) for func, args in sent if func in (dispatch.PLAN_USER, dispatch.PLAN_USERS)]
+    plans = [(func, args) for func, args in sent if func in (dispatch.USER_TASK, dispatch.USERS_TASK)]
     assert len(plans) == math.ceil(50 / per_task) + 1
-    assert [args for func, args in plans if func == dispatch.PLAN_USER] == [(str(run.pk), large.pk)]
-    batches = [args[1] for func, args in plans if func == dispatch.PLAN_USERS]
+    assert [args for func, args in plans if func == dispatch.USER_TASK] == [(str(run.pk), large.pk)]
+    batches = [args[1] for func, args in plans if func == dispatch.USERS_TASK]
     jobs = {job.pk: job.user_id for job in _plan_jobs(run)}
     assert sorted(jobs[pk] for batch in batches for pk in batch) == sorted(u.pk for u in small)
     assert max(len(batch) for batch in batches) == per_task
@@ -82,7 +83,7 @@ def test_a_task_carries_at_most_the_truths_one_user_timeout_covers(run_factory, 
         for i in range(4):
             truth_factory(f"Fact {i}", user=user)
     run = run_factory(execution="queued")
-    consolidation.start_run(run)
+    lifecycle.start_run(run)
     jobs = [Job(run=run, kind=Job.Kind.USER, key=f"user:{u.pk}", user=u) for u in users]
     original = dispatch.TRUTHS_PER_USER_TIMEOUT
     try:
@@ -169,7 +170,7 @@ def test_a_user_failing_inside_a_batch_leaves_the_others_planned(
     monkeypatch.setattr(stages, "candidate_clusters", clusters)
 
     with pytest.raises(RuntimeError, match="broken"), django_capture_on_commit_callbacks(execute=False):
-        tasks.plan_users(str(run.pk), job_ids)
+        tasks.user_jobs(str(run.pk), job_ids)
 
     jobs = {job.user_id: job for job in _plan_jobs(run)}
     assert jobs[failing].status == "failed"
@@ -203,11 +204,11 @@ def test_a_failing_user_with_attempts_left_is_queued_again_alone(
     monkeypatch.setattr(stages, "candidate_clusters", clusters)
 
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
-        tasks.plan_users(str(run.pk), job_ids)
+        tasks.user_jobs(str(run.pk), job_ids)
 
     job = Job.objects.in_run(run.pk).get(user_id=failing, kind=Job.Kind.USER)
     assert (job.status, job.faults) == ("queued", 1)
-    assert (dispatch.PLAN_USER, (str(run.pk), failing)) in sent
+    assert (dispatch.USER_TASK, (str(run.pk), failing)) in sent
 
 
 def test_a_batch_delivered_again_does_no_work_twice(
@@ -227,7 +228,7 @@ def test_a_batch_delivered_again_does_no_work_twice(
 
     monkeypatch.setattr(stages, "candidate_clusters", clusters)
     with pytest.raises(KeyboardInterrupt), django_capture_on_commit_callbacks(execute=False):
-        tasks.plan_users(str(run.pk), job_ids)
+        tasks.user_jobs(str(run.pk), job_ids)
     # The batch is planned in one transaction: the worker died before it committed.
     status = {job.user_id: job.status for job in _plan_jobs(run)}
     assert [status[u.pk] for u in people] == ["running"] * 4
@@ -235,13 +236,13 @@ def test_a_batch_delivered_again_does_no_work_twice(
 
     # The same message while the dead worker's lease runs: nothing to do.
     with django_capture_on_commit_callbacks(execute=False):
-        assert tasks.plan_users(str(run.pk), job_ids) == [{"jobs": job_ids, "skipped": True}]
+        assert tasks.user_jobs(str(run.pk), job_ids) == [{"jobs": job_ids, "skipped": True}]
     # Past the lease: the users are planned again, once; done, they are not planned again.
     Job.objects.in_run(run.pk).filter(status="running").update(lease_until=timezone.now() - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=False):
-        tasks.plan_users(str(run.pk), job_ids)
+        tasks.user_jobs(str(run.pk), job_ids)
     with django_capture_on_commit_callbacks(execute=False):
-        assert tasks.plan_users(str(run.pk), job_ids) == [{"jobs": job_ids, "skipped": True}]
+        assert tasks.user_jobs(str(run.pk), job_ids) == [{"jobs": job_ids, "skipped": True}]
 
     first = [u.pk for u in people[:3]]
     assert planned == first + [u.pk for u in people]
@@ -263,17 +264,17 @@ def test_users_not_started_before_the_embedding_share_are_queued_again_together(
     settings.IRIS_CONSOLIDATION_USER_JOB_TIMEOUT = 1  # embedding may use 0.5 s of the task
     # Every user has a truth to embed again (made by another model).
     Truth.objects.filter(user__in=people, content="Has two cats").update(embedding_model="an-older-model")
-    real = consolidation.embed_user
+    real = run_plan.embed_user
 
     def embed(run, *, user_id, deadline, **kwargs):
         done = real(run, user_id=user_id, deadline=deadline, **kwargs)
         clock.advance(max(0.0, deadline - time.monotonic()) + 0.05)  # the first user takes the share
         return done
 
-    monkeypatch.setattr(consolidation, "embed_user", embed)
+    monkeypatch.setattr(run_plan, "embed_user", embed)
 
     with django_capture_on_commit_callbacks(execute=True):
-        results = tasks.plan_users(str(run.pk), job_ids)
+        results = tasks.user_jobs(str(run.pk), job_ids)
 
     # The first user's embedding reached the deadline: it continues in a new delivery (its
     # truth is embedded); the others had not started and go back together.
@@ -284,12 +285,12 @@ def test_users_not_started_before_the_embedding_share_are_queued_again_together(
     assert jobs[people[0].pk].continues
     assert not Truth.objects.filter(user=people[0], embedding_model="an-older-model").exists()
     assert Truth.objects.filter(user__in=people[1:], embedding_model="an-older-model").count() == 3
-    assert [args[1] for func, args in sent if func == dispatch.PLAN_USERS] == [job_ids[1:]]
+    assert [args[1] for func, args in sent if func == dispatch.USERS_TASK] == [job_ids[1:]]
 
 
 def test_claim_batch_takes_only_the_jobs_left_to_do(run_factory, user_factory, settings):
     run = run_factory(execution="queued")
-    consolidation.start_run(run)
+    lifecycle.start_run(run)
     users = [user_factory() for _ in range(3)]
     jobs = [Job.objects.create(run=run, kind=Job.Kind.USER, key=f"user:{u.pk}", user=u) for u in users]
     Job.objects.filter(pk=jobs[0].pk).update(status="done")
@@ -318,13 +319,13 @@ def test_a_batch_delivered_again_after_its_plans_committed_finishes_every_user(
 
     monkeypatch.setattr(delivery, "finish_user_jobs", die)
     with pytest.raises(KeyboardInterrupt), django_capture_on_commit_callbacks(execute=False):
-        tasks.plan_users(str(run.pk), job_ids)
+        tasks.user_jobs(str(run.pk), job_ids)
     assert StageResult.objects.filter(run=run, stage="semantic").count() == len(people)
     monkeypatch.setattr(delivery, "finish_user_jobs", real)
     Job.objects.in_run(run.pk).filter(status="running").update(lease_until=timezone.now() - timedelta(seconds=1))
 
     with django_capture_on_commit_callbacks(execute=False):
-        tasks.plan_users(str(run.pk), job_ids)
+        tasks.user_jobs(str(run.pk), job_ids)
 
     jobs = {job.user_id: job for job in _plan_jobs(run)}
     assert [(jobs[u.pk].status, jobs[u.pk].faults) for u in people] == [("done", 1)] * len(people)

@@ -13,7 +13,8 @@ from iris_consolidation import tasks
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ClusterReview, ConsolidationJob, RateLimitWindow, Truth
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
-from iris_consolidation.services.queue import creation, delivery, dispatch, throttling, workers
+from iris_consolidation.services.queue import delivery, dispatch, throttling, workers
+from iris_consolidation.services.run import jobs as run_jobs
 from tests import llm_stub
 from tests.conftest import vector_at
 
@@ -33,7 +34,7 @@ def _claim(run_factory, truth_factory, texts):
     run = run_factory(execution="queued")
     a = truth_factory(texts[0], embedding=vector_at(1.0))
     b = truth_factory(texts[1], user=a.user, embedding=vector_at(0.95))
-    job = creation.create_cluster_jobs(
+    job = run_jobs.create_cluster_jobs(
         run.pk,
         [CandidateCluster(user_id=a.user_id, member_ids=(a.pk, b.pk), similarities=(1.0, 0.95))],
         now=timezone.now(),
@@ -56,7 +57,7 @@ def model_job(run_factory, truth_factory):
 
 def _judge(job, **kwargs):
     kwargs.setdefault("clock", lambda: NOW)
-    return workers.judge_batch_job([job], client=get_judge_client(), embedder=Embedder(), **kwargs)[0]
+    return workers.work_cluster_jobs([job], client=get_judge_client(), embedder=Embedder(), **kwargs)[0]
 
 
 def test_429_puts_the_job_back_until_the_providers_reset_time(llm_server, model_job):
@@ -67,7 +68,7 @@ def test_429_puts_the_job_back_until_the_providers_reset_time(llm_server, model_
     model_job.refresh_from_db()
     assert (model_job.status, model_job.rate_limited, model_job.faults) == ("waiting", 1, 0)
     assert model_job.not_before == NOW + timedelta(seconds=17)
-    schedule = Schedule.objects.get(func=dispatch.CONSOLIDATE_BATCH)
+    schedule = Schedule.objects.get(func=dispatch.CLUSTERS_TASK)
     assert (schedule.schedule_type, schedule.next_run) == (Schedule.ONCE, model_job.not_before)
     assert str(model_job.run_id) in schedule.args and dispatch.group_name(model_job.run_id) in schedule.kwargs
     assert not ClusterReview.objects.exists()
@@ -97,7 +98,7 @@ def test_429_whose_wait_ends_past_the_retry_window_fails_the_cluster(llm_server,
     # The operator reads which model limited the rate (the one check of this message's text).
     assert "Rate limited by openai/stub-judge" in model_job.review.error
     assert Truth.objects.filter(pk__in=model_job.member_ids).count() == 2
-    assert not Schedule.objects.filter(func=dispatch.CONSOLIDATE_BATCH).exists()
+    assert not Schedule.objects.filter(func=dispatch.CLUSTERS_TASK).exists()
 
 
 def test_short_wait_under_the_limit_is_taken_in_the_worker(llm_server, model_job, settings):
@@ -135,7 +136,7 @@ def test_long_wait_under_the_limit_puts_the_job_back_in_the_queue(llm_server, mo
     room = throttling.recent_starts(name=throttling.CLUSTER_JOBS)[0] + 60 + throttling.START_MARGIN
     assert claimed.not_before.timestamp() == pytest.approx(room - workers.max_throttle_sleep(), abs=2)
     assert workers.max_throttle_sleep() == 45
-    assert Schedule.objects.get(func=dispatch.CONSOLIDATE_BATCH).next_run == claimed.not_before
+    assert Schedule.objects.get(func=dispatch.CLUSTERS_TASK).next_run == claimed.not_before
 
 
 def test_rule_judge_clusters_are_not_throttled(rules_judge, claimed, settings):
@@ -173,7 +174,7 @@ def test_phase_one_is_not_throttled(
     with django_capture_on_commit_callbacks(execute=False):
         tasks.enqueue_run(run)
         user_job = ConsolidationJob.objects.get(run=run, kind="user")
-        tasks.plan_user(str(run.pk), user_job.user_id)
+        tasks.user_job(str(run.pk), user_job.user_id)
 
     run.refresh_from_db()
     assert (run.users_done, run.clusters_found) == (1, 1)

@@ -19,7 +19,7 @@ from django.db.models import Count
 
 from iris_consolidation import tasks
 from iris_consolidation.models import ClusterReview, ConsolidationJob, ConsolidationRun, LineageEvent, Origin, Truth
-from iris_consolidation.services.pipeline import consolidation
+from iris_consolidation.services.run import lifecycle
 from tests import llm_stub
 from tests.services.queue.faults.conftest import merge_all, wait_until, word_of
 
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _queue_run() -> ConsolidationRun:
-    run = consolidation.create_run(trigger="command", judge="llm:openai/stub-judge")
+    run = lifecycle.create_run(trigger="command", judge="llm:openai/stub-judge")
     tasks.enqueue_run(run)
     return run
 

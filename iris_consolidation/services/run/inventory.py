@@ -28,7 +28,7 @@ from django.db.models import Count, Q
 from ...llm.base import truth_names, with_truth_numbers
 from ...models import ConsolidationRun, Truth
 from ...run_settings import allowed_user_ids
-from ..hygiene import stages
+from ..hygiene import reports
 
 #: How many changes the report lists (the issue's "up to 10 most significant").
 MAX_CHANGES = 10
@@ -192,7 +192,7 @@ def complete(run: ConsolidationRun) -> dict[str, Any]:
         "deferred": run.deferred,
     }
     data["seeds"] = run.seeds
-    data["stages"] = stages.summarise(run)
+    data["stages"] = reports.summarise(run)
     data["checkpoint"] = {
         "old": run.previous_checkpoint.isoformat() if run.previous_checkpoint else None,
         "new": run.checkpoint.isoformat() if run.checkpoint else None,

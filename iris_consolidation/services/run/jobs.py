@@ -1,12 +1,16 @@
-"""Creating a run's job rows: phase 1 user jobs, phase 2 cluster jobs, apply jobs.
+"""A run's job rows: their keys, and their creation (phase 1 user jobs, phase 2 cluster
+jobs, apply jobs).
 
-Rows are created in bulk by the run's start (``lifecycle.start_run``) and by the end of
-a user's phase 1 (``delivery.finish_user_job``); ``ensure_*`` create one when a caller
-queued a task itself. Nothing here sends a message (``dispatch`` does).
+A key is unique per run (``ConsolidationJob`` constraint ``job_once_per_run_and_key``),
+so a task delivered twice finds the job it made the first time. Rows are created in bulk
+by the run's start (``lifecycle.start_run``) and by the end of a user's phase 1
+(``queue.delivery.finish_user_jobs``); ``ensure_*`` create one when a caller queued a
+task itself. Nothing here sends a message (``queue.dispatch`` does).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,9 +19,32 @@ from django.utils import timezone
 
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun
 from ..pipeline.clustering import CandidateCluster
-from .keys import apply_job_key, cluster_job_key, user_job_key
 
 Job = ConsolidationJob
+
+#: Kinds of job that end in a review (phase 2): a judged cluster or an applied verdict.
+PHASE2 = (Job.Kind.CLUSTER, Job.Kind.APPLY)
+
+
+def user_job_key(user_id: int) -> str:
+    """Key of a run's phase 1 job for one user."""
+    return f"user:{user_id}"
+
+
+def cluster_job_key(member_ids: Iterable[int]) -> str:
+    """Key of a run's phase 2 job for one cluster: a hash of its member ids (any order)."""
+    digest = hashlib.sha256(",".join(str(i) for i in sorted(member_ids)).encode()).hexdigest()
+    return f"cluster:{digest[:40]}"
+
+
+def apply_job_key(preview_id: int) -> str:
+    """Key of an application's job for one previewed review of the dry run."""
+    return f"apply:{preview_id}"
+
+
+def candidate(job: ConsolidationJob) -> CandidateCluster:
+    """The cluster a phase 2 job judges."""
+    return CandidateCluster(user_id=job.user_id, member_ids=tuple(job.member_ids), similarities=tuple(job.similarities))
 
 
 def create_user_jobs(run: ConsolidationRun, user_ids: Iterable[int], *, now: datetime) -> list[Job]:
