@@ -183,7 +183,7 @@ DEFAULTS: dict[str, Any] = {
     # "low" is never added (rho's mining SOP).
     "MINING_CONFIDENCE": "high",
     # Most truths the mine stage adds per user per pass, the most recent sessions' first; the
-    # rest are proposed again at the user's next pass (mining.carried).
+    # rest are proposed again at the user's next pass (mining.carried, novelty.users_with_carried).
     "MAX_NEW_TRUTHS": 10,
     # Cosine similarity to an existing live truth at or above which a mined truth is a
     # near-duplicate and skipped; below it, a close one is added and the semantic arm of

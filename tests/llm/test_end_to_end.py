@@ -14,7 +14,8 @@ from iris_consolidation.llm.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_
 from iris_consolidation.management.commands.consolidate_truths import Command
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
 from iris_consolidation.services.pipeline.judging import JUDGE_UNAVAILABLE
-from iris_consolidation.services.pipeline.validation import LOST_DETAIL, Code
+from iris_consolidation.services.pipeline.validation import Code
+from iris_consolidation.services.pipeline.validation_messages import LOST_DETAIL
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import parse_summary, truth_state

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 EMBEDDER = LocalEmbedder()
 #: Joined without loss, a statement and its definition by a negation (they share no word): the
 #: invariants pass, the polarity signal fires. (A statement and its opposite joined is refused
-#: outright: ``validation.SIDE_BY_SIDE``.)
+#: outright: ``validation_messages.SIDE_BY_SIDE``.)
 DEFINITION = ("Is vegan", "Does not eat animal products")
 JOINED = merge_dict(["t1", "t2"], "Is vegan; does not eat animal products", "a vegan eats no animal products")
 

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.django_db
 
 EMBEDDER = LocalEmbedder()
 #: Two wordings of one habit and a third fact: fused without loss, the negation is a signal (set
-#: side by side, t2 and t3 would be refused outright: ``validation.SIDE_BY_SIDE``; "Does not drink
-#: dairy milk" beside "oat milk" would keep both values of one slot: ``validation.BOTH_VALUES``).
+#: side by side, t2 and t3 would be refused outright: ``validation_messages.SIDE_BY_SIDE``; "Does not drink
+#: dairy milk" beside "oat milk" would keep both values of one slot: ``validation_messages.BOTH_VALUES``).
 LATTES = ("Drinks oat milk lattes", "Drinks lattes with oat milk", "Does not drink dairy")
 JOINED = merge_dict(["t1", "t2", "t3"], "Drinks lattes with oat milk, not dairy milk", "all about milk")
 #: A chain of states of one thing; the latest supersedes both (two different statements: a signal).

@@ -47,7 +47,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -56,7 +56,6 @@ from typing import Any
 import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from ... import run_settings
@@ -75,11 +74,8 @@ from ...models import (
     Truth,
 )
 from ...querysets import set_hnsw_search
-from ...text import quantities, stems
-from ...text.languages import LEXICON
-from ...text.normalising import tokens
 from ..pipeline import truth_events
-from . import budget, extraction
+from . import budget, extraction, novelty
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +201,7 @@ def user_ids_to_mine(run: ConsolidationRun) -> list[int]:
     messages = SessionMessage.objects.filter(role=MessageRole.USER, **_in_window(window))
     if run.user_filter_id is not None:
         messages = messages.filter(session__user_id=run.user_filter_id)
-    carry = users_with_carried(None if run.user_filter_id is None else [run.user_filter_id])
+    carry = novelty.users_with_carried(None if run.user_filter_id is None else [run.user_filter_id])
     return sorted(set(messages.values_list("session__user_id", flat=True).distinct()) | carry)
 
 
@@ -237,17 +233,6 @@ def _sessions(user_id: int, window: Window) -> list[tuple[ChatSession, list[Sess
     return [(s, msgs) for s, msgs in grouped.values() if any(m.role == MessageRole.USER for m in msgs)]
 
 
-def in_style(content: str, subject: str | None) -> str:
-    """A subject-less truth of the offline extractor ("Lives in Berlin", "Their favorite
-    color is red") written as the user's truths name the person (``subject_of``):
-    "Caroline lives in Berlin", "Caroline's favorite color is red"; unchanged without one."""
-    if not subject or subject == "I" or not content:  # no verb is conjugated here: "I lives" would be wrong
-        return content
-    if content.startswith("Their "):
-        return f"{subject}'s {content.removeprefix('Their ')}"
-    return f"{subject} {content[0].lower()}{content[1:]}"
-
-
 def _rule_candidates(
     session: ChatSession, messages: list[SessionMessage], start: int, subject: str | None
 ) -> list[Candidate]:
@@ -255,9 +240,9 @@ def _rule_candidates(
     by_key = {_message_key(m): m for m in own}
     found = extraction.extract([(_message_key(m), m.content) for m in own])
     return [
-        Candidate(content=in_style(e.content, subject), kind=e.kind, confidence=e.confidence, evidence=e.evidence,
-                  reason=e.reason, session=session.external_id, stated_at=max(by_key[k].at for k in e.evidence),
-                  order=start + i)
+        Candidate(content=novelty.in_style(e.content, subject), kind=e.kind, confidence=e.confidence,
+                  evidence=e.evidence, reason=e.reason, session=session.external_id,
+                  stated_at=max(by_key[k].at for k in e.evidence), order=start + i)
         for i, e in enumerate(found)
     ]
 
@@ -274,40 +259,6 @@ def _known(user_id: int, vector: np.ndarray, limit: int, *, retired: bool = Fals
 #: ``IRIS_CONSOLIDATION_MINING_KNOWN_TRUTHS``: a session touches several topics, and the
 #: twin of what one message says is near that message, not near the session as a whole.
 KNOWN_PER_MESSAGE = 4
-#: How many of the user's latest truths ``subject_of`` reads.
-STYLE_SAMPLE = 400
-#: Share of the user's truths that must begin with a word for ``subject_of`` to take it.
-SUBJECT_SHARE = 0.3
-#: First words that begin a sentence without naming the person ("Has two cats", "The
-#: support group ..."); ``subject_of`` never takes one of them for the person's name.
-_STARTERS = frozenset(
-    "a an the this that these those his her their its my our your he she they it we you is are was were has "
-    "have had does did do likes loves enjoys prefers wants works lives plans used can cannot will would "
-    "not no after before when since as in on at for to from with and but or".split()
-)
-
-
-def subject_of(contents: Sequence[str]) -> str | None:
-    """How the user's truths name the person: the capitalised first word (not a sentence
-    starter such as "Has" or "The") that begins at least ``SUBJECT_SHARE`` of ``contents``,
-    e.g. "Andrew" for "Andrew has four dogs" ("I" for first-person truths); None when no
-    word does (the truths have no subject, "Has four dogs", or speak in many ways)."""
-    firsts = [text.split(maxsplit=1)[0].strip(".,:;!?\"'") for text in contents if text.strip()]
-    counts: dict[str, int] = {}
-    for word in firsts:
-        if word[:1].isupper() and word.lower() not in _STARTERS:
-            counts[word] = counts.get(word, 0) + 1
-    if not counts:
-        return None
-    word, count = max(counts.items(), key=lambda item: item[1])
-    return word if count >= SUBJECT_SHARE * len(firsts) else None
-
-
-def _user_subject(user_id: int) -> str | None:
-    latest = Truth.objects.for_user(user_id).order_by("-created_at").values_list("content", flat=True)
-    return subject_of(list(latest[:STYLE_SAMPLE]))
-
-
 def _known_for(user_id: int, vectors: Sequence[np.ndarray], limit: int) -> list[Truth]:
     """The user's truths nearest to each vector (``KNOWN_PER_MESSAGE`` each), round-robin
     so that every message's nearest come first, at most ``limit``; one transaction."""
@@ -374,7 +325,7 @@ def _prepare(
     own = [[m.content for m in messages if m.role == MessageRole.USER] for _, messages in sessions]
     flat = [text for texts in own for text in texts]
     vectors = list(embedder.embed(flat)) if flat else []
-    subject = _user_subject(user_id)
+    subject = novelty.user_subject(user_id)
     limit = int(app_settings.MINING_KNOWN_TRUTHS)
     calls, at = [], 0
     for (session, messages), texts in zip(sessions, own, strict=True):
@@ -481,7 +432,7 @@ def find(
     candidates: list[Candidate] = []
     sessions = _sessions(user_id, window) if has_messages else []
     if client is None:
-        subject = _user_subject(user_id) if sessions else None
+        subject = novelty.user_subject(user_id) if sessions else None
         for session, messages in sessions:
             result.sessions.append(session.external_id)
             result.messages += sum(1 for m in messages if m.role == MessageRole.USER)
@@ -548,26 +499,7 @@ def _decide(
             continue
         result.skipped.append(c)
     if keep:
-        live = set(Truth.objects.filter(pk__in=[c.changes for c in keep if c.changes]).values_list("pk", flat=True))
-        subject = _user_subject(user_id)
-        vectors = embedder.embed([c.content for c in keep])
-        for c, vector in zip(keep, vectors, strict=True):
-            c.vector = vector
-            if c.changes not in live:
-                c.changes = None
-            nearest = _known(user_id, vector, COMPARED, retired=True)
-            for truth in nearest:
-                if truth.pk == c.changes:
-                    c.changes_similarity = 1.0 - float(truth.distance)  # type: ignore[attr-defined]  # nearest()'s annotation
-            # A retired truth counts too (a superseded habit is not revived), unless this one
-            # declares a change: then it may state an old value again ("moved back to Lisbon").
-            compared = [t for t in nearest if t.pk != c.changes and (t.retired_at is None or c.changes is None)]
-            why = _restates(c, compared, subject)
-            if why:
-                c.skipped = why
-                result.skipped.append(c)
-            else:
-                result.added.append(c)
+        _against_stored(user_id=user_id, keep=keep, embedder=embedder, result=result)
     cap = int(app_settings.MAX_NEW_TRUTHS)
     for c in result.added[cap:]:
         c.skipped = SKIP_CAP.format(cap=cap)
@@ -575,6 +507,32 @@ def _decide(
         result.skipped.append(c)
     # Written (and listed) in the order they were stated.
     result.added = sorted(result.added[:cap], key=lambda c: (c.stated_at, c.order))
+
+
+def _against_stored(*, user_id: int, keep: list[Candidate], embedder: Embedder, result: MiningResult) -> None:
+    """Each of ``keep`` (already past the policy and the exact-text checks) into
+    ``result.added``, or ``result.skipped`` when it restates one of its ``COMPARED``
+    nearest stored truths (``_restates``); a ``changes`` naming no live truth is dropped."""
+    live = set(Truth.objects.filter(pk__in=[c.changes for c in keep if c.changes]).values_list("pk", flat=True))
+    subject = novelty.user_subject(user_id)
+    vectors = embedder.embed([c.content for c in keep])
+    for c, vector in zip(keep, vectors, strict=True):
+        c.vector = vector
+        if c.changes not in live:
+            c.changes = None
+        nearest = _known(user_id, vector, COMPARED, retired=True)
+        for truth in nearest:
+            if truth.pk == c.changes:
+                c.changes_similarity = 1.0 - float(truth.distance)  # type: ignore[attr-defined]  # nearest()'s annotation
+        # A retired truth counts too (a superseded habit is not revived), unless this one
+        # declares a change: then it may state an old value again ("moved back to Lisbon").
+        compared = [t for t in nearest if t.pk != c.changes and (t.retired_at is None or c.changes is None)]
+        why = _restates(c, compared, subject)
+        if why:
+            c.skipped = why
+            result.skipped.append(c)
+        else:
+            result.added.append(c)
 
 
 def _restates(candidate: Candidate, nearest: Sequence[Truth], subject: str | None) -> str:
@@ -587,33 +545,12 @@ def _restates(candidate: Candidate, nearest: Sequence[Truth], subject: str | Non
         similarity = 1.0 - float(truth.distance)  # type: ignore[attr-defined]  # nearest()'s annotation
         if similarity >= threshold:
             why = SKIP_NEAR.format(truth=truth.pk, similarity=similarity)
-        elif restated(candidate.content, truth.content, subject=subject):
+        elif novelty.restated(candidate.content, truth.content, subject=subject):
             why = SKIP_WORDS.format(truth=truth.pk, similarity=similarity)
         else:
             continue
         return why + (SKIP_WAS_RETIRED.format(reason=truth.retired_reason) if truth.retired_at is not None else "")
     return ""
-
-
-def restated(text: str, truth: str, *, subject: str | None = None) -> bool:
-    """Whether ``truth`` says everything ``text`` says, by its words: every content stem
-    of ``text`` (``text.stems.content_stems``, the person's name ``subject`` left out)
-    has a word of its family in ``truth``, and ``text`` has at least one; its numbers and
-    negations are all in ``truth``, and ``truth`` has no negation ``text`` lacks (a
-    polarity change is not a restatement). "Has four dogs" / "Andrew has four dogs":
-    True; "Has two dogs" / "Has three dogs": False."""
-    skip = {subject.lower()} if subject else set()
-    own = stems.content_stems(text, exclude=skip)
-    if not own or stems.missing(own, stems.content_stems(truth, exclude=skip)):
-        return False
-    marks_text, marks_truth = _marks(text), _marks(truth)
-    return marks_text[0] <= marks_truth[0] and marks_text[1] == marks_truth[1]
-
-
-def _marks(text: str) -> tuple[set[str], set[str]]:
-    """The numbers of ``text`` by value (``quantities.values``: "4" and "four" are one) and
-    its negations."""
-    return quantities.values(text), {w for w in tokens(text) if w in LEXICON.negations or w in LEXICON.negative_verbs}
 
 
 def carried(*, run: ConsolidationRun, user_id: int, start: int) -> list[Candidate]:
@@ -632,38 +569,6 @@ def carried(*, run: ConsolidationRun, user_id: int, start: int) -> list[Candidat
                 order=start + len(found), changes=entry.get("changes"),
             ))
     return found
-
-
-def users_with_carried(user_ids: Iterable[int] | None = None) -> set[int]:
-    """Users whose last real mine result holds candidates the cap skipped (``carried``):
-    the next pass mines them even without a session in its window. One query."""
-    last = (StageResult.objects.filter(stage="mine", user_id=OuterRef("user_id"), run__dry_run=False,
-                                       mode=StageMode.APPLY).order_by("-id").values("id")[:1])
-    rows = StageResult.objects.filter(stage="mine", findings__contains=[{"carry": True}], id=Subquery(last))
-    if user_ids is not None:
-        rows = rows.filter(user_id__in=list(user_ids))
-    return set(rows.values_list("user_id", flat=True))
-
-
-def with_changes(clusters: list[Any], mine: StageResult | None, *, user_id: int) -> list[Any]:
-    """``clusters`` (``CandidateCluster``) and, for each truth this pass mined as a change
-    of a stored truth (``changes`` in ``mine``'s findings), the pair (new truth first, then
-    the truth it changes) as one more group unless a group is that pair already, so the
-    judge, the validator and the second look decide that supersede. Also when a larger group
-    holds both: measured on LoCoMo, a judge shown "passed her adoption interviews" among ten
-    of the person's truths kept "is researching adoption agencies" beside it."""
-    from ..pipeline.clustering import CandidateCluster
-
-    pairs = [(f["truth_id"], f["changes"], float(f.get("changes_similarity") or 0.0))
-             for f in (mine.findings[1:] if mine is not None else [])
-             if f.get("outcome") == "added" and f.get("truth_id") and f.get("changes")]
-    asked = {frozenset(c.member_ids) for c in clusters}
-    extra = [
-        CandidateCluster(user_id=user_id, member_ids=(new, old), similarities=(1.0, similarity))
-        for new, old, similarity in pairs
-        if frozenset((new, old)) not in asked
-    ]
-    return [*clusters, *extra]
 
 
 def write(*, run: ConsolidationRun, user_id: int, result: MiningResult, embedder: Embedder) -> list[Truth]:

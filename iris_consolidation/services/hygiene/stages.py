@@ -53,7 +53,7 @@ from ...llm.base import NoiseCandidate, NoiseReply
 from ...models import ConsolidationRun, LineageEvent, RetiredReason, StageMode, StageResult, Truth
 from ...run_settings import prune_share, run_modes
 from ..pipeline import clustering, forecast, neighbourhoods, vectors
-from . import budget, decay, lexical, mining, noise, noise_rules, promotion, prune, relocation, retire
+from . import budget, decay, lexical, mining, noise, noise_rules, novelty, promotion, prune, relocation, retire
 from .passes import UserPass, pass_time
 
 logger = logging.getLogger(__name__)
@@ -363,7 +363,7 @@ def candidate_clusters(
     clusters, _ = lexical.interleave(judged_semantic, judged_lexical)
     if StageMode.APPLY in (modes["semantic"], modes["lexical"]):
         # A truth mined as a change of a stored one is judged beside it (a supersede).
-        clusters = mining.with_changes(clusters, _start(run, user_id, "mine", shared)[1], user_id=user_id)
+        clusters = novelty.with_changes(clusters, _start(run, user_id, "mine", shared)[1], user_id=user_id)
     return keep_undone_apart(clusters, user_id=user_id, shared=shared)
 
 

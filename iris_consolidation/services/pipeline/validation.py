@@ -59,108 +59,15 @@ A rejected action is recorded and the members it named are kept as they were.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from ... import text
 from ...choices import MergeProtection
 from ...llm.base import Action, JudgeRequest, MemberView, Signal
-from ...text.attributes import attributes_of
+from . import validation_messages as say
+from .relations import both_own, covers, negation_words, one_thing, quoted, related, reordered, role_swap, share
 
-NO_REASON = "The action gives no reason."
-UNKNOWN_ID = "The action names {alias!r}, which is not a member of this cluster."
-REPEATED_ID = "The action names {alias!r} more than once."
-ALREADY_USED = "{alias!r} is already named by an earlier action; a member takes part in one action at most."
-TOO_FEW = "A merge needs at least two members."
-EMPTY_CONTENT = "The merged content is empty."
-TOO_LONG = "The merged content has {length} characters; the limit is {limit}."
-PROTECTED_RETIRED = (
-    "{alias!r} is protected (pinned, created by the user or the assistant, or at the maximum generation) "
-    "and cannot be retired or reworded."
-)
-AT_GENERATION_LIMIT = "{alias!r} is at the generation limit ({limit}) and takes part in no further consolidation."
-TWO_PROTECTED = "A merge may keep at most one protected member; {aliases} are all protected."
-LOST_DETAIL = "The merged content drops {detail!r}, found in {alias!r}."
-INVENTED_DETAIL = "The merged content adds {detail!r}, which no member states."
-INVENTED_WORDS = "The merged content says {words}, which no member states."
-LOST_NEGATION = (
-    "The merged content drops the negation {words} of {alias!r}; keep it, or state the synonym in the reason "
-    '("word = synonym").'
-)
-INVENTED_NEGATION = "The merged content says {words}, a negation that no member states."
-POLARITY_DIFFERS = "{a!r} and {b!r} differ in negation; a statement never merges with its opposite."
-#: Appended to a signal's message: the words an operator (and the second look) should read.
-DIFFERING_WORDS = " The words that differ: {words}."
-NAMES_DIFFER = "{a!r} and {b!r} name different people or things ({names}); they stay apart."
-NUMBERS_DIFFER = "{a!r} and {b!r} give different numbers ({numbers}); they stay apart."
-ROLE_SWAP = "{a!r} and {b!r} use the same words with names in another order (a role swap); they stay apart."
-CHAINED = "{a!r} and {b!r} share no word or detail; a merge of three or more members must not chain unrelated facts."
-SIDE_BY_SIDE = (
-    "The merged content sets {a!r} and {b!r} side by side, and they {why}; a merge fuses restatements of one "
-    "fact into one statement, it does not join different facts."
-)
-#: What ``SIDE_BY_SIDE`` says the two members do (``_side_by_side``).
-SIDE_DISTINCT = "hold different names, numbers, dates, roles or words in one frame"
-SIDE_OPPOSED = "say the same thing where one of them negates it, ends it or reports a change"
-SIDE_CHAINED = "share no word, name or number with each other"
-BOTH_VALUES = (
-    "The merged content keeps {words_a} of {a!r} and {words_b} of {b!r}, two values where the members "
-    "differ; a merge states one fact, not both values of one thing."
-)
-REORDERED = "The merged content uses the words of {alias!r} in another order, which can swap who does what."
-TIME_SPAN_DIFFERS = "{a!r} and {b!r} cover different spans of time (one says its state ended); they stay apart."
-CONTRAST = "{a!r} says {words_a} where {b!r} says {words_b} in the same frame; distinct facts stay apart."
-DETAILS_ONLY = (
-    "{a!r} and {b!r} share only {details} and no word of what they say about it; two facts about one name stay "
-    'apart (if they restate each other, state the synonyms in the reason: "word = synonym").'
-)
-STATE_CHANGED = (
-    "{a!r} reports a change ({marker}) and {b!r} does not; a change is superseded or kept, never merged away."
-)
-LOST_WORDS = (
-    "The merged content drops {words}, stated by {alias!r}; keep them, or state each synonym in the reason "
-    '("word = synonym").'
-)
-SUPERSEDE_SELF = "A supersede cannot retire its own 'new' member."
-SUPERSEDE_EMPTY = "A supersede needs at least one 'old' member."
-SUPERSEDE_BACKWARDS = "{old!r} was stated after {new!r}; the newer statement never retires in favour of an older one."
-SUPERSEDE_NO_CHANGE = (
-    "{new!r} does not say that anything changed (e.g. moved, now, no longer); {old!r} stays as a fact of its own."
-)
-SUPERSEDE_OUTCOME = (
-    "{new!r} says no change word; it may state the outcome of the plan or effort of {old!r}, or another fact."
-)
-INSTRUCTION = "{alias!r} is an instruction to the model, not a fact about the person; it is kept as it is."
-SUPERSEDE_UNRELATED = (
-    "{new!r} shares no word, name or number with {old!r}; a later truth about another attribute retires nothing."
-)
-SUPERSEDE_MIXED = (
-    "{a!r} and {b!r} are different statements; one change supersedes one statement (and its restatements), "
-    "not several facts at once."
-)
-SUPERSEDE_SEVERAL = (
-    "{a!r} and {b!r} are different statements and neither is an earlier step of a change (a change, an "
-    "event or a plan); one change supersedes one statement (and its restatements) and the steps before it."
-)
-MERGED_CONTENT = "merged content"
-
-# What a signal says to the second look and the operator: the observation, in plain
-# words, with no conclusion (the refusal messages above state the rule judge's).
-CONCERN_POLARITY = "{a} and {b} differ in negation: {words} stands in only one of them."
-CONCERN_NAMES = "{a} and {b} name different people, places or things: {names}."
-CONCERN_NUMBERS = "{a} and {b} give different numbers: {numbers}."
-CONCERN_DATES = "{a} and {b} give different days or months: {names}."
-CONCERN_ROLE_SWAP = "{a} and {b} use the same words with the names in another order."
-CONCERN_TIME_SPAN = "{a} says a state ended ({marker}) and {b} does not."
-CONCERN_STATE_CHANGED = "{a} reports a change ({marker}) and {b} does not."
-CONCERN_CONTRAST = "{a} says {words_a} where {b} says {words_b}; their other words are the same."
-CONCERN_CHAINED = "{a} and {b} share no word, name or number."
-CONCERN_DETAILS_ONLY = "{a} and {b} share only {details}."
-CONCERN_OUTCOME = (
-    "{new} says no change word; {old} states a plan or an effort under way that {new} may be the outcome of."
-)
-CONCERN_MIXED = "{a} and {b}, both to be retired, say different things."
 #: A signal as the checks find it: (code, refusal message, concern).
 Finding = tuple["Code", str, str]
 
@@ -272,92 +179,56 @@ class ValidationResult:
         return tuple(a for a in self.accepted if a.signals)
 
 
-def _quoted(words: Iterable[str]) -> str:
-    return ", ".join(repr(w) for w in sorted(words))
-
-
-def _role_swap(a: str, b: str, *, known: frozenset[str]) -> bool:
-    names_a = text.proper_names(a, known=known)
-    names_b = text.proper_names(b, known=known)
-    return (
-        len(names_a) > 1
-        and sorted(names_a) == sorted(names_b)
-        and names_a != names_b
-        and set(text.tokens(a)) == set(text.tokens(b))
-        and not text.moved_phrase(a, b)  # "Met Alice in Paris" / "In Paris met Alice"
-        and not text.list_reordered(a, b)  # "Visited Alice and Bob" / "Visited Bob and Alice"
-    )
-
-
-def _reordered(member: str, content: str) -> bool:
-    """Whether ``content`` uses ``member``'s words in an order that may change who does what:
-    not a phrase moved to the front, nor a list's items in another order (``text.wordorder``)."""
-    return (
-        text.reordered(member, content)
-        and not text.moved_phrase(member, content)
-        and not text.list_reordered(member, content)
-    )
-
-
-def _negation_words(a: str, b: str) -> str:
-    """The negation words that tell ``a`` from ``b``, quoted ("'not' in only one of them")."""
-    diff = text.negations(a) ^ text.negations(b)
-    return _quoted(diff) if diff else "a negative word in only one of them"
-
-
-def _both_own(a: set[str], b: set[str]) -> bool:
-    """Whether each side has a name (number, date) the other lacks: "Sister Ines" / "Brother
-    Hugo" may be two people; "John, with Anthony" / "John" only adds one."""
-    return bool(a - b) and bool(b - a)
-
-
 def _pair_signals(a: MemberView, b: MemberView, *, known: frozenset[str]) -> list[Finding]:
     """What a word-level reading finds risky in merging ``a`` with ``b`` (one per kind)."""
     found: list[Finding] = []
     x, y = a.alias, b.alias
     if text.polarity_key(a.content) != text.polarity_key(b.content):
-        words = _negation_words(a.content, b.content)
-        found.append((Code.POLARITY, POLARITY_DIFFERS.format(a=x, b=y), CONCERN_POLARITY.format(a=x, b=y, words=words)))
+        words = negation_words(a.content, b.content)
+        concern = say.CONCERN_POLARITY.format(a=x, b=y, words=words)
+        found.append((Code.POLARITY, say.POLARITY_DIFFERS.format(a=x, b=y), concern))
     names_a = text.names_not_dates(a.content, known=known)
     names_b = text.names_not_dates(b.content, known=known)
-    if _both_own(names_a, names_b):
+    if both_own(names_a, names_b):
         names = ", ".join(sorted(names_a ^ names_b))
         found.append(
-            (Code.NAMES_DIFFER, NAMES_DIFFER.format(a=x, b=y, names=names), CONCERN_NAMES.format(a=x, b=y, names=names))
+            (Code.NAMES_DIFFER, say.NAMES_DIFFER.format(a=x, b=y, names=names),
+             say.CONCERN_NAMES.format(a=x, b=y, names=names))
         )
-    if _role_swap(a.content, b.content, known=known):
-        found.append((Code.ROLE_SWAP, ROLE_SWAP.format(a=x, b=y), CONCERN_ROLE_SWAP.format(a=x, b=y)))
+    if role_swap(a.content, b.content, known=known):
+        found.append((Code.ROLE_SWAP, say.ROLE_SWAP.format(a=x, b=y), say.CONCERN_ROLE_SWAP.format(a=x, b=y)))
     if text.time_ended(a.content) != text.time_ended(b.content):
         ended, other = (a, b) if text.time_ended(a.content) else (b, a)
         marker = repr(text.ended_marker(ended.content))
-        concern = CONCERN_TIME_SPAN.format(a=ended.alias, b=other.alias, marker=marker)
-        found.append((Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=x, b=y), concern))
+        concern = say.CONCERN_TIME_SPAN.format(a=ended.alias, b=other.alias, marker=marker)
+        found.append((Code.TIME_SPAN, say.TIME_SPAN_DIFFERS.format(a=x, b=y), concern))
     if text.reports_change(a.content) != text.reports_change(b.content):
         changed, other = (a, b) if text.reports_change(a.content) else (b, a)
         marker = repr(text.change_marker(changed.content))
-        message = STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker)
+        message = say.STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker)
         found.append(
-            (Code.STATE_CHANGED, message, CONCERN_STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker))
+            (Code.STATE_CHANGED, message,
+             say.CONCERN_STATE_CHANGED.format(a=changed.alias, b=other.alias, marker=marker))
         )
     nums_a = text.numbers(a.content)
     nums_b = text.numbers(b.content)
-    if _both_own(nums_a, nums_b):
+    if both_own(nums_a, nums_b):
         numbers = ", ".join(sorted(nums_a ^ nums_b))
-        message = NUMBERS_DIFFER.format(a=x, b=y, numbers=numbers)
-        found.append((Code.NUMBERS_DIFFER, message, CONCERN_NUMBERS.format(a=x, b=y, numbers=numbers)))
+        message = say.NUMBERS_DIFFER.format(a=x, b=y, numbers=numbers)
+        found.append((Code.NUMBERS_DIFFER, message, say.CONCERN_NUMBERS.format(a=x, b=y, numbers=numbers)))
     dates_a, dates_b = text.dates(a.content), text.dates(b.content)
-    if _both_own(dates_a, dates_b):
+    if both_own(dates_a, dates_b):
         names = ", ".join(sorted(dates_a ^ dates_b))
-        message = NAMES_DIFFER.format(a=x, b=y, names=names)
-        found.append((Code.DATES_DIFFER, message, CONCERN_DATES.format(a=x, b=y, names=names)))
+        message = say.NAMES_DIFFER.format(a=x, b=y, names=names)
+        found.append((Code.DATES_DIFFER, message, say.CONCERN_DATES.format(a=x, b=y, names=names)))
     swapped = text.contrast(a.content, b.content, known=known) or text.parallel(
         a.content, b.content, known=known
     )
     if swapped:
-        words_a = _quoted(text.words_of_stems(a.content, swapped[0]) or swapped[0])
-        words_b = _quoted(text.words_of_stems(b.content, swapped[1]) or swapped[1])
-        message = CONTRAST.format(a=x, b=y, words_a=words_a, words_b=words_b)
-        found.append((Code.CONTRAST, message, CONCERN_CONTRAST.format(a=x, b=y, words_a=words_a, words_b=words_b)))
+        words_a = quoted(text.words_of_stems(a.content, swapped[0]) or swapped[0])
+        words_b = quoted(text.words_of_stems(b.content, swapped[1]) or swapped[1])
+        message = say.CONTRAST.format(a=x, b=y, words_a=words_a, words_b=words_b)
+        found.append((Code.CONTRAST, message, say.CONCERN_CONTRAST.format(a=x, b=y, words_a=words_a, words_b=words_b)))
     return found
 
 
@@ -380,23 +251,23 @@ def _content_invariant(
                 continue
             if not text.is_number(detail) and _named_in(detail, renamed):
                 continue
-            return Code.LOST_DETAIL, LOST_DETAIL.format(detail=detail, alias=member.alias)
+            return Code.LOST_DETAIL, say.LOST_DETAIL.format(detail=detail, alias=member.alias)
         lost = text.lost_negations(member.content, content, covered=covered)
         if lost:
-            return Code.LOST_NEGATION, LOST_NEGATION.format(words=_quoted(lost), alias=member.alias)
-        if _role_swap(member.content, content, known=known):
-            return Code.ROLE_SWAP, ROLE_SWAP.format(a=member.alias, b=MERGED_CONTENT)
-        if _reordered(member.content, content):
-            return Code.REORDERED, REORDERED.format(alias=member.alias)
+            return Code.LOST_NEGATION, say.LOST_NEGATION.format(words=quoted(lost), alias=member.alias)
+        if role_swap(member.content, content, known=known):
+            return Code.ROLE_SWAP, say.ROLE_SWAP.format(a=member.alias, b=say.MERGED_CONTENT)
+        if reordered(member.content, content):
+            return Code.REORDERED, say.REORDERED.format(alias=member.alias)
         lost = text.lost_words(member.content, content, reason=reason, known=known)
         if lost:
             # The operator reads the member's words, not their stems ("hospice", not "hospic").
             words = [w for w in lost if text.no_space_runs(w)] + text.words_of_stems(member.content, lost)
-            return Code.LOST_WORDS, LOST_WORDS.format(words=_quoted(words or lost), alias=member.alias)
+            return Code.LOST_WORDS, say.LOST_WORDS.format(words=quoted(words or lost), alias=member.alias)
     sources = [m.content for m in members]
     invented = text.invented_negations(content, sources, covered=text.vouched(reason, sources))
     if invented:
-        return Code.INVENTED_NEGATION, INVENTED_NEGATION.format(words=_quoted(invented))
+        return Code.INVENTED_NEGATION, say.INVENTED_NEGATION.format(words=quoted(invented))
     said = set().union(*(text.details(m.content, known=known) for m in members))
     renamed = [p for m in members for p in text.stated_between(content, m.content, reason)]
     for detail in sorted(text.details(content, known=known) - said):
@@ -404,12 +275,13 @@ def _content_invariant(
             continue
         if not text.is_number(detail) and _named_in(detail, renamed):
             continue
-        return Code.INVENTED_DETAIL, INVENTED_DETAIL.format(detail=detail)
+        return Code.INVENTED_DETAIL, say.INVENTED_DETAIL.format(detail=detail)
     vouched = text.vouched(reason, sources)
     unstated = {w for w in text.unstated_stems(content, sources) if not text.covered_by(w, vouched)}
     if unstated:
-        quoted = _quoted(text.words_of_stems(content, unstated) or unstated)
-        return Code.INVENTED_WORDS, INVENTED_WORDS.format(words=quoted)
+        return Code.INVENTED_WORDS, say.INVENTED_WORDS.format(
+            words=quoted(text.words_of_stems(content, unstated) or unstated)
+        )
     return None
 
 
@@ -424,15 +296,15 @@ def _content_signals(content: str, members: list[MemberView]) -> list[Finding]:
     for member in members:
         x = member.alias
         if text.time_ended(member.content) != text.time_ended(content):
-            ended, other = (x, MERGED_CONTENT) if text.time_ended(member.content) else (MERGED_CONTENT, x)
+            ended, other = (x, say.MERGED_CONTENT) if text.time_ended(member.content) else (say.MERGED_CONTENT, x)
             marker = repr(text.ended_marker(member.content if ended == x else content))
-            subject = f"the {ended}" if ended == MERGED_CONTENT else ended
-            concern = CONCERN_TIME_SPAN.format(a=subject, b=other, marker=marker)
-            found.append((Code.TIME_SPAN, TIME_SPAN_DIFFERS.format(a=x, b=MERGED_CONTENT), concern))
+            subject = f"the {ended}" if ended == say.MERGED_CONTENT else ended
+            concern = say.CONCERN_TIME_SPAN.format(a=subject, b=other, marker=marker)
+            found.append((Code.TIME_SPAN, say.TIME_SPAN_DIFFERS.format(a=x, b=say.MERGED_CONTENT), concern))
         if text.reports_change(member.content) and not text.reports_change(content):
             marker = repr(text.change_marker(member.content))
-            message = STATE_CHANGED.format(a=x, b=MERGED_CONTENT, marker=marker)
-            concern = CONCERN_STATE_CHANGED.format(a=x, b=f"the {MERGED_CONTENT}", marker=marker)
+            message = say.STATE_CHANGED.format(a=x, b=say.MERGED_CONTENT, marker=marker)
+            concern = say.CONCERN_STATE_CHANGED.format(a=x, b=f"the {say.MERGED_CONTENT}", marker=marker)
             found.append((Code.STATE_CHANGED, message, concern))
     return found
 
@@ -442,18 +314,18 @@ def _merge_invariant(
 ) -> Refusal | None:
     members = [request.member(alias) for alias in action.ids]
     if len(members) < 2:
-        return Code.TOO_FEW, TOO_FEW
+        return Code.TOO_FEW, say.TOO_FEW
     protection = MergeProtection.of_members(members)
     if not protection.allowed:
-        return Code.TWO_PROTECTED, TWO_PROTECTED.format(aliases=", ".join(protection.protected))
+        return Code.TWO_PROTECTED, say.TWO_PROTECTED.format(aliases=", ".join(protection.protected))
     content = action.content.strip()
     if not content:
-        return Code.EMPTY_CONTENT, EMPTY_CONTENT
+        return Code.EMPTY_CONTENT, say.EMPTY_CONTENT
     if len(content) > max_length:
-        return Code.TOO_LONG, TOO_LONG.format(length=len(content), limit=max_length)
+        return Code.TOO_LONG, say.TOO_LONG.format(length=len(content), limit=max_length)
     keeper = protection.keeper
     if keeper is not None and content != request.member(keeper).content.strip():
-        return Code.PROTECTED, PROTECTED_RETIRED.format(alias=keeper)
+        return Code.PROTECTED, say.PROTECTED_RETIRED.format(alias=keeper)
     refusal = _content_invariant(content, members, reason=action.reason, known=known | text.known_names([content]))
     # The members' signals read the members alone: a word capitalised mid-way in a joined text
     # ("... and Learned the cello") is no name of theirs.
@@ -484,20 +356,20 @@ def _side_by_side(content: str, members: list[MemberView], *, reason: str, known
             if not text.side_by_side(content, a.content, b.content):
                 continue
             codes = {finding[0] for finding in _pair_signals(a, b, known=known)}
-            shared = _share(a.content, b.content, known=known)
+            shared = share(a.content, b.content, known=known)
             if codes & _DISTINCT or text.shares_only_details(a.content, b.content, reason=reason, known=known):
-                why = SIDE_DISTINCT
+                why = say.SIDE_DISTINCT
             elif (
-                Code.POLARITY in codes and shared or codes & _CHANGED and _one_thing(a.content, b.content, known=known)
+                Code.POLARITY in codes and shared or codes & _CHANGED and one_thing(a.content, b.content, known=known)
             ):
                 # A negation of what the other says is a contradiction; of nothing it says, a
                 # definition ("Is vegetarian and does not eat meat").
-                why = SIDE_OPPOSED
+                why = say.SIDE_OPPOSED
             elif len(members) > 2 and not shared:
-                why = SIDE_CHAINED
+                why = say.SIDE_CHAINED
             else:
                 continue
-            return Code.SIDE_BY_SIDE, SIDE_BY_SIDE.format(a=a.alias, b=b.alias, why=why)
+            return Code.SIDE_BY_SIDE, say.SIDE_BY_SIDE.format(a=a.alias, b=b.alias, why=why)
     return None
 
 
@@ -508,25 +380,15 @@ def _merge_signals(action: Action, request: JudgeRequest, *, known: frozenset[st
         for b in members[i + 1 :]:
             x, y = a.alias, b.alias
             found.extend(_pair_signals(a, b, known=known))
-            if len(members) > 2 and not _share(a.content, b.content, known=known):
-                found.append((Code.CHAINED, CHAINED.format(a=x, b=y), CONCERN_CHAINED.format(a=x, b=y)))
+            if len(members) > 2 and not share(a.content, b.content, known=known):
+                found.append((Code.CHAINED, say.CHAINED.format(a=x, b=y), say.CONCERN_CHAINED.format(a=x, b=y)))
             only = text.shares_only_details(a.content, b.content, reason=action.reason, known=known)
             if only:
-                details = _quoted(only)
-                message = DETAILS_ONLY.format(a=x, b=y, details=details)
-                found.append((Code.DETAILS_ONLY, message, CONCERN_DETAILS_ONLY.format(a=x, b=y, details=details)))
+                details = quoted(only)
+                message = say.DETAILS_ONLY.format(a=x, b=y, details=details)
+                found.append((Code.DETAILS_ONLY, message, say.CONCERN_DETAILS_ONLY.format(a=x, b=y, details=details)))
     found.extend(_content_signals(action.content.strip(), members))
     return found
-
-
-def _share(a: str, b: str, *, known: frozenset[str]) -> bool:
-    """Whether ``a`` and ``b`` share a content word or a detail."""
-    if text.details(a, known=known) & text.details(b, known=known):
-        return True
-    if text.share_script_text(a, b):
-        return True
-    stems_b = text.content_stems(b)
-    return any(text.same_stem(x, y) for x in text.content_stems(a) for y in stems_b)
 
 
 def _supersede_invariant(action: Action, request: JudgeRequest, *, known: frozenset[str]) -> Refusal | None:
@@ -534,29 +396,29 @@ def _supersede_invariant(action: Action, request: JudgeRequest, *, known: frozen
     is the one kept (by ``created_at``), no protected member retires, each old member is
     about what the new one says (``_related``: a word, a detail or a frame in common), and
     the new one states a change (``text.states_change``) or the outcome of a plan or effort
-    an old one states (``text.fulfils``: then a signal, ``SUPERSEDE_OUTCOME``). A later
+    an old one states (``text.fulfils``: then a signal, ``say.SUPERSEDE_OUTCOME``). A later
     truth that shares nothing with an earlier one, or that says no more than another value
     ("Has two cats" then "Has three cats", "Plays tennis on Tuesdays" then "... Thursdays"),
     may be a second fact: it retires nothing."""
     if not action.old:
-        return Code.SUPERSEDE_EMPTY, SUPERSEDE_EMPTY
+        return Code.SUPERSEDE_EMPTY, say.SUPERSEDE_EMPTY
     if action.new in action.old:
-        return Code.SUPERSEDE_SELF, SUPERSEDE_SELF
+        return Code.SUPERSEDE_SELF, say.SUPERSEDE_SELF
     new = request.member(action.new)
     for alias in action.old:
         old = request.member(alias)
         if old.protected:
-            return Code.PROTECTED, PROTECTED_RETIRED.format(alias=alias)
+            return Code.PROTECTED, say.PROTECTED_RETIRED.format(alias=alias)
         if old.created_at >= new.created_at:
-            return Code.SUPERSEDE_BACKWARDS, SUPERSEDE_BACKWARDS.format(old=alias, new=action.new)
+            return Code.SUPERSEDE_BACKWARDS, say.SUPERSEDE_BACKWARDS.format(old=alias, new=action.new)
     olds = [request.member(alias) for alias in action.old]
     # A change word says that something changed, not that it is the old truth's attribute:
     # "Actually, the gym closes at nine" retires nothing of "Is a junior designer".
-    unrelated = [m.alias for m in olds if not _related(m.content, new.content, known=known)]
+    unrelated = [m.alias for m in olds if not related(m.content, new.content, known=known)]
     if unrelated:
-        return Code.SUPERSEDE_UNRELATED, SUPERSEDE_UNRELATED.format(new=action.new, old=", ".join(unrelated))
+        return Code.SUPERSEDE_UNRELATED, say.SUPERSEDE_UNRELATED.format(new=action.new, old=", ".join(unrelated))
     if not text.states_change(new.content) and not all(text.fulfils(m.content, new.content) for m in olds):
-        return Code.SUPERSEDE_NO_CHANGE, SUPERSEDE_NO_CHANGE.format(new=action.new, old=", ".join(action.old))
+        return Code.SUPERSEDE_NO_CHANGE, say.SUPERSEDE_NO_CHANGE.format(new=action.new, old=", ".join(action.old))
     # Old members that are no step of a change (a change or event, or a plan under way) must
     # restate one statement: "Takes honey in tea" and "Drinks tea every afternoon" are two
     # facts, and "Now drinks tea without honey" changes one of them; a chain of states ("was
@@ -565,8 +427,8 @@ def _supersede_invariant(action: Action, request: JudgeRequest, *, known: frozen
     plain = [m for m in plain if not text.states_plan(m.content)]
     for i, a in enumerate(plain):
         for b in plain[i + 1 :]:
-            if _pair_signals(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
-                return Code.SUPERSEDE_SEVERAL, SUPERSEDE_SEVERAL.format(a=a.alias, b=b.alias)
+            if _pair_signals(a, b, known=known) or not (covers(a, b, known=known) or covers(b, a, known=known)):
+                return Code.SUPERSEDE_SEVERAL, say.SUPERSEDE_SEVERAL.format(a=a.alias, b=b.alias)
     return None
 
 
@@ -579,14 +441,14 @@ def _supersede_signals(action: Action, request: JudgeRequest, *, known: frozense
     new = request.member(action.new)
     olds = ", ".join(action.old)
     if not text.states_change(new.content):  # each old member states a plan (the invariant)
-        message = SUPERSEDE_OUTCOME.format(new=action.new, old=olds)
-        found.append((Code.SUPERSEDE_OUTCOME, message, CONCERN_OUTCOME.format(new=action.new, old=olds)))
+        message = say.SUPERSEDE_OUTCOME.format(new=action.new, old=olds)
+        found.append((Code.SUPERSEDE_OUTCOME, message, say.CONCERN_OUTCOME.format(new=action.new, old=olds)))
     members = [request.member(alias) for alias in action.old]
     for i, a in enumerate(members):
         for b in members[i + 1 :]:
-            if _pair_signals(a, b, known=known) or not (_covers(a, b, known=known) or _covers(b, a, known=known)):
-                message = SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
-                found.append((Code.SUPERSEDE_MIXED, message, CONCERN_MIXED.format(a=a.alias, b=b.alias)))
+            if _pair_signals(a, b, known=known) or not (covers(a, b, known=known) or covers(b, a, known=known)):
+                message = say.SUPERSEDE_MIXED.format(a=a.alias, b=b.alias)
+                found.append((Code.SUPERSEDE_MIXED, message, say.CONCERN_MIXED.format(a=a.alias, b=b.alias)))
     return found
 
 
@@ -603,53 +465,27 @@ def _both_values(content: str, members: list[MemberView], *, known: frozenset[st
             swapped = text.contrast(a.content, b.content, known=known)
             if swapped and all(any(text.same_stem(w, h) for w in side for h in have) for side in swapped):
                 pairs = zip((a, b), swapped, strict=True)
-                words = [_quoted(text.words_of_stems(m.content, side) or side) for m, side in pairs]
+                words = [quoted(text.words_of_stems(m.content, side) or side) for m, side in pairs]
             else:
                 own_a = text.numbers(a.content) - text.numbers(b.content)
                 own_b = text.numbers(b.content) - text.numbers(a.content)
                 if not (own_a and own_b and own_a <= numbers and own_b <= numbers):
                     continue
-                words = [_quoted(own_a), _quoted(own_b)]
-            return Code.BOTH_VALUES, BOTH_VALUES.format(a=a.alias, b=b.alias, words_a=words[0], words_b=words[1])
+                words = [quoted(own_a), quoted(own_b)]
+            return Code.BOTH_VALUES, say.BOTH_VALUES.format(a=a.alias, b=b.alias, words_a=words[0], words_b=words[1])
     return None
-
-
-def _one_thing(a: str, b: str, *, known: frozenset[str]) -> bool:
-    """Whether ``a`` and ``b`` speak of one thing: a content word, a detail, a frame ("Lives in
-    Lisbon" / "Moved to Berlin") or an attribute of the person in common (``attributes_of``:
-    "Is single" / "Got engaged to Ana" are both the relationship)."""
-    if _share(a, b, known=known) or text.share_frame(a, b):
-        return True
-    return bool(attributes_of(a) & attributes_of(b))
-
-
-def _related(old: str, new: str, *, known: frozenset[str]) -> bool:
-    """Whether ``new`` may be about ``old``'s attribute (``_one_thing``). A text in a script without spaces
-    counts as related: one character in common says too little either way ("住在上海" /
-    "搬到了杭州" share none and are one attribute)."""
-    if text.no_space_runs(old) or text.no_space_runs(new):
-        return True
-    return _one_thing(old, new, known=known)
-
-
-def _covers(a: MemberView, b: MemberView, *, known: frozenset[str]) -> bool:
-    """Whether ``a``'s text keeps every detail and content word of ``b``."""
-    details = text.details(b.content, known=known)
-    if not all(text.contains_detail(a.content, d) for d in details):
-        return False
-    return not text.lost_words(b.content, a.content, known=known)
 
 
 def _check_names(action: Action, named: tuple[str, ...], aliases: set[str], used: set[str]) -> Refusal | None:
     if not action.reason.strip():
-        return Code.NO_REASON, NO_REASON
+        return Code.NO_REASON, say.NO_REASON
     for alias in named:
         if alias not in aliases:
-            return Code.UNKNOWN_ID, UNKNOWN_ID.format(alias=alias)
+            return Code.UNKNOWN_ID, say.UNKNOWN_ID.format(alias=alias)
         if named.count(alias) > 1:
-            return Code.REPEATED_ID, REPEATED_ID.format(alias=alias)
+            return Code.REPEATED_ID, say.REPEATED_ID.format(alias=alias)
         if alias in used:
-            return Code.ALREADY_USED, ALREADY_USED.format(alias=alias)
+            return Code.ALREADY_USED, say.ALREADY_USED.format(alias=alias)
     return None
 
 
@@ -668,10 +504,10 @@ def _invariant(
         return refusal
     limit = [a for a in named if request.member(a).generation >= max_generation]
     if limit:
-        return Code.GENERATION_LIMIT, AT_GENERATION_LIMIT.format(alias=limit[0], limit=max_generation)
+        return Code.GENERATION_LIMIT, say.AT_GENERATION_LIMIT.format(alias=limit[0], limit=max_generation)
     instruction = [a for a in named if text.addresses_model(request.member(a).content)]
     if instruction:
-        return Code.INSTRUCTION, INSTRUCTION.format(alias=instruction[0])
+        return Code.INSTRUCTION, say.INSTRUCTION.format(alias=instruction[0])
     if action.action == "merge":
         return _merge_invariant(action, request, max_length=max_length, known=known)
     return _supersede_invariant(action, request, known=known)

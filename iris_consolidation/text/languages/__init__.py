@@ -125,6 +125,23 @@ def _attributes(packs: Iterable[Language]) -> Mapping[str, tuple[str, ...]]:
     return MappingProxyType({name: tuple(cues) for name, cues in merged.items()})
 
 
+def _numbers(packs: tuple[Language, ...]) -> dict[str, Any]:
+    """The ``Lexicon`` fields of number words (``text.quantities``), from every pack."""
+    return {
+        "cardinals": _merged(packs, "cardinals"),
+        "units": _merged(packs, "units"),
+        "tens": _merged(packs, "tens"),
+        "scales": _merged(packs, "scales"),
+        "ordinals": _merged(packs, "ordinals"),
+        "repeats": _merged(packs, "repeats"),
+        "inexact": _union(packs, "inexact"),
+        "numerals": _merged(packs, "numerals"),
+        "numeral_scales": _merged(packs, "numeral_scales"),
+        "counters": "".join(dict.fromkeys("".join(p.counters for p in packs))),
+        "ordinal_prefixes": tuple(dict.fromkeys(p.ordinal_prefix for p in packs if p.ordinal_prefix)),
+    }
+
+
 def derive(packs: Iterable[Language]) -> Lexicon:
     """The ``Lexicon`` of ``packs`` (in their order; a pack's ``code`` must be unique).
 
@@ -173,17 +190,7 @@ def derive(packs: Iterable[Language]) -> Lexicon:
         no_space_change_markers=_chain(unspaced, "reported_changes") + _chain(unspaced, "change_events"),
         no_space_time_ended=_chain(unspaced, "time_ended"),
         no_space_preference=_chain(unspaced, "preference_words"),
-        cardinals=_merged(packs, "cardinals"),
-        units=_merged(packs, "units"),
-        tens=_merged(packs, "tens"),
-        scales=_merged(packs, "scales"),
-        ordinals=_merged(packs, "ordinals"),
-        repeats=_merged(packs, "repeats"),
-        inexact=_union(packs, "inexact"),
-        numerals=_merged(packs, "numerals"),
-        numeral_scales=_merged(packs, "numeral_scales"),
-        counters="".join(dict.fromkeys("".join(p.counters for p in packs))),
-        ordinal_prefixes=tuple(dict.fromkeys(p.ordinal_prefix for p in packs if p.ordinal_prefix)),
+        **_numbers(packs),
         prepositions=_union(packs, "prepositions"),
         time_words=_union(packs, "time_words"),
         scope_words=_union(packs, "scope_words"),

@@ -16,7 +16,7 @@ from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm import hygiene as prompts
 from iris_consolidation.models import RetiredReason, StageResult, Truth
-from iris_consolidation.services.hygiene import mining, stages
+from iris_consolidation.services.hygiene import mining, novelty, stages
 from iris_consolidation.services.pipeline.clustering import CandidateCluster
 from tests import llm_stub
 from tests.services.hygiene.test_mining import make_session, started
@@ -237,21 +237,21 @@ def test_offline_mining_writes_in_the_stored_truths_style(ana, run_factory):
     ],
 )
 def test_restated_compares_words_numbers_and_negations(text, truth, expected):
-    assert mining.restated(text, truth, subject="Andrew") is expected
+    assert novelty.restated(text, truth, subject="Andrew") is expected
 
 
 def test_subject_of_takes_the_name_the_truths_begin_with():
-    assert mining.subject_of(["Andrew has four dogs", "Andrew works at a bank", "The dog is called Toby"]) == "Andrew"
-    assert mining.subject_of(["Has four dogs", "Works at a bank", "Is tall"]) is None
-    assert mining.subject_of([]) is None
-    assert mining.subject_of(["I have a dog", "I live in Ohio", "My sister is a nurse"]) == "I"
+    assert novelty.subject_of(["Andrew has four dogs", "Andrew works at a bank", "The dog is called Toby"]) == "Andrew"
+    assert novelty.subject_of(["Has four dogs", "Works at a bank", "Is tall"]) is None
+    assert novelty.subject_of([]) is None
+    assert novelty.subject_of(["I have a dog", "I live in Ohio", "My sister is a nurse"]) == "I"
 
 
 def test_in_style_names_the_person_as_the_truths_do():
-    assert mining.in_style("Lives in Porto", "Ana") == "Ana lives in Porto"
-    assert mining.in_style("Their favorite color is red", "Ana") == "Ana's favorite color is red"
-    assert mining.in_style("Lives in Porto", None) == "Lives in Porto"
-    assert mining.in_style("Lives in Porto", "I") == "Lives in Porto"  # no verb is conjugated
+    assert novelty.in_style("Lives in Porto", "Ana") == "Ana lives in Porto"
+    assert novelty.in_style("Their favorite color is red", "Ana") == "Ana's favorite color is red"
+    assert novelty.in_style("Lives in Porto", None) == "Lives in Porto"
+    assert novelty.in_style("Lives in Porto", "I") == "Lives in Porto"  # no verb is conjugated
 
 
 def test_with_changes_adds_the_pair_unless_it_is_a_group_already():
@@ -267,11 +267,11 @@ def test_with_changes_adds_the_pair_unless_it_is_a_group_already():
     apart = [CandidateCluster(user_id=1, member_ids=(3, 4), similarities=(1.0, 0.8))]
     larger = [CandidateCluster(user_id=1, member_ids=(3, 4, 7), similarities=(1.0, 0.8, 0.7))]
     already = [CandidateCluster(user_id=1, member_ids=(3, 7), similarities=(1.0, 0.8))]
-    assert mining.with_changes(apart, mine_result, user_id=1) == [*apart, pair]
+    assert novelty.with_changes(apart, mine_result, user_id=1) == [*apart, pair]
     # Among a larger group the judge may miss the change: it is asked about the pair too.
-    assert mining.with_changes(larger, mine_result, user_id=1) == [*larger, pair]
-    assert mining.with_changes(already, mine_result, user_id=1) == already
-    assert mining.with_changes(apart, None, user_id=1) == apart
+    assert novelty.with_changes(larger, mine_result, user_id=1) == [*larger, pair]
+    assert novelty.with_changes(already, mine_result, user_id=1) == already
+    assert novelty.with_changes(apart, None, user_id=1) == apart
 
 
 def test_the_prompt_asks_for_new_or_changed_truths_only():

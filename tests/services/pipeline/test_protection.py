@@ -16,7 +16,8 @@ from iris_consolidation.embeddings import LocalEmbedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm.base import JudgeClient, JudgeRequest, Verdict
 from iris_consolidation.models import ClusterReview, Origin, RetiredReason, Truth
-from iris_consolidation.services.pipeline.validation import AT_GENERATION_LIMIT, PROTECTED_RETIRED, Code
+from iris_consolidation.services.pipeline.validation import Code
+from iris_consolidation.services.pipeline.validation_messages import AT_GENERATION_LIMIT, PROTECTED_RETIRED
 from tests import llm_stub
 from tests.conftest import vector_at
 from tests.helpers import consolidate, merge_dict, supersede_dict, truth_state

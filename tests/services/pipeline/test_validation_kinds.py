@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from iris_consolidation.services.pipeline import validation as v
+from iris_consolidation.services.pipeline import validation_messages as say
 from tests.helpers import (
     CARELESS,
     joined_codes,
@@ -135,7 +136,7 @@ def test_the_lost_words_are_named_in_the_refusal():
     request = judge_request("周末遛狗", "周末在河边的公园遛狗")
     action = merge_action(("t1", "t2"), "周末遛狗", CARELESS)
     (rejection,) = v.validate(request, (action,), max_length=1000, max_generation=5).rejections
-    assert rejection.reason == v.LOST_WORDS.format(words="'在河边的公园'", alias="t2")
+    assert rejection.reason == say.LOST_WORDS.format(words="'在河边的公园'", alias="t2")
 
 
 def test_a_careless_text_loses_the_hospice_even_without_its_change_marker():
@@ -145,7 +146,7 @@ def test_a_careless_text_loses_the_hospice_even_without_its_change_marker():
     (rejection,) = v.validate(request, (action,), max_length=1000, max_generation=5).rejections
     # Refused as lost words, not as a change; the refusal names what the text drops.
     assert rejection.code == v.Code.LOST_WORDS
-    assert rejection.reason == v.LOST_WORDS.format(words="'hospice', 'night', 'shifts'", alias="t2")
+    assert rejection.reason == say.LOST_WORDS.format(words="'hospice', 'night', 'shifts'", alias="t2")
 
 
 # --- issue 11: true paraphrases still merge, in each language -----------------------------------

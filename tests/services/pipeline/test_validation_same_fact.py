@@ -23,6 +23,7 @@ import pytest
 
 from iris_consolidation import text
 from iris_consolidation.services.pipeline import validation as v
+from iris_consolidation.services.pipeline import validation_messages as say
 from tests.helpers import (
     CARELESS,
     joined_codes,
@@ -75,7 +76,7 @@ def test_two_facts_about_one_name_raise_a_signal(contents):
 def test_the_refusal_names_the_shared_name():
     request = judge_request(*ONE_NAME_TWO_FACTS[0])
     action = merge_action(("t1", "t2"), "; ".join(ONE_NAME_TWO_FACTS[0]), CARELESS)
-    assert v.findings_of(action, request)[0][1] == v.DETAILS_ONLY.format(a="t1", b="t2", details="'birch', 'co'")
+    assert v.findings_of(action, request)[0][1] == say.DETAILS_ONLY.format(a="t1", b="t2", details="'birch', 'co'")
 
 
 ONE_NAME_ONE_FACT = [
