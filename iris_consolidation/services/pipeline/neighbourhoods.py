@@ -80,22 +80,9 @@ def _capped_groups(n: int, low: Sequence[int], high: Sequence[int], max_size: in
     a join skipped when the two groups together would pass ``max_size``."""
     parent = list(range(n))
     size = [1] * n
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     for x, y in zip(low, high, strict=True):
-        rx, ry = find(x), find(y)
-        if rx == ry or size[rx] + size[ry] > max_size:
-            continue
-        if ry < rx:
-            rx, ry = ry, rx
-        parent[ry] = rx
-        size[rx] += size[ry]
-    return np.fromiter((find(i) for i in range(n)), dtype=np.int64, count=n)
+        _join(parent, size, x, y, max_size)
+    return np.fromiter((_root(parent, i) for i in range(n)), dtype=np.int64, count=n)
 
 
 def neighbourhood_groups(
@@ -166,13 +153,7 @@ def _few_edge_groups(low: list[int], high: list[int], *, max_size: int, rounds: 
                 parent[p] = p
                 size[p] = 1
         for i in todo:  # as ``_capped_groups``: strongest first, a join past the cap skipped
-            rx, ry = _root(parent, low[i]), _root(parent, high[i])
-            if rx == ry or size[rx] + size[ry] > max_size:
-                continue
-            if ry < rx:
-                rx, ry = ry, rx
-            parent[ry] = rx
-            size[rx] += size[ry]
+            _join(parent, size, low[i], high[i], max_size)
         root = {p: _root(parent, p) for p in parent}
         new_roots: set[int] = set()
         for i, (a, b) in enumerate(zip(low, high, strict=True)):
@@ -191,12 +172,26 @@ def _few_edge_groups(low: list[int], high: list[int], *, max_size: int, rounds: 
     return made
 
 
-def _root(parent: dict[int, int], x: int) -> int:
+def _root(parent: dict[int, int] | list[int], x: int) -> int:
     """The root of ``x`` in the union-find ``parent``, halving the path on the way."""
     while parent[x] != x:
         parent[x] = parent[parent[x]]
         x = parent[x]
     return x
+
+
+def _join(
+    parent: dict[int, int] | list[int], size: dict[int, int] | list[int], x: int, y: int, max_size: int
+) -> None:
+    """Join the groups of ``x`` and ``y`` in the union-find ``parent`` (the lower root stays
+    the root), unless they are one group already or together would pass ``max_size``."""
+    rx, ry = _root(parent, x), _root(parent, y)
+    if rx == ry or size[rx] + size[ry] > max_size:
+        return
+    if ry < rx:
+        rx, ry = ry, rx
+    parent[ry] = rx
+    size[rx] += size[ry]
 
 
 def _cluster(users: UserVectors, positions: Sequence[int] | np.ndarray, *, user_id: int) -> CandidateCluster:
