@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from iris_consolidation import inventory_display, lineage_display, run_display, selectors
+from iris_consolidation import inventory_display, lineage_display, review_display, run_display, selectors
 from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.exceptions import CancelRefused
@@ -86,7 +86,7 @@ def test_a_partly_refused_review_is_badged_so_and_names_truths_by_number(user_fa
         reasoning="Pre-pass (no model call): t1+t2: Same statement.\nt3 and t4 look alike to the model.",
     )
 
-    card = run_display.review_card(review)
+    card = review_display.review_card(review)
 
     assert card.badge == "Partly applied (1 of 2)"
     assert [d.summary for d in card.decisions] == [f"Merge #{nurse.pk} + #{nurse_again.pk}",
@@ -114,7 +114,7 @@ def test_a_refused_review_gives_each_reason_once_naming_the_action(user_factory)
         reasoning="They look alike.",
     )
 
-    card = run_display.review_card(review)
+    card = review_display.review_card(review)
 
     assert not card.applied
     assert len(card.why_not) == len(set(card.why_not)) == len(review.rejections)

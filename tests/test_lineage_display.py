@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iris_consolidation import lineage_display, run_display, selectors
+from iris_consolidation import lineage_display, lineage_picture, review_display, run_display, selectors
 from iris_consolidation.llm.base import Action
 from iris_consolidation.models import ConsolidationRun, Truth
 from iris_consolidation.services.operations import undo
@@ -24,10 +24,10 @@ def test_picture_gives_each_original_its_own_row_and_puts_the_truth_on_the_right
 
     nodes = {n.id: n for n in picture.nodes}
     leaf_rows = sorted(nodes[t.pk].y for t in originals)
-    assert [b - a for a, b in zip(leaf_rows, leaf_rows[1:], strict=False)] == [lineage_display.ROW] * 31
+    assert [b - a for a, b in zip(leaf_rows, leaf_rows[1:], strict=False)] == [lineage_picture.ROW] * 31
     assert nodes[root.pk].x == max(n.x for n in picture.nodes)
     assert {nodes[t.pk].x for t in originals} == {min(n.x for n in picture.nodes)}
-    assert picture.height == pytest.approx(2 * lineage_display.MARGIN + 14 + 32 * lineage_display.ROW)
+    assert picture.height == pytest.approx(2 * lineage_picture.MARGIN + 14 + 32 * lineage_picture.ROW)
     assert all(n.x + 8 <= picture.width for n in picture.nodes)
 
 
@@ -102,7 +102,7 @@ def test_review_card_of_a_preview_says_nothing_was_written(user_factory):
         reasoning="Both describe Tomas.",
     )
 
-    card = run_display.review_card(review)
+    card = review_display.review_card(review)
 
     assert card.is_preview and not card.undoable
     assert [m.text for m in card.members] == [a.content, b.content]
@@ -122,7 +122,7 @@ def test_review_card_of_a_rejected_verdict_says_why(user_factory):
         reasoning="They look alike.",
     )
 
-    card = run_display.review_card(review)
+    card = review_display.review_card(review)
 
     assert card.outcome == "rejected" and not card.applied
     assert card.decisions[0].status == "refused (why below)"

@@ -18,7 +18,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.text import capfirst
 
-from ..models import Truth
+from ..models import RunId, Truth
 
 if TYPE_CHECKING:
     # django-stubs' names for what ``get_fields`` and ``get_list_display`` return.
@@ -113,6 +113,12 @@ DENIED = "This page needs {permission}, which your account ({user}) does not hav
 #: URL names (after ``<app>_<model>_``) of our pages that change truths.
 TRUTH_WRITES = frozenset({"undo", "apply", "retry", "cancel", "restore"})
 RECORDS = "{name} are records: they are never added, changed or deleted by hand."
+
+
+def run_page_link(run_id: RunId) -> str:
+    """A link to the run's admin page, labelled with the first eight characters of its id."""
+    url = reverse("admin:iris_consolidation_consolidationrun_change", args=[run_id])
+    return format_html('<a href="{}">{}</a>', url, str(run_id)[:8])
 
 
 def missing_permission(model_admin: admin.ModelAdmin[Any], request: HttpRequest, view: str) -> str:

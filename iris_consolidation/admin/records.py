@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .. import lineage_display, selectors
+from .. import reasoning_display, selectors
 from ..conf import app_settings
 from ..exceptions import InvalidThreshold
-from ..lineage_display import actor_words
+from ..history_display import actor_words
 from ..models import ConsolidationCursor, LiveSettings, RiskPolicy, StageMode, TruthChange, UserPass, VerdictCacheEntry
 from ..run_settings import get_effective_settings, validate_threshold
 from ..selectors import named_users, user_search_fields
@@ -95,12 +95,12 @@ class TruthChangeAdmin(ReadOnlyAdmin):
 
     @admin.display(description="reason")
     def short_reason(self, obj: TruthChange) -> str:
-        reason = lineage_display.numbered_reason(obj)
+        reason = reasoning_display.numbered_reason(obj)
         return reason if len(reason) <= 60 else reason[:57] + "..."
 
     @admin.display(description="reason")
     def reason_display(self, obj: TruthChange) -> str:
-        return lineage_display.numbered_reason(obj)
+        return reasoning_display.numbered_reason(obj)
 
     @admin.display(description="truth", ordering="truth_id")
     def truth_display(self, obj: TruthChange) -> str:

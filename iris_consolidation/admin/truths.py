@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
-from .. import lineage_display, selectors, tasks
+from .. import history_display, selectors, tasks
 from ..conf import app_settings
 from ..exceptions import InvalidInput
 from ..llm import get_judge_client
@@ -36,7 +36,7 @@ from .base import (
     url_name,
 )
 from .lineage import LineageViewMixin
-from .runs import warn_if_no_worker
+from .run_actions import warn_if_no_worker
 from .undo import TruthUndoMixin
 
 if TYPE_CHECKING:
@@ -278,7 +278,7 @@ class TruthAdmin(UserLinkMixin, FramedDenialMixin, LineageViewMixin, TruthUndoMi
             return missing_object(self, request, object_id)
         if not self.has_view_or_change_permission(request, obj):
             raise PermissionDenied
-        rows = lineage_display.history_rows(selectors.get_truth_history(truth=obj))
+        rows = history_display.history_rows(selectors.get_truth_history(truth=obj))
         context = object_page(
             self, request, obj, title=HISTORY_TITLE.format(pk=obj.pk), rows=rows, **(extra_context or {})
         )

@@ -9,7 +9,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 from django.utils.html import escape
 
-from iris_consolidation.admin import runs as run_admin
+from iris_consolidation.admin import run_actions
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm.rules import RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
@@ -66,7 +66,7 @@ def test_the_confirmation_page_offers_each_fresh_preview_and_not_a_stale_one(adm
     for pair in (PAIRS[0], PAIRS[2]):
         assert f"{_box(previews[pair[0]].pk)} checked>" in html
     assert f"{_box(previews[PAIRS[1][0]].pk)} disabled>" in html and "stale: changed since" in html
-    assert escape(run_admin.OUTDATED_PREVIEWS.format(outdated=1, previews=3)) in html
+    assert escape(run_actions.OUTDATED_PREVIEWS.format(outdated=1, previews=3)) in html
     assert "Apply as a real run" in html
 
 

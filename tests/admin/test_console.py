@@ -9,7 +9,7 @@ from django.utils.html import escape
 
 from iris_consolidation import inventory_display, run_display, selectors
 from iris_consolidation.admin import records as records_admin
-from iris_consolidation.admin import runs as run_admin
+from iris_consolidation.admin import run_actions
 from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.llm.base import Action
@@ -333,7 +333,7 @@ def test_a_run_just_queued_waits_for_a_worker_at_once_when_no_heartbeat_beats(us
 
 def test_a_run_just_queued_is_given_a_grace_when_the_heartbeat_cannot_be_read(user_factory, monkeypatch):
     run = waiting_run(user_factory("alice"), minutes=0)
-    monkeypatch.setattr(selectors, "heartbeat_visible", lambda: False)
+    monkeypatch.setattr(selectors.queue, "heartbeat_visible", lambda: False)
 
     overview = selectors.get_queue_overview()
 
@@ -396,7 +396,7 @@ def test_retry_action_on_the_run_list_requeues_failed_clusters(
 
     failed_run.refresh_from_db()
     assert failed_run.status == "done"
-    assert run_admin.RETRIED.format(run=str(failed_run.pk)[:8], count=1) in response.content.decode()
+    assert run_actions.RETRIED.format(run=str(failed_run.pk)[:8], count=1) in response.content.decode()
 
 
 def test_retry_needs_the_change_permission_on_truths(staff_client, failed_run):

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from iris_consolidation import run_display
-from iris_consolidation.admin import runs as run_admin
+from iris_consolidation.admin import run_actions
 from iris_consolidation.models import ConsolidationJob, ConsolidationRun
 from iris_consolidation.services.queue import recovery
 from tests.helpers import waiting_run
@@ -34,7 +34,7 @@ def test_cancel_asks_first_and_changes_nothing_until_confirmed(admin_client, use
 
     run.refresh_from_db()
     assert run.status == "running" and ConsolidationJob.objects.get(run=run).status == "queued"
-    assert escape(run_admin.CANCEL_LINES[0].format(count=1)) in confirm
+    assert escape(run_actions.CANCEL_LINES[0].format(count=1)) in confirm
     assert 'value="Yes, cancel this run"' in confirm and '<form method="post"' in confirm
 
 
@@ -96,7 +96,7 @@ def test_retry_asks_first_then_requeues_and_writes_the_history(
     confirm = admin_client.get(_url(failed_run, "retry")).content.decode()
     failed_run.refresh_from_db()
     assert failed_run.status == "failed"
-    assert escape(run_admin.RETRY_LINES[0].format(count=1)) in confirm
+    assert escape(run_actions.RETRY_LINES[0].format(count=1)) in confirm
 
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client.post(_url(failed_run, "retry"), follow=True)
@@ -116,6 +116,6 @@ def test_the_retry_action_on_the_run_list_asks_first(admin_client, failed_run, u
 
     failed_run.refresh_from_db()
     assert failed_run.status == "failed"
-    assert run_admin.RETRY_MANY_TITLE.format(count=1) in confirm
+    assert run_actions.RETRY_MANY_TITLE.format(count=1) in confirm
     assert escape(recovery.CANCELLED_NOT_RETRIED.format(run=str(cancelled.pk)[:8])) in confirm
     assert 'name="post" value="yes"' in confirm

@@ -9,6 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from iris_consolidation.admin import run_actions
 from iris_consolidation.admin import runs as run_admin
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, get_embedder
 from iris_consolidation.llm.base import Action
@@ -149,7 +150,7 @@ def test_apply_view_applies_the_dry_run_as_a_real_run(admin_client, dry_run, dja
     assert response["Location"] == run_url(application)
     message, *warnings = _messages(response)
     assert "Queued run" in message and "1 previewed verdict(s)" in message
-    assert all(w == run_admin.NO_WORKER_QUEUED for w in warnings)
+    assert all(w == run_actions.NO_WORKER_QUEUED for w in warnings)
     assert application.reviews.get().applied
     assert Truth.objects.get(user=dry_run.user_filter).origin == "consolidated"
     page = admin_client.get(run_url(dry_run)).content.decode()

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from iris_consolidation.admin import runs as run_admin
+from iris_consolidation.admin import run_actions
 from iris_consolidation.admin import truths as truth_admin
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.models import ConsolidationRun, Truth
@@ -184,7 +184,7 @@ def test_queue_dry_run_creates_one_preview_run_per_user_of_the_selection(
     message, *warnings = _messages(response)
     assert message.startswith("Queued a dry run for 2 user(s): ")
     # The tests' queue runs jobs in this process, and no worker's heartbeat beats: the warning says so.
-    assert warnings == [run_admin.NO_WORKER_QUEUED]
+    assert warnings == [run_actions.NO_WORKER_QUEUED]
     for run in runs:
         assert reverse("admin:iris_consolidation_consolidationrun_change", args=[run.pk]) in message
         assert run.merged == 1  # the sync queue of the tests ran it

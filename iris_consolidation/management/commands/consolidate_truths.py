@@ -18,12 +18,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from ... import inventory_display, run_display, selectors
+from ... import inventory_display, review_display, selectors
 from ...evaluation import replay
 from ...exceptions import InvalidInput, LaunchFailed
-from ...lineage_display import action_line, truth_names, with_truth_numbers
 from ...llm.prompts import PROMPT_VERSION
 from ...models import ConsolidationRun
+from ...reasoning_display import action_line, truth_names, with_truth_numbers
 from ...services.pipeline import forecast
 from ...services.queue import launch
 from ..migrated import require_migrated
@@ -199,7 +199,7 @@ class Command(BaseCommand):
         if result.queued:
             self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
             return
-        refusals = run_display.application_refusals(selectors.list_application_refusals(application=run))
+        refusals = review_display.application_refusals(selectors.list_application_refusals(application=run))
         if options["verbosity"] >= 1:
             for row in refusals:
                 self.stdout.write(self.REFUSED.format(action=row.action, reason=row.reason))

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.test import TestCase
 
-from iris_consolidation import run_display, selectors
+from iris_consolidation import review_display, selectors
 from iris_consolidation.embeddings import get_embedder
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ClusterReview, ConsolidationRun, RetiredReason, Truth
@@ -121,7 +121,7 @@ def test_applying_an_llm_dry_run_does_exactly_what_it_previewed(previewed):
     assert run.retired == dry.retired == 7  # the pre-pass result, retired into the honey merge, counts too
     assert _stage_actions(run) == _stage_actions(dry)
     assert all(not r.rejections for r in run.reviews.all())
-    assert run_display.application_refusals(selectors.list_application_refusals(application=run)) == []
+    assert review_display.application_refusals(selectors.list_application_refusals(application=run)) == []
     live = set(Truth.objects.filter(user=previewed["user"]).values_list("content", flat=True))
     assert live == {HONEY, HOME[1], BOTH_PARTNERS}
     # The model's merge named the pre-pass keeper: it acted on the pre-pass's merged truth.
@@ -153,7 +153,7 @@ def test_an_invariant_still_refuses_on_apply_whatever_the_second_look_said(previ
 
     run = _apply(previewed["dry"])
 
-    refusals = run_display.application_refusals(selectors.list_application_refusals(application=run))
+    refusals = review_display.application_refusals(selectors.list_application_refusals(application=run))
     assert [r.code for r in refusals] == [validation.Code.LOST_DETAIL]
     assert "'luca'" in refusals[0].reason and refusals[0].action.startswith("Merge #")
     assert (run.merged, run.superseded, run.rejected) == (2, 1, 1)
@@ -174,7 +174,7 @@ def test_a_keeper_merge_is_not_applied_when_its_prepass_merge_went_stale(preview
 
     run = execution.apply_sync(run=run, embedder=get_embedder())
 
-    refusals = run_display.application_refusals(selectors.list_application_refusals(application=run))
+    refusals = review_display.application_refusals(selectors.list_application_refusals(application=run))
     assert [r.code for r in refusals] == [validation.Code.STALE_MEMBER] * 2
     assert f"#{changed.pk} changed or was retired" in refusals[0].reason
     assert "stands for the result of a pre-pass merge that was not applied" in refusals[1].reason

@@ -9,7 +9,7 @@ import pytest
 from django.test import TestCase
 from django.utils import timezone
 
-from iris_consolidation import run_display, selectors
+from iris_consolidation import review_display, selectors
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, get_embedder
 from iris_consolidation.exceptions import ApplyRefused
 from iris_consolidation.llm.rules import RuleJudge
@@ -104,7 +104,7 @@ def test_a_member_changed_since_the_dry_run_makes_its_cluster_stale_and_is_liste
     assert review.outcome == ClusterReview.Outcome.STALE and not review.applied
     assert [r["code"] for r in review.rejections] == [validation.Code.STALE_MEMBER]
     assert Truth.objects.filter(user=previewed["user"]).count() == 2  # nothing retired, nothing made
-    (refusal,) = run_display.application_refusals(selectors.list_application_refusals(application=run))
+    (refusal,) = review_display.application_refusals(selectors.list_application_refusals(application=run))
     names = {previewed["first"].pk, previewed["second"].pk}
     assert refusal.action == "Merge " + " + ".join(f"#{pk}" for pk in sorted(names))
     assert refusal.code == validation.Code.STALE_MEMBER and f"#{second.pk}" in refusal.reason

@@ -14,7 +14,7 @@ from django.db import DatabaseError, IntegrityError, connection
 from django.db.models.signals import post_save
 from django.utils import timezone
 
-from iris_consolidation import run_display
+from iris_consolidation import review_display
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME, LocalEmbedder
 from iris_consolidation.llm.rules import REASON_SAME_TEXT, RuleJudge
 from iris_consolidation.models import ClusterReview, ConsolidationRun, LineageEvent, Origin, Truth
@@ -326,7 +326,7 @@ def test_a_cluster_gone_stale_before_judging_is_recorded_as_stale_not_failed(nur
         decide.STALE_CLUSTER,
     )
     assert (review.applied, review.applied_actions) == (False, [])
-    assert run_display.review_card(review).why_not == (decide.STALE_CLUSTER,)
+    assert review_display.review_card(review).why_not == (decide.STALE_CLUSTER,)
     assert [row["id"] for row in review.snapshot] == [a.pk]
     assert (run.status, run.failed, run.clusters_found, run.clusters_done) == (ConsolidationRun.Status.DONE, 0, 1, 1)
     assert run.checkpoint is not None  # a done run writes its checkpoint

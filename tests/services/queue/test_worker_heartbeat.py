@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from iris_consolidation import run_display, selectors
-from iris_consolidation.admin import runs as run_admin
+from iris_consolidation.admin import run_actions
 from tests.qcluster import wait_until
 
 # Starting and stopping a real qcluster takes 10-20 s on a shared machine.
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 def test_an_idle_live_worker_is_idle_and_a_stopped_one_is_none_seen(qcluster, admin_client):
     assert selectors.get_queue_overview().no_worker  # nothing runs yet: "none seen", at once
-    assert run_admin.no_worker_warning() == run_admin.NO_WORKER_QUEUED
+    assert run_actions.no_worker_warning() == run_actions.NO_WORKER_QUEUED
     worker = qcluster()
 
     overview = wait_until(
@@ -31,7 +31,7 @@ def test_an_idle_live_worker_is_idle_and_a_stopped_one_is_none_seen(qcluster, ad
     # No job at all has run: the heartbeat alone says the worker is alive, and idle.
     assert overview.heartbeat and not overview.no_worker
     assert run_display.worker_text(overview).endswith("1 worker, idle")
-    assert run_admin.no_worker_warning() == ""
+    assert run_actions.no_worker_warning() == ""
     page = admin_client.get(reverse("admin:iris_consolidation_consolidationrun_changelist")).content.decode()
     assert "1 worker, idle" in page and escape(run_display.NO_WORKER) not in page
 
@@ -42,4 +42,4 @@ def test_an_idle_live_worker_is_idle_and_a_stopped_one_is_none_seen(qcluster, ad
     # The heartbeat expires within seconds (3 s in django-q2), not after minutes.
     assert time.monotonic() - started < 15
     assert run_display.worker_text(gone) == run_display.NO_WORKER
-    assert run_admin.no_worker_warning() == run_admin.NO_WORKER_QUEUED
+    assert run_actions.no_worker_warning() == run_actions.NO_WORKER_QUEUED
