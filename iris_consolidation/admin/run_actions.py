@@ -10,7 +10,7 @@ work (invariants and freshness re-checked, writes) happens in the queue.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -37,10 +37,6 @@ from .base import (
     template_list,
     url_name,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 APPLY_QUEUED = (
     "Queued run {run} to apply {count} previewed verdict(s) of dry run {dry}; "

@@ -9,7 +9,7 @@ are in ``run_actions``; reviews and lineage events in ``reviews``.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin
 from django.core.paginator import Paginator
@@ -24,9 +24,6 @@ from ..services.hygiene import reports
 from ..services.pipeline.forecast import Forecast
 from ..services.queue import cancel
 from .base import ReadOnlyAdmin, can_change_truths
-
-if TYPE_CHECKING:
-    pass
 from .run_actions import RunActionsMixin
 from .undo import RunUndoMixin
 
