@@ -56,6 +56,10 @@ class Command(BaseCommand):
         "Note: the recording answers judge prompt {recorded}; this version sends {current}, so clusters it words "
         "or groups differently are not matched and are kept."
     )
+    UNRECORDED_STAGES = (
+        "Not in the recording: the model calls of the {stages} stage(s); this pass asks no model there, "
+        "and they run as they do without one (as with the rule judge)."
+    )
     STOPPED = launch.STOPPED
     BAD_RUN_ID = launch.BAD_RUN_ID
     UNKNOWN_RUN = launch.UNKNOWN_RUN
@@ -137,6 +141,8 @@ class Command(BaseCommand):
         )
         if versions and PROMPT_VERSION not in versions:
             self.stdout.write(self.OTHER_PROMPT.format(recorded=", ".join(versions), current=PROMPT_VERSION))
+        if stages := replay.unrecorded_stages(recorded):
+            self.stdout.write(self.UNRECORDED_STAGES.format(stages=", ".join(stages)))
         return client, server
 
     def _handle(self, options: dict[str, Any], *, client: Any, server: replay.ReplayServer | None) -> None:
@@ -244,6 +250,23 @@ def _summary(run: ConsolidationRun, seconds: float) -> str:
     )
 
 
+#: One refused action of a reviewed cluster: the validator's code and its words.
+REFUSED_LINE = "      refused ({code}): {reason}"
+
+
+def refusal_lines(review: Any) -> list[str]:
+    """The lines of a ``ClusterReview``'s refusals (``review.rejections``: dicts with
+    ``code`` and ``reason``), ``REFUSED_LINE`` each, truths named by number (#id) as its
+    snapshot has them; a reason given twice (two actions refused alike) is printed once.
+    The one place a pass's progress shows why the validator refused, dry run or not."""
+    names = truth_names(review.snapshot)
+    refusals = (
+        (str(r.get("code") or "-"), with_truth_numbers(str(r.get("reason", "")), names))
+        for r in review.rejections or ()
+    )
+    return [REFUSED_LINE.format(code=code, reason=reason) for code, reason in dict.fromkeys(refusals)]
+
+
 class _Progress:
     """Progress display: the run's header, then on a terminal (only) a rich bar for each
     level, with counts, elapsed time and time left: the users, the truths being embedded (most
@@ -295,8 +318,9 @@ class _Progress:
             self._review(review)
 
     def _review(self, review: Any) -> None:
-        """A reviewed cluster's truths, actions, refusals and reasoning (verbosity 2, or a dry
-        run's actions at 1), saying which truth survives an absorbing merge."""
+        """A reviewed cluster's truths, actions and reasoning (verbosity 2, or a dry run's
+        actions at 1), saying which truth survives an absorbing merge; its refusals, with their
+        codes, at verbosity 1 in a dry run and a real one alike (``refusal_lines``)."""
         write = self.command.stdout.write
         names = truth_names(review.snapshot)
         if self.verbosity >= 2 or (self.dry_run and review.applied_actions):
@@ -304,8 +328,9 @@ class _Progress:
                 write(f"      #{row['id']}: {row['content']}")
             for action in review.applied_actions:
                 write("      -> " + action_line(action, names, snapshot=review.snapshot, dry_run=self.dry_run))
-            for reason in dict.fromkeys(with_truth_numbers(r["reason"], names) for r in review.rejections):
-                write(f"      refused: {reason}")
+        if self.verbosity >= 1:
+            for line in refusal_lines(review):
+                write(line)
         if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
             write(f"      reasoning: {with_truth_numbers(review.reasoning, names)}")
 
