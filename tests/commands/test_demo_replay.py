@@ -101,7 +101,8 @@ def test_a_real_pass_prints_each_refusal_with_its_code_as_the_dry_run_does(sampl
     assert sum(line.startswith("      refused (supersede_no_change): #") for line in refused) == 3, refused
     assert any(line.startswith("      refused (side_by_side): The merged content sets #") for line in refused)
     # Every wholly refused cluster says why, on the line after its outcome.
-    assert _refusals_after_rejected(real) and all(r.startswith("      refused (") for r in _refusals_after_rejected(real))
+    after_rejected = _refusals_after_rejected(real)
+    assert after_rejected and all(line.startswith("      refused (") for line in after_rejected), real
     assert _refusals_after_rejected(real) == _refusals_after_rejected(dry)
 
 
