@@ -36,6 +36,14 @@ class Command(BaseCommand):
     )
 
     DISPATCHED = "Dispatched batch: {run_id}"
+    NO_WORKER = (
+        "No worker is running (no qcluster reports its heartbeat): batch {run_id} waits until one runs. "
+        "Start one with: python manage.py qcluster"
+    )
+    WORKERS_UNSEEN = (
+        "Whether a worker runs cannot be seen from here (Q_CLUSTER[\"cache\"] is a per-process cache): batch "
+        "{run_id} waits until a python manage.py qcluster runs."
+    )
     NOTHING = (
         "Nothing to consolidate: no user has enough consolidatable truths "
         "(two to merge; one when the noise, decay or prune stage runs)."
@@ -179,10 +187,21 @@ class Command(BaseCommand):
             # The id line is the whole output by default: scripts read the batch id from it.
             # The window is stored on the run (and shown in the admin); -v 2 prints it too.
             self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
+            self._warn_if_no_worker(run)
             if verbosity >= 2:
                 self.stdout.write(inventory_display.window_line(run))
             return
         self._report(run, result.seconds, verbosity=verbosity)
+
+    def _warn_if_no_worker(self, run: ConsolidationRun) -> None:
+        """After a queued batch's id: on stderr (stdout stays the id line scripts read), how to
+        start a worker when the workers' heartbeat says none runs (``NO_WORKER``), or that it
+        cannot be seen (``WORKERS_UNSEEN``); nothing while a qcluster is alive."""
+        overview = selectors.get_queue_overview()
+        if overview.no_worker:
+            self.stderr.write(self.style.WARNING(self.NO_WORKER.format(run_id=run.pk)))
+        elif not overview.heartbeat:
+            self.stderr.write(self.WORKERS_UNSEEN.format(run_id=run.pk))
 
     #: Options of a pass that ``--apply`` does not take (it replays what the dry run decided).
     PASS_OPTIONS = ("dry_run", "estimate", "user", "threshold", "since", "full", "only")
@@ -204,6 +223,7 @@ class Command(BaseCommand):
         assert run is not None  # only an estimate has no run
         if result.queued:
             self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
+            self._warn_if_no_worker(run)
             return
         refusals = run_display.application_refusals(selectors.list_application_refusals(application=run))
         if options["verbosity"] >= 1:
