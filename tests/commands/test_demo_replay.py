@@ -112,7 +112,7 @@ def test_a_stage_the_recording_holds_no_call_of_asks_no_model(sample):
 
     output = consolidate("--sync", "--verbosity", "0", "--replay", str(RECORDED))
 
-    assert Command.UNRECORDED_STAGES.format(stages="mine, noise, relocate, promote") in output.splitlines()
+    assert Command.UNRECORDED_STAGES.format(stages="mine, noise, relocate and promote") in output.splitlines()
     run = ConsolidationRun.objects.get(pk=parse_summary(output)["run"])
     promote = StageResult.objects.get(run=run, stage="promote", user__username="ana.ribeiro")
     head = promote.findings[0]

@@ -65,8 +65,8 @@ class Command(BaseCommand):
         "or groups differently are not matched and are kept."
     )
     UNRECORDED_STAGES = (
-        "Not in the recording: the model calls of the {stages} stage(s); this pass asks no model there, "
-        "and they run as they do without one (as with the rule judge)."
+        "Not in the recording: the model calls of the stages {stages}. This pass asks no model there; "
+        "they run as they do without one (as with the rule judge)."
     )
     STOPPED = launch.STOPPED
     BAD_RUN_ID = launch.BAD_RUN_ID
@@ -150,7 +150,8 @@ class Command(BaseCommand):
         if versions and PROMPT_VERSION not in versions:
             self.stdout.write(self.OTHER_PROMPT.format(recorded=", ".join(versions), current=PROMPT_VERSION))
         if stages := replay.unrecorded_stages(recorded):
-            self.stdout.write(self.UNRECORDED_STAGES.format(stages=", ".join(stages)))
+            named = " and ".join([", ".join(stages[:-1]), stages[-1]] if len(stages) > 1 else stages)
+            self.stdout.write(self.UNRECORDED_STAGES.format(stages=named))
         return client, server
 
     def _handle(self, options: dict[str, Any], *, client: Any, server: replay.ReplayServer | None) -> None:
