@@ -207,13 +207,22 @@ def _identity(user_id: int, source: str, content: str, created_at: datetime) -> 
     return (user_id, source) if source else (user_id, "", content, created_at)
 
 
-def _decoded_lines(handle: Any) -> Iterator[str | None]:
+def _text_lines(handle: Any) -> Iterator[str | None]:
     """The file's lines as text; None for a line that is not UTF-8 (``parse_truths`` reports it)."""
     for raw in handle:
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError:
             yield None
+
+
+def _decoded_lines(handle: Any, *, path: str) -> Iterator[str]:
+    """The file's lines as text; a line that is not UTF-8 raises ``ImportFileInvalid`` (for
+    files read line by line to their first problem: ``sessions``)."""
+    for number, line in enumerate(_text_lines(handle), start=1):
+        if line is None:
+            raise ImportFileInvalid(BAD_LINE.format(path=path, line=number, problem=NOT_UTF8))
+        yield line
 
 
 def load_truths(path: Path, *, create_users: bool = False) -> LoadResult:
@@ -228,7 +237,7 @@ def load_truths(path: Path, *, create_users: bool = False) -> LoadResult:
     if not path.is_file():
         raise ImportFileInvalid(f"{path}: no such file.")
     with path.open("rb") as handle:
-        rows = parse_truths(_decoded_lines(handle), path=str(path))
+        rows = parse_truths(_text_lines(handle), path=str(path))
     User = get_user_model()
     with transaction.atomic():
         names = sorted({r["user"] for r in rows})
