@@ -349,9 +349,8 @@ class _Progress:
                 write(f"      #{row['id']}: {row['content']}")
             for action in review.applied_actions:
                 write("      -> " + action_line(action, names, snapshot=review.snapshot, dry_run=self.dry_run))
-        if self.verbosity >= 1:
-            for line in refusal_lines(review):
-                write(line)
+        for line in refusal_lines(review):  # verbosity >= 1 here (``__call__``)
+            write(line)
         if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
             write(f"      reasoning: {with_truth_numbers(review.reasoning, names)}")
 
