@@ -15,6 +15,9 @@ litellm exactly as it talks to a provider:
   contents of its truths and its merged content; without a recording it is answered by
   ``second_looks`` ("confirm" or "withdraw" every check), so a report can give both bounds;
 - any other call: the recorded reply of the same last message, else an empty object.
+A stage whose calls a recording holds none of (``unrecorded_stages``: mining, noise,
+relocation, promotion) is not asked at all while ``replaying``: it runs as it does without
+a model (``services.hygiene.withheld``), since no answer was recorded to give it.
 The server counts what it saw (``ReplayStats``) and keeps the messages of every call it
 could not answer wholly from the recordings (``unanswered``: what a new recording needs);
 nothing here touches the database.
@@ -36,7 +39,10 @@ from django.test.utils import override_settings
 
 from ..conf import app_settings
 from ..exceptions import InvalidInput
+from ..llm import hygiene as stage_prompts
 from ..llm.litellm_client import LiteLLMJudge
+from ..llm.prompts import NOISE_SYSTEM_PROMPT
+from ..services.hygiene import withheld
 from ..services.pipeline.validation import Code
 from . import scoring
 from .chat_server import ChatServer, Response, completion
@@ -68,6 +74,22 @@ def _last_content(messages: list[dict[str, Any]]) -> str:
     return str(content)
 
 
+#: The stages that call a model, each with the system prompt of its calls: how a recorded
+#: call without a ``contract`` is known as the stage's.
+STAGE_PROMPTS = {
+    "mine": stage_prompts.MINING_SYSTEM,
+    "noise": NOISE_SYSTEM_PROMPT,
+    "relocate": stage_prompts.RELOCATE_SYSTEM,
+    "promote": stage_prompts.PROMOTE_SYSTEM,
+}
+
+
+def _stage_of(messages: list[dict[str, Any]]) -> str | None:
+    """The stage whose system prompt opens ``messages`` (``STAGE_PROMPTS``), or None."""
+    system = _last_content(messages[:1]) if messages and messages[0].get("role") == "system" else ""
+    return next((stage for stage, prompt in STAGE_PROMPTS.items() if system == prompt), None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class RecordedCluster:
     """One cluster of a recorded judge call: alias -> content, and the model's entry."""
@@ -89,13 +111,20 @@ class Recordings:
     second_looks: dict[tuple[str, ClusterKey, str], dict[str, Any]] = field(default_factory=dict)
     others: dict[str, str] = field(default_factory=dict)
     calls: int = 0
+    #: The contracts of the recorded calls (judge, second_look, mine, relocate, ...).
+    contracts: set[str] = field(default_factory=set)
 
     def add(self, row: dict[str, Any]) -> None:
         """Index one recorded call (a line of a recording file)."""
         messages, reply = row["messages"], str(row["reply"])
         content = _last_content(messages)
         self.calls += 1
-        contract = row.get("contract") or ("second_look" if _tagged_json(content, "checks") is not None else "judge")
+        contract = (
+            row.get("contract")
+            or _stage_of(messages)
+            or ("second_look" if _tagged_json(content, "checks") is not None else "judge")
+        )
+        self.contracts.add(str(contract))
         try:
             answer = json.loads(reply)
         except ValueError:
@@ -434,8 +463,9 @@ def replaying(paths: Iterable[Path], *, second_looks: str = "withdraw") -> Itera
     ("withdraw" by default: an unrecorded risky action is not applied). For the block the
     settings name that server as the LLM judge too, so the pass's other model calls (the
     part-2 stages build their client from the settings) reach it rather than a provider;
-    the placeholder key is for 127.0.0.1 only. Raises ``InvalidInput`` for a bad or missing
-    file (``load_recordings``)."""
+    the placeholder key is for 127.0.0.1 only. A stage of which the recordings hold no call
+    (``unrecorded_stages``) asks no model in the block: it runs as it does offline. Raises
+    ``InvalidInput`` for a bad or missing file (``load_recordings``)."""
     recordings = load_recordings(paths)
     with (
         ReplayServer(recordings, second_looks=second_looks) as server,
@@ -446,8 +476,15 @@ def replaying(paths: Iterable[Path], *, second_looks: str = "withdraw") -> Itera
             IRIS_CONSOLIDATION_VERIFY_MODEL="",
         ),
         _placeholder_key(),
+        withheld.withholding(unrecorded_stages(recordings)),
     ):
         yield replay_client(server.url), server
+
+
+def unrecorded_stages(recordings: Recordings) -> tuple[str, ...]:
+    """The stages that call a model (``STAGE_PROMPTS``) of which ``recordings`` hold no call,
+    in pass order: ``replaying`` withholds their calls (they run as without a model)."""
+    return tuple(stage for stage in STAGE_PROMPTS if stage not in recordings.contracts)
 
 
 @contextmanager

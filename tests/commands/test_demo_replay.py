@@ -13,7 +13,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from iris_consolidation.management.commands.consolidate_truths import Command
-from iris_consolidation.models import ConsolidationRun, RetiredReason, Truth
+from iris_consolidation.models import ConsolidationRun, RetiredReason, StageResult, Truth
+from iris_consolidation.services.hygiene import promotion
 from iris_consolidation.services.operations import transfer
 from tests.helpers import parse_summary
 
@@ -82,3 +83,38 @@ def test_replay_needs_an_in_process_run_and_a_readable_file(sample, tmp_path):
     with pytest.raises(CommandError, match=r"bad.jsonl:1: "):
         consolidate("--sync", "--replay", str(bad))
     assert ConsolidationRun.objects.count() == 0 and Truth.all_objects.filter(retired_at__isnull=False).count() == 0
+
+
+def _refusals_after_rejected(output: str) -> list[str]:
+    """Each "Rejected by the validator" progress line's next line, in order."""
+    lines = output.splitlines()
+    return [lines[i + 1] for i, line in enumerate(lines) if line.endswith("] Rejected by the validator")]
+
+
+def test_a_real_pass_prints_each_refusal_with_its_code_as_the_dry_run_does(sample):
+    dry = consolidate("--dry-run", "--replay", str(RECORDED))
+    real = consolidate("--sync", "--replay", str(RECORDED))
+
+    refused = [line for line in real.splitlines() if line.startswith("      refused (")]
+    assert refused == [line for line in dry.splitlines() if line.startswith("      refused (")]
+    # The sample's refused verdicts (README): three supersedes that state no change, a merge side by side.
+    assert sum(line.startswith("      refused (supersede_no_change): #") for line in refused) == 3, refused
+    assert any(line.startswith("      refused (side_by_side): The merged content sets #") for line in refused)
+    # Every wholly refused cluster says why, on the line after its outcome.
+    after_rejected = _refusals_after_rejected(real)
+    assert after_rejected and all(line.startswith("      refused (") for line in after_rejected), real
+    assert _refusals_after_rejected(real) == _refusals_after_rejected(dry)
+
+
+def test_a_stage_the_recording_holds_no_call_of_asks_no_model(sample):
+    # A truth backed three times is a promotion candidate: the promote stage would ask a model.
+    Truth.objects.filter(content="Is allergic to peanuts").update(corroborations=3)
+
+    output = consolidate("--sync", "--verbosity", "0", "--replay", str(RECORDED))
+
+    assert Command.UNRECORDED_STAGES.format(stages="mine, noise, relocate and promote") in output.splitlines()
+    run = ConsolidationRun.objects.get(pk=parse_summary(output)["run"])
+    promote = StageResult.objects.get(run=run, stage="promote", user__username="ana.ribeiro")
+    head = promote.findings[0]
+    assert (head["skipped"], head["errors"], head["calls"]) == (promotion.NO_LLM, [], 0)
+    assert parse_summary(output)["stage_calls"] == "0"

@@ -15,7 +15,7 @@ from iris_consolidation.management.commands.export_truths import Command as Expo
 from iris_consolidation.management.commands.load_truths import Command as Load
 from iris_consolidation.models import RetiredReason, Truth, TruthChange
 from iris_consolidation.selectors import UNKNOWN_USER
-from iris_consolidation.services.operations.transfer import BAD_LINE
+from iris_consolidation.services.operations.transfer import BAD_LINE, BAD_LINES, BAD_LISTED
 from tests.helpers import truth_state
 
 pytestmark = pytest.mark.django_db
@@ -294,6 +294,38 @@ def test_a_line_that_is_not_utf8_is_reported_by_number_and_nothing_is_imported(t
 
     assert str(info.value) == BAD_LINE.format(path=path, line=3, problem="the line is not UTF-8 text")
     assert Truth.all_objects.count() == 0
+
+
+def test_every_bad_line_and_every_missing_field_is_named_at_once_and_nothing_is_imported(tmp_path):
+    no_origin_no_time = {k: v for k, v in LINES[0].items() if k not in ("origin", "created_at")}
+    path = write(tmp_path, [no_origin_no_time, LINES[1], {**LINES[2], "origin": "rumour"}, {"content": "x"}])
+    with path.open("ab") as handle:
+        handle.write(b'{"user": "carol", "content": "caf\xe9"}\n')
+
+    with pytest.raises(CommandError) as info:
+        load(path)
+
+    assert str(info.value).splitlines() == [
+        BAD_LINES.format(path=path, count=4),
+        f"{path}:1: fields 'origin', 'created_at' are missing",
+        f"{path}:3: 'origin' must be one of promoted, user, agent, consolidated",
+        f"{path}:4: fields 'user', 'origin', 'created_at' are missing",
+        f"{path}:5: the line is not UTF-8 text",
+    ]
+    assert info.value.returncode == 1
+    assert Truth.all_objects.count() == 0 and get_user_model().objects.count() == 0
+
+
+def test_a_file_of_many_bad_lines_lists_the_first_fifty(tmp_path):
+    path = write(tmp_path, [{"content": f"fact {i}"} for i in range(BAD_LISTED + 3)])
+
+    with pytest.raises(CommandError) as info:
+        load(path)
+
+    lines = str(info.value).splitlines()
+    assert lines[0] == BAD_LINES.format(path=path, count=BAD_LISTED + 3)
+    assert lines[BAD_LISTED] == f"{path}:{BAD_LISTED}: fields 'user', 'origin', 'created_at' are missing"
+    assert lines[-1] == "... and 3 more" and len(lines) == BAD_LISTED + 2
 
 
 def test_line_numbers_count_blank_lines(tmp_path):

@@ -15,6 +15,8 @@ from django.core.management import CommandError, call_command
 
 from iris_consolidation.evaluation import replay
 from iris_consolidation.exceptions import InvalidInput
+from iris_consolidation.llm import hygiene
+from iris_consolidation.services.hygiene import withheld
 
 
 def _judge_call(clusters: list[list[tuple[str, str]]], answers: list[list[dict[str, Any]]]) -> dict[str, Any]:
@@ -232,3 +234,18 @@ def test_a_replies_file_needs_its_requests_and_each_id(tmp_path):
         replay.load_recordings([replies])
     with pytest.raises(CommandError, match="give --recorded FILE"):
         call_command("eval_judge", "--golden", "g.jsonl", "--also", str(replies), stdout=StringIO())
+
+
+def test_only_the_stages_a_recording_holds_no_call_of_are_withheld():
+    judge_only = replay.Recordings()
+    judge_only.add(_judge_call([[("t1", "Has a son"), ("t2", "Has a boy")]], [[]]))
+    with_promote = replay.Recordings()
+    with_promote.add(_judge_call([[("t1", "Has a son"), ("t2", "Has a boy")]], [[]]))
+    # A promotion call recorded without a ``contract``: known by its system prompt.
+    with_promote.add({"messages": hygiene.messages_for(hygiene.PROMOTE_SYSTEM, {"candidates": []}), "reply": "{}"})
+
+    assert replay.unrecorded_stages(judge_only) == ("mine", "noise", "relocate", "promote")
+    assert replay.unrecorded_stages(with_promote) == ("mine", "noise", "relocate")
+    with withheld.withholding(replay.unrecorded_stages(with_promote)):
+        assert withheld.is_withheld("relocate") and not withheld.is_withheld("promote")
+    assert not withheld.is_withheld("relocate")

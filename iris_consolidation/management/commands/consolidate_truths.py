@@ -36,6 +36,14 @@ class Command(BaseCommand):
     )
 
     DISPATCHED = "Dispatched batch: {run_id}"
+    NO_WORKER = (
+        "No worker is running (no qcluster reports its heartbeat): batch {run_id} waits until one runs. "
+        "Start one with: python manage.py qcluster"
+    )
+    WORKERS_UNSEEN = (
+        "Whether a worker runs cannot be seen from here (Q_CLUSTER[\"cache\"] is a per-process cache): batch "
+        "{run_id} waits until a python manage.py qcluster runs."
+    )
     NOTHING = (
         "Nothing to consolidate: no user has enough consolidatable truths "
         "(two to merge; one when the noise, decay or prune stage runs)."
@@ -55,6 +63,10 @@ class Command(BaseCommand):
     OTHER_PROMPT = (
         "Note: the recording answers judge prompt {recorded}; this version sends {current}, so clusters it words "
         "or groups differently are not matched and are kept."
+    )
+    UNRECORDED_STAGES = (
+        "Not in the recording: the model calls of the stages {stages}. This pass asks no model there; "
+        "they run as they do without one (as with the rule judge)."
     )
     STOPPED = launch.STOPPED
     BAD_RUN_ID = launch.BAD_RUN_ID
@@ -137,6 +149,9 @@ class Command(BaseCommand):
         )
         if versions and PROMPT_VERSION not in versions:
             self.stdout.write(self.OTHER_PROMPT.format(recorded=", ".join(versions), current=PROMPT_VERSION))
+        if stages := replay.unrecorded_stages(recorded):
+            named = " and ".join([", ".join(stages[:-1]), stages[-1]] if len(stages) > 1 else stages)
+            self.stdout.write(self.UNRECORDED_STAGES.format(stages=named))
         return client, server
 
     def _handle(self, options: dict[str, Any], *, client: Any, server: replay.ReplayServer | None) -> None:
@@ -173,10 +188,21 @@ class Command(BaseCommand):
             # The id line is the whole output by default: scripts read the batch id from it.
             # The window is stored on the run (and shown in the admin); -v 2 prints it too.
             self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
+            self._warn_if_no_worker(run)
             if verbosity >= 2:
                 self.stdout.write(inventory_display.window_line(run))
             return
         self._report(run, result.seconds, verbosity=verbosity)
+
+    def _warn_if_no_worker(self, run: ConsolidationRun) -> None:
+        """After a queued batch's id: on stderr (stdout stays the id line scripts read), how to
+        start a worker when the workers' heartbeat says none runs (``NO_WORKER``), or that it
+        cannot be seen (``WORKERS_UNSEEN``); nothing while a qcluster is alive."""
+        overview = selectors.get_queue_overview()
+        if overview.no_worker:
+            self.stderr.write(self.style.WARNING(self.NO_WORKER.format(run_id=run.pk)))
+        elif not overview.heartbeat:
+            self.stderr.write(self.WORKERS_UNSEEN.format(run_id=run.pk))
 
     #: Options of a pass that ``--apply`` does not take (it replays what the dry run decided).
     PASS_OPTIONS = ("dry_run", "estimate", "user", "threshold", "since", "full", "only")
@@ -198,6 +224,7 @@ class Command(BaseCommand):
         assert run is not None  # only an estimate has no run
         if result.queued:
             self.stdout.write(self.style.SUCCESS(self.DISPATCHED.format(run_id=run.pk)))
+            self._warn_if_no_worker(run)
             return
         refusals = review_display.application_refusals(selectors.list_application_refusals(application=run))
         if options["verbosity"] >= 1:
@@ -242,6 +269,23 @@ def _summary(run: ConsolidationRun, seconds: float) -> str:
         f"{inventory_display.spend_fields(run)} tokens={run.tokens} embed_seconds={run.embed_seconds:.1f} "
         f"cluster_seconds={run.cluster_seconds:.1f} seconds={seconds:.1f} run={run.pk}"
     )
+
+
+#: One refused action of a reviewed cluster: the validator's code and its words.
+REFUSED_LINE = "      refused ({code}): {reason}"
+
+
+def refusal_lines(review: Any) -> list[str]:
+    """The lines of a ``ClusterReview``'s refusals (``review.rejections``: dicts with
+    ``code`` and ``reason``), ``REFUSED_LINE`` each, truths named by number (#id) as its
+    snapshot has them; a reason given twice (two actions refused alike) is printed once.
+    The one place a pass's progress shows why the validator refused, dry run or not."""
+    names = truth_names(review.snapshot)
+    refusals = (
+        (str(r.get("code") or "-"), with_truth_numbers(str(r.get("reason", "")), names))
+        for r in review.rejections or ()
+    )
+    return [REFUSED_LINE.format(code=code, reason=reason) for code, reason in dict.fromkeys(refusals)]
 
 
 class _Progress:
@@ -295,8 +339,9 @@ class _Progress:
             self._review(review)
 
     def _review(self, review: Any) -> None:
-        """A reviewed cluster's truths, actions, refusals and reasoning (verbosity 2, or a dry
-        run's actions at 1), saying which truth survives an absorbing merge."""
+        """A reviewed cluster's truths, actions and reasoning (verbosity 2, or a dry run's
+        actions at 1), saying which truth survives an absorbing merge; its refusals, with their
+        codes, at verbosity 1 in a dry run and a real one alike (``refusal_lines``)."""
         write = self.command.stdout.write
         names = truth_names(review.snapshot)
         if self.verbosity >= 2 or (self.dry_run and review.applied_actions):
@@ -304,8 +349,8 @@ class _Progress:
                 write(f"      #{row['id']}: {row['content']}")
             for action in review.applied_actions:
                 write("      -> " + action_line(action, names, snapshot=review.snapshot, dry_run=self.dry_run))
-            for reason in dict.fromkeys(with_truth_numbers(r["reason"], names) for r in review.rejections):
-                write(f"      refused: {reason}")
+        for line in refusal_lines(review):  # verbosity >= 1 here (``__call__``)
+            write(line)
         if self.verbosity >= 3 or (self.dry_run and review.applied_actions):
             write(f"      reasoning: {with_truth_numbers(review.reasoning, names)}")
 

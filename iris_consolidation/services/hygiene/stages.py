@@ -55,6 +55,7 @@ from ...run_settings import prune_share, run_modes
 from ..pipeline import clustering, forecast, neighbourhoods, vectors
 from . import budget, decay, lexical, mining, noise, noise_rules, novelty, promotion, prune, relocation, retire
 from .passes import UserPass, pass_time
+from .withheld import is_withheld
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def noise_classifier(run: ConsolidationRun) -> Callable[[Sequence[NoiseCandidate
     recorder = forecast.recorder()
     if recorder is not None:
         return recorder.classify_noise
-    if run.judge_kind == ConsolidationRun.JudgeKind.RULES:
+    if run.judge_kind == ConsolidationRun.JudgeKind.RULES or is_withheld("noise"):
         return None
     try:
         client = get_judge_client()
@@ -211,14 +212,15 @@ def run_decay(run: ConsolidationRun, user_id: int, *, shared: UserPass | None = 
 FROM_RUN: Any = object()
 
 
-def model_client(run: ConsolidationRun) -> Any | None:
-    """The client of the part-2 stages' model calls: the LLM judge (an object with
-    ``ask_json``) when the run's judge is one, else None (offline: the rules). While a pass
-    is forecast: the forecast's recorder (``forecast.StageRecorder``), whatever the run's judge."""
+def model_client(run: ConsolidationRun, stage: str) -> Any | None:
+    """The client of ``stage``'s model calls: the LLM judge (an object with ``ask_json``)
+    when the run's judge is one, else None (offline: the rules), None too while the stage's
+    calls are withheld (``withheld``). While a pass is forecast: the forecast's recorder
+    (``forecast.StageRecorder``), whatever the run's judge."""
     recorder = forecast.recorder()
     if recorder is not None:
         return recorder
-    if not run.judge_model:
+    if not run.judge_model or is_withheld(stage):
         return None
     try:
         client = get_judge_client("llm")
@@ -241,7 +243,7 @@ def run_mine(
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    client = model_client(run) if client is FROM_RUN else client
+    client = model_client(run, "mine") if client is FROM_RUN else client
     result = mining.find(run=run, user_id=user_id, embedder=embedder, client=client,
                          has_messages=shared is None or shared.facts.messages)
     write = mode == StageMode.APPLY and bool(result.added)
@@ -266,7 +268,7 @@ def run_relocate(
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    client = model_client(run) if client is FROM_RUN else client
+    client = model_client(run, "relocate") if client is FROM_RUN else client
     rows = [(r[0], r[2], r[3]) for r in shared.consolidatable()] if shared is not None else None
     decided = relocation.choose_moves(run=run, user_id=user_id, client=client, rows=rows)
     findings: list[dict[str, Any]] = [{"errors": decided.errors, "refused": decided.refused,
@@ -297,7 +299,7 @@ def run_promote(
     if mode == StageMode.OFF or existing is not None:
         return existing
     started = time.monotonic()
-    client = model_client(run) if client is FROM_RUN else client
+    client = model_client(run, "promote") if client is FROM_RUN else client
     result, rules = promotion.propose_rules(run=run, user_id=user_id, client=client)
     added = promotion.append(run=run, user_id=user_id, rules=rules, result=result, write=mode == StageMode.APPLY,
                              model=getattr(client, "model", ""))

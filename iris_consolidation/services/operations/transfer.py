@@ -10,7 +10,8 @@ for a user model keyed by email; an unknown user refuses the file unless ``creat
 strings), ``evidence`` (list of session message ids). Export also writes ``retired_reason``,
 ``evidence`` (the session message ids a mined truth came from; a merge keeps every source's)
 and the derived ``quality`` (at export time). Import validates the whole file first and
-writes nothing if any line is bad; it is idempotent: a (user, source) pair already present
+writes nothing if any line is bad, naming every bad line (and every missing field of
+each) at once; it is idempotent: a (user, source) pair already present
 is skipped, and a line without a source is skipped when its user already has that content at
 that time.
 """
@@ -39,6 +40,12 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 BAD_LINE = "{path}:{line}: {problem}. Nothing was imported; fix the line and load again."
+#: Several bad lines: this line, then one ``BAD_LINE_ROW`` each (as an editor's "file:line:" reads them).
+BAD_LINES = "{path}: {count} bad lines. Nothing was imported; fix them and load again:"
+BAD_LINE_ROW = "{path}:{line}: {problem}"
+#: Bad lines listed before "... and N more".
+BAD_LISTED = 50
+NOT_UTF8 = "the line is not UTF-8 text"
 REQUIRED = ("user", "content", "origin", "created_at")
 MAX_SMALL = 32767  # PostgreSQL smallint: Truth.generation
 MAX_INT = 2147483647  # PostgreSQL integer: Truth.corroborations
@@ -65,7 +72,17 @@ def _is_whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _missing(data: dict[str, Any]) -> str:
+    """Every required field ``data`` lacks, in one phrase ("" when none is missing)."""
+    missing = [repr(name) for name in REQUIRED if name not in data]
+    if len(missing) > 1:
+        return f"fields {', '.join(missing)} are missing"
+    return f"field {missing[0]} is missing" if missing else ""
+
+
 def _parse_line(raw: str, *, max_user_length: int | None = None) -> dict[str, Any]:
+    """One line's truth; raises ``ValueError`` naming every missing field at once, or the
+    first other problem of a line that has all of them."""
     try:
         data = json.loads(raw.rstrip("\r\n"))
     except json.JSONDecodeError as exc:
@@ -74,9 +91,8 @@ def _parse_line(raw: str, *, max_user_length: int | None = None) -> dict[str, An
         raise ValueError("the line is not a JSON object")
     if any(isinstance(v, str) and "\x00" in v for v in data.values()):
         raise ValueError("a field contains a NUL character (\\u0000), which PostgreSQL text cannot hold")
-    for name in REQUIRED:
-        if name not in data:
-            raise ValueError(f"field {name!r} is missing")
+    if missing := _missing(data):
+        raise ValueError(missing)
     if not isinstance(data["user"], str) or not data["user"].strip():
         raise ValueError("'user' must be a non-empty string")
     if max_user_length is not None and len(data["user"].strip()) > max_user_length:
@@ -156,20 +172,32 @@ def _parse_hygiene(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def parse_truths(lines: Iterable[str], *, path: str = "<input>") -> list[dict[str, Any]]:
-    """Parse and validate every line; raises ``ImportFileInvalid`` naming the first bad one.
+def parse_truths(lines: Iterable[str | None], *, path: str = "<input>") -> list[dict[str, Any]]:
+    """Parse and validate every line; raises ``ImportFileInvalid`` naming every bad line of
+    the file at once (``BAD_LINE`` for one, ``BAD_LINES`` then one ``BAD_LINE_ROW`` each,
+    at most ``BAD_LISTED``, for several). A None line is one that is not UTF-8 text.
 
     ``user`` may be as long as the user model's ``USERNAME_FIELD`` allows.
     """
     rows = []
+    bad: list[tuple[int, str]] = []
     max_user_length = username_max_length()
     for number, raw in enumerate(lines, start=1):
+        if raw is None:
+            bad.append((number, NOT_UTF8))
+            continue
         if not raw.strip():
             continue
         try:
             rows.append(_parse_line(raw, max_user_length=max_user_length))
         except (ValueError, TypeError) as exc:
-            raise ImportFileInvalid(BAD_LINE.format(path=path, line=number, problem=exc)) from None
+            bad.append((number, str(exc)))
+    if len(bad) == 1:
+        raise ImportFileInvalid(BAD_LINE.format(path=path, line=bad[0][0], problem=bad[0][1]))
+    if bad:
+        listed = [BAD_LINE_ROW.format(path=path, line=n, problem=problem) for n, problem in bad[:BAD_LISTED]]
+        more = [f"... and {len(bad) - BAD_LISTED} more"] if len(bad) > BAD_LISTED else []
+        raise ImportFileInvalid("\n".join([BAD_LINES.format(path=path, count=len(bad)), *listed, *more]))
     return rows
 
 
@@ -179,15 +207,22 @@ def _identity(user_id: int, source: str, content: str, created_at: datetime) -> 
     return (user_id, source) if source else (user_id, "", content, created_at)
 
 
-def _decoded_lines(handle: Any, *, path: str) -> Iterator[str]:
-    """The file's lines as text; a line that is not UTF-8 raises ``ImportFileInvalid``."""
-    for number, raw in enumerate(handle, start=1):
+def _text_lines(handle: Any) -> Iterator[str | None]:
+    """The file's lines as text; None for a line that is not UTF-8 (``parse_truths`` reports it)."""
+    for raw in handle:
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise ImportFileInvalid(
-                BAD_LINE.format(path=path, line=number, problem="the line is not UTF-8 text")
-            ) from None
+            yield None
+
+
+def _decoded_lines(handle: Any, *, path: str) -> Iterator[str]:
+    """The file's lines as text; a line that is not UTF-8 raises ``ImportFileInvalid`` (for
+    files read line by line to their first problem: ``sessions``)."""
+    for number, line in enumerate(_text_lines(handle), start=1):
+        if line is None:
+            raise ImportFileInvalid(BAD_LINE.format(path=path, line=number, problem=NOT_UTF8))
+        yield line
 
 
 def load_truths(path: Path, *, create_users: bool = False) -> LoadResult:
@@ -202,7 +237,7 @@ def load_truths(path: Path, *, create_users: bool = False) -> LoadResult:
     if not path.is_file():
         raise ImportFileInvalid(f"{path}: no such file.")
     with path.open("rb") as handle:
-        rows = parse_truths(_decoded_lines(handle, path=str(path)), path=str(path))
+        rows = parse_truths(_text_lines(handle), path=str(path))
     User = get_user_model()
     with transaction.atomic():
         names = sorted({r["user"] for r in rows})
