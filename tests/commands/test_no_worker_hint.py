@@ -49,7 +49,7 @@ def test_a_queued_batch_with_no_worker_says_how_to_start_one(two_teas, monkeypat
 @pytest.mark.django_db
 def test_a_worker_that_cannot_be_seen_is_said_to_be_unknown(two_teas, monkeypatch):
     monkeypatch.setattr(Conf, "SYNC", False)
-    monkeypatch.setattr(selectors, "heartbeat_visible", lambda: False)  # a per-process cache
+    monkeypatch.setattr(selectors.queue, "heartbeat_visible", lambda: False)  # a per-process cache
 
     _, err = _call("consolidate_truths")
 
