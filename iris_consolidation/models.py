@@ -337,9 +337,7 @@ class ClusterReview(models.Model):
 
     run = models.ForeignKey(ConsolidationRun, on_delete=models.CASCADE, related_name="reviews")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(
-        max_length=64, help_text="Hash of the member ids and contents; one review per run and key."
-    )
+    key = models.CharField(max_length=64, help_text="Hash of the member ids and contents; one review per run and key.")
     members = models.ManyToManyField(Truth, related_name="reviews", blank=True)
     snapshot = models.JSONField(
         default=list, help_text="Members as the judge saw them: alias, id, content, created_at, ..."
@@ -360,9 +358,7 @@ class ClusterReview(models.Model):
     prompt_tokens = models.PositiveIntegerField(
         default=0, help_text="This cluster's share of its calls' prompt tokens (cached ones included)."
     )
-    cached_tokens = models.PositiveIntegerField(
-        default=0, help_text="Of which read from the provider's prompt cache."
-    )
+    cached_tokens = models.PositiveIntegerField(default=0, help_text="Of which read from the provider's prompt cache.")
     completion_tokens = models.PositiveIntegerField(default=0)
     cost = models.FloatField(default=0.0, help_text="USD: this cluster's share of its calls' cost.")
     cost_known = models.BooleanField(default=True, help_text="False when litellm has no price for the model.")
@@ -377,6 +373,9 @@ class ClusterReview(models.Model):
         default=list, blank=True, help_text="Aliases whose judgement failed even alone (bisection); kept as they were."
     )
     raw_response = models.TextField(blank=True)
+    decision = models.JSONField(
+        null=True, blank=True, help_text="The decision as recorded (merging.Decision.to_json); none before it was kept."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = ClusterReviewQuerySet.as_manager()
