@@ -50,6 +50,8 @@ def test_the_application_writes_the_dry_runs_stored_decisions_again(previewed): 
         (reviews[k].prompt_tokens, reviews[k].cost) for k in stored
     ]
     assert sum(d.spend.calls for d in stored.values()) == dry.llm_calls == 2  # the judge's call, a second look
+    # Every accepted action was previewed: the decision to apply is the stored one, spend and all.
+    assert {r.key: dry_runs.previewed_decision(r) for r in reviews.values()} == stored
     answers = sorted(a.second_look for d in stored.values() for a in d.accepted if a.second_look)
     assert answers == ["scripted confirm", "scripted confirm"]
 
