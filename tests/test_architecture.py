@@ -32,7 +32,7 @@ MAX_MODULE_LINES = 600
 #: may shrink (and leaves this list once within the limit), none may grow, and no other may
 #: pass the limit.
 OVERSIZE_MODULES = {
-    "admin.runs": 729, "evaluation.scoring": 650, "lineage_display": 628, "models": 947, "run_display": 660,
+    "admin.runs": 726, "evaluation.scoring": 650, "lineage_display": 628, "models": 946, "run_display": 660,
     "selectors": 694, "services.pipeline.judging": 615,
 }
 OVERSIZE_FUNCTIONS = {
