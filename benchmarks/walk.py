@@ -13,6 +13,15 @@ prints the modules, the count, how many times control passed from one module to 
 the modules between the command and the parts: the doors, ``services/queue/``,
 ``services/run/`` (before it, ``pipeline/consolidation``, ``batch_plan`` and ``inventory``);
 its edges are the (caller, callee) pairs of modules seen among them.
+
+The stricter measure, the walk "from the command to a saved merged truth": at every moment a
+merged truth is saved (a ``Truth`` of origin ``consolidated`` inserted while a function of
+``services/pipeline/merging`` runs: Django's ``post_save``), the modules of the app on the call
+stack, from the command's ``handle`` down to that save. It prints their union over every such
+moment (the modules the calls pass through, not every module the pass touches), the distinct
+hops between them (module A calling into module B on one of those stacks, frames of Django or
+other libraries between them skipped), and the deepest stack. It runs in any tree of the
+project: copy this file into another checkout's ``benchmarks/`` and run it there.
 """
 
 from __future__ import annotations
@@ -91,9 +100,11 @@ def main() -> None:
                 passes[0] += 1
             last[0] = module
 
+        stacks = StackWalk()
         sys.setprofile(profile)
         try:
-            call_command("consolidate_truths", sync=True, replay=[args.replay], verbosity=0)
+            with stacks:
+                call_command("consolidate_truths", sync=True, replay=[args.replay], verbosity=0)
         finally:
             sys.setprofile(None)
         from iris_consolidation.models import Truth
@@ -114,6 +125,7 @@ def main() -> None:
     for a, b in spine_edges:
         print(f"  {a.removeprefix(PACKAGE + '.')} -> {b.removeprefix(PACKAGE + '.')} ({edges[(a, b)]} calls)")
     print(f"sources merged: {merged}, superseded: {superseded}")
+    stacks.report()
 
 
 #: The run's owner before ``services/run/`` existed.
@@ -126,6 +138,68 @@ def _in_spine(module: str) -> bool:
     return (
         module.startswith((f"{PACKAGE}.services.queue.", f"{PACKAGE}.services.run.", *doors)) or module in FORMER_OWNER
     )
+
+
+MERGING = f"{PACKAGE}.services.pipeline.merging"
+
+
+class StackWalk:
+    """The app's modules on the call stack at each save of a merged truth (see the docstring):
+    ``modules`` their union, ``hops`` the (caller, callee) pairs of consecutive modules on a
+    stack, ``deepest`` the longest stack (modules in call order, consecutive repeats as one)."""
+
+    def __init__(self) -> None:
+        self.saves = 0
+        self.modules: set[str] = set()
+        self.hops: set[tuple[str, str]] = set()
+        self.deepest: list[str] = []
+        self.order: dict[str, int] = {}
+
+    def __enter__(self) -> StackWalk:
+        from django.db.models.signals import post_save
+
+        from iris_consolidation.models import Truth
+
+        post_save.connect(self._saved, sender=Truth, dispatch_uid="walk-stack")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from django.db.models.signals import post_save
+
+        from iris_consolidation.models import Truth
+
+        post_save.disconnect(sender=Truth, dispatch_uid="walk-stack")
+
+    def _saved(self, sender: object, instance: object, created: bool = False, **kwargs: object) -> None:
+        if not created or getattr(instance, "origin", "") != "consolidated":
+            return
+        frame = sys._getframe(1)
+        stack: list[str] = []
+        while frame is not None:
+            module = _module_of(frame.f_code.co_filename)
+            if module is not None and (not stack or stack[-1] != module):
+                stack.append(module)
+            frame = frame.f_back
+        stack.reverse()  # from the command down to the save
+        if MERGING not in stack:
+            return
+        self.saves += 1
+        for module in stack:
+            self.order.setdefault(module, len(self.order))
+        self.modules.update(stack)
+        self.hops.update(zip(stack, stack[1:], strict=False))
+        if len(stack) > len(self.deepest):
+            self.deepest = stack
+
+    def report(self) -> None:
+        short = [m.removeprefix(PACKAGE + ".") for m in sorted(self.modules, key=self.order.get)]
+        print(f"merged truths saved by merging: {self.saves}")
+        print(f"modules on the stack to a saved merged truth: {len(short)}: {', '.join(short)}")
+        print(f"hops between them (caller -> callee): {len(self.hops)}")
+        for a, b in sorted(self.hops, key=lambda h: (self.order[h[0]], self.order[h[1]])):
+            print(f"  {a.removeprefix(PACKAGE + '.')} -> {b.removeprefix(PACKAGE + '.')}")
+        deepest = " -> ".join(m.removeprefix(PACKAGE + ".") for m in self.deepest)
+        print(f"deepest stack: {len(self.deepest)} modules: {deepest}")
 
 
 if __name__ == "__main__":

@@ -106,6 +106,10 @@ class ApplyRefused(IrisConsolidationError):
     """A dry run whose verdicts cannot be applied (not a dry run, unfinished, already applied, empty)."""
 
 
+class StoredDecisionInvalid(IrisConsolidationError):
+    """A review's stored decision (``ClusterReview.decision``) is of another format or malformed."""
+
+
 class InvalidWindow(InvalidInput):
     """A ``--since`` value that is not ``last``, an ISO 8601 time or a duration."""
 

@@ -63,7 +63,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     readonly_fields = ["reason_display"]
 
     def get_queryset(self, request: HttpRequest) -> Any:
-        return super().get_queryset(request).defer("review__raw_response")
+        return super().get_queryset(request).defer("review__raw_response", "review__decision")
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Its own permission opens it too: the columns below keep truth text behind the truths' gate.

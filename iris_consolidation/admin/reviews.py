@@ -114,7 +114,7 @@ class LineageEventAdmin(ReadOnlyAdmin):
         return (
             super()
             .get_queryset(request)
-            .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot")
+            .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot", "review__decision")
         )
 
     def get_fields(self, request: HttpRequest, obj: LineageEvent | None = None) -> FieldGroups:

@@ -236,6 +236,9 @@ class ClusterReview(models.Model):
         default=list, blank=True, help_text="Aliases whose judgement failed even alone (bisection); kept as they were."
     )
     raw_response = models.TextField(blank=True)
+    decision = models.JSONField(
+        null=True, blank=True, help_text="The decision as recorded (merging.Decision.to_json); none before it was kept."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = ClusterReviewQuerySet.as_manager()

@@ -74,7 +74,7 @@ def _walk(*, root: Truth, backwards: bool, max_depth: int) -> list[LineageEvent]
         # Never show another user's truth, even if a row were to link across users.
         .filter(source__user_id=root.user_id, result__user_id=root.user_id)
         .select_related("source", "result", "review", "review__run")
-        .defer("source__embedding", "result__embedding", "review__raw_response")
+        .defer("source__embedding", "result__embedding", "review__raw_response", "review__decision")
         .order_by("created_at", "id")
     )
 
@@ -148,7 +148,7 @@ def list_undo_steps(*, truth: Truth) -> list[UndoStep]:
         .filter(source__superseded_by_id=truth.pk, source__retired_at__isnull=False)
         .exclude(source__retired_reason=RetiredReason.UNDONE)
         .select_related("source", "review")
-        .defer("source__embedding", "review__raw_response")
+        .defer("source__embedding", "review__raw_response", "review__decision")
         .order_by("-created_at", "-id")
     )
     grouped: dict[int | None, list[LineageEvent]] = {}
@@ -203,14 +203,14 @@ def get_truth_history(*, truth: Truth) -> TruthHistory:
         TruthChange.objects.filter(truth_id=truth.pk)
         .select_related("review", "run")
         # The snapshot names a review's aliases: rows recorded with them are shown with truth numbers.
-        .defer("review__raw_response")
+        .defer("review__raw_response", "review__decision")
         .order_by("created_at", "id")
     )
     events = (
         LineageEvent.objects.filter(Q(source_id=truth.pk) | Q(result_id=truth.pk))
         .filter(source__user_id=truth.user_id, result__user_id=truth.user_id)
         .select_related("source", "result", "review")
-        .defer("source__embedding", "result__embedding", "review__raw_response")
+        .defer("source__embedding", "result__embedding", "review__raw_response", "review__decision")
         .order_by("created_at", "id")
     )
     edits = (

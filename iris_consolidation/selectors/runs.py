@@ -44,7 +44,7 @@ def list_run_reviews(*, run: ConsolidationRun, outcome: str | None = None) -> Qu
 
     ``outcome``: one of ``ClusterReview.Outcome`` to filter by, or None for all.
     """
-    reviews = ClusterReview.objects.filter(run=run).select_related("user").defer("raw_response")
+    reviews = ClusterReview.objects.filter(run=run).select_related("user").defer("raw_response", "decision")
     if outcome:
         reviews = reviews.filter(outcome=outcome)
     rank = Case(
@@ -91,7 +91,7 @@ def list_application_refusals(*, application: ConsolidationRun) -> QuerySet[Clus
     return (
         ClusterReview.objects.filter(run=application)
         .filter(~Q(rejections=[]) | ~Q(error=""))
-        .defer("raw_response")
+        .defer("raw_response", "decision")
         .order_by("id")
     )
 

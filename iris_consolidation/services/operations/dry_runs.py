@@ -4,12 +4,14 @@
 creates the applying run (``source_run`` points at the
 dry run) and starts one apply job per chosen preview, each running ``apply_review``.
 
-What a dry run decided for a cluster is stored on its preview review: ``applied_actions``
-holds the actions it accepted, in apply order (the pre-pass's first), each as the wire
-contract spells it with ``stage`` ("prepass" or "judge"), the ``signals`` the validator
-raised and the ``second_look`` answer that confirmed it, and ``truth_ids`` (alias -> truth
-id); ``snapshot`` holds the members as judged. ``previewed_decision`` reads that back as a
-``PreviewedDecision``. ``apply_review`` applies exactly those actions: signals are not read
+What a dry run decided for a cluster is stored on its preview review whole: ``decision``
+holds the ``merging.Decision`` its ``record_review`` wrote (``Decision.to_json``: the members
+as judged, the verdict, the accepted actions in apply order, the pre-pass's first, each with
+the ``signals`` the validator raised and the ``second_look`` answer that confirmed it, the
+spend); ``applied_actions`` records which of those actions the preview applied (the dry run
+may have refused some, as stale or past its cap), with ``stage`` and ``truth_ids``.
+``previewed_decision`` reads the stored decision back, restricted to those actions.
+``apply_review`` writes that decision again, in the applying run: signals are not read
 again and no second look is asked, so an action the dry run's second look confirmed, or a
 model's action naming a pre-pass keeper, applies as previewed. What is checked again:
 the invariants (``validation.check_invariants``: ids, protection, generation limit,
@@ -17,7 +19,9 @@ direction, nothing lost; a model's action against the members as the pre-pass le
 as the dry run checked it) and, in ``merging.record_review`` under row locks, freshness
 (members unchanged since the preview, still consolidatable) and the retirement cap. Each
 refusal is recorded on the application's review and listed on the dry run's page
-(``application_refusals``). No model is called; merged contents are embedded afresh.
+(``application_refusals``). No model is called; merged contents are embedded afresh. A
+review stored before decisions were kept (``decision`` empty) is applied from its columns
+(``applied_actions``, ``actions``, ``snapshot``), as it was before.
 
 ``stale_previews`` says which previews no longer apply at all (every action names a
 member changed since), so that the admin offers only what can still be applied.
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +41,7 @@ from ...choices import MergeProtection
 from ...conf import app_settings
 from ...embeddings import Embedder
 from ...exceptions import ApplyRefused
-from ...llm.base import Action, JudgeRequest, MemberView, Signal, Verdict
+from ...llm.base import Action, JudgeRequest, MemberView, Spend, Verdict
 from ...llm.parsing import parse_action
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, RunId, Truth
 from ..pipeline import judging, merging, validation
@@ -104,7 +108,7 @@ def choose_previews(
     return [p for p in previews if p.pk in chosen]
 
 
-def _request_from_snapshot(snapshot: list[dict[str, Any]]) -> JudgeRequest:
+def _request_from_snapshot(snapshot: Sequence[dict[str, Any]]) -> JudgeRequest:
     """The request the judge answered, rebuilt from a review's snapshot."""
     return JudgeRequest(
         members=tuple(
@@ -122,44 +126,68 @@ def _request_from_snapshot(snapshot: list[dict[str, Any]]) -> JudgeRequest:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class PreviewedDecision:
-    """What a dry run decided for one cluster, read back from its preview review.
+def _entry_wire(entry: dict[str, Any]) -> dict[str, Any]:
+    """A previewed action entry without what its recording added (stage, truth ids, result)."""
+    return {k: v for k, v in entry.items() if k not in ("stage", "truth_ids", "result_id")}
 
-    ``prepass`` and ``judged`` are the accepted actions in apply order (the pre-pass's,
-    then the judge's), each with the ``signals`` it raised and the ``second_look``
-    reason that confirmed it; ``request`` holds the members as judged (the snapshot).
+
+def _as_previewed(stored: merging.Decision, entries: Sequence[dict[str, Any]]) -> merging.Decision | None:
+    """``stored`` with only the accepted actions its preview applied (``entries``, in order;
+    the dry run may have refused some as stale or past its cap), or None when ``entries``
+    are not such a part of it (the review's records disagree)."""
+    kept: list[tuple[bool, Action]] = []
+    for index, action in enumerate(stored.accepted):
+        entry = entries[len(kept)] if len(kept) < len(entries) else None
+        prepass = index < stored.prepass
+        if entry is not None and _entry_wire(entry) == action.as_wire() and (entry.get("stage") == PREPASS) == prepass:
+            kept.append((prepass, action))
+    if len(kept) != len(entries):
+        return None
+    return replace(stored, accepted=tuple(a for _, a in kept), prepass=sum(1 for p, _ in kept if p))
+
+
+def _rebuilt(preview: ClusterReview) -> merging.Decision:
+    """The decision of a preview stored without one (``decision`` empty), from its columns:
+    the judge's actions, its reasoning and reply, and the previewed actions in apply order."""
+    entries = preview.applied_actions
+    actions = [(entry.get("stage") == PREPASS, merging.action_of(entry)) for entry in entries]
+    verdict = Verdict(
+        actions=tuple(parse_action(item, preview.raw_response) for item in preview.actions),
+        reasoning=preview.reasoning,
+        raw=preview.raw_response,
+        model=preview.model,
+        prompt_version=preview.prompt_version,
+    )
+    return merging.Decision(
+        run_id=preview.run_id,
+        user_id=preview.user_id,
+        key=preview.key,
+        snapshot=tuple(preview.snapshot),
+        similarities=dict(preview.similarities),
+        judge=preview.judge,
+        verdict=verdict,
+        accepted=(*(a for pre, a in actions if pre), *(a for pre, a in actions if not pre)),
+        prepass=sum(1 for pre, _ in actions if pre),
+    )
+
+
+def previewed_decision(preview: ClusterReview) -> merging.Decision:
+    """The decision ``preview`` recorded, as previewed: its stored ``Decision``
+    (``ClusterReview.decision``) with the accepted actions the preview applied.
+
+    A review stored before decisions were kept (``decision`` empty), or whose previewed
+    actions (``applied_actions``, what the dry run's page shows) are not those of its stored
+    decision (a record edited since), gives the decision its columns record (``_rebuilt``):
+    what the operator saw is what is checked. Raises ``StoredDecisionInvalid`` for a stored
+    decision of another format, ``JudgeResponseInvalid`` for a recorded action that is not one.
     """
-
-    request: JudgeRequest
-    prepass: tuple[Action, ...]
-    judged: tuple[Action, ...]
-
-
-def _stored_action(entry: dict[str, Any], raw: str) -> Action:
-    """One stored previewed action (``applied_actions`` entry) as an ``Action``, with its
-    signals and second look. Raises ``JudgeResponseInvalid`` for an entry that is not one."""
-    action = parse_action(entry, raw)
-    signals = tuple(
-        Signal(code=str(s.get("code", "")), concern=str(s.get("concern", "")))
-        for s in entry.get("signals") or ()
-        if isinstance(s, dict)
-    )
-    return Action(
-        action=action.action, reason=action.reason, ids=action.ids, content=action.content, old=action.old,
-        new=action.new, signals=signals, second_look=str(entry.get("second_look") or ""),
-    )
-
-
-def previewed_decision(preview: ClusterReview) -> PreviewedDecision:
-    """The ``PreviewedDecision`` stored on ``preview`` (see the module docstring). Raises
-    ``JudgeResponseInvalid`` if a stored action is not one."""
-    actions = [(entry.get("stage"), _stored_action(entry, preview.raw_response)) for entry in preview.applied_actions]
-    return PreviewedDecision(
-        request=_request_from_snapshot(preview.snapshot),
-        prepass=tuple(a for stage, a in actions if stage == PREPASS),
-        judged=tuple(a for stage, a in actions if stage != PREPASS),
-    )
+    if preview.decision is None:
+        return _rebuilt(preview)
+    found = _as_previewed(merging.Decision.from_json(preview.decision), preview.applied_actions)
+    if found is None:
+        logger.warning("review %s: its previewed actions differ from its stored decision; applying those", preview.pk)
+        return _rebuilt(preview)
+    return found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,19 +202,20 @@ class Rechecked:
     new_contents: tuple[str, ...]
 
 
-def recheck(decision: PreviewedDecision) -> Rechecked:
-    """Check ``decision``'s actions against the invariants again, as the dry run checked
-    them: the pre-pass's against the members as judged, the judge's against the members as
-    the standing pre-pass merges leave them (``judging.after_prepass``: a keeper stands for
-    its merge). No signal is read again. Pure."""
+def recheck(decision: merging.Decision) -> Rechecked:
+    """Check ``decision``'s accepted actions against the invariants again, as the dry run
+    checked them: the pre-pass's against the members as judged (``snapshot``), the judge's
+    against the members as the standing pre-pass merges leave them (``judging.after_prepass``:
+    a keeper stands for its merge). No signal is read again. Pure."""
     limits = {"max_length": app_settings.MAX_CONTENT_LENGTH, "max_generation": app_settings.MAX_GENERATION}
-    pre = validation.check_invariants(decision.request, decision.prepass, **limits)
+    request = _request_from_snapshot(decision.snapshot)
+    pre = validation.check_invariants(request, decision.accepted[: decision.prepass], **limits)
     merges = [a for a in pre.accepted if a.action == "merge"]
-    model_request = judging.after_prepass(decision.request, merges, max_generation=limits["max_generation"])
-    judged = validation.check_invariants(model_request, decision.judged, **limits)
+    model_request = judging.after_prepass(request, merges, max_generation=limits["max_generation"])
+    judged = validation.check_invariants(model_request, decision.accepted[decision.prepass :], **limits)
     new_contents = [
         a.content.strip()
-        for request, result in ((decision.request, pre), (model_request, judged))
+        for request, result in ((request, pre), (model_request, judged))
         for a in result.accepted
         if a.action == "merge" and MergeProtection.of_members(request.member(i) for i in a.ids).needs_embedding
     ]
@@ -199,47 +228,47 @@ def recheck(decision: PreviewedDecision) -> Rechecked:
 
 
 def apply_review(*, run_id: RunId, review_id: int, embedder: Embedder) -> ClusterReview:
-    """Apply preview review ``review_id`` of ``run_id``'s dry run within run ``run_id``:
-    exactly its previewed actions (``previewed_decision``), re-checked (``recheck``).
+    """Apply preview review ``review_id`` of ``run_id``'s dry run within run ``run_id``: its
+    stored decision (``previewed_decision``) written again, its actions re-checked (``recheck``).
 
-    Embeds new merged contents (outside any transaction), then records through
+    What is written is the stored decision in run ``run_id``, with the actions still
+    standing, their refusals, and fresh vectors of its new merged contents; no model is
+    asked, so it carries no spend, calls or latency, and the dry run's judgement failures
+    stay the dry run's. Embeds (outside any transaction), then records through
     ``merging.record_review`` (one transaction, freshness and the run's cap re-checked
     under row locks). The new review's ``rejections`` are the refusals of this
     application only. Idempotent: the same review applied twice is recorded once.
     Returns the new ``ClusterReview`` (outcome applied, stale or rejected). Raises
     ``ClusterReview.DoesNotExist`` if the review is not part of the source dry run,
-    ``EmbeddingError`` if the embedder fails.
+    ``StoredDecisionInvalid`` for a stored decision of another format, ``EmbeddingError``
+    if the embedder fails.
     """
     run = ConsolidationRun.objects.get(pk=run_id)
     preview = ClusterReview.objects.get(pk=review_id, run_id=run.source_run_id)
     existing = run.reviews.filter(key=preview.key).first()
     if existing is not None:
         return existing
-    checked = recheck(previewed_decision(preview))
-    verdict = Verdict(
-        actions=tuple(parse_action(item, preview.raw_response) for item in preview.actions),
-        reasoning=preview.reasoning,
-        raw=preview.raw_response,
-        model=preview.model,
-        prompt_version=preview.prompt_version,
-        llm_calls=0,  # the dry run paid for the judge; nothing is asked again
-        attempts=0,
-    )
+    stored = previewed_decision(preview)
+    checked = recheck(stored)
     embeddings: dict[str, Any] = {}
     if checked.new_contents:
         embeddings = dict(zip(checked.new_contents, embedder.embed(list(checked.new_contents)), strict=True))
-    decision = merging.Decision(
+    verdict = stored.verdict
+    if verdict is not None:  # nothing is asked again: no call, attempt, latency or spend
+        verdict = replace(verdict, llm_calls=0, attempts=0, latency_ms=0, tokens=0, cost=0.0, spend=Spend())
+    decision = replace(
+        stored,
         run_id=run.pk,
-        user_id=preview.user_id,
-        key=preview.key,
-        snapshot=tuple(preview.snapshot),
-        similarities=dict(preview.similarities),
-        judge=preview.judge,
         verdict=verdict,
         accepted=checked.accepted,
         rejections=checked.rejections,
         prepass=checked.prepass,
+        failed=(),
+        error="",
+        failure="",
         embeddings=embeddings,
+        spend=Spend(),
+        asked_model=False,
     )
     return merging.record_review(decision=decision, dry_run=False, embedding_model=embedder.model_name)
 

@@ -4,17 +4,19 @@
 run row and the member rows (``select_for_update``, ids in ascending order so two
 workers never deadlock), drops any action whose members changed since the judge
 saw them (freshness), enforces the per-run retirement cap, applies the rest, writes
-the ``ClusterReview`` and one ``LineageEvent`` per retired truth, and updates the
-run's counters. Rows are never deleted: sources are retired with ``superseded_by``.
-It is idempotent: a review already recorded for the same run and cluster key is
-returned unchanged, so a task delivered twice applies its verdict once.
+the ``ClusterReview`` (the decision kept whole: ``Decision.to_json``) and one
+``LineageEvent`` per retired truth, and updates the run's counters. Rows are never
+deleted: sources are retired with ``superseded_by``. It is idempotent: a review already
+recorded for the same run and cluster key is returned unchanged, so a task delivered twice
+applies its verdict once.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from django.db import transaction
@@ -24,7 +26,9 @@ from django.utils import timezone
 from ... import run_settings
 from ...choices import MergeProtection
 from ...conf import app_settings
-from ...llm.base import Action, Spend, Verdict, with_truth_numbers
+from ...exceptions import JudgeResponseInvalid, StoredDecisionInvalid
+from ...llm.base import Action, Signal, Spend, Verdict, with_truth_numbers
+from ...llm.parsing import parse_action
 from ...models import ClusterReview, ConsolidationRun, LineageEvent, Origin, RetiredReason, RunId, Truth
 from ...querysets import spend_counters
 from . import bookkeeping, truth_events
@@ -41,13 +45,18 @@ CAP_REACHED = (
     "The run reached its cap of {cap} retirements (IRIS_CONSOLIDATION_MAX_RETIREMENTS_PER_RUN); "
     "this action waits for the next run."
 )
+#: The shape of ``Decision.to_json``, stored with it: raise it when that shape changes, so that
+#: ``Decision.from_json`` tells a decision stored in another shape apart (and refuses it).
+DECISION_FORMAT = 1
+BAD_DECISION = "The review's stored decision cannot be read: {detail}."
 
 
 @dataclass(frozen=True, kw_only=True)
 class Decision:
     """What phase 2 decided for one cluster: the one record between the judge and the
-    review row, frozen. ``run/decide`` makes one per cluster (``dry_runs.apply_review``
-    makes one from a dry run's stored decision, re-checked); ``record_review`` writes it.
+    review row, frozen. ``run/decide`` makes one per cluster; ``record_review`` writes it and
+    stores it whole on the review (``to_json``); ``dry_runs.apply_review`` reads a dry run's
+    back (``from_json``) and writes it again, re-checked.
 
     ``snapshot`` holds the members as judged (alias, id, content, updated_at, ...);
     ``embeddings`` maps each merged content to its fresh vector. ``accepted``: the actions
@@ -87,6 +96,84 @@ class Decision:
             if row["alias"] == alias:
                 return int(row["id"])
         raise KeyError(alias)
+
+    def to_json(self) -> dict[str, Any]:
+        """This decision as its review stores it (``ClusterReview.decision``): a JSON object
+        of every field but ``embeddings`` (vectors of the merged contents, made again by
+        whoever writes the decision again), with ``format`` (``DECISION_FORMAT``). Actions
+        are spelled as the wire contract spells them, with their signals and second look."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "embeddings"}
+        return {
+            **data,
+            "format": DECISION_FORMAT,
+            "run_id": str(self.run_id),
+            "snapshot": list(self.snapshot),
+            "verdict": _verdict_json(self.verdict) if self.verdict is not None else None,
+            "accepted": [a.as_wire() for a in self.accepted],
+            "rejections": [r.as_dict() for r in self.rejections],
+            "failed": list(self.failed),
+            "spend": asdict(self.spend),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Decision:
+        """The ``Decision`` that ``to_json`` gave ``data`` (``embeddings`` empty). Raises
+        ``StoredDecisionInvalid`` for another ``format`` or a field that is not one."""
+        if not isinstance(data, dict) or data.get("format") != DECISION_FORMAT:
+            found = data.get("format") if isinstance(data, dict) else type(data).__name__
+            raise StoredDecisionInvalid(BAD_DECISION.format(detail=f"format {found!r}, not {DECISION_FORMAT}"))
+        try:
+            verdict = data["verdict"]
+            return cls(
+                **{k: data[k] for k in _PLAIN_FIELDS},
+                run_id=uuid.UUID(str(data["run_id"])),
+                snapshot=tuple(data["snapshot"]),
+                verdict=None if verdict is None else _verdict_of(verdict),
+                accepted=tuple(action_of(a) for a in data["accepted"]),
+                rejections=tuple(_rejection_of(r) for r in data["rejections"]),
+                failed=tuple(data["failed"]),
+                spend=Spend(**data["spend"]),
+            )
+        except (KeyError, TypeError, ValueError, JudgeResponseInvalid) as error:
+            raise StoredDecisionInvalid(BAD_DECISION.format(detail=f"{type(error).__name__}: {error}")) from error
+
+
+#: The fields of ``Decision.to_json`` stored as they are.
+_PLAIN_FIELDS = (
+    "user_id", "key", "similarities", "judge", "prepass", "error", "failure", "stale_reason",
+    "deferred_reason", "asked_model",
+)
+
+
+def action_of(entry: Any) -> Action:
+    """A stored action (``Action.as_wire``, or a review's ``applied_actions`` entry) as an
+    ``Action``, with its signals and second look. Raises ``JudgeResponseInvalid``."""
+    action = parse_action(entry, "")
+    signals = tuple(
+        Signal(code=str(s.get("code", "")), concern=str(s.get("concern", "")))
+        for s in entry.get("signals") or ()
+        if isinstance(s, dict)
+    )
+    return Action(
+        action=action.action, reason=action.reason, ids=action.ids, content=action.content, old=action.old,
+        new=action.new, signals=signals, second_look=str(entry.get("second_look") or ""),
+    )
+
+
+def _verdict_json(verdict: Verdict) -> dict[str, Any]:
+    return {**asdict(verdict), "actions": [a.as_wire() for a in verdict.actions], "spend": asdict(verdict.spend)}
+
+
+def _verdict_of(data: dict[str, Any]) -> Verdict:
+    return Verdict(
+        **{k: v for k, v in data.items() if k not in ("actions", "spend")},
+        actions=tuple(action_of(a) for a in data["actions"]),
+        spend=Spend(**data["spend"]),
+    )
+
+
+def _rejection_of(data: dict[str, Any]) -> Rejection:
+    return Rejection(action=action_of(data["action"]), code=Code(data["code"]), reason=str(data["reason"]))
 
 
 def is_fresh(truth: Truth | None, row: dict[str, Any], *, retiring: bool, max_generation: int) -> bool:
@@ -380,6 +467,7 @@ def _write_review(run: ConsolidationRun, work: _Application, outcome: str) -> Cl
         failure=decision.failure if decision.error else "",
         failed_members=list(decision.failed),
         raw_response=verdict.raw if verdict else "",
+        decision=decision.to_json(),
     )
     review.members.set(sorted(int(row["id"]) for row in decision.snapshot))
     for event in work.events:
