@@ -111,11 +111,8 @@ class LineageEventAdmin(ReadOnlyAdmin):
     readonly_fields = ["reason_display"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[LineageEvent]:
-        return (
-            super()
-            .get_queryset(request)
-            .defer("source__embedding", "result__embedding", "review__raw_response", "review__snapshot", "review__decision")
-        )
+        heavy = ("source__embedding", "result__embedding", "review__snapshot")
+        return super().get_queryset(request).defer(*heavy, "review__raw_response", "review__decision")
 
     def get_fields(self, request: HttpRequest, obj: LineageEvent | None = None) -> FieldGroups:
         # The reason as operators read it: truth numbers, never the judge's call-local aliases.
