@@ -84,3 +84,21 @@ def covers(a: MemberView, b: MemberView, *, known: frozenset[str]) -> bool:
     if not all(text.contains_detail(a.content, d) for d in details):
         return False
     return not text.lost_words(b.content, a.content, known=known)
+
+
+def defines(a: str, b: str) -> bool:
+    """Whether one of ``a`` and ``b`` may define the other in other words, though they share no
+    word: both speak of one attribute of the person (``attributes_of``: "Is vegetarian" / "Does
+    not eat meat" are both the diet) and exactly one of them is negative (``text.polarity_key``).
+    A negative statement names no value of the attribute, it rules some out, so beside a
+    positive one it is a definition or a contradiction; a contradiction mostly negates the
+    other's own word, which the caller refuses first, and the rest is what the second look
+    is asked (the pair's signals stay). Two positive statements of one
+    attribute may be two of its values ("Is vegetarian" / "Follows a keto diet", "Has a dog" /
+    "Feeds the cat"), and a negative one of another attribute is another fact ("Is vegetarian"
+    / "Does not own a car"). Measured on the labelled PersonaChat pairs that share no word
+    (docs/benchmarks.md, "Measured constants"): the negation shape alone holds far more
+    different pairs than same ones, the attribute in common few of either."""
+    if text.polarity_key(a) == text.polarity_key(b):
+        return False
+    return bool(attributes_of(a) & attributes_of(b))

@@ -28,7 +28,8 @@ own second looks included (``benchmarks/judge_hostile.py``):
   restatements: not when they hold different values (a name, number, date, role or slot of
   one frame), not when one negates what the other says of a word they share, or ends or
   changes what the other says of one thing, and not two of three or more that share
-  nothing (``SIDE_BY_SIDE``); nor does a fused content keep the values of both members
+  nothing unless one may define the other ("Is vegetarian" / "Does not eat meat": a second
+  look, ``relations.defines``) (``SIDE_BY_SIDE``); nor does a fused content keep the values of both members
   that differ in one slot of one frame or in their numbers ("Is allergic to peanuts and
   shellfish", ``BOTH_VALUES``);
 - supersede: at least one old member, never the new one; each old member was stated
@@ -65,6 +66,7 @@ from enum import StrEnum
 from ... import text
 from ...choices import MergeProtection
 from ...llm.base import Action, JudgeRequest, MemberView, Signal
+from . import relations
 from . import validation_messages as say
 from .relations import both_own, covers, negation_words, one_thing, quoted, related, reordered, role_swap, share
 
@@ -349,7 +351,8 @@ def _side_by_side(content: str, members: list[MemberView], *, reason: str, known
     or they share only a name, number or date), when one negates, ends or changes what the
     other says about a word they share, or ends or changes what the other says about one thing
     (``_CHANGED``, ``_one_thing``), or when, among three or more members,
-    the two share nothing (a chain). An invariant: what a second look may confirm about a
+    the two share nothing (a chain) and neither may define the other (``relations.defines``;
+    their signals ask the second look). An invariant: what a second look may confirm about a
     fused text, a juxtaposition shows in its own words (a hostile model's "every text joined")."""
     for i, a in enumerate(members):
         for b in members[i + 1 :]:
@@ -365,7 +368,7 @@ def _side_by_side(content: str, members: list[MemberView], *, reason: str, known
                 # A negation of what the other says is a contradiction; of nothing it says, a
                 # definition ("Is vegetarian and does not eat meat").
                 why = say.SIDE_OPPOSED
-            elif len(members) > 2 and not shared:
+            elif len(members) > 2 and not shared and not relations.defines(a.content, b.content):
                 why = say.SIDE_CHAINED
             else:
                 continue

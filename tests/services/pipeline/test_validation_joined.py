@@ -10,6 +10,7 @@ import pytest
 
 from iris_consolidation import text
 from iris_consolidation.services.pipeline import validation as v
+from iris_consolidation.services.pipeline.relations import defines
 from tests.helpers import CARELESS, judge_request, merge_action, refusal_codes, supersede_action
 
 
@@ -137,6 +138,46 @@ def test_a_word_capitalised_mid_way_in_the_joined_text_is_no_name_of_the_members
     """ "... and Learned the cello" must not read "Learned" as a name and so miss the contrast."""
     contents = ("Wants to learn the cello", "Learned the cello as a child")
     assert _merge_codes(contents, " and ".join(contents)) == [v.Code.SIDE_BY_SIDE]
+
+
+#: Three or more members where one defines another in other words, sharing no word with it: a
+#: negative statement beside a positive one of one attribute of the person. Each beside its twin,
+#: the same members with a fact of its own in the definition's place, which stays a chain.
+DEFINED_AND_TWIN = [
+    (("Is a vegetarian", "Has been vegetarian since 2015", "Never eats meat"), "Collects old maps"),
+    (("Is vegan", "Has been vegan for years", "Does not eat meat"), "Does not own a car"),
+    (("Is vegan", "Has been vegan for years", "Does not eat meat"), "Follows a keto diet"),
+    (("Has a flip phone", "Uses a flip phone daily", "Does not own a smartphone"), "Bought an android tablet"),
+    (("Has a flip phone", "Uses a flip phone daily", "Does not own a smartphone"), "Does not like cold weather"),
+    (("Is retired", "Retired from nursing in 2020", "Does not have a job"), "Does not drink coffee"),
+]
+
+
+def _joined(contents: tuple[str, ...]) -> str:
+    """The second and third members side by side, the first fused into the second."""
+    return f"{contents[1]} and {contents[2][0].lower()}{contents[2][1:]}"
+
+
+@pytest.mark.parametrize(("contents", "twin"), DEFINED_AND_TWIN)
+def test_a_definition_beside_its_word_among_three_goes_to_the_second_look(contents, twin):
+    reason = "Same fact; every word of each kept."
+    assert _merge_codes(contents, _joined(contents), reason) == []
+    request = judge_request(*contents)
+    action = merge_action([m.alias for m in request.members], _joined(contents), reason)
+    assert refusal_codes(request, action) == [v.Code.POLARITY]  # asked, never silent
+
+
+@pytest.mark.parametrize(("contents", "twin"), DEFINED_AND_TWIN)
+def test_its_twin_with_another_fact_in_the_definitions_place_stays_a_chain(contents, twin):
+    contents = (*contents[:2], twin)
+    assert _merge_codes(contents, _joined(contents), "Same fact; every word of each kept.") == [v.Code.SIDE_BY_SIDE]
+
+
+def test_a_definition_is_a_negative_and_a_positive_statement_of_one_attribute():
+    assert defines("Has been vegetarian since 2019", "Does not eat meat")
+    assert not defines("Has been vegetarian since 2019", "Eats meat")  # two positives: maybe two values
+    assert not defines("Is vegetarian", "Does not own a car")  # another attribute
+    assert not defines("Collects old maps", "Does not own a car")  # no attribute at all
 
 
 # --- supersedes ---------------------------------------------------------------------------------
