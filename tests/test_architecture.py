@@ -32,14 +32,10 @@ MAX_MODULE_LINES = 600
 #: may shrink (and leaves this list once within the limit), none may grow, and no other may
 #: pass the limit.
 OVERSIZE_MODULES = {
-    "admin.runs": 729, "evaluation.scoring": 650, "lineage_display": 628, "models": 947, "run_display": 660,
-    "selectors": 694, "services.pipeline.judging": 615,
+    "admin.runs": 729, "lineage_display": 628, "models": 947, "run_display": 660, "selectors": 694,
 }
 OVERSIZE_FUNCTIONS = {
-    "evaluation.scoring._score_case": 72, "evaluation.scoring.score_pairs_at": 63, "evaluation.scoring._score_pass": 67,
-    "lineage_display.picture_for": 62, "services.hygiene.lexical.jaccard_pairs": 64,
-    "services.pipeline.clustering.greedy_clusters": 61, "services.pipeline.judging.judge_batch": 78,
-    "services.pipeline.judging._second_look": 64,
+    "lineage_display.picture_for": 62,
 }
 
 
