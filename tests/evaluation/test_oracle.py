@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from iris_consolidation.embeddings import LocalEmbedder
-from iris_consolidation.evaluation import calibration, oracle, scoring
+from iris_consolidation.evaluation import calibration, oracle, pair_scoring
 from iris_consolidation.llm.base import JudgeRequest, MemberView
 from iris_consolidation.management.commands.calibrate_threshold import Command
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
@@ -141,7 +141,7 @@ def test_eval_judge_oracle_needs_a_pairs_file(tmp_path):
 
 
 def test_each_threshold_starts_from_the_same_truths(pairs_file):
-    low, high, again = scoring.score_pairs_at(
+    low, high, again = pair_scoring.score_pairs_at(
         pairs_file, thresholds=[0.75, 0.9, 0.75], embedder=LocalEmbedder(), oracle=True
     )
 
@@ -181,4 +181,4 @@ def test_calibrate_threshold_refuses_a_bad_threshold_in_one_line(pairs_file, raw
 
 
 def test_batched_calls_round_up_per_user():
-    assert scoring.batched_calls([9, 3, 0, 8]) == 2 + 1 + 0 + 1
+    assert pair_scoring.batched_calls([9, 3, 0, 8]) == 2 + 1 + 0 + 1

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from iris_consolidation.embeddings import LocalEmbedder
-from iris_consolidation.evaluation import scoring
+from iris_consolidation.evaluation import pair_scoring, scoring
 from iris_consolidation.llm import get_judge_client
 from iris_consolidation.models import ClusterReview, ConsolidationRun, Truth
 from tests import llm_stub
@@ -189,7 +189,7 @@ def test_pairs_without_their_truths_file_is_a_one_line_error(tmp_path):
     with pytest.raises(CommandError) as info:
         call_command("eval_judge", "--pairs", str(path), stdout=StringIO())
 
-    assert str(info.value) == scoring.NO_TRUTHS_FILE.format(path=path, truths=tmp_path / "x.truths.jsonl")
+    assert str(info.value) == pair_scoring.NO_TRUTHS_FILE.format(path=path, truths=tmp_path / "x.truths.jsonl")
 
 
 def test_pairs_are_scored_through_embedding_clustering_and_the_judge(tmp_path):

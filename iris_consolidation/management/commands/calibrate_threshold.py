@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...embeddings import get_embedder
-from ...evaluation import calibration, scoring
+from ...evaluation import calibration, pair_scoring
 from ...exceptions import EmbeddingError, InvalidInput
 from ...run_settings import validate_threshold
 from .eval_judge import figure as _figure
@@ -48,7 +48,7 @@ class Command(BaseCommand):
         except (InvalidInput, EmbeddingError) as exc:
             raise CommandError(str(exc)) from exc
         write = self.stdout.write
-        write(f"embedding model: {embedder.model_name}; batched = up to {scoring.CLUSTERS_PER_BATCHED_CALL} "
+        write(f"embedding model: {embedder.model_name}; batched = up to {pair_scoring.CLUSTERS_PER_BATCHED_CALL} "
               "clusters of one user per judge call")
         if options["pairs"]:
             first = reports[0]

@@ -1,4 +1,4 @@
-"""``manage.py eval_judge``: score the judge and the validator (evaluation/scoring.py)."""
+"""``manage.py eval_judge``: score the judge and the validator (evaluation/scoring.py, pair_scoring.py, replay.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...conf import app_settings
 from ...embeddings import get_embedder
-from ...evaluation import replay, scoring
+from ...evaluation import pair_scoring, replay, scoring
 from ...exceptions import InvalidInput
 from ...llm import get_judge_client
 
@@ -87,7 +87,7 @@ class Command(BaseCommand):
                 threshold = (
                     options["threshold"] if options["threshold"] is not None else app_settings.SIMILARITY_THRESHOLD
                 )
-                pairs = scoring.score_pairs(
+                pairs = pair_scoring.score_pairs(
                     Path(options["pairs"]),
                     threshold=threshold,
                     client=client,
@@ -122,7 +122,7 @@ class Command(BaseCommand):
             write(f"{expected}: {good}/{total}")
         write(f"correct={report.correct}/{report.total} harmful={report.harmful}")
 
-    def _print_pairs(self, r: scoring.PairsReport) -> None:
+    def _print_pairs(self, r: pair_scoring.PairsReport) -> None:
         write = self.stdout.write
         write(
             f"judge {r.judge}, threshold {r.threshold}: {r.users} users, {r.truths} truths, {r.clusters} clusters, "
@@ -131,7 +131,7 @@ class Command(BaseCommand):
         )
         write(
             f"judge calls: {r.llm_calls} ({r.per_100_truths(r.llm_calls):.1f} per 100 truths), "
-            f"batched by {scoring.CLUSTERS_PER_BATCHED_CALL} clusters per user: {r.batched_calls} "
+            f"batched by {pair_scoring.CLUSTERS_PER_BATCHED_CALL} clusters per user: {r.batched_calls} "
             f"({r.per_100_truths(r.batched_calls):.1f} per 100 truths)"
         )
         write("refusals by code: " + (", ".join(f"{code}={n}" for code, n in r.refusals) or "none"))

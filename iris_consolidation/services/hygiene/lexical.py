@@ -194,6 +194,21 @@ def jaccard_pairs(
     a, b = _candidates(probes, index, lengths=lengths, order_of=order_of, threshold=threshold)
     if a.shape[0] == 0:
         return empty
+    return _scored(
+        a, b, threshold=threshold, row_of=row_of, flat=flat, offsets=offsets, lengths=lengths, vocabulary=vocabulary
+    )
+
+
+def _scored(
+    a: np.ndarray, b: np.ndarray, *, threshold: float, row_of: np.ndarray, flat: np.ndarray, offsets: np.ndarray,
+    lengths: np.ndarray, vocabulary: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``jaccard_pairs``' result from its candidate rows ``(a, b)`` (a pair may come more
+    than once): each distinct pair's intersection counted exactly (``_overlaps``), the pairs
+    scoring ``threshold`` or more listed both ways with their score. ``row_of``, ``flat``,
+    ``offsets`` and ``lengths``: the sets' token ranks row after row, as ``jaccard_pairs``
+    lays them out."""
+    n = lengths.shape[0]
     # Distinct pairs by a sort: numpy 2.4's ``np.unique`` hashes int64 keys, 100 times slower here.
     key = np.sort(np.minimum(a, b) * n + np.maximum(a, b))
     key = key[np.concatenate((key[:1] == key[:1], key[1:] != key[:-1]))]

@@ -41,6 +41,7 @@ one nearest-neighbour query per seed is far slower than the in-memory pass
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,9 +123,26 @@ def greedy_clusters(
         )
     if not nearest_pairs or min_size > 2:
         return clusters
+    rows = zip(seed_positions.tolist(), starts, ends, strict=True)
+    return clusters + _nearest_pairs(rows, assigned, members=members, sims=sims, ids=ids, user_id=user_id)
+
+
+def _nearest_pairs(
+    rows: Iterable[tuple[int, int, int]],
+    assigned: bytearray,
+    *,
+    members: list[int],
+    sims: list[float],
+    ids: list[int],
+    user_id: int,
+) -> list[CandidateCluster]:
+    """Each seed the greedy pass left out (not ``assigned``) with a neighbour, paired with
+    its nearest, in seed order. ``rows``: (seed position, start, end) of its pairs in
+    ``members`` and ``sims``, nearest first."""
+    clusters: list[CandidateCluster] = []
     # A seed left out had every neighbour taken by then, so its nearest is in a cluster:
     # no two of these pairs are the same pair.
-    for seed, start, end in zip(seed_positions.tolist(), starts, ends, strict=True):
+    for seed, start, end in rows:
         if start == end or assigned[seed]:
             continue  # no neighbour at or above the threshold, or already in a cluster
         nearest = members[start]  # rows of one seed are nearest first

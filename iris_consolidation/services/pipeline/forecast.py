@@ -38,7 +38,7 @@ from ...llm import rules, second_look
 from ...llm.base import JudgeRequest, NoiseCandidate, NoiseReply
 from ...llm.prompts import PROMPT_VERSION, build_messages, build_noise_messages
 from ...models import Truth
-from . import clustering, judging, verdict_cache
+from . import clustering, judgement, judging, verdict_cache
 
 #: Completion tokens assumed per cluster sent to the model. An assumption, not a
 #: measurement: a "keep" entry with a one-sentence reasoning is about 40 tokens, a
@@ -252,7 +252,7 @@ def forecast_user(
         if verdict_cache.lookup(user_id=user_id, request=request, client=identity) is not None:
             cached += 1
             continue
-        pre = judging._validate(request, rules.RuleJudge().judge(request).actions)
+        pre = judgement.validate_at_settings(request, rules.RuleJudge().judge(request).actions)
         merges = [a for a in pre.accepted if a.action == "merge"]
         left = judging.after_prepass(request, merges, max_generation=max_generation)
         if len(left.members) < 2:

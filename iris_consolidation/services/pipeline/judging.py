@@ -19,14 +19,13 @@ several clusters of ONE user in two stages:
    (``unavailable``); the pre-pass stands. An unparseable reply is never a decision.
 A rate limit (``JudgeRateLimited``) propagates so that the caller waits and retries.
 
-3. **Second look** (risk policy ``verify``, the default with a model): every action of
-   the batch that passed the invariants but raised a signal goes back to the model in
-   ONE call (``llm/second_look.py``); only a confirmation with a reason applies it (or the
-   part of it the confirmation names, checked again against the invariants). A
-   withdrawal, a missing or unreadable answer, a failed or rate-limited call keep its
-   truths as they are, recorded with a ``SECOND_LOOK_*`` code. Policy ``refuse`` refuses
-   on signals (as the rule judge and the pre-pass always do); ``accept`` applies them
-   with the signals recorded.
+3. **Second look** (risk policy ``verify``, the default with a model; ``verifying``):
+   every action of the batch that passed the invariants but raised a signal goes back to
+   the model in ONE call; only a confirmation with a reason applies it. Policy ``refuse``
+   refuses on signals (as the rule judge and the pre-pass always do); ``accept`` applies
+   them with the signals recorded.
+
+The value type ``Judgement`` and the validation at the settings are in ``judgement``.
 """
 
 from __future__ import annotations
@@ -38,21 +37,17 @@ from dataclasses import dataclass, field, replace
 
 from ...choices import MergeProtection, RiskPolicy, judge_identity
 from ...conf import app_settings
-from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable, ModelCallError
-from ...llm import rules, second_look
+from ...exceptions import JudgeRateLimited, JudgeResponseInvalid, JudgeUnavailable
+from ...llm import rules
 from ...llm.base import Action, JudgeClient, JudgeRequest, MemberView, Spend, Verdict
 from ...models import Truth
 from ...quality import quality_of
-from . import validation
+from . import validation, verifying
+from .judgement import Judgement, failed_spend, validate_at_settings
 
 JUDGE_UNAVAILABLE = "LLM judge unavailable: {error}"
 JUDGE_INVALID = "The judge's reply was not a verdict for {aliases} even after bisection: {error}"
 PREPASS_REASONING = "Pre-pass (no model call): {reasoning}"
-SECOND_LOOK_WITHDRAWN = "The second look withdrew the action: {reason}"
-SECOND_LOOK_MISSING = "The second look gave no confirmation for the action (concern: {concern})."
-SECOND_LOOK_PART = "The second look confirmed only {part}; {rest} stay as they are: {reason}"
-SECOND_LOOK_NOT_A_PART = "The second look confirmed {part}, not a part of the action; nothing applies: {reason}"
-SECOND_LOOK_FAILED = "The second look could not be asked ({error}); the action is kept for a later run."
 DEFERRED = "Deferred: the run's budget (IRIS_CONSOLIDATION_MAX_COST_PER_RUN) was spent before this cluster was judged."
 
 logger = logging.getLogger(__name__)
@@ -93,53 +88,6 @@ def cluster_key(truths: Sequence[Truth]) -> str:
     return digest.hexdigest()
 
 
-@dataclass(frozen=True, kw_only=True)
-class Judgement:
-    """What the judge tier decided about one cluster, validated, ready to apply.
-
-    ``accepted`` is in apply order: the first ``prepass`` actions come from the
-    pre-pass; a later action may name a pre-pass keeper, which then stands for the
-    pre-pass result. ``verdict`` combines every proposal and the figures of every
-    model call (None if no judge answered). ``failed`` lists the aliases whose
-    judgement failed; ``error`` says why; ``unavailable`` is True when the model could
-    not be reached (the caller stops the model tier for this user). ``deferred`` is
-    True when the run's budget ran out before the model answered for this cluster:
-    nothing of it is applied, not even the pre-pass; the next run judges it.
-    ``spend`` is this cluster's part of every model call it took part in.
-    """
-
-    accepted: tuple[Action, ...] = ()
-    rejections: tuple[validation.Rejection, ...] = ()
-    prepass: int = 0
-    verdict: Verdict | None = None
-    failed: tuple[str, ...] = ()
-    error: str = ""
-    unavailable: bool = False
-    deferred: bool = False
-    spend: Spend = field(default_factory=Spend)
-    #: Whether the cluster's members went to the model in at least one call.
-    asked_model: bool = False
-    #: True when a second look for this cluster could not be asked (failed, rate-limited):
-    #: its flagged actions were kept, so the verdict must not be cached as a "keep".
-    unsettled: bool = False
-
-    @property
-    def llm_calls(self) -> int:
-        return self.spend.calls
-
-
-def _validate(
-    request: JudgeRequest, actions: tuple[Action, ...], *, refuse_signals: bool = True
-) -> validation.ValidationResult:
-    return validation.validate(
-        request,
-        actions,
-        max_length=app_settings.MAX_CONTENT_LENGTH,
-        max_generation=app_settings.MAX_GENERATION,
-        refuse_signals=refuse_signals,
-    )
-
-
 def after_prepass(request: JudgeRequest, merges: Sequence[Action], *, max_generation: int) -> JudgeRequest:
     """``request`` with each merged group replaced by its keeper (see module docstring)."""
     members = {m.alias: m for m in request.members}
@@ -175,13 +123,6 @@ class _Bisection:
     spend: Spend = field(default_factory=Spend)
 
 
-def _spent(exc: ModelCallError) -> Spend:
-    """What a failed call cost (``ModelCallError.spend``; one call if it says nothing)."""
-    if exc.spend is not None and exc.spend.calls:
-        return exc.spend
-    return Spend(calls=exc.llm_calls)
-
-
 def _check_budget(may_call: Callable[[], bool] | None) -> None:
     if may_call is not None and not may_call():
         raise _OverBudget
@@ -199,7 +140,7 @@ def _judge_bisecting(
     try:
         verdict = judge_cluster(request=request, client=client)
     except JudgeResponseInvalid as exc:
-        state.spend = state.spend + _spent(exc)
+        state.spend = state.spend + failed_spend(exc)
         state.errors.append(str(exc))
         state.raws.append(exc.raw)
         aliases = tuple(m.alias for m in request.members)
@@ -236,7 +177,7 @@ def _judge_group(
         reply = client.judge_batch([requests[i] for i in indices])
     except JudgeResponseInvalid as exc:
         weights = [len(requests[i].members) for i in indices]
-        for i, share in zip(indices, _spent(exc).share(weights), strict=True):
+        for i, share in zip(indices, failed_spend(exc).share(weights), strict=True):
             states[i].spend = states[i].spend + share
             states[i].errors.append(str(exc))
         states[indices[0]].raws.append(exc.raw)
@@ -328,14 +269,46 @@ def judge_batch(
     """
     policy = _policy(risk_policy, client)
     if not getattr(client, "calls_model", True):
-        results = []
-        for request in requests:
-            verdict = client.judge(request)
-            result = _validate(request, verdict.actions)
-            results.append(Judgement(accepted=result.accepted, rejections=result.rejections, verdict=verdict))
-        return results
+        return _without_model(requests, client)
+    judgements, prepasses, model_requests = _prepasses(requests, client, model_allowed=model_allowed)
+    judgements.update(
+        _model_stage(
+            requests,
+            model_requests,
+            prepasses,
+            client,
+            may_call=may_call,
+            before_model=before_model,
+            refuse_signals=policy == "refuse",
+        )
+    )
+    if policy == "verify":
+        judgements = verifying.ask_second_look(judgements, model_requests, client, before_model)
+    return [judgements[i] for i in range(len(requests))]
+
+
+def _without_model(requests: Sequence[JudgeRequest], client: JudgeClient) -> list[Judgement]:
+    """Each request judged by a judge that calls no model (the rule judge), validated."""
+    results = []
+    for request in requests:
+        verdict = client.judge(request)
+        result = validate_at_settings(request, verdict.actions)
+        results.append(Judgement(accepted=result.accepted, rejections=result.rejections, verdict=verdict))
+    return results
+
+
+#: A cluster's pre-pass: the rule judge's verdict, its validation, the judgement it alone makes.
+_Prepass = tuple[Verdict, validation.ValidationResult, Judgement]
+
+
+def _prepasses(
+    requests: Sequence[JudgeRequest], client: JudgeClient, *, model_allowed: bool
+) -> tuple[dict[int, Judgement], dict[int, _Prepass], dict[int, JudgeRequest]]:
+    """The pre-pass of every request (``_prepass``), by index: the judgements it settles (no
+    two members left for the model, or the model not allowed), every pre-pass, and the
+    requests left for the model."""
     judgements: dict[int, Judgement] = {}
-    prepasses: dict[int, tuple[Verdict, validation.ValidationResult, Judgement]] = {}
+    prepasses: dict[int, _Prepass] = {}
     model_requests: dict[int, JudgeRequest] = {}
     for index, request in enumerate(requests):
         prepasses[index], model_request = _prepass(request)
@@ -348,6 +321,23 @@ def judge_batch(
             )
         else:
             model_requests[index] = model_request
+    return judgements, prepasses, model_requests
+
+
+def _model_stage(
+    requests: Sequence[JudgeRequest],
+    model_requests: dict[int, JudgeRequest],
+    prepasses: dict[int, _Prepass],
+    client: JudgeClient,
+    *,
+    may_call: Callable[[Spend], bool] | None,
+    before_model: Callable[[], None] | None,
+    refuse_signals: bool,
+) -> dict[int, Judgement]:
+    """The judgements of the clusters left for the model (``model_requests``), by index:
+    judged in one call (``_judge_group``), deferred once ``may_call`` says no, failed with
+    the pre-pass standing when the model is unavailable. Raises ``JudgeRateLimited``."""
+    judgements: dict[int, Judgement] = {}
     states = {i: _Bisection() for i in model_requests}
     done: set[int] = set()
     pending = sorted(model_requests)
@@ -369,12 +359,8 @@ def judge_batch(
         failed = _unavailable(left, exc, states, model_requests, {i: prepasses[i][2] for i in left})
         judgements.update({i: _named_model(j, client) for i, j in failed.items()})
     for i in done:
-        judgements[i] = _judged(
-            requests[i], prepasses[i][0], prepasses[i][1], states[i], refuse_signals=policy == "refuse"
-        )
-    if policy == "verify":
-        judgements = _second_look(judgements, model_requests, client, before_model)
-    return [judgements[i] for i in range(len(requests))]
+        judgements[i] = _judged(requests[i], prepasses[i][0], prepasses[i][1], states[i], refuse_signals=refuse_signals)
+    return judgements
 
 
 def _policy(risk_policy: str | None, client: JudgeClient) -> str:
@@ -388,132 +374,12 @@ def _policy(risk_policy: str | None, client: JudgeClient) -> str:
     return policy
 
 
-def _second_look(
-    judgements: dict[int, Judgement],
-    requests: dict[int, JudgeRequest],
-    client: JudgeClient,
-    before_model: Callable[[], None] | None,
-) -> dict[int, Judgement]:
-    """Ask the model once about every flagged action of the batch; only a confirmation
-    applies one (see the module docstring). Returns the judgements, updated."""
-    checks: list[second_look.Check] = []
-    owners: list[int] = []
-    for i in sorted(judgements):
-        for action in judgements[i].accepted:
-            if not action.signals:
-                continue
-            named = set(action.members())
-            truths = tuple(m for m in requests[i].members if m.alias in named)
-            concern = " ".join(s.concern for s in action.signals)
-            checks.append(second_look.Check(alias=f"v{len(checks) + 1}", action=action, truths=truths, concern=concern))
-            owners.append(i)
-    if not checks:
-        return judgements
-    answers: dict[str, second_look.Answer] = {}
-    error, spend, raw = "", Spend(), ""
-    try:
-        if before_model is not None:
-            before_model()
-        reply = client.second_look(checks)  # type: ignore[attr-defined]
-        answers, spend, raw = reply.answers, reply.spend, reply.raw
-    except (JudgeUnavailable, JudgeResponseInvalid) as exc:  # JudgeRateLimited included
-        error, spend = str(exc), _spent(exc)
-        logger.warning("second look failed for %d action(s): %s", len(checks), exc)
-    except Exception as exc:  # the queue's throttle said no (its own exception): ask in a later run
-        error = type(exc).__name__
-        logger.warning("second look not asked for %d action(s): %s", len(checks), error)
-    weights = {i: owners.count(i) for i in dict.fromkeys(owners)}
-    shares = dict(zip(weights, spend.share(list(weights.values())), strict=True))
-    # Each check by the action it asks about (the very object in ``accepted``).
-    check_of = {id(c.action): c for c in checks}
-    updated = dict(judgements)
-    for i in weights:
-        judgement = judgements[i]
-        accepted: list[Action] = []
-        rejections = list(judgement.rejections)
-        for action in judgement.accepted:
-            check = check_of.get(id(action))
-            answer = answers.get(check.alias) if check is not None else None
-            if check is None:
-                accepted.append(action)
-                continue
-            kept, refused = _answered(action, check, answer, error, requests[i])
-            accepted.extend(kept)
-            rejections.extend(refused)
-        verdict = judgement.verdict
-        if verdict is not None and raw:
-            verdict = replace(verdict, raw="\n---\n".join(r for r in (verdict.raw, raw) if r))
-        updated[i] = replace(
-            judgement,
-            accepted=tuple(accepted),
-            rejections=tuple(rejections),
-            verdict=verdict,
-            spend=judgement.spend + shares[i],
-            unsettled=bool(error),
-        )
-    return updated
-
-
-def _answered(
-    action: Action, check: second_look.Check, answer: second_look.Answer | None, error: str, request: JudgeRequest
-) -> tuple[list[Action], list[validation.Rejection]]:
-    """What the second look's ``answer`` to ``check`` makes of its ``action``: the actions to
-    apply (the action confirmed, or the part of it confirmed) and the rejections to record
-    (withdrawn, failed when the call failed with ``error``, else missing)."""
-    if answer is not None and answer.confirmed and answer.part:
-        return _confirmed_part(action, answer, request)
-    if answer is not None and answer.confirmed:
-        return [replace(action, second_look=answer.reason)], []
-    if answer is not None and answer.verdict == "withdraw":
-        code, reason = validation.Code.SECOND_LOOK_WITHDRAWN, SECOND_LOOK_WITHDRAWN.format(
-            reason=answer.reason or "no reason given"
-        )
-    elif error:
-        code, reason = validation.Code.SECOND_LOOK_FAILED, SECOND_LOOK_FAILED.format(error=error)
-    else:
-        code, reason = validation.Code.SECOND_LOOK_MISSING, SECOND_LOOK_MISSING.format(concern=check.concern)
-    return [], [validation.Rejection(action=action, code=code, reason=reason)]
-
-
-def _confirmed_part(
-    action: Action, answer: second_look.Answer, request: JudgeRequest
-) -> tuple[list[Action], list[validation.Rejection]]:
-    """The part of ``action`` that a second look confirmed (``answer.part``), as the
-    actions to apply and the rejections to record.
-
-    The part must be a part of the action: a subset of a supersede's old truths, or two or
-    more of a merge's truths (with the answer's content, else the action's). It passes the
-    validator's invariants again, so a confirmation cannot carry what the validator refuses
-    (a merged text that drops or invents a detail for the part it names). The rest of the
-    action is recorded as withdrawn; its truths stay as they are."""
-    whole = action.old if action.action == "supersede" else action.ids
-    if not set(answer.part) <= set(whole):
-        reason = SECOND_LOOK_NOT_A_PART.format(part=", ".join(answer.part), reason=answer.reason)
-        return [], [validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_MISSING, reason=reason)]
-    part = tuple(alias for alias in whole if alias in answer.part)  # in the action's order
-    if action.action == "supersede":
-        narrowed = replace(action, old=part, signals=(), second_look=answer.reason)
-    else:
-        content = answer.content or action.content
-        narrowed = replace(action, ids=part, content=content, signals=(), second_look=answer.reason)
-    if set(part) == set(whole) and narrowed.content == action.content:
-        return [replace(action, second_look=answer.reason)], []
-    result = _validate(request, (narrowed,), refuse_signals=False)
-    rest = [alias for alias in whole if alias not in part]
-    refused = list(result.rejections)
-    if rest:
-        reason = SECOND_LOOK_PART.format(part=", ".join(part), rest=", ".join(rest), reason=answer.reason)
-        refused.append(validation.Rejection(action=action, code=validation.Code.SECOND_LOOK_WITHDRAWN, reason=reason))
-    # The part keeps its own signals (those the second look was asked about, as they apply to it).
-    return [replace(a, second_look=answer.reason) for a in result.accepted], refused
-
-
 def _prepass(request: JudgeRequest) -> tuple[tuple[Verdict, validation.ValidationResult, Judgement], JudgeRequest]:
     """The deterministic pre-pass of one cluster: the rule judge's verdict, its
     validation and the judgement it alone makes; and the request left for the model
     (each pre-pass merge replaced by its keeper, ``after_prepass``)."""
     pre_verdict = rules.RuleJudge().judge(request)
-    pre = _validate(request, pre_verdict.actions)
+    pre = validate_at_settings(request, pre_verdict.actions)
     merges = [a for a in pre.accepted if a.action == "merge"]
     model_request = after_prepass(request, merges, max_generation=app_settings.MAX_GENERATION)
     prepass_only = Judgement(
@@ -561,7 +427,7 @@ def _unavailable(
             failed=tuple(m.alias for m in model_requests[i].members),
             error=JUDGE_UNAVAILABLE.format(error=exc),
             unavailable=True,
-            spend=states[i].spend + (_spent(exc) if n == 0 else Spend()),
+            spend=states[i].spend + (failed_spend(exc) if n == 0 else Spend()),
             asked_model=True,
         )
     return judgements
@@ -579,7 +445,7 @@ def _judged(
     accepted = list(pre.accepted)
     rejections = list(pre.rejections)
     for sub_request, verdict in state.parts:
-        result = _validate(sub_request, verdict.actions, refuse_signals=refuse_signals)
+        result = validate_at_settings(sub_request, verdict.actions, refuse_signals=refuse_signals)
         accepted.extend(result.accepted)
         rejections.extend(result.rejections)
     combined = _combine(state.parts, state.raws, state.spend)
