@@ -4,6 +4,7 @@ Usage (from the repository root, with the project's venv):
 
     python benchmarks/mining_novelty.py capture OUT.requests.jsonl [--sessions 10] [--users ...]
     python benchmarks/mining_novelty.py replay REPLIES.jsonl [REPLIES.jsonl ...] [--unanswered OUT.requests.jsonl]
+        [--passes 2]
 
 In a fresh database on the project's PostgreSQL (embedded unless DATABASE_URL): for each
 speaker (``--users``, LoCoMo users of ../shared/data, read there and never copied into the
@@ -21,7 +22,10 @@ answered by ``evaluation.replay`` from the recordings: the reply files given (``
 recording files with ``messages``) and the handed LoCoMo judge recording. Prints each mined
 truth with its outcome after the pass and the 5 stored truths nearest to it (cosine
 similarity), for a reader to judge which restate it; ``--unanswered`` writes the requests
-the recordings could not answer (new judge groups), for the next recording.
+the recordings could not answer (new judge groups and second looks, and mining's novelty
+checks), for the next recording. ``--passes 2`` runs a default pass after it, whose window
+holds no session: it proposes what the cap carried (``IRIS_CONSOLIDATION_MAX_NEW_TRUTHS`` in
+the environment lowers the cap).
 """
 
 from __future__ import annotations

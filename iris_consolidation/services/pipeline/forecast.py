@@ -153,14 +153,14 @@ STAGES = ("mine", "check", "noise", "relocate", "promote")
 #: mining reply of two truths with kind, confidence, evidence and reason is about 150; a
 #: relocation or promotion reply naming one entry with its reason about 60.
 STAGE_COMPLETION_TOKENS = {"mine": 150, "check": 0, "relocate": 60, "promote": 60}
-#: Completion tokens assumed per proposal of mining's novelty check (its answer, the truth it
-#: names and a one-sentence reason). An assumption, not a measurement.
-CHECK_COMPLETION_TOKENS_PER_PROPOSAL = 30
+#: Completion tokens per proposal of mining's novelty check (its answer, the truth it names and
+#: a one-sentence reason), measured on LoCoMo (docs/benchmarks.md "Mining novelty": 45-53).
+CHECK_COMPLETION_TOKENS_PER_PROPOSAL = 50
 #: Proposals of a novelty check call and prompt tokens of each (its content and its five
 #: stored truths), for a check an estimate expects but cannot build (``StageRecorder.expect``).
 #: Measured on LoCoMo: docs/benchmarks.md "Mining novelty".
 PROPOSALS_PER_CHECK = 3
-PROMPT_TOKENS_PER_CHECKED_PROPOSAL = 150
+PROMPT_TOKENS_PER_CHECKED_PROPOSAL = 240
 #: Mined change pairs (a proposal that changes a stored truth, judged beside it) per mining
 #: call, measured on LoCoMo (docs/benchmarks.md "Mining novelty").
 MINED_CHANGES_PER_MINING_CALL = 0.1

@@ -17,6 +17,7 @@ from iris_consolidation.llm import get_judge_client
 from iris_consolidation.llm import hygiene as prompts
 from iris_consolidation.models import ConsolidationRun, StageResult, Truth
 from iris_consolidation.services.hygiene import mining, recheck, stages
+from iris_consolidation.services.pipeline import forecast
 from tests import llm_stub
 from tests.services.hygiene.test_mining import make_session, started
 from tests.services.hygiene.test_mining_novelty import live
@@ -180,6 +181,7 @@ def test_the_estimate_counts_the_check_of_a_carried_proposal_as_a_pass_sends_it(
     (sent,) = checks_sent(llm_server)
     assert len(llm_server.chat_requests()) > before
     tokens = litellm.token_counter(model="openai/gpt-4o-mini", messages=sent["json"]["messages"])
-    assert f"mine calls=0 tokens 0+~0, check calls=1 tokens {tokens}+~30," in line
+    completion = forecast.CHECK_COMPLETION_TOKENS_PER_PROPOSAL  # one proposal
+    assert f"mine calls=0 tokens 0+~0, check calls=1 tokens {tokens}+~{completion}," in line
     assert "mined change pairs" not in line
     assert live(bo) == {DOGS, DOGS_AGAIN}  # the stub's check: new

@@ -103,5 +103,5 @@ def test_the_estimate_counts_each_stages_requests_and_sends_none(llm_server, ana
 def test_an_estimate_with_the_rule_judge_forecasts_no_stage_call(ana, settings):
     settings.IRIS_CONSOLIDATION_JUDGE = "rules"
     line = _command("--estimate", "--full")
-    assert "stages: mine calls=0 tokens 0+~0, noise calls=0 tokens 0+~0" in line
+    assert "stages: mine calls=0 tokens 0+~0, check calls=0 tokens 0+~0, noise calls=0 tokens 0+~0" in line
     assert "model_calls=0 " in line and "cost $0 (rule judge: no model call)" in line
