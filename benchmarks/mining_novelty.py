@@ -51,6 +51,8 @@ from benchmarks.queue_rate import _admin, _server_url  # noqa: E402
 SHARED = Path(os.environ.get("IRIS_SHARED_DIR") or ROOT.parent / "shared")
 #: How mining's novelty check's system prompt begins (``llm/hygiene.CHECK_SYSTEM``).
 CHECK_OPENING = "You check truths proposed"
+#: The skips of a proposal the report shows (restatements, the cap's, the novelty check's).
+SKIPS = ("already", "near-duplicate", "restates", "cap reached", "not checked", "novelty check")
 USERS = [
     "locomo:conv-26:Caroline",
     "locomo:conv-26:Melanie",
@@ -228,7 +230,7 @@ def _report(*, stored_ids: set[int]) -> None:
             f
             for f in result.findings[1:]
             if f.get("outcome") == "added"
-            or f.get("why", "").startswith(("already", "near-duplicate", "restates", "cap reached", "not checked"))
+            or f.get("why", "").startswith(SKIPS)
         ]
         vectors = get_embedder().embed([f["content"] for f in proposals]) if proposals else []
         for f, vector in zip(proposals, vectors, strict=True):

@@ -47,7 +47,7 @@ BAND = 0.75
 #: Proposals per check call.
 MAX_PER_CALL = 20
 
-SKIP_CHECKED = "restates truth #{truth} (novelty check: {reason})"
+SKIP_CHECKED = "novelty check: restates truth #{truth} ({reason})"
 SKIP_UNCHECKED = "not checked ({why}); proposed again at the next pass"
 NO_ANSWER = "the check's reply left it out"
 CHANGES_CHECKED = "; the novelty check found it changes truth #{truth}: {reason}"

@@ -75,7 +75,7 @@ def test_a_carried_restatement_is_not_added(bo, llm_server, run_factory):
     assert live(bo) == {DOGS}
     dogs = Truth.objects.get(content=DOGS)
     (finding,) = again.findings[1:]
-    assert finding["why"] == f"restates truth #{dogs.pk} (novelty check: scripted)"
+    assert finding["why"] == f"novelty check: restates truth #{dogs.pk} (scripted)"
     assert "carry" not in finding  # answered: nothing left to carry
     (sent,) = checks_sent(llm_server)
     proposal = llm_stub.StubLLMServer.data_of(sent)["proposals"][0]
@@ -127,7 +127,7 @@ def test_a_fresh_proposal_near_a_truth_the_model_was_not_shown_is_checked(llm_se
     ]
     nurse = Truth.objects.get(content="Ana works as a nurse")
     skipped = {f["content"]: f["why"] for f in result.findings[1:] if f["outcome"] == "skipped"}
-    assert skipped == {"Ana was promoted to head nurse": f"restates truth #{nurse.pk} (novelty check: scripted)"}
+    assert skipped == {"Ana was promoted to head nurse": f"novelty check: restates truth #{nurse.pk} (scripted)"}
     # Its spend is the run's, as a stage call (the stub's usage: 70 tokens a call).
     assert ConsolidationRun.objects.get().stage_calls == 2
 
