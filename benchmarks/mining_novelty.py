@@ -4,6 +4,7 @@ Usage (from the repository root, with the project's venv):
 
     python benchmarks/mining_novelty.py capture OUT.requests.jsonl [--sessions 10] [--users ...]
     python benchmarks/mining_novelty.py replay REPLIES.jsonl [REPLIES.jsonl ...] [--unanswered OUT.requests.jsonl]
+        [--passes 2]
 
 In a fresh database on the project's PostgreSQL (embedded unless DATABASE_URL): for each
 speaker (``--users``, LoCoMo users of ../shared/data, read there and never copied into the
@@ -21,7 +22,10 @@ answered by ``evaluation.replay`` from the recordings: the reply files given (``
 recording files with ``messages``) and the handed LoCoMo judge recording. Prints each mined
 truth with its outcome after the pass and the 5 stored truths nearest to it (cosine
 similarity), for a reader to judge which restate it; ``--unanswered`` writes the requests
-the recordings could not answer (new judge groups), for the next recording.
+the recordings could not answer (new judge groups and second looks, and mining's novelty
+checks), for the next recording. ``--passes 2`` runs a default pass after it, whose window
+holds no session: it proposes what the cap carried (``IRIS_CONSOLIDATION_MAX_NEW_TRUTHS`` in
+the environment lowers the cap).
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 from benchmarks.queue_rate import _admin, _server_url  # noqa: E402
 
 SHARED = Path(os.environ.get("IRIS_SHARED_DIR") or ROOT.parent / "shared")
+#: How mining's novelty check's system prompt begins (``llm/hygiene.CHECK_SYSTEM``).
+CHECK_OPENING = "You check truths proposed"
+#: The skips of a proposal the report shows (restatements, the cap's, the novelty check's).
+SKIPS = ("already", "near-duplicate", "restates", "cap reached", "not checked", "novelty check")
 USERS = [
     "locomo:conv-26:Caroline",
     "locomo:conv-26:Melanie",
@@ -151,6 +159,8 @@ def _recording_rows(path: Path) -> list[dict[str, Any]]:
         contract = (
             "mine"
             if "chat sessions" in system
+            else "check"
+            if system.startswith(CHECK_OPENING)
             else ("second_look" if "<checks>" in messages[-1]["content"] else "judge")
         )
         out.append({"set": "h38m", "contract": contract, "messages": messages, "reply": row["reply"]})
@@ -172,17 +182,24 @@ def replay(args: argparse.Namespace) -> None:
 
         stored = {t.pk: t for t in Truth.all_objects.all()}
         with replaying([recording, handed], second_looks=args.second_looks) as (_, server):
-            out = StringIO()
-            try:
-                call_command("consolidate_truths", "--sync", "--full", stdout=out)
-            except Exception as exc:  # a failed cluster exits non-zero; the figures still count
-                print("pass:", exc)
-            print(next(line for line in out.getvalue().splitlines() if line.startswith("Summary:")))
+            # The first pass mines every session; a later one (the default, cursor pass) has no
+            # session in its window: it proposes what the cap carried, and judges what changed.
+            for n in range(args.passes):
+                out = StringIO()
+                try:
+                    call_command("consolidate_truths", "--sync", *(["--full"] if n == 0 else []), stdout=out)
+                except Exception as exc:  # a failed cluster exits non-zero; the figures still count
+                    print("pass:", exc)
+                print(f"pass {n + 1}:", next(line for line in out.getvalue().splitlines()
+                                              if line.startswith("Summary:")))
             print("replay:", server.stats)
             if args.unanswered:
-                # The judge's and the second look's (relocation's calls, in report mode, are not needed).
+                # The judge's, the second look's and the novelty check's (relocation's calls, in
+                # report mode, are not needed).
                 asked = [
-                    m for m in server.unanswered if "<truths>" in m[-1]["content"] or "<checks>" in m[-1]["content"]
+                    m for m in server.unanswered
+                    if "<truths>" in m[-1]["content"] or "<checks>" in m[-1]["content"]
+                    or str(m[0]["content"]).startswith(CHECK_OPENING)
                 ]
                 with Path(args.unanswered).open("w") as f:
                     for i, messages in enumerate(asked, start=1):
@@ -202,20 +219,23 @@ def _report(*, stored_ids: set[int]) -> None:
     from iris_consolidation.embeddings import get_embedder
     from iris_consolidation.models import StageResult, Truth
 
-    results = StageResult.objects.filter(stage="mine").select_related("user").order_by("user_id")
+    results = StageResult.objects.filter(stage="mine").select_related("user").order_by("user_id", "id")
     counts: dict[str, int] = {}
+    checks = 0
     for result in results:
+        checks += int(result.findings[0].get("checks") or 0)
         stored = list(Truth.all_objects.filter(pk__in=stored_ids, user_id=result.user_id).order_by("pk"))
         matrix = np.array([np.asarray(t.embedding, dtype=np.float32) for t in stored])
         proposals = [
             f
             for f in result.findings[1:]
             if f.get("outcome") == "added"
-            or f.get("why", "").startswith(("already", "near-duplicate", "restates", "cap reached"))
+            or f.get("why", "").startswith(SKIPS)
         ]
         vectors = get_embedder().embed([f["content"] for f in proposals]) if proposals else []
         for f, vector in zip(proposals, vectors, strict=True):
             kind = "added" if f["outcome"] == "added" else f["why"].split(" ")[0]
+            kind += "-by-check" if "novelty check" in f.get("why", "") + f.get("reason", "") else ""
             counts[kind] = counts.get(kind, 0) + 1
             state = ""
             if f.get("truth_id"):
@@ -227,15 +247,20 @@ def _report(*, stored_ids: set[int]) -> None:
                     else (")" if truth.retired_at else "")
                 )
             change = f" changes #{f['changes']}" if f.get("changes") else ""
-            print(f"\n[{result.user.username}] {kind}{state}{change} #{f.get('truth_id')}: {f['content']!r}")
+            print(f"\n[{result.user.username}] run {result.run_id} {kind}{state}{change} #{f.get('truth_id')}: "
+                  f"{f['content']!r}")
             if kind != "added":
                 print(f"    why: {f['why']}")
+            if f.get("changes") and f.get("truth_id"):
+                old = Truth.all_objects.get(pk=f["changes"])
+                print(f"    changed #{old.pk}: retired {old.retired_reason} by #{old.superseded_by_id}"
+                      if old.retired_at else f"    changed #{old.pk}: live", repr(old.content))
             sims = matrix @ np.asarray(vector, dtype=np.float32)
             for i in np.argsort(-sims)[:5]:
                 other = Truth.all_objects.get(pk=stored[i].pk)
                 live = "live" if other.retired_at is None else f"retired:{other.retired_reason}"
                 print(f"    {sims[i]:.3f} #{other.pk} ({live}) {other.content}")
-    print("\nproposals by outcome:", counts)
+    print("\nproposals by outcome:", counts, "novelty check calls:", checks)
 
 
 def main() -> None:
@@ -254,6 +279,9 @@ def main() -> None:
     sub.choices["capture"].add_argument("out")
     sub.choices["replay"].add_argument("replies", nargs="+")
     sub.choices["replay"].add_argument("--unanswered", default=None)
+    sub.choices["replay"].add_argument(
+        "--passes", type=int, default=1, help="passes to run: the later ones add what the cap carried"
+    )
     sub.choices["replay"].add_argument(
         "--second-looks",
         default="withdraw",

@@ -191,7 +191,7 @@ DEFAULTS: dict[str, Any] = {
     # puts real restatements at 0.4-0.75 and near-verbatim ones above 0.9.
     "MINING_DUPLICATE_SIMILARITY": 0.9,
     # Existing truths shown to the mining model with each session: the nearest to each of the
-    # person's messages in turn (mining.KNOWN_PER_MESSAGE each), at most this many.
+    # person's messages in turn (novelty.KNOWN_PER_MESSAGE each), at most this many.
     "MINING_KNOWN_TRUTHS": 30,
     # Mining calls of one user made at once (threads waiting on the model): 28-30 sessions at
     # 2 s a call fit a 60 s phase-1 task only when several run together. 1: one at a time.

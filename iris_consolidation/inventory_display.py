@@ -90,11 +90,13 @@ NO_TOKENS = "no tokens used"
 SOME_UNPRICED = "some calls had no price for this model, so the cost is higher"
 FORECAST = (
     "Forecast: users={users} clusters={clusters} (verdict cache {cached}, pre-pass {prepass}, to the model "
-    "{to_model}) calls={calls} at {per_call} clusters per call and ~{second_looks} second looks, "
+    "{to_model}{mined}) calls={calls} at {per_call} clusters per call and ~{second_looks} second looks, "
     "prompt tokens {prompt_tokens}, completion tokens "
     "~{completion_tokens}{stages}; model_calls={model_calls} prompt tokens {all_prompt} completion tokens "
     "~{all_completion}, cost {cost}"
 )
+#: The change pairs mining is expected to add, among the clusters to the model (``StageRecorder.expect``).
+MINED_PAIRS = ", ~{pairs} of them mined change pairs"
 #: One stage's part of the forecast line.
 FORECAST_STAGE = "{name} calls={calls} tokens {prompt}+~{completion}"
 #: A dry run makes its stages' calls (report mode asks the model too): they are counted, not forecast.
@@ -120,7 +122,8 @@ def forecast_line(forecast: Forecast) -> str:
     else:
         stages = STAGES_NOT_FORECAST if forecast.model else ""
     prompt, completion = forecast.total_tokens()
-    return FORECAST.format(**{**forecast.as_dict(), "cost": money, "stages": stages,
+    mined = MINED_PAIRS.format(pairs=forecast.mined_pairs) if forecast.mined_pairs else ""
+    return FORECAST.format(**{**forecast.as_dict(), "cost": money, "stages": stages, "mined": mined,
                               "model_calls": forecast.model_calls(), "all_prompt": prompt,
                               "all_completion": completion})
 

@@ -370,6 +370,31 @@ def is_mining_call(payload: dict[str, Any]) -> bool:
     return payload.get("messages", [{}])[0].get("content") == hygiene.MINING_SYSTEM
 
 
+def is_check_call(payload: dict[str, Any]) -> bool:
+    """Whether a chat request (its parsed JSON body) is mining's novelty check."""
+    from iris_consolidation.llm import hygiene
+
+    return payload.get("messages", [{}])[0].get("content") == hygiene.CHECK_SYSTEM
+
+
+def check_by_text(answers: dict[str, tuple[str, str | None]] | None = None) -> Callable[[dict[str, Any]], Reply]:
+    """A novelty check's answers: each proposal whose content holds a key of ``answers`` gets
+    its ``(answer, stored truth CONTENT or None)`` (mapped to that truth's alias among the
+    proposal's stored truths), any other "new"."""
+
+    def handler(payload: dict[str, Any]) -> Reply:
+        entries = []
+        for proposal in StubLLMServer.data_of({"json": payload})["proposals"]:
+            answer, truth = next(
+                (v for key, v in (answers or {}).items() if key in proposal["content"]), ("new", None)
+            )
+            alias = next((s["id"] for s in proposal["stored"] if s["content"] == truth), truth)
+            entries.append({"id": proposal["id"], "answer": answer, "truth": alias, "reason": "scripted"})
+        return text(json.dumps({"answers": entries}))
+
+    return handler
+
+
 def is_judge_call(payload: dict[str, Any]) -> bool:
     """Whether a chat request (its parsed JSON body) asks the judge about clusters."""
     return "<truths>" in str(payload.get("messages", [{}])[-1].get("content", ""))
@@ -384,14 +409,20 @@ def mined(content: str, *, evidence: tuple[str, ...] = ("m1",), changes: str | N
 
 
 def mining_by_text(
-    replies: dict[str, list[dict[str, Any]]], *, judge: Callable[[dict[str, Any]], Reply] | None = None
+    replies: dict[str, list[dict[str, Any]]],
+    *,
+    judge: Callable[[dict[str, Any]], Reply] | None = None,
+    check: Callable[[dict[str, Any]], Reply] | None = None,
 ) -> Callable[[dict[str, Any]], Reply]:
     """A ``handler`` answering each mining call with the truths of the first key of
     ``replies`` found in one of its session's messages (none if no key is), each ``changes``
     content mapped to its alias among the call's known truths (kept as given if not
-    offered); other calls go to ``judge`` (default: an empty verdict, every cluster kept)."""
+    offered); novelty checks go to ``check`` (default ``check_by_text()``: every proposal
+    new); other calls go to ``judge`` (default: an empty verdict, every cluster kept)."""
 
     def handler(payload: dict[str, Any]) -> Reply:
+        if is_check_call(payload):
+            return (check or check_by_text())(payload)
         if not is_mining_call(payload):
             return judge(payload) if judge is not None else verdict()
         data = StubLLMServer.data_of({"json": payload})

@@ -9,6 +9,9 @@ the tags (as ``prompts.payload`` does for the judge):
   "subject": str | null, "known": [{"id", "content", "stated"}]}`` -> ``{"truths":
   [{"content", "kind", "confidence", "evidence", "changes", "reason"}]}`` (``changes``: a
   known id or null);
+- novelty check: ``{"subject": str | null, "proposals": [{"id", "content", "stored": [{"id",
+  "content", "stated"}]}]}`` -> ``{"answers": [{"id", "answer", "truth", "reason"}]}``
+  (``answer``: new, restates or changes; ``truth``: a stored id of that proposal, or null for new);
 - relocation (this module's own, same shape as promotion's): ``{"candidates": [{"id",
   "content"}]}`` -> ``{"notes": [{"id", "title", "summary", "reason"}]}``
   (candidates not named stay where they are);
@@ -25,13 +28,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import JudgeResponseInvalid
 
 MINING_PROMPT_VERSION = "mine-2026-12-07.1"
+CHECK_PROMPT_VERSION = "check-2026-12-07.1"
 RELOCATE_PROMPT_VERSION = "relocate-2026-12-01.1"
 PROMOTE_PROMPT_VERSION = "promote-2026-12-01.1"
 
@@ -91,6 +95,29 @@ number and date the person gave, and the month and year for a state that may cha
 Reply with ONE JSON object and nothing else:
 {MINING_REPLY}
 An empty list is a fine answer: most sessions add nothing new."""
+
+#: The novelty check's reply shape, as the prompt shows it.
+CHECK_REPLY = '{"answers": [{"id": "p1", "answer": "restates", "truth": "s2", "reason": "..."}]}'
+CHECK_ANSWERS = ("new", "restates", "changes")
+
+CHECK_SYSTEM = f"""\
+You check truths proposed for an assistant's long-term memory of ONE person against what the
+memory already holds. Each entry of "proposals" is a proposed truth ("content") with the
+stored truths nearest to it ("stored", each with the month it was stated); "subject" is how
+the stored truths name the person. For each proposal, answer:
+- "restates": a stored truth of that proposal already states it, in any wording, with more detail
+  or with its date written another way: nothing would be added. "truth": that stored truth's id;
+- "changes": it makes a stored truth of that proposal no longer true (a new job or home, a
+  different number, a relationship that ended, a plan done, given up or changed). "truth": the
+  id of the stored truth it replaces;
+- "new": it says something no stored truth of it says, even on the same topic. "truth": null.
+
+Answer every proposal once, by its "id"; "reason": one short sentence.
+
+{DATA_NOTE}
+
+Reply with ONE JSON object and nothing else:
+{CHECK_REPLY}"""
 
 RELOCATE_SYSTEM = f"""\
 You keep an assistant's memory of ONE person lean. Each candidate is a truth that is injected
@@ -274,3 +301,41 @@ def parse_promotion(raw: str, *, offered: set[str]) -> tuple[list[RuleItem], lis
             seen.add(alias)
             items.append(RuleItem(id=alias, rule=_line(text), reason=_line(entry.get("reason"))))
     return items, rejected
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckAnswer:
+    """The novelty check's answer for one proposal: ``answer`` (new, restates, changes),
+    the stored truth's alias it names (``truth``, "" for new) and the model's reason."""
+
+    answer: str
+    truth: str
+    reason: str
+
+
+def parse_check(raw: str, *, offered: Mapping[str, Set[str]]) -> dict[str, CheckAnswer]:
+    """The novelty check's reply -> answers by proposal alias.
+
+    ``offered``: each proposal's alias -> the aliases of the stored truths shown with it.
+    An entry for a proposal not offered, a proposal answered twice, an answer other than
+    new/restates/changes, or a restates/changes naming no stored truth of that proposal is
+    left out: that proposal has no answer (the caller carries it to the next pass). Raises
+    ``JudgeResponseInvalid`` for anything but one JSON object with an ``answers`` list of
+    objects."""
+    entries = _object(raw, "answers", "novelty check")
+    counts: dict[str, int] = {}
+    for entry in entries:
+        alias = entry.get("id")
+        if isinstance(alias, str):
+            counts[alias] = counts.get(alias, 0) + 1
+    answers: dict[str, CheckAnswer] = {}
+    for entry in entries:
+        alias, answer, truth = entry.get("id"), entry.get("answer"), entry.get("truth")
+        if not isinstance(alias, str) or alias not in offered or counts[alias] != 1 or answer not in CHECK_ANSWERS:
+            continue
+        if answer == "new":
+            truth = ""
+        elif not isinstance(truth, str) or truth not in offered[alias]:
+            continue
+        answers[alias] = CheckAnswer(answer=answer, truth=truth, reason=_line(entry.get("reason")))
+    return answers

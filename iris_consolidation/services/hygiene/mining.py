@@ -12,7 +12,7 @@ Per user and pass:
    (up to ``IRIS_CONSOLIDATION_MINING_CONCURRENCY`` at once) through the judge's litellm client
    (mining contract in docs/llm.md, as quoted data): the session's messages, how the user's
    truths name the person (``subject_of``: "Andrew", or none) and the user's stored truths
-   nearest to each of the person's messages (``_known_for``, at most
+   nearest to each of the person's messages (``novelty.known_for``, at most
    ``IRIS_CONSOLIDATION_MINING_KNOWN_TRUTHS``). The model proposes only what is new or
    changed, in the stored truths' style, and marks a proposal that makes a stored truth no
    longer true with ``changes`` (that truth). Offline, the conservative rule extractor
@@ -29,10 +29,14 @@ Per user and pass:
    out: "Has four dogs" restates "Andrew has four dogs", at cosine 0.69). A change is not
    compared with the truth it changes: the pass asks the judge about the two as a pair
    (``with_changes``), so the judge, the validator and the second look decide the supersede.
+   With a model, the **novelty check** (``recheck``): a proposal with a near stored truth
+   its mining call did not offer, and every carried one, is shown beside its nearest live
+   truths in one more call per user and pass; one that restates a truth is skipped, one
+   that changes a truth is judged beside it; what the check could not answer is carried.
 5. **Cap**: at most ``IRIS_CONSOLIDATION_MAX_NEW_TRUTHS`` added per user per pass, the most
    recent sessions' first; the rest are skipped ("cap reached"), marked ``carry`` in the
-   findings, and proposed again at the user's next pass (``carried``, no model call) until
-   added or found known.
+   findings, and proposed again at the user's next pass (``carried``: no mining call, the
+   novelty check's) until added or found known.
 6. **Write** (apply mode, real runs): origin ``promoted``, ``source`` ``session:<id>``,
    ``evidence`` the message ids, ``created_at`` the last evidence message's time, the
    embedding made here; one ``TruthChange`` (created) each with the run, naming the truth a
@@ -53,9 +57,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
 from django.utils import timezone
 
 from ... import run_settings
@@ -73,9 +75,8 @@ from ...models import (
     StageResult,
     Truth,
 )
-from ...querysets import set_hnsw_search
 from ..pipeline import truth_events
-from . import budget, extraction, novelty
+from . import budget, extraction, novelty, recheck
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +87,6 @@ BAD_POLICY = "IRIS_CONSOLIDATION_MINING_CONFIDENCE must be high or medium; got {
 SKIP_CONFIDENCE = "confidence {confidence} is below the policy (IRIS_CONSOLIDATION_MINING_CONFIDENCE={policy})"
 SKIP_KNOWN = "already known as truth #{truth}"
 SKIP_RETIRED = "already stated by truth #{truth}, retired ({reason})"
-SKIP_NEAR = "near-duplicate of truth #{truth} (cosine similarity {similarity:.3f})"
-SKIP_WORDS = "restates truth #{truth}: every word of it is there (cosine similarity {similarity:.3f})"
-SKIP_WAS_RETIRED = ", retired ({reason})"
 SKIP_PASS = "stated twice in this pass"
 SKIP_CAP = "cap reached (IRIS_CONSOLIDATION_MAX_NEW_TRUTHS={cap}); proposed again at the next pass"
 SKIP_MODEL = "model reply refused: {why}"
@@ -133,8 +131,12 @@ class Candidate:
     changes: int | None = None
     #: Cosine similarity to ``changes`` (set by ``_decide``).
     changes_similarity: float = 0.0
-    #: Skipped by the cap: proposed again at the next pass (``carried``).
+    #: Skipped by the cap (or not checked): proposed again at the next pass (``carried``).
     carry: bool = False
+    #: The stored truths its mining call offered the model (their ids), and whether it was
+    #: carried from the user's last pass: what decides the novelty check (``recheck``).
+    offered: frozenset[int] = frozenset()
+    carried: bool = False
 
     def finding(self, *, added: bool, written: bool) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -164,11 +166,13 @@ class MiningResult:
     extractor: str = "rules"
     #: Sessions left for a later pass: the run's budget reached mining's ceiling (``budget``).
     deferred: list[str] = field(default_factory=list)
+    #: Novelty check calls made (``recheck``).
+    checks: int = 0
 
     def findings(self, *, written: bool) -> list[dict[str, Any]]:
         head = {"window": self.window.as_dict(), "sessions": self.sessions, "messages": self.messages,
                 "extractor": self.extractor, "errors": self.errors, "deferred": len(self.deferred),
-                "deferred_sessions": self.deferred}
+                "deferred_sessions": self.deferred, "checks": self.checks}
         skipped = sorted(self.skipped, key=lambda c: not c.carry)  # carried first: never cut by MAX_FINDINGS
         return [head, *(c.finding(added=True, written=written) for c in self.added),
                 *(c.finding(added=False, written=written) for c in skipped)]
@@ -247,33 +251,6 @@ def _rule_candidates(
     ]
 
 
-def _known(user_id: int, vector: np.ndarray, limit: int, *, retired: bool = False) -> list[Truth]:
-    """The user's ``limit`` live truths nearest to ``vector`` (with ``retired``: live or retired)."""
-    truths = Truth.all_objects if retired else Truth.objects
-    with transaction.atomic():
-        set_hnsw_search(ef_search=int(app_settings.HNSW_EF_SEARCH))
-        return list(truths.for_user(user_id).nearest(vector.tolist(), limit=limit))
-
-
-#: Known truths taken per message of the person (nearest first) before the cap
-#: ``IRIS_CONSOLIDATION_MINING_KNOWN_TRUTHS``: a session touches several topics, and the
-#: twin of what one message says is near that message, not near the session as a whole.
-KNOWN_PER_MESSAGE = 4
-def _known_for(user_id: int, vectors: Sequence[np.ndarray], limit: int) -> list[Truth]:
-    """The user's truths nearest to each vector (``KNOWN_PER_MESSAGE`` each), round-robin
-    so that every message's nearest come first, at most ``limit``; one transaction."""
-    with transaction.atomic():
-        set_hnsw_search(ef_search=int(app_settings.HNSW_EF_SEARCH))
-        lists = [list(Truth.objects.for_user(user_id).nearest(v.tolist(), limit=KNOWN_PER_MESSAGE))
-                 for v in vectors]
-    chosen: dict[int, Truth] = {}
-    for rank in range(KNOWN_PER_MESSAGE):
-        for rows in lists:
-            if rank < len(rows) and len(chosen) < limit:
-                chosen.setdefault(rows[rank].pk, rows[rank])
-    return list(chosen.values())
-
-
 def mining_request(
     session: ChatSession, messages: Sequence[SessionMessage], known: Sequence[Truth], subject: str | None = None
 ) -> tuple[dict[str, Any], dict[str, SessionMessage]]:
@@ -321,7 +298,7 @@ def _prepare(
 ) -> list[_Call]:
     """Each session's request (docs/llm.md's mining contract): its messages, how the user's
     truths name the person (``subject_of``) and the user's known truths nearest to each of
-    the person's messages in it (``_known_for``; one embedding batch for the pass)."""
+    the person's messages in it (``novelty.known_for``; one embedding batch for the pass)."""
     own = [[m.content for m in messages if m.role == MessageRole.USER] for _, messages in sessions]
     flat = [text for texts in own for text in texts]
     vectors = list(embedder.embed(flat)) if flat else []
@@ -329,7 +306,7 @@ def _prepare(
     limit = int(app_settings.MINING_KNOWN_TRUTHS)
     calls, at = [], 0
     for (session, messages), texts in zip(sessions, own, strict=True):
-        known = _known_for(user_id, vectors[at: at + len(texts)], limit)
+        known = novelty.known_for(user_id, vectors[at: at + len(texts)], limit)
         at += len(texts)
         data, aliases = mining_request(session, messages, known, subject)
         calls.append(_Call(session=session, messages=messages, aliases=aliases,
@@ -408,7 +385,8 @@ def _model_candidates(*, call: _Call, start: int, result: MiningResult) -> list[
         Candidate(content=i.content, kind=i.kind, confidence=i.confidence,
                   evidence=tuple(_message_key(aliases[a]) for a in i.evidence), reason=i.reason,
                   session=session.external_id, stated_at=max(aliases[a].at for a in i.evidence), order=start + n,
-                  changes=call.known[i.changes].pk if i.changes else None)
+                  changes=call.known[i.changes].pk if i.changes else None,
+                  offered=frozenset(t.pk for t in call.known.values()))
         for n, i in enumerate(items)
     ]
 
@@ -458,24 +436,31 @@ def find(
                 candidates.extend(_model_candidates(call=call, start=len(candidates), result=result))
     if has_messages:  # what the cap skipped came from the user's sessions: none, nothing to carry
         candidates.extend(carried(run=run, user_id=user_id, start=len(candidates)))
-    _decide(user_id=user_id, candidates=candidates, policy=policy, embedder=embedder, result=result)
+    _decide(user_id=user_id, candidates=candidates, policy=policy, embedder=embedder, result=result, run=run,
+            client=client)
     return result
 
 
+def _newest_first(c: Candidate) -> tuple[float, int, int]:
+    return -c.stated_at.timestamp(), CONFIDENCE_RANK.get(c.confidence, 3), c.order
+
+
 def _decide(
-    *, user_id: int, candidates: list[Candidate], policy: str, embedder: Embedder, result: MiningResult
+    *, user_id: int, candidates: list[Candidate], policy: str, embedder: Embedder, result: MiningResult,
+    run: ConsolidationRun, client: Any | None,
 ) -> None:
     """Confidence policy, dedupe and cap over ``candidates``, into ``result``.
 
     Newest first (the latest session's statement of a fact is its current state; the cap
     keeps the most recent sessions' facts). Skipped: below the policy; the same normalised
     text as a truth of the user (live or retired) or as a newer candidate; a restatement of
-    one of the ``COMPARED`` nearest live truths (``_restates``). A candidate that changes a
-    truth (``changes``) is compared with the others, not with the truth it changes: the
-    judge decides that pair (``with_changes``); if that truth is no longer live, it is new."""
+    one of the ``COMPARED`` nearest live truths (``novelty.restates``); with a model
+    (``client``), one the novelty check finds restating a stored truth (``recheck``: what it
+    could not check is carried). A candidate that changes a truth (``changes``) is compared
+    with the others, not with the truth it changes: the judge decides that pair
+    (``with_changes``); if that truth is no longer live, it is new."""
     allowed = ("high",) if policy == "high" else ("high", "medium")
-    ordered = sorted(candidates, key=lambda c: (-c.stated_at.timestamp(), CONFIDENCE_RANK.get(c.confidence, 3),
-                                                c.order))
+    ordered = sorted(candidates, key=_newest_first)
     existing: dict[str, Truth] = {}
     # Nothing mined (no session in the window, the usual case): no need to read the user's truths.
     if ordered:
@@ -498,8 +483,13 @@ def _decide(
             keep.append(c)
             continue
         result.skipped.append(c)
-    if keep:
-        _against_stored(user_id=user_id, keep=keep, embedder=embedder, result=result)
+    pending = _against_stored(user_id=user_id, keep=keep, embedder=embedder, result=result,
+                              checking=client is not None) if keep else []
+    if pending:
+        kept, unchecked, result.checks = recheck.check(run=run, client=client, pending=pending,
+                                                       subject=novelty.user_subject(user_id))
+        result.skipped += unchecked
+        result.added = sorted(result.added + kept, key=_newest_first)
     cap = int(app_settings.MAX_NEW_TRUTHS)
     for c in result.added[cap:]:
         c.skipped = SKIP_CAP.format(cap=cap)
@@ -509,48 +499,39 @@ def _decide(
     result.added = sorted(result.added[:cap], key=lambda c: (c.stated_at, c.order))
 
 
-def _against_stored(*, user_id: int, keep: list[Candidate], embedder: Embedder, result: MiningResult) -> None:
+def _against_stored(
+    *, user_id: int, keep: list[Candidate], embedder: Embedder, result: MiningResult, checking: bool
+) -> list[recheck.Pending]:
     """Each of ``keep`` (already past the policy and the exact-text checks) into
     ``result.added``, or ``result.skipped`` when it restates one of its ``COMPARED``
-    nearest stored truths (``_restates``); a ``changes`` naming no live truth is dropped."""
+    nearest stored truths (``novelty.restates``), or, with ``checking``, into the returned
+    list when the novelty check must see it (``recheck.needs_check``: its nearest live
+    truths are returned with it); a ``changes`` naming no live truth is dropped."""
     live = set(Truth.objects.filter(pk__in=[c.changes for c in keep if c.changes]).values_list("pk", flat=True))
     subject = novelty.user_subject(user_id)
     vectors = embedder.embed([c.content for c in keep])
+    pending: list[recheck.Pending] = []
     for c, vector in zip(keep, vectors, strict=True):
         c.vector = vector
         if c.changes not in live:
             c.changes = None
-        nearest = _known(user_id, vector, COMPARED, retired=True)
+        nearest = novelty.nearest(user_id, vector, COMPARED, retired=True)
         for truth in nearest:
             if truth.pk == c.changes:
                 c.changes_similarity = 1.0 - float(truth.distance)  # type: ignore[attr-defined]  # nearest()'s annotation
         # A retired truth counts too (a superseded habit is not revived), unless this one
         # declares a change: then it may state an old value again ("moved back to Lisbon").
         compared = [t for t in nearest if t.pk != c.changes and (t.retired_at is None or c.changes is None)]
-        why = _restates(c, compared, subject)
+        why = novelty.restates(c.content, compared, subject)
+        stored = [t for t in nearest if t.retired_at is None]
         if why:
             c.skipped = why
             result.skipped.append(c)
+        elif checking and recheck.needs_check(stored=stored, offered=c.offered, carried=c.carried):
+            pending.append(recheck.Pending(candidate=c, stored=stored))
         else:
             result.added.append(c)
-
-
-def _restates(candidate: Candidate, nearest: Sequence[Truth], subject: str | None) -> str:
-    """Why ``candidate`` restates one of ``nearest`` (stored truths with ``distance``,
-    nearest first; a retired one is named so), or "": cosine similarity at or above
-    ``MINING_DUPLICATE_SIMILARITY``, or every content word of it in the truth (``restated``:
-    stems, numbers and negations; the person's name left out)."""
-    threshold = float(app_settings.MINING_DUPLICATE_SIMILARITY)
-    for truth in nearest:
-        similarity = 1.0 - float(truth.distance)  # type: ignore[attr-defined]  # nearest()'s annotation
-        if similarity >= threshold:
-            why = SKIP_NEAR.format(truth=truth.pk, similarity=similarity)
-        elif novelty.restated(candidate.content, truth.content, subject=subject):
-            why = SKIP_WORDS.format(truth=truth.pk, similarity=similarity)
-        else:
-            continue
-        return why + (SKIP_WAS_RETIRED.format(reason=truth.retired_reason) if truth.retired_at is not None else "")
-    return ""
+    return pending
 
 
 def carried(*, run: ConsolidationRun, user_id: int, start: int) -> list[Candidate]:
@@ -566,7 +547,7 @@ def carried(*, run: ConsolidationRun, user_id: int, start: int) -> list[Candidat
                 content=entry["content"], kind=entry.get("kind") or "fact", confidence=entry.get("confidence") or "",
                 evidence=tuple(entry.get("evidence") or ()), reason=entry.get("reason") or "",
                 session=entry.get("session") or "", stated_at=datetime.fromisoformat(entry["stated_at"]),
-                order=start + len(found), changes=entry.get("changes"),
+                order=start + len(found), changes=entry.get("changes"), carried=True,
             ))
     return found
 

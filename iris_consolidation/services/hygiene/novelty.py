@@ -1,19 +1,53 @@
 """What mining adds is new: written as the user's truths speak of the person (``subject_of``,
-``in_style``), skipped when a stored truth already says it (``restated``), judged beside the
-truth it changes (``with_changes``), and carried to the next pass when the cap skipped it
-(``carried``, ``users_with_carried``). Used by ``mining``."""
+``in_style``), skipped when a stored truth already says it (``restates``, ``restated``), judged
+beside the truth it changes (``with_changes``), and carried to the next pass when the cap
+skipped it (``carried``, ``users_with_carried``); the stored truths the mining call is offered
+(``known_for``) and those a proposal is compared with (``nearest``). Used by ``mining``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
+from ...conf import app_settings
 from ...models import StageMode, StageResult, Truth
+from ...querysets import set_hnsw_search
 from ...text import quantities, stems
 from ...text.languages import LEXICON
 from ...text.normalising import tokens
 from ..pipeline.clustering import CandidateCluster
+
+
+def nearest(user_id: int, vector: np.ndarray, limit: int, *, retired: bool = False) -> list[Truth]:
+    """The user's ``limit`` live truths nearest to ``vector`` (with ``retired``: live or retired)."""
+    truths = Truth.all_objects if retired else Truth.objects
+    with transaction.atomic():
+        set_hnsw_search(ef_search=int(app_settings.HNSW_EF_SEARCH))
+        return list(truths.for_user(user_id).nearest(vector.tolist(), limit=limit))
+
+
+#: Known truths taken per message of the person (nearest first) before the cap
+#: ``IRIS_CONSOLIDATION_MINING_KNOWN_TRUTHS``: a session touches several topics, and the
+#: twin of what one message says is near that message, not near the session as a whole.
+KNOWN_PER_MESSAGE = 4
+
+
+def known_for(user_id: int, vectors: Sequence[np.ndarray], limit: int) -> list[Truth]:
+    """The user's truths nearest to each vector (``KNOWN_PER_MESSAGE`` each), round-robin
+    so that every message's nearest come first, at most ``limit``; one transaction."""
+    with transaction.atomic():
+        set_hnsw_search(ef_search=int(app_settings.HNSW_EF_SEARCH))
+        lists = [list(Truth.objects.for_user(user_id).nearest(v.tolist(), limit=KNOWN_PER_MESSAGE))
+                 for v in vectors]
+    chosen: dict[int, Truth] = {}
+    for rank in range(KNOWN_PER_MESSAGE):
+        for rows in lists:
+            if rank < len(rows) and len(chosen) < limit:
+                chosen.setdefault(rows[rank].pk, rows[rank])
+    return list(chosen.values())
 
 
 def in_style(content: str, subject: str | None) -> str:
@@ -75,6 +109,29 @@ def restated(text: str, truth: str, *, subject: str | None = None) -> bool:
         return False
     marks_text, marks_truth = _marks(text), _marks(truth)
     return marks_text[0] <= marks_truth[0] and marks_text[1] == marks_truth[1]
+
+
+SKIP_NEAR = "near-duplicate of truth #{truth} (cosine similarity {similarity:.3f})"
+SKIP_WORDS = "restates truth #{truth}: every word of it is there (cosine similarity {similarity:.3f})"
+SKIP_WAS_RETIRED = ", retired ({reason})"
+
+
+def restates(content: str, nearest: Sequence[Truth], subject: str | None) -> str:
+    """Why ``content`` (a mined proposal) restates one of ``nearest`` (stored truths with
+    ``distance``, nearest first; a retired one is named so), or "": cosine similarity at or
+    above ``MINING_DUPLICATE_SIMILARITY``, or every content word of it in the truth
+    (``restated``: stems, numbers and negations; the person's name left out)."""
+    threshold = float(app_settings.MINING_DUPLICATE_SIMILARITY)
+    for truth in nearest:
+        similarity = 1.0 - float(truth.distance)  # type: ignore[attr-defined]  # nearest()'s annotation
+        if similarity >= threshold:
+            why = SKIP_NEAR.format(truth=truth.pk, similarity=similarity)
+        elif restated(content, truth.content, subject=subject):
+            why = SKIP_WORDS.format(truth=truth.pk, similarity=similarity)
+        else:
+            continue
+        return why + (SKIP_WAS_RETIRED.format(reason=truth.retired_reason) if truth.retired_at is not None else "")
+    return ""
 
 
 def _marks(text: str) -> tuple[set[str], set[str]]:

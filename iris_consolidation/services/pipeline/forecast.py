@@ -75,6 +75,9 @@ class Forecast:
     #: Second-look calls expected after those judge calls (``SECOND_LOOK_CALL_SHARE``);
     #: their tokens are in ``prompt_tokens`` and ``completion_tokens``.
     second_looks: int = 0
+    #: Change pairs mining is expected to add to the judge's groups (``MINED_CHANGES_PER_MINING_CALL``;
+    #: counted in ``to_model`` and ``calls``).
+    mined_pairs: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     #: The stages around the judge (``STAGES``): calls, prompt tokens (counted on their
@@ -83,6 +86,9 @@ class Forecast:
     mine_calls: int = 0
     mine_prompt_tokens: int = 0
     mine_completion_tokens: int = 0
+    check_calls: int = 0
+    check_prompt_tokens: int = 0
+    check_completion_tokens: int = 0
     noise_calls: int = 0
     noise_prompt_tokens: int = 0
     noise_completion_tokens: int = 0
@@ -140,12 +146,27 @@ class Forecast:
         return cls(**{k: v for k, v in (data or {}).items() if k in names})
 
 
-#: The stages around the judge that may call a model, in the order of a pass.
-STAGES = ("mine", "noise", "relocate", "promote")
+#: The stages around the judge that may call a model, in the order of a pass ("check": mining's
+#: novelty check, ``hygiene/recheck``).
+STAGES = ("mine", "check", "noise", "relocate", "promote")
 #: Completion tokens assumed per call of each stage. Assumptions, not measurements: a
 #: mining reply of two truths with kind, confidence, evidence and reason is about 150; a
 #: relocation or promotion reply naming one entry with its reason about 60.
-STAGE_COMPLETION_TOKENS = {"mine": 150, "relocate": 60, "promote": 60}
+STAGE_COMPLETION_TOKENS = {"mine": 150, "check": 0, "relocate": 60, "promote": 60}
+#: Completion tokens per proposal of mining's novelty check (its answer, the truth it names and
+#: a one-sentence reason), measured on LoCoMo (docs/benchmarks.md "Mining novelty": 45-53).
+CHECK_COMPLETION_TOKENS_PER_PROPOSAL = 50
+#: Proposals of a novelty check call and prompt tokens of each (its content and its five
+#: stored truths), for a check an estimate expects but cannot build (``StageRecorder.expect``).
+#: Measured on LoCoMo: docs/benchmarks.md "Mining novelty".
+PROPOSALS_PER_CHECK = 3
+PROMPT_TOKENS_PER_CHECKED_PROPOSAL = 240
+#: Mined change pairs (a proposal that changes a stored truth, judged beside it) per mining
+#: call, measured on LoCoMo (docs/benchmarks.md "Mining novelty").
+MINED_CHANGES_PER_MINING_CALL = 0.1
+#: Prompt tokens of one mined change pair in a judge call (two short truths and their fields).
+#: An assumption, as ``PROMPT_TOKENS_PER_CHECK``.
+PROMPT_TOKENS_PER_MINED_PAIR = 120
 #: Completion tokens assumed per noise candidate (its verdict and one-line reason).
 NOISE_COMPLETION_TOKENS_PER_CANDIDATE = 30
 #: The error a stage sees in place of a reply while a pass is forecast (no call is made).
@@ -179,12 +200,15 @@ class StageRecorder:
         counts[2] += completion
 
     def ask_json(self, messages: list[dict[str, Any]], parse: Any) -> Any:
-        """Count a mining, relocation or promotion request (told apart by its system
-        prompt); raises ``JudgeResponseInvalid`` (``FORECAST_ONLY``)."""
+        """Count a mining (or its novelty check's), relocation or promotion request (told
+        apart by its system prompt); raises ``JudgeResponseInvalid`` (``FORECAST_ONLY``)."""
         systems = {stage_prompts.MINING_SYSTEM: "mine", stage_prompts.RELOCATE_SYSTEM: "relocate",
-                   stage_prompts.PROMOTE_SYSTEM: "promote"}
+                   stage_prompts.PROMOTE_SYSTEM: "promote", stage_prompts.CHECK_SYSTEM: "check"}
         stage = systems[messages[0]["content"]]
-        self._add(stage, messages, STAGE_COMPLETION_TOKENS[stage])
+        completion = STAGE_COMPLETION_TOKENS[stage]
+        if stage == "check":  # per proposal
+            completion = CHECK_COMPLETION_TOKENS_PER_PROPOSAL * messages[-1]["content"].count('"stored":')
+        self._add(stage, messages, completion)
         raise JudgeResponseInvalid(FORECAST_ONLY)
 
     def classify_noise(self, candidates: Sequence[NoiseCandidate]) -> NoiseReply:
@@ -192,6 +216,28 @@ class StageRecorder:
         self._add("noise", build_noise_messages(candidates, cacheable=False),
                   NOISE_COMPLETION_TOKENS_PER_CANDIDATE * len(candidates))
         raise JudgeUnavailable(FORECAST_ONLY)
+
+    def mark(self) -> tuple[int, int]:
+        """(mining calls, check calls) counted so far: take it before a user's plan (``expect``)."""
+        return self.counts["mine"][0], self.counts["check"][0]
+
+    def expect(self, mark: tuple[int, int]) -> int:
+        """After one user's plan (``mark`` taken before it), what its mining calls are
+        expected to add (their replies are unknown here): a novelty check call when none was
+        built (a user's fresh and carried proposals share one call of ``recheck.MAX_PER_CALL``;
+        its tokens ``PROPOSALS_PER_CHECK`` proposals' worth), counted in the check stage; and
+        returns the mined change pairs expected for the judge (``MINED_CHANGES_PER_MINING_CALL``
+        a mining call, rounded up per user: a bound)."""
+        mining = self.counts["mine"][0] - mark[0]
+        if mining and self.counts["check"][0] == mark[1]:
+            from ...llm.litellm_client import count_tokens
+
+            system = count_tokens(self.model, [{"role": "system", "content": stage_prompts.CHECK_SYSTEM}])
+            counts = self.counts["check"]
+            counts[0] += 1
+            counts[1] += system + PROPOSALS_PER_CHECK * PROMPT_TOKENS_PER_CHECKED_PROPOSAL
+            counts[2] += PROPOSALS_PER_CHECK * CHECK_COMPLETION_TOKENS_PER_PROPOSAL
+        return math.ceil(mining * MINED_CHANGES_PER_MINING_CALL)
 
     def forecast(self) -> dict[str, int]:
         """The ``Forecast`` fields of the counted requests."""
@@ -234,10 +280,13 @@ def _realiased(requests: Sequence[JudgeRequest]) -> list[JudgeRequest]:
 
 
 def forecast_user(
-    *, user_id: int, clusters: Sequence[clustering.CandidateCluster], model: str, per_call: int | None = None
+    *, user_id: int, clusters: Sequence[clustering.CandidateCluster], model: str, per_call: int | None = None,
+    mined_pairs: int = 0,
 ) -> Forecast:
     """The forecast for one user's ``clusters`` under the LLM judge ``model`` ("" for
-    the rule judge: every cluster settled without a call). Reads only."""
+    the rule judge: every cluster settled without a call), and ``mined_pairs`` change pairs
+    mining is expected to add (``StageRecorder.expect``: sent with the others,
+    ``PROMPT_TOKENS_PER_MINED_PAIR`` each). Reads only."""
     per_call = max(1, int(per_call or app_settings.CLUSTERS_PER_CALL))
     forecast = Forecast(model=model, per_call=per_call, users=1, clusters=len(clusters))
     if not model:
@@ -264,17 +313,23 @@ def forecast_user(
     prompt_tokens = 0
     for start in range(0, len(to_model), per_call):
         prompt_tokens += count_tokens(model, build_messages(_realiased(to_model[start : start + per_call])))
-    calls = math.ceil(len(to_model) / per_call)
+    calls = math.ceil((len(to_model) + mined_pairs) / per_call)
+    if mined_pairs:  # the pairs' own tokens, and the system prompt of any call they add
+        extra_calls = calls - math.ceil(len(to_model) / per_call)
+        prompt_tokens += mined_pairs * PROMPT_TOKENS_PER_MINED_PAIR + extra_calls * count_tokens(
+            model, build_messages([]))
     looks, look_prompt, look_completion = _second_looks(model, calls)
     return replace(
         forecast,
+        clusters=len(clusters) + mined_pairs,
         cached=cached,
         prepass=prepass,
-        to_model=len(to_model),
+        to_model=len(to_model) + mined_pairs,
+        mined_pairs=mined_pairs,
         calls=calls,
         second_looks=looks,
         prompt_tokens=prompt_tokens + look_prompt,
-        completion_tokens=len(to_model) * COMPLETION_TOKENS_PER_CLUSTER + look_completion,
+        completion_tokens=(len(to_model) + mined_pairs) * COMPLETION_TOKENS_PER_CLUSTER + look_completion,
     )
 
 

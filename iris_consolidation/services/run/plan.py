@@ -231,7 +231,9 @@ def estimate(
     full: bool = False,
 ) -> forecast.Forecast:
     """Phase 1 of the run these options would make, and its forecast of every call (the
-    judge's, its second looks, and the stages' requests, built and counted: ``forecast``);
+    judge's, its second looks, and the stages' requests, built and counted: ``forecast``;
+    mining's novelty check and change pairs, which depend on its replies, expected:
+    ``StageRecorder.expect``);
     writes nothing and calls no model.
 
     The judge is the configured one (``JUDGE``; the LLM judge at ``MODEL``), never built:
@@ -247,8 +249,12 @@ def estimate(
             trigger="command", dry_run=True, threshold=threshold, user_id=user_id, judge="", since=since, full=full
         )
         for uid in lifecycle.start_run(run):
+            mark = recorder.mark() if recorder is not None else (0, 0)
             plan = build_user_plan(run_id=run.pk, user_id=uid, embedder=embedder)
-            total = total + forecast.forecast_user(user_id=uid, clusters=plan.clusters, model=model)
+            # What the mining replies would add, unknown here: a novelty check, change pairs to judge.
+            pairs = recorder.expect(mark) if recorder is not None else 0
+            total = total + forecast.forecast_user(user_id=uid, clusters=plan.clusters, model=model,
+                                                   mined_pairs=pairs)
         transaction.set_rollback(True)
     return replace(total, **recorder.forecast()) if recorder is not None else total
 

@@ -138,7 +138,7 @@ def test_a_dry_run_prints_the_same_forecast_line(llm_server, truth_factory, user
     dry_line = next(line for line in output.splitlines() if line.startswith("Forecast:"))
     assert dry_line.split("; stages:")[0] == estimate_line.split("; stages:")[0]
     assert inventory_display.STAGES_NOT_FORECAST in dry_line
-    assert "stages: mine calls=0 tokens 0+~0, noise calls=0" in estimate_line
+    assert "stages: mine calls=0 tokens 0+~0, check calls=0 tokens 0+~0, noise calls=0" in estimate_line
     assert len(llm_server.chat_requests()) == 1
 
 

@@ -83,16 +83,25 @@ def test_the_estimate_counts_each_stages_requests_and_sends_none(llm_server, ana
             litellm.token_counter(model=PRICED, messages=request["json"]["messages"]))
     assert {stage: len(tokens) for stage, tokens in sent.items()} == {"mine": 2, "noise": 1, "relocate": 1,
                                                                      "promote": 1}
-    for stage in forecast.STAGES:
+    for stage in set(forecast.STAGES) - {"check"}:
         completion = (forecast.NOISE_COMPLETION_TOKENS_PER_CANDIDATE * 2 if stage == "noise"
                       else forecast.STAGE_COMPLETION_TOKENS[stage] * len(sent[stage]))
         assert f"{stage} calls={len(sent[stage])} tokens {sum(sent[stage])}+~{completion}" in line
-    assert re.search(r"model_calls=5 ", line)
+    # What the two mining replies would add, unknown to an estimate: one novelty check (its
+    # system prompt and PROPOSALS_PER_CHECK proposals' worth), and ceil(2 x 0.1) = 1 change pair
+    # for the judge (this pass's replies mined nothing, so neither was sent).
+    system = litellm.token_counter(model=PRICED, messages=[{"role": "system", "content": prompts.CHECK_SYSTEM}])
+    proposals = forecast.PROPOSALS_PER_CHECK
+    assert (f"check calls=1 tokens {system + proposals * forecast.PROMPT_TOKENS_PER_CHECKED_PROPOSAL}"
+            f"+~{proposals * forecast.CHECK_COMPLETION_TOKENS_PER_PROPOSAL}") in line
+    assert "to the model 1, ~1 of them mined change pairs) calls=1 " in line
+    # 6 stage calls, the pair's judge call and the second look expected after it.
+    assert re.search(r"model_calls=8 ", line)
     assert "cost $" in line
 
 
 def test_an_estimate_with_the_rule_judge_forecasts_no_stage_call(ana, settings):
     settings.IRIS_CONSOLIDATION_JUDGE = "rules"
     line = _command("--estimate", "--full")
-    assert "stages: mine calls=0 tokens 0+~0, noise calls=0 tokens 0+~0" in line
+    assert "stages: mine calls=0 tokens 0+~0, check calls=0 tokens 0+~0, noise calls=0 tokens 0+~0" in line
     assert "model_calls=0 " in line and "cost $0 (rule judge: no model call)" in line
