@@ -39,6 +39,15 @@ and swims on Fridays" / "Swims on Fridays and runs on Mondays"). An item is kept
 so "Alice manages Bob and Carol" / "Bob manages Alice and Carol" is no list reordered (its
 items differ), and "Alice manages Bob" has no list at all.
 
+A fourth form is an **apposition turned round**: one text is "X, Y, ..." with a name or
+description X and, between commas, its apposition Y, the other "Y X ..." with the commas
+dropped and every other word in its order ("Camille, her sister, lives in Montreal" / "Her
+sister Camille lives in Montreal"), where X or Y is a definite description (starts with
+``LEXICON.definite``: "her sister", "the owner"), each at most ``MAX_APPOSITION_WORDS`` words,
+neither holding a conjunction or a scope word, and what follows the second comma not
+starting with a conjunction (so "Alice, Bob, and Carol came" is a list, never taken). Y
+describes X, so the two say the same whichever stands first.
+
 A swap of two participants needs two moves (or a moved run that starts with a noun), so it
 never qualifies: "Alice manages Bob" / "Bob manages Alice" and the golden set's G13 stay
 apart whatever a model says. Everything else the validator checks still applies (polarity,
@@ -54,13 +63,31 @@ from .normalising import fold, tokens
 
 #: Longest text (in words) compared; longer ones are never a moved phrase (cost is cubic).
 MAX_WORDS = 60
+#: Longest name or apposition (in words) an apposition turned round may move ("her older
+#: sister", "the owner of the bakery" is over it and stays a refusal: conservative).
+MAX_APPOSITION_WORDS = 4
 
 
 def moved_phrase(a: str, b: str) -> bool:
     """Whether ``b`` is ``a`` with one phrase moved (see the module docstring); False for
     equal word orders, different words, or texts over ``MAX_WORDS`` words."""
     words_a, words_b = tuple(tokens(a)), tuple(tokens(b))
-    return _moved(words_a, words_b) or _equative(words_a, words_b)
+    return _moved(words_a, words_b) or _equative(words_a, words_b) or _apposition(a, b) or _apposition(b, a)
+
+
+def _apposition(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a``'s "X, Y, rest" said "Y X rest" (the module docstring's fourth form)."""
+    parts = fold(a).split(_COMMA, 2)
+    if len(parts) != 3:
+        return False
+    x, y, rest = (tokens(part) for part in parts)
+    if not x or not y or not rest or max(len(x), len(y)) > MAX_APPOSITION_WORDS:
+        return False
+    if rest[0] in LEXICON.conjunctions or (LEXICON.conjunctions | LEXICON.scope_words).intersection(x + y):
+        return False
+    if x[0] not in LEXICON.definite and y[0] not in LEXICON.definite:
+        return False
+    return tokens(b) == y + x + rest
 
 
 def _equative(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
