@@ -99,7 +99,8 @@ def test_a_real_pass_prints_each_refusal_with_its_code_as_the_dry_run_does(sampl
     assert refused == [line for line in dry.splitlines() if line.startswith("      refused (")]
     # The sample's refused verdicts (README): three supersedes that state no change, and nothing else
     # (the vegetarian merge and the Camille merge go to second looks, whose recorded answers confirm).
-    assert len(refused) == 3 and all(line.startswith("      refused (supersede_no_change): #") for line in refused), refused
+    assert len(refused) == 3, refused
+    assert all(line.startswith("      refused (supersede_no_change): #") for line in refused), refused
     # Every wholly refused cluster says why, on the line after its outcome.
     after_rejected = _refusals_after_rejected(real)
     assert after_rejected and all(line.startswith("      refused (") for line in after_rejected), real
