@@ -37,12 +37,13 @@ def sample(settings):
 
 
 def test_the_demo_replays_the_recorded_verdicts_and_says_whose(sample):
-    models = {json.loads(line)["model"] for line in RECORDED.read_text(encoding="utf-8").splitlines()}
+    # Each recording session named in file order, once ("... of 6 December 2026 and ... of 7 December 2026").
+    models = dict.fromkeys(json.loads(line)["model"] for line in RECORDED.read_text(encoding="utf-8").splitlines())
 
     dry = consolidate("--dry-run", "--verbosity", "0", "--replay", str(RECORDED))
     output = consolidate("--sync", "--verbosity", "0", "--replay", str(RECORDED))
 
-    (model,) = models
+    model = " and ".join(models)
     assert output.splitlines()[0].startswith(f"Judge: the recorded verdicts of {model} (judge prompt judge-")
     assert "make demo DEMO_JUDGE=llm" in output.splitlines()[0]
     replayed = re.search(r"Replayed: (\d+) cluster\(s\) answered from the recording, (\d+) not in it", output)

@@ -432,8 +432,9 @@ def _named(value: Any, positions: dict[int, int], key: str = "") -> Any:
 
 
 #: Keys the first finding of mine, relocate and promote gained after the recording: what the
-#: model was asked and what the run's budget deferred (reporting, not the stage's results).
-LATER_HEAD_KEYS = {"mine": {"deferred", "deferred_sessions"},
+#: model was asked, what the run's budget deferred and mining's novelty checks (reporting, not
+#: the stage's results).
+LATER_HEAD_KEYS = {"mine": {"deferred", "deferred_sessions", "checks"},
                    "relocate": {"asked", "calls", "remembered", "deferred"},
                    "promote": {"asked", "calls", "remembered", "deferred", "extractor"}}
 
