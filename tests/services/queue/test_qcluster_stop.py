@@ -43,3 +43,5 @@ def test_a_task_past_its_timeout_while_stopping_hangs_the_cluster_until_the_grou
     os.killpg(worker.pid, signal.SIGKILL)  # the end of the documented grace
     worker.process.wait(timeout=10)
     assert wait_until(lambda: not _states(worker.pid), timeout=10, what="the group gone")
+    # Its last heartbeat ("Stopping") expires too, so the next test sees no worker.
+    assert wait_until(lambda: selectors.get_queue_overview().no_worker, timeout=30, what="no heartbeat left")
