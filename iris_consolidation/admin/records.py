@@ -23,7 +23,7 @@ from ..models import ConsolidationCursor, LiveSettings, RiskPolicy, StageMode, T
 from ..run_settings import get_effective_settings, validate_threshold
 from ..selectors import named_users, user_search_fields
 from ..services.hygiene import prune
-from .base import FramedDenialMixin, ReadOnlyAdmin, can_view_truths, change_url
+from .base import FramedDenialMixin, ReadOnlyAdmin, can_view_truths, change_url, run_page_link
 
 if TYPE_CHECKING:
     from .base import FieldGroups, ListDisplay
@@ -121,8 +121,7 @@ class TruthChangeAdmin(ReadOnlyAdmin):
     def run_link(self, obj: TruthChange) -> str:
         if obj.run_id is None:
             return "—"
-        url = reverse("admin:iris_consolidation_consolidationrun_change", args=[obj.run_id])
-        return format_html('<a href="{}">{}</a>', url, str(obj.run_id)[:8])
+        return run_page_link(obj.run_id)
 
     @admin.display(description="truth", ordering="truth_id")
     def truth_number(self, obj: TruthChange) -> str:
