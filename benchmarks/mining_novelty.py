@@ -22,10 +22,10 @@ answered by ``evaluation.replay`` from the recordings: the reply files given (``
 recording files with ``messages``) and the handed LoCoMo judge recording. Prints each mined
 truth with its outcome after the pass and the 5 stored truths nearest to it (cosine
 similarity), for a reader to judge which restate it; ``--unanswered`` writes the requests
-the recordings could not answer (new judge groups and second looks, and mining's novelty
-checks), for the next recording. ``--passes 2`` runs a default pass after it, whose window
-holds no session: it proposes what the cap carried (``IRIS_CONSOLIDATION_MAX_NEW_TRUTHS`` in
-the environment lowers the cap).
+the recordings could not answer (the judge calls that hold a mined truth, or with
+``--all-groups`` every one; second looks; mining's novelty checks), for the next recording.
+``--passes 2`` runs a default pass after it, whose window holds no session: it proposes
+what the cap carried (``IRIS_CONSOLIDATION_MAX_NEW_TRUTHS`` in the environment lowers the cap).
 """
 
 from __future__ import annotations
@@ -196,9 +196,12 @@ def replay(args: argparse.Namespace) -> None:
             if args.unanswered:
                 # The judge's, the second look's and the novelty check's (relocation's calls, in
                 # report mode, are not needed).
+                mined = _mined_contents()
                 asked = [
                     m for m in server.unanswered
-                    if "<truths>" in m[-1]["content"] or "<checks>" in m[-1]["content"]
+                    if ("<truths>" in m[-1]["content"]
+                        and (args.all_groups or any(t in m[-1]["content"] for t in mined)))
+                    or "<checks>" in m[-1]["content"]
                     or str(m[0]["content"]).startswith(CHECK_OPENING)
                 ]
                 with Path(args.unanswered).open("w") as f:
@@ -209,6 +212,18 @@ def replay(args: argparse.Namespace) -> None:
         _report(stored_ids=set(stored))
     finally:
         _drop(dbname)
+
+
+def _mined_contents() -> set[str]:
+    """The texts of the truths mining added in the pass, as the judge's JSON quotes them."""
+    from iris_consolidation.models import StageResult
+
+    return {
+        json.dumps(f["content"], ensure_ascii=False)
+        for result in StageResult.objects.filter(stage="mine")
+        for f in result.findings[1:]
+        if f.get("outcome") == "added"
+    }
 
 
 def _report(*, stored_ids: set[int]) -> None:
@@ -279,6 +294,11 @@ def main() -> None:
     sub.choices["capture"].add_argument("out")
     sub.choices["replay"].add_argument("replies", nargs="+")
     sub.choices["replay"].add_argument("--unanswered", default=None)
+    sub.choices["replay"].add_argument(
+        "--all-groups",
+        action="store_true",
+        help="--unanswered writes every judge call missed, not only those holding a mined truth",
+    )
     sub.choices["replay"].add_argument(
         "--passes", type=int, default=1, help="passes to run: the later ones add what the cap carried"
     )

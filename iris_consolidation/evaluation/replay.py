@@ -432,6 +432,8 @@ class RecordedReport:
     golden: Any = None
     pairs: Any = None
     clusters_judged: int = 0
+    #: The messages of each call the recordings did not wholly answer (``ReplayServer.unanswered``).
+    unanswered: tuple[list[dict[str, Any]], ...] = ()
 
     @property
     def sent_to_second_look(self) -> int:
@@ -546,7 +548,7 @@ def evaluate(
             golden = scoring.score_golden(cases, client=client, embedder=embedder, on_reviews=reviews.extend)
         else:
             judged = scoring.score_truths(data_path, client=client, embedder=embedder, on_reviews=reviews.extend)
-        stats = server.stats
+        stats, unanswered = server.stats, tuple(server.unanswered)
     return RecordedReport(
         path=path,
         also=tuple(also),
@@ -557,7 +559,20 @@ def evaluate(
         golden=golden,
         pairs=pairs,
         clusters_judged=judged,
+        unanswered=unanswered,
     )
+
+
+def write_requests(path: Path, calls: Sequence[list[dict[str, Any]]]) -> int:
+    """Write ``calls`` (each a call's messages) to ``path`` as a requests file for a model
+    answerer: one ``{"id", "messages"}`` line per call, ids ``<name>-001``, ... (``name``:
+    the file name up to its first dot), the answers to go in ``<name>.replies.jsonl``
+    beside it (``load_recordings``). Returns the number of lines written."""
+    name = path.name.split(".")[0]
+    with path.open("w", encoding="utf-8") as handle:
+        for i, messages in enumerate(calls, start=1):
+            handle.write(json.dumps({"id": f"{name}-{i:03d}", "messages": messages}, ensure_ascii=False) + "\n")
+    return len(calls)
 
 
 def _default_threshold() -> float:

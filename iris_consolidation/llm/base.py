@@ -47,16 +47,22 @@ class MemberView:
     quality: float = 0.0
     #: Distillation score; the rule judge's tie-break between equal texts (never sent to a model).
     score: float = 0.0
+    #: The alias of the member this one was mined as a change of (mining's ``changes``), or None.
+    changes: str | None = None
 
     def as_wire(self) -> dict[str, object]:
-        """The member as the wire contract (docs/llm.md) puts it in the request."""
-        return {
+        """The member as the wire contract (docs/llm.md) puts it in the request; ``changes``
+        only when set."""
+        wire: dict[str, object] = {
             "id": self.alias,
             "content": self.content,
             "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
             "generation": self.generation,
             "protected": self.protected,
         }
+        if self.changes:
+            wire["changes"] = self.changes
+        return wire
 
 
 @dataclass(frozen=True, kw_only=True)

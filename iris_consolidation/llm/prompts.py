@@ -14,7 +14,7 @@ from typing import Any
 
 from .base import JudgeRequest, NoiseCandidate
 
-PROMPT_VERSION = "judge-2026-12-01.6"
+PROMPT_VERSION = "judge-2026-12-07.7"
 
 #: The ``cache_control`` mark litellm passes to providers with prompt caching
 #: (Anthropic: the system prompt is then billed once per cache window).
@@ -35,6 +35,10 @@ Rules (each cluster on its own):
   every source must stay in the merged content; where you word it differently (or in
   another language), state each synonym in the "reason" as 'source word = word in the
   content' (e.g. 'father of a boy' = 'son'; gatos = cats), or the merge is refused.
+- A truth that only adds a detail to another's fact (how it shows, since when, who
+  confirmed it) states the same fact: merge them and keep the detail ("Is lactose
+  intolerant" + "Gets stomach cramps from milk" + "Lactose intolerance was diagnosed in
+  2021"). Another object is another fact ("allergic to peanuts" vs "allergic to shellfish").
 - Never MERGE a truth that reports a change ("now", "moved", "left", "quit", "no
   longer") with one it changes: that is a SUPERSEDE, or keep both.
 - SUPERSEDE when a later truth says the state of the same thing changed ("Lives in
@@ -46,6 +50,11 @@ Rules (each cluster on its own):
   corrects it ("the earlier claim is false", "actually", "current", "final"). The
   statement made last wins: the truth stated last (latest created_at) is "new", the
   earlier ones are "old". Never retire the later truth in favour of an earlier one.
+- A truth with "changes": "tN" was mined from a later conversation and read there as
+  the new state of truth tN. Check it as any other pair: SUPERSEDE tN when the later
+  truth is the newer state of the same thing (a plan or effort that went a step further
+  counts: "Is looking for a flat" then "Signed the lease on a flat"); KEEP both when both
+  can still be true.
 - KEEP (name them in no action) what can be true at the same time: distinct facts on
   one topic ("allergic to peanuts" vs "allergic to shellfish"), different people or
   pets, a fact that ended ("until 2023") vs one still true, sentences whose roles are

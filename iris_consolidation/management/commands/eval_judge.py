@@ -60,6 +60,13 @@ class Command(BaseCommand):
             "misses: a recording, or a NAME.replies.jsonl read with the NAME.requests.jsonl beside it); "
             "the --recorded file's reply wins for a cluster both record.",
         )
+        parser.add_argument(
+            "--unanswered",
+            metavar="OUT",
+            help="With one --recorded file: write the calls its recordings did not answer (new groups, second "
+            "looks) to OUT (NAME.requests.jsonl), for a model to answer into NAME.replies.jsonl. An empty "
+            "--recorded file with --data records every call.",
+        )
         parser.add_argument("--judge", choices=sorted(app_settings.JUDGE_CLIENTS), help="Judge (default: the setting).")
         parser.add_argument("--threshold", help="Similarity threshold for --pairs (default: the setting).")
         parser.add_argument(
@@ -146,11 +153,11 @@ class Command(BaseCommand):
             f"precision={_figure(r.precision)} recall={_figure(r.recall)} f1={_figure(r.f1)}"
         )
 
-    DATA_NEEDS_ONE = "--data names the data of one recording: give one --recorded file with it."
+    DATA_NEEDS_ONE = "--data and --unanswered go with one recording: give one --recorded file with them."
 
     def _recorded(self, options: dict[str, Any]) -> None:
         paths = [Path(p) for p in options["recorded"]]
-        if options["data"] and len(paths) > 1:
+        if (options["data"] or options["unanswered"]) and len(paths) > 1:
             raise CommandError(self.DATA_NEEDS_ONE)
         answers = list(replay.SECOND_LOOK_ANSWERS) if options["second_looks"] == "both" else [options["second_looks"]]
         data = Path(options["data"]) if options["data"] else None
@@ -162,6 +169,10 @@ class Command(BaseCommand):
                 for answer in answers:
                     report = replay.evaluate(path, embedder=embedder, second_looks=answer, data=data, also=also)
                     self._print_recorded(report)
+                    if options["unanswered"] and answer == answers[0]:
+                        out = Path(options["unanswered"])
+                        written = replay.write_requests(out, report.unanswered)
+                        self.stdout.write(f"{written} unanswered call(s) -> {out}")
                     harmful += report.golden.harmful if report.golden is not None else 0
         except (InvalidInput, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc

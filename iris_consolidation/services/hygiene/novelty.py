@@ -151,6 +151,19 @@ def users_with_carried(user_ids: Iterable[int] | None = None) -> set[int]:
     return set(rows.values_list("user_id", flat=True))
 
 
+def _changes_findings(findings: Sequence[dict]) -> list[dict]:
+    """The findings of a mine result (its head first, skipped) of truths added as a change."""
+    return [f for f in findings[1:] if f.get("outcome") == "added" and f.get("truth_id") and f.get("changes")]
+
+
+def mined_changes(run_id: object, user_id: int) -> dict[int, int]:
+    """``{mined truth id: id of the stored truth it changes}`` for what the run ``run_id``
+    mined for ``user_id`` as a change (its mine ``StageResult``; empty when none): the judge
+    is told which member a mined truth was read as changing (``MemberView.changes``)."""
+    result = StageResult.objects.filter(run_id=run_id, user_id=user_id, stage="mine").first()
+    return {int(f["truth_id"]): int(f["changes"]) for f in _changes_findings(result.findings if result else [])}
+
+
 def with_changes(
     clusters: list[CandidateCluster], mine: StageResult | None, *, user_id: int
 ) -> list[CandidateCluster]:
@@ -160,9 +173,8 @@ def with_changes(
     judge, the validator and the second look decide that supersede. Also when a larger group
     holds both: measured on LoCoMo, a judge shown "passed her adoption interviews" among ten
     of the person's truths kept "is researching adoption agencies" beside it."""
-    pairs = [(f["truth_id"], f["changes"], float(f.get("changes_similarity") or 0.0))
-             for f in (mine.findings[1:] if mine is not None else [])
-             if f.get("outcome") == "added" and f.get("truth_id") and f.get("changes")]
+    findings = _changes_findings(mine.findings if mine is not None else [])
+    pairs = [(f["truth_id"], f["changes"], float(f.get("changes_similarity") or 0.0)) for f in findings]
     asked = {frozenset(c.member_ids) for c in clusters}
     extra = [
         CandidateCluster(user_id=user_id, member_ids=(new, old), similarities=(1.0, similarity))

@@ -120,6 +120,7 @@ def _request_from_snapshot(snapshot: Sequence[dict[str, Any]]) -> JudgeRequest:
                 protected=bool(row.get("protected", False)),
                 origin=row.get("origin", "promoted"),
                 pinned=bool(row.get("pinned", False)),
+                changes=row.get("changes"),
             )
             for row in snapshot
         )

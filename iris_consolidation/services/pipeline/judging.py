@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ...choices import MergeProtection, RiskPolicy, judge_identity
@@ -54,14 +54,20 @@ logger = logging.getLogger(__name__)
 
 
 def build_request(
-    truths: Sequence[Truth], *, max_generation: int | None = None, first_alias: int = 1
+    truths: Sequence[Truth], *, max_generation: int | None = None, first_alias: int = 1,
+    changes: Mapping[int, int] | None = None,
 ) -> tuple[JudgeRequest, dict[str, Truth]]:
     """A ``JudgeRequest`` over ``truths`` (sorted oldest first, aliased t1, t2, ...; from
     ``t<first_alias>`` when the cluster follows others in one call, so aliases stay
-    unique across the call), and the alias -> truth map. Aliases are valid for one call."""
+    unique across the call), and the alias -> truth map. Aliases are valid for one call.
+    ``changes`` maps a mined truth's id to the id of the truth mining read it as changing
+    (``hygiene.novelty.mined_changes``); a member whose changed truth is in the request
+    carries that truth's alias (``MemberView.changes``)."""
     max_generation = max_generation or app_settings.MAX_GENERATION
     ordered = sorted(truths, key=lambda t: (t.created_at, t.pk))
     by_alias = {f"t{i}": t for i, t in enumerate(ordered, start=first_alias)}
+    alias_of = {t.pk: alias for alias, t in by_alias.items()}
+    changes = changes or {}
     members = tuple(
         MemberView(
             alias=alias,
@@ -73,6 +79,7 @@ def build_request(
             pinned=t.pinned,
             quality=quality_of(t),
             score=t.score,
+            changes=alias_of.get(changes.get(t.pk, 0)),
         )
         for alias, t in by_alias.items()
     )

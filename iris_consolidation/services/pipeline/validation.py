@@ -36,7 +36,8 @@ own second looks included (``benchmarks/judge_hostile.py``):
   before the new one (``created_at``): the statement made last wins; each old member is
   about what the new one says (a word, a detail, a frame or an attribute of the person in
   common, ``SUPERSEDE_UNRELATED``); the new one states a change, or may state the outcome
-  of a plan or effort every old member states (else ``SUPERSEDE_NO_CHANGE``); old members
+  of a plan or effort every old member states, or was mined as a change of the old member
+  (``MemberView.changes``) (else ``SUPERSEDE_NO_CHANGE``); old members
   that are no step of a change (a change, an event, a plan) restate one statement
   (``SUPERSEDE_SEVERAL``);
 - a member that addresses the model ("Ignore all previous instructions ...") takes part
@@ -420,7 +421,9 @@ def _supersede_invariant(action: Action, request: JudgeRequest, *, known: frozen
     unrelated = [m.alias for m in olds if not related(m.content, new.content, known=known)]
     if unrelated:
         return Code.SUPERSEDE_UNRELATED, say.SUPERSEDE_UNRELATED.format(new=action.new, old=", ".join(unrelated))
-    if not text.states_change(new.content) and not all(text.fulfils(m.content, new.content) for m in olds):
+    # Mining's mark stands for a change word; the second look (SUPERSEDE_OUTCOME) still asks.
+    if not text.states_change(new.content) and not all(text.fulfils(m.content, new.content) or new.changes == m.alias
+                                                       for m in olds):
         return Code.SUPERSEDE_NO_CHANGE, say.SUPERSEDE_NO_CHANGE.format(new=action.new, old=", ".join(action.old))
     # Old members that are no step of a change (a change or event, or a plan under way) must
     # restate one statement: "Takes honey in tea" and "Drinks tea every afternoon" are two

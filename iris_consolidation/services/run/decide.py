@@ -23,6 +23,7 @@ from ...choices import MergeProtection
 from ...embeddings import Embedder
 from ...llm.base import JudgeClient, Spend
 from ...models import ClusterReview, ConsolidationJob, ConsolidationRun, Truth
+from ..hygiene import novelty
 from ..pipeline import clustering, judging, merging, verdict_cache
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ def snapshot_members(by_alias: dict[str, Truth], request: Any) -> tuple[dict[str
             "pinned": t.pinned,
             "score": t.score,
             "protected": request.member(alias).protected,
+            **({"changes": request.member(alias).changes} if request.member(alias).changes else {}),
         }
         for alias, t in by_alias.items()
     )
@@ -153,6 +155,7 @@ def decide_batch(
     reviews: dict[int, Any] = {}
     prepared: list[_Prepared] = []
     next_alias = 1
+    changes = novelty.mined_changes(run.pk, clusters[0].user_id) if clusters else {}
     for index, cluster in enumerate(clusters):
         members = list(Truth.all_objects.filter(pk__in=cluster.member_ids))
         key = keys[index] if keys is not None else judging.cluster_key(members)
@@ -162,7 +165,8 @@ def decide_batch(
             continue
         truths = [t for t in members if t.is_live]
         # Aliases unique across the call (wire contract v2): t1.. for the first cluster, on from there.
-        item = _prepare(run, index, cluster, truths, key=key, judge=client.name, first_alias=next_alias)
+        item = _prepare(run, index, cluster, truths, key=key, judge=client.name, first_alias=next_alias,
+                        changes=changes)
         next_alias += len(truths)
         answered = _answer_without_model(run, item, truths, client=client, embedder=embedder)
         if answered is not None:
@@ -179,11 +183,11 @@ def decide_batch(
 
 def _prepare(
     run: ConsolidationRun, index: int, cluster: clustering.CandidateCluster, truths: list[Truth], *, key: str,
-    judge: str, first_alias: int,
+    judge: str, first_alias: int, changes: dict[int, int] | None = None,
 ) -> _Prepared:
     """The judge's request for a cluster's live ``truths`` (aliases from ``first_alias``)
     and the fields its review decision will carry."""
-    request, by_alias = judging.build_request(truths, first_alias=first_alias)
+    request, by_alias = judging.build_request(truths, first_alias=first_alias, changes=changes)
     sims = dict(zip(cluster.member_ids, cluster.similarities, strict=True))
     decision_args: dict[str, Any] = {
         "run_id": run.pk,

@@ -117,6 +117,29 @@ def test_a_change_is_judged_beside_the_truth_it_changes_and_superseded(llm_serve
     assert finding["changes"] == training.pk
 
 
+def test_the_judge_is_told_which_truth_a_mined_change_changes(llm_server, ana):
+    """"Works as a midwife" states no change word; the judge sees the miner's mark
+    (``"changes"``: the nurse truth's alias), and the validator takes it in place of a
+    change word, so the supersede goes to the second look, which confirms it here."""
+    llm_server.handler = llm_stub.mining_by_text(
+        {"clarinet": [llm_stub.mined("Ana works as a midwife", evidence=("m1",), changes="Ana works as a nurse")]},
+        judge=llm_stub.supersede_when_asked,
+    )
+    llm_server.second_looks = "confirm"
+    call_command("consolidate_truths", "--sync", "--full", "--threshold", "0.99", stdout=StringIO())
+
+    midwife = Truth.objects.get(content="Ana works as a midwife")
+    nurse = Truth.all_objects.get(content="Ana works as a nurse")
+    assert nurse.superseded_by_id == midwife.pk
+    [cluster] = [
+        c for r in llm_server.chat_requests() if llm_stub.is_judge_call(r["json"])
+        for c in llm_stub.StubLLMServer.clusters_of(r)
+    ]
+    by_content = {t["content"]: t for t in cluster["truths"]}
+    assert by_content["Ana works as a midwife"]["changes"] == by_content["Ana works as a nurse"]["id"]
+    assert "changes" not in by_content["Ana works as a nurse"]
+
+
 def test_without_changes_the_same_truth_is_new_and_not_judged_beside_the_old_one(llm_server, ana):
     llm_server.handler = llm_stub.mining_by_text(
         {"marathon": [llm_stub.mined("Ana ran her first marathon in November 2026", evidence=("m3",))]},
