@@ -8,7 +8,11 @@ FRENCH = Language(
     code="fr",
     stemmer="french",
     # "son" ("his") is left out: it is an English content word.
-    stopwords=frozenset("le la les un une des du est et au aux avec pour sur il elle ils elles".split()),
+    # Possessives but "ma" and "ta" (English words too): "Sa sœur" is "her sister".
+    stopwords=frozenset(
+        "le la les un une des du est et au aux avec pour sur il elle ils elles"
+        " sa ses mes tes notre nos votre vos leur leurs".split()
+    ),
     articles=frozenset("le la les un une des".split()),
     negations=frozenset({"pas", "jamais", "non"}),
     # "now", "moved", "settled", "changed", "repaired", "promoted".
