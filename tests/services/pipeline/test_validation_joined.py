@@ -334,3 +334,11 @@ def test_a_mark_naming_another_member_retires_nothing_it_does_not_name():
     assert refusal_codes(request, supersede_action(("t1",), "t3"), refuse_signals=False) == [
         v.Code.SUPERSEDE_NO_CHANGE
     ]
+
+
+def test_a_mark_on_a_truth_about_something_else_retires_nothing():
+    """A hostile miner's mark does not make a later truth about another thing a change."""
+    request = judge_request("Sings in the clinic choir", "Drives a blue Fiat Panda", t2={"changes": "t1"})
+    assert refusal_codes(request, supersede_action(("t1",), "t2"), refuse_signals=False) == [
+        v.Code.SUPERSEDE_UNRELATED
+    ]
