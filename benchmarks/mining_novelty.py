@@ -232,7 +232,7 @@ def _report(*, stored_ids: set[int]) -> None:
     import numpy as np
 
     from iris_consolidation.embeddings import get_embedder
-    from iris_consolidation.models import StageResult, Truth
+    from iris_consolidation.models import ClusterReview, StageResult, Truth
 
     results = StageResult.objects.filter(stage="mine").select_related("user").order_by("user_id", "id")
     counts: dict[str, int] = {}
@@ -270,6 +270,13 @@ def _report(*, stored_ids: set[int]) -> None:
                 old = Truth.all_objects.get(pk=f["changes"])
                 print(f"    changed #{old.pk}: retired {old.retired_reason} by #{old.superseded_by_id}"
                       if old.retired_at else f"    changed #{old.pk}: live", repr(old.content))
+                # Every review of the pair's truths, in the order they were recorded.
+                reviews = ClusterReview.objects.filter(members__in=[old.pk, f["truth_id"]]).distinct()
+                for review in reviews.order_by("pk"):
+                    members = sorted(review.members.values_list("pk", flat=True))
+                    print(f"    review #{review.pk} {review.outcome} members {members}: applied "
+                          f"{[(a['action'], a.get('truth_ids')) for a in review.applied_actions]} "
+                          f"refused {[r.get('code') for r in review.rejections]}")
             sims = matrix @ np.asarray(vector, dtype=np.float32)
             for i in np.argsort(-sims)[:5]:
                 other = Truth.all_objects.get(pk=stored[i].pk)

@@ -172,13 +172,18 @@ def with_changes(
     the truth it changes) as one more group unless a group is that pair already, so the
     judge, the validator and the second look decide that supersede. Also when a larger group
     holds both: measured on LoCoMo, a judge shown "passed her adoption interviews" among ten
-    of the person's truths kept "is researching adoption agencies" beside it."""
+    of the person's truths kept "is researching adoption agencies" beside it. The change
+    pairs come first, so they are decided before another group merges the changed truth away
+    (on LoCoMo, "searching for a place to open his dance studio" was merged with a twin in
+    the same pass and its change, the studio's opening, found it retired)."""
     findings = _changes_findings(mine.findings if mine is not None else [])
     pairs = [(f["truth_id"], f["changes"], float(f.get("changes_similarity") or 0.0)) for f in findings]
+    wanted = {frozenset((new, old)) for new, old, _ in pairs}
     asked = {frozenset(c.member_ids) for c in clusters}
     extra = [
         CandidateCluster(user_id=user_id, member_ids=(new, old), similarities=(1.0, similarity))
         for new, old, similarity in pairs
         if frozenset((new, old)) not in asked
     ]
-    return [*clusters, *extra]
+    first = [c for c in clusters if frozenset(c.member_ids) in wanted]
+    return [*first, *extra, *(c for c in clusters if frozenset(c.member_ids) not in wanted)]

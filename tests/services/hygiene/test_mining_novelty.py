@@ -291,10 +291,12 @@ def test_with_changes_adds_the_pair_unless_it_is_a_group_already():
     apart = [CandidateCluster(user_id=1, member_ids=(3, 4), similarities=(1.0, 0.8))]
     larger = [CandidateCluster(user_id=1, member_ids=(3, 4, 7), similarities=(1.0, 0.8, 0.7))]
     already = [CandidateCluster(user_id=1, member_ids=(3, 7), similarities=(1.0, 0.8))]
-    assert novelty.with_changes(apart, mine_result, user_id=1) == [*apart, pair]
+    # The pair first: decided before another group can merge the changed truth away.
+    assert novelty.with_changes(apart, mine_result, user_id=1) == [pair, *apart]
     # Among a larger group the judge may miss the change: it is asked about the pair too.
-    assert novelty.with_changes(larger, mine_result, user_id=1) == [*larger, pair]
+    assert novelty.with_changes(larger, mine_result, user_id=1) == [pair, *larger]
     assert novelty.with_changes(already, mine_result, user_id=1) == already
+    assert novelty.with_changes([*apart, *already], mine_result, user_id=1) == [*already, *apart]
     assert novelty.with_changes(apart, None, user_id=1) == apart
 
 
