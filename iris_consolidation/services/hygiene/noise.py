@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from ...exceptions import JudgeResponseInvalid, JudgeUnavailable
 from ...llm.base import NoiseCandidate, NoiseReply, Spend
 from ...models import Truth
+from ..pipeline.forecast import FORECAST_ONLY
 from .noise_rules import SURE, SUSPECT, TIER_SURE, TIER_SUSPECT, NoiseMatch, detect
 
 __all__ = [
@@ -129,7 +130,8 @@ def confirm(
         try:
             reply = classify(candidates)
         except (JudgeUnavailable, JudgeResponseInvalid) as exc:
-            logger.warning("noise classification failed; %d candidate(s) kept: %s", len(batch), exc)
+            if str(exc) != FORECAST_ONLY:  # an estimate counts the call and makes none: no failure
+                logger.warning("noise classification failed; %d candidate(s) kept: %s", len(batch), exc)
             if exc.spend is not None:
                 result.spend = result.spend + exc.spend
             result.errors += 1
