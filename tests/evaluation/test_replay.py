@@ -249,3 +249,49 @@ def test_only_the_stages_a_recording_holds_no_call_of_are_withheld():
     with withheld.withholding(replay.unrecorded_stages(with_promote)):
         assert withheld.is_withheld("relocate") and not withheld.is_withheld("promote")
     assert not withheld.is_withheld("relocate")
+
+
+@pytest.mark.django_db
+def test_eval_judge_writes_the_calls_a_recording_does_not_answer_for_a_model_to_answer(tmp_path: Path):
+    """An empty recording with ``--data`` writes every judge call the cases make; a model's
+    replies to them, joined by ``benchmarks/join_recording.py``, then answer every cluster
+    and leave nothing unanswered."""
+    import subprocess
+    import sys
+
+    cases = tmp_path / "cases.jsonl"
+    son = ("Has a son named Tomas", "Is the father of a boy called Tomas")
+    cases.write_text(json.dumps(_case("C1", son, "MERGE", [{"action": "merge", "ids": ["a", "b"]}])) + "\n")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    requests = tmp_path / "first.requests.jsonl"
+
+    def run(recording: Path) -> str:
+        out = StringIO()
+        call_command("eval_judge", "--recorded", str(recording), "--data", str(cases), "--second-looks", "withdraw",
+                     "--unanswered", str(requests), stdout=out)
+        return out.getvalue()
+
+    assert f"1 unanswered call(s) -> {requests}" in run(empty)
+    [row] = [json.loads(line) for line in requests.read_text().splitlines()]
+    assert row["id"] == "first-001" and row["messages"][0]["role"] == "system"
+    sent = json.loads(row["messages"][-1]["content"].split("<truths>\n")[1].split("\n</truths>")[0])
+    [cluster] = sent["clusters"]
+    assert sorted(t["content"] for t in cluster["truths"]) == sorted(son)
+    aliases = [t["id"] for t in cluster["truths"]]
+    merge = {"action": "merge", "ids": aliases, "content": "Has a son named Tomas",
+             "reason": "'is the father of a boy called' = 'has a son named'"}
+    reply = {"clusters": [{"id": cluster["id"], "actions": [merge], "reasoning": "same son"}]}
+    replies = tmp_path / "first.replies.jsonl"
+    replies.write_text(json.dumps({"id": row["id"], "reply": json.dumps(reply)}) + "\n")
+    joined = tmp_path / "joined.jsonl"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "join_recording.py"
+    subprocess.run([sys.executable, str(script), "--set", "golden", "--model", "m", str(joined), str(replies)],
+                   check=True, capture_output=True)
+    [recorded] = [json.loads(line) for line in joined.read_text().splitlines()]
+    assert (recorded["set"], recorded["contract"], recorded["model"]) == ("golden", "judge", "m")
+    assert recorded["messages"] == row["messages"] and recorded["reply"] == json.dumps(reply)
+
+    text = run(joined)
+    assert "clusters matched 1, missed 0" in text and "correct=1/1 harmful=0" in text
+    assert f"0 unanswered call(s) -> {requests}" in text
