@@ -124,6 +124,10 @@ class JudgeKind(models.TextChoices):
     OTHER = "", "Another judge, or none"
 
 
+#: The litellm model name of a judge answered by recorded replies (``evaluation.replay``).
+REPLAY_MODEL = "openai/recorded-replay"
+
+
 def llm_judge_name(model: str) -> str:
     """The stored name of the LLM judge that calls ``model``."""
     return f"{LLM_JUDGE_PREFIX}{model}"

@@ -11,6 +11,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from .choices import REPLAY_MODEL
 from .models import ConsolidationRun
 from .services.pipeline.forecast import STAGES, Forecast
 
@@ -364,9 +365,17 @@ SEE_MERGES = (
 )
 
 
+REPLAYED_WHY = (
+    "Recorded verdicts answer only the clusters their recording holds: these truths were consolidated before "
+    "(make demo run again) or are not the ones recorded. A model judges anything new "
+    "(IRIS_CONSOLIDATION_JUDGE=llm, see README \"Using an LLM\")."
+)
+
+
 def nothing_merged_lines(run: ConsolidationRun) -> list[str]:
     """Why a run that reviewed clusters changed none, and how to see merges; [] when the
-    run merged or superseded something, reviewed nothing, or is a dry run."""
+    run merged or superseded something, reviewed nothing, or is a dry run. A run judged
+    by recorded replies (``make demo`` again) is told why instead of sent to the demo."""
     if run.dry_run or run.merged or run.superseded or not run.clusters_done:
         return []
     refused = f", the validator refused {run.rejected}" if run.rejected else ""
@@ -378,6 +387,8 @@ def nothing_merged_lines(run: ConsolidationRun) -> list[str]:
             other=("; " + ", ".join(rest)) if rest else "",
         )
     ]
+    if run.judge_model == REPLAY_MODEL:
+        return [*lines, REPLAYED_WHY]
     if run.judge_kind == ConsolidationRun.JudgeKind.RULES:
         lines.append(RULE_JUDGE_WHY)
     lines.append(SEE_MERGES)

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from iris_consolidation import inventory_display, lineage_display, review_display, run_display, selectors
+from iris_consolidation.choices import REPLAY_MODEL
 from iris_consolidation.conf import app_settings
 from iris_consolidation.embeddings import LOCAL_MODEL_NAME
 from iris_consolidation.exceptions import CancelRefused
@@ -176,6 +177,20 @@ def test_a_real_run_that_merged_nothing_says_why_and_how_to_see_merges(user_fact
     assert lines[1] == inventory_display.RULE_JUDGE_WHY
     assert "make demo" in lines[2] and "--replay samples/demo.recorded.jsonl" in lines[2]
     assert merged.merged == 1 and inventory_display.nothing_merged_lines(merged) == []
+
+
+def test_a_replayed_run_that_merged_nothing_is_not_sent_to_the_demo_it_is(user_factory):
+    user = user_factory("alice")
+    Truth.objects.create(user=user, content="Lives in Lisbon", embedding=vector_at(1.0, axis=40, towards=41),
+                         embedding_model=LOCAL_MODEL_NAME)
+    Truth.objects.create(user=user, content="Works as a nurse", embedding=vector_at(0.9, axis=40, towards=41),
+                         embedding_model=LOCAL_MODEL_NAME)
+    kept = rules_run(user)
+    kept.judge_model = REPLAY_MODEL
+
+    lines = inventory_display.nothing_merged_lines(kept)
+
+    assert lines == ["Nothing merged: of 1 cluster reviewed, the judge kept 1.", inventory_display.REPLAYED_WHY]
 
 
 def test_the_outcome_column_shows_what_the_stages_did(user_factory):

@@ -37,6 +37,7 @@ from typing import Any
 
 from django.test.utils import override_settings
 
+from ..choices import REPLAY_MODEL
 from ..conf import app_settings
 from ..exceptions import InvalidInput
 from ..llm import hygiene as stage_prompts
@@ -368,7 +369,6 @@ SET_DATA = {
 }
 UNKNOWN_SET = "{path}: recorded set {name!r} has no known data; give its data file with --data."
 NO_DATA = "{path}: its data file {data} is missing; give it with --data."
-REPLAY_MODEL = "openai/recorded-replay"
 #: The key litellm sends to the replay server on 127.0.0.1 (it checks none).
 REPLAY_KEY = "replay-not-a-secret"
 
