@@ -7,6 +7,7 @@ skipped it (``carried``, ``users_with_carried``); the stored truths the mining c
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from uuid import UUID
 
 import numpy as np
 from django.db import transaction
@@ -156,7 +157,7 @@ def _changes_findings(findings: Sequence[dict]) -> list[dict]:
     return [f for f in findings[1:] if f.get("outcome") == "added" and f.get("truth_id") and f.get("changes")]
 
 
-def mined_changes(run_id: object, user_id: int) -> dict[int, int]:
+def mined_changes(run_id: UUID, user_id: int) -> dict[int, int]:
     """``{mined truth id: id of the stored truth it changes}`` for what the run ``run_id``
     mined for ``user_id`` as a change (its mine ``StageResult``; empty when none): the judge
     is told which member a mined truth was read as changing (``MemberView.changes``)."""
