@@ -35,12 +35,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", required=True)
     parser.add_argument("--model", required=True)
-    parser.add_argument("out")
-    parser.add_argument("replies", nargs="+")
+    parser.add_argument("out", help="the recording file to write")
+    parser.add_argument(
+        "replies", nargs="+", help="NAME.replies.jsonl files, each read with the NAME.requests.jsonl beside it"
+    )
     args = parser.parse_args()
     rows = []
     for path in map(Path, args.replies):
+        if not path.name.endswith(".replies.jsonl"):
+            raise SystemExit(f"{path}: a replies file is named NAME.replies.jsonl")
         requests_path = path.with_name(path.name.replace(".replies.jsonl", ".requests.jsonl"))
+        if not path.is_file() or not requests_path.is_file():
+            raise SystemExit(f"{path}: needs itself and {requests_path} beside it; one of them is missing")
         requests = {r["id"]: r["messages"] for r in map(json.loads, requests_path.read_text().splitlines())}
         for reply in map(json.loads, path.read_text().splitlines()):
             messages = requests.get(reply["id"])

@@ -369,6 +369,7 @@ SET_DATA = {
 }
 UNKNOWN_SET = "{path}: recorded set {name!r} has no known data; give its data file with --data."
 NO_DATA = "{path}: its data file {data} is missing; give it with --data."
+NO_GIVEN_DATA = "--data {data}: no such file."
 #: The key litellm sends to the replay server on 127.0.0.1 (it checks none).
 REPLAY_KEY = "replay-not-a-secret"
 
@@ -448,10 +449,13 @@ class RecordedReport:
 def data_for(path: Path, set_name: str, data: Path | None = None) -> Path:
     """The data file of a recording (``SET_DATA``), or ``data`` when given; raises
     ``InvalidInput`` when there is none."""
-    if data is None:
-        if set_name not in SET_DATA:
-            raise InvalidInput(UNKNOWN_SET.format(path=path, name=set_name))
-        data = (path.parent / SET_DATA[set_name]).resolve()
+    if data is not None:
+        if not data.is_file():
+            raise InvalidInput(NO_GIVEN_DATA.format(data=data))
+        return data
+    if set_name not in SET_DATA:
+        raise InvalidInput(UNKNOWN_SET.format(path=path, name=set_name))
+    data = (path.parent / SET_DATA[set_name]).resolve()
     if not data.is_file():
         raise InvalidInput(NO_DATA.format(path=path, data=data))
     return data

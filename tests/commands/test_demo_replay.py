@@ -77,6 +77,11 @@ def test_a_cluster_not_in_the_recording_is_kept(sample, user_factory, truth_fact
 def test_replay_needs_an_in_process_run_and_a_readable_file(sample, tmp_path):
     with pytest.raises(CommandError, match=re.escape(Command.REPLAY_HERE)):
         consolidate("--replay", str(RECORDED))
+    # An estimate runs no pass: a replay, --sync or --dry-run beside it is named, not ignored.
+    with pytest.raises(CommandError, match=r"takes no --dry-run or --replay: drop them"):
+        consolidate("--estimate", "--dry-run", "--replay", str(RECORDED))
+    with pytest.raises(CommandError, match=r"takes no --sync: drop it"):
+        consolidate("--estimate", "--sync")
     with pytest.raises(CommandError, match="no such recording file"):
         consolidate("--sync", "--replay", str(tmp_path / "missing.jsonl"))
     bad = tmp_path / "bad.jsonl"

@@ -295,3 +295,11 @@ def test_eval_judge_writes_the_calls_a_recording_does_not_answer_for_a_model_to_
     text = run(joined)
     assert "clusters matched 1, missed 0" in text and "correct=1/1 harmful=0" in text
     assert f"0 unanswered call(s) -> {requests}" in text
+
+
+def test_a_data_file_that_is_not_there_is_named_as_given(tmp_path: Path):
+    recording = tmp_path / "golden.jsonl"
+    with pytest.raises(InvalidInput, match=r"^--data .*cases.jsonl: no such file\.$"):
+        replay.data_for(recording, "golden", tmp_path / "cases.jsonl")
+    with pytest.raises(InvalidInput, match=r"its data file .*judge_golden.jsonl is missing; give it with --data"):
+        replay.data_for(recording, "golden")

@@ -51,6 +51,10 @@ class Command(BaseCommand):
     DRY_RUN_BANNER = "DRY RUN: clusters are judged and recorded; no truth is changed."
     FAILED_CLUSTERS = "{failed} cluster(s) failed; their truths are unchanged. See run {run_id} in the admin."
     REPLAY_HERE = "--replay runs the pass here: add --sync or --dry-run."
+    ESTIMATE_ALONE = (
+        "--estimate forecasts a pass and runs none, so it takes no {options}: drop {them} (a dry run "
+        "prints the same forecast after judging)."
+    )
     REPLAYING = (
         "Judge: the recorded verdicts of {model} (judge prompt {version}), replayed offline through litellm from "
         "{paths} by a server on 127.0.0.1; nothing leaves this machine. To judge live, give the model's API key and "
@@ -124,6 +128,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         require_migrated()
+        if options["estimate"] and (given := [f"--{o.replace('_', '-')}" for o in ("sync", "dry_run", "replay")
+                                              if options[o]]):
+            raise CommandError(self.ESTIMATE_ALONE.format(options=" or ".join(given),
+                                                          them="it" if len(given) == 1 else "them"))
         with ExitStack() as stack:
             client = server = None
             if options["replay"]:
@@ -132,7 +140,7 @@ class Command(BaseCommand):
 
     def _replaying(self, stack: ExitStack, options: dict[str, Any]) -> tuple[Any, replay.ReplayServer]:
         """Start the replay of ``--replay``'s files for this command; says so on screen."""
-        if not (options["sync"] or options["dry_run"]) or options["estimate"]:
+        if not (options["sync"] or options["dry_run"]):
             raise CommandError(self.REPLAY_HERE)
         paths = [Path(p) for p in options["replay"]]
         try:
