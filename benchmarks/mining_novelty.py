@@ -132,14 +132,13 @@ def capture(args: argparse.Namespace) -> None:
     try:
         from django.core.management import call_command
 
+        from iris_consolidation.evaluation.replay import write_requests
+
         call_command("consolidate_truths", "--sync", "--full", "--only", "mine", stdout=StringIO())
         out = Path(args.out)
         # The request order is the threads'; sort by the data so that ids are stable.
-        rows = sorted(server.requests, key=lambda m: m[-1]["content"])
-        with out.open("w") as f:
-            for i, messages in enumerate(rows, start=1):
-                f.write(json.dumps({"id": f"{out.name.split('.')[0]}-{i:03d}", "messages": messages}) + "\n")
-        print(f"{len(rows)} requests -> {out}")
+        written = write_requests(out, sorted(server.requests, key=lambda m: m[-1]["content"]))
+        print(f"{written} requests -> {out}")
     finally:
         server.stop()
         _drop(dbname)
@@ -177,7 +176,7 @@ def replay(args: argparse.Namespace) -> None:
     try:
         from django.core.management import call_command
 
-        from iris_consolidation.evaluation.replay import replaying
+        from iris_consolidation.evaluation.replay import replaying, write_requests
         from iris_consolidation.models import Truth
 
         stored = {t.pk: t for t in Truth.all_objects.all()}
@@ -204,11 +203,8 @@ def replay(args: argparse.Namespace) -> None:
                     or "<checks>" in m[-1]["content"]
                     or str(m[0]["content"]).startswith(CHECK_OPENING)
                 ]
-                with Path(args.unanswered).open("w") as f:
-                    for i, messages in enumerate(asked, start=1):
-                        name = Path(args.unanswered).name.split(".")[0]
-                        f.write(json.dumps({"id": f"{name}-{i:03d}", "messages": messages}) + "\n")
-                print(f"{len(asked)} unanswered requests -> {args.unanswered}")
+                written = write_requests(Path(args.unanswered), asked)
+                print(f"{written} unanswered requests -> {args.unanswered}")
         _report(stored_ids=set(stored))
     finally:
         _drop(dbname)
