@@ -48,6 +48,12 @@ def mine(run, user):
     return stages.run_mine(run, user.pk, embedder=get_embedder(), client=get_judge_client("llm"))
 
 
+def judged_clusters(llm_server):
+    """Every cluster the judge was sent, in order (``{"id", "truths"}`` as on the wire)."""
+    return [c for r in llm_server.chat_requests() if llm_stub.is_judge_call(r["json"])
+            for c in llm_stub.StubLLMServer.clusters_of(r)]
+
+
 def live(user):
     return set(Truth.objects.filter(user=user).values_list("content", flat=True))
 
@@ -106,12 +112,7 @@ def test_a_change_is_judged_beside_the_truth_it_changes_and_superseded(llm_serve
     ran = Truth.objects.get(content="Ana ran her first marathon in November 2026")
     training = Truth.all_objects.get(content="Ana is training for a marathon")
     assert training.retired_at is not None and training.superseded_by_id == ran.pk
-    groups = [
-        sorted(t["content"] for t in c["truths"])
-        for r in llm_server.chat_requests()
-        if llm_stub.is_judge_call(r["json"])
-        for c in llm_stub.StubLLMServer.clusters_of(r)
-    ]
+    groups = [sorted(t["content"] for t in c["truths"]) for c in judged_clusters(llm_server)]
     assert groups == [["Ana is training for a marathon", "Ana ran her first marathon in November 2026"]]
     finding = next(f for f in StageResult.objects.get(stage="mine").findings[1:] if f["outcome"] == "added")
     assert finding["changes"] == training.pk
@@ -131,10 +132,7 @@ def test_the_judge_is_told_which_truth_a_mined_change_changes(llm_server, ana):
     midwife = Truth.objects.get(content="Ana works as a midwife")
     nurse = Truth.all_objects.get(content="Ana works as a nurse")
     assert nurse.superseded_by_id == midwife.pk
-    [cluster] = [
-        c for r in llm_server.chat_requests() if llm_stub.is_judge_call(r["json"])
-        for c in llm_stub.StubLLMServer.clusters_of(r)
-    ]
+    [cluster] = judged_clusters(llm_server)
     by_content = {t["content"]: t for t in cluster["truths"]}
     assert by_content["Ana works as a midwife"]["changes"] == by_content["Ana works as a nurse"]["id"]
     assert "changes" not in by_content["Ana works as a nurse"]
@@ -148,12 +146,7 @@ def test_without_changes_the_same_truth_is_new_and_not_judged_beside_the_old_one
     call_command("consolidate_truths", "--sync", "--full", "--threshold", "0.99", stdout=StringIO())
 
     assert {"Ana is training for a marathon", "Ana ran her first marathon in November 2026"} <= live(ana)
-    groups = [
-        sorted(t["content"] for t in c["truths"])
-        for r in llm_server.chat_requests()
-        if llm_stub.is_judge_call(r["json"])
-        for c in llm_stub.StubLLMServer.clusters_of(r)
-    ]
+    groups = [sorted(t["content"] for t in c["truths"]) for c in judged_clusters(llm_server)]
     assert ["Ana is training for a marathon", "Ana ran her first marathon in November 2026"] not in groups
 
 
